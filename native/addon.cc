@@ -1,0 +1,29 @@
+// addon — registers kvroute's bindings and nothing else.
+//
+// Node-API addons are context-aware: nothing here is process-global, so the
+// addon loads in the main thread and in any number of worker threads, and each
+// environment's objects are finalized when that environment tears down.
+#include <napi.h>
+
+#include "js-hash.h"
+#include "js-router.h"
+#include "policy.h"
+
+namespace kvroute {
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("NativeRouter", JsRouter::Define(env));
+  exports.Set("hashPrompt", Napi::Function::New(env, JsHashPrompt, "hashPrompt"));
+  exports.Set("xxhash64", Napi::Function::New(env, JsXxHash64, "xxhash64"));
+  exports.Set("reasonCount", Napi::Number::New(env, kReasonCount));
+  exports.Set("policyKindCount", Napi::Number::New(env, kPolicyKindCount));
+  return exports;
+}
+
+}  // namespace kvroute
+
+// NODE_API_MODULE pastes the function name into identifiers, so it needs an
+// unqualified name at global scope.
+static Napi::Object InitKvroute(Napi::Env env, Napi::Object exports) { return kvroute::Init(env, exports); }
+
+NODE_API_MODULE(kvroute, InitKvroute)

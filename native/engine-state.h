@@ -1,0 +1,61 @@
+// engine-state — what the router believes about one engine's load.
+//
+// Why it exists: every policy except round_robin and session_hash weighs load.
+// The router keeps its own shadow counters, moved synchronously at dispatch,
+// first token, completion and abort (so back-to-back dispatches see each other:
+// the seeds' "race fix"). An outside source (a metrics scrape or the shared
+// memory feed) may also report the engine's real state; while that snapshot is
+// fresh (age <= stalenessMs) each field the policy reads is
+//   eff_x = max(shadow_x, observed_x)
+// and a stale snapshot is ignored (shadow only), as in the seeds' es1.
+//
+// Shadow meaning: `waiting` = dispatched, no first token yet (queued or
+// prefilling); `running` = past the first token (decoding), so the shadow
+// decode batch equals `running`; `prefillTokens` = uncached prompt tokens of
+// requests still waiting; `activeBlocks` = prompt blocks of in-flight requests,
+// the shadow of the engine's KV usage. Complexity: O(1) per call.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace kvroute {
+
+struct ShadowCounters {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t prefillTokens = 0;
+  int64_t activeBlocks = 0;
+};
+
+// A snapshot from outside. NaN marks a field the source does not report.
+struct ObservedState {
+  bool present = false;
+  double timestampMs = 0;
+  double running = NAN;
+  double waiting = NAN;
+  double kvBlocksUsed = NAN;
+  double kvBlocksTotal = NAN;
+  double pendingPrefillTokens = NAN;
+  double maxPrefillRemaining = NAN;
+  double decodeBatch = NAN;
+};
+
+// The values a policy reads for one instance at one decision.
+struct EffectiveState {
+  double running;
+  double waiting;
+  double numRequests;    // running + waiting
+  double pendingPrefill;
+  double decodeBatch;
+  double kvUsage;        // fraction of KV capacity in use by in-flight requests
+};
+
+inline bool isFresh(const ObservedState& o, double nowMs, double stalenessMs) {
+  return o.present && nowMs - o.timestampMs <= stalenessMs;
+}
+
+EffectiveState effectiveState(const ShadowCounters& shadow, const ObservedState& observed,
+                              bool fresh, double capacityBlocks);
+
+}  // namespace kvroute

@@ -1,0 +1,335 @@
+#include "js-router.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "napi-util.h"
+#include "prompt-hash.h"
+#include "xxhash64.h"
+
+namespace kvroute {
+namespace {
+
+constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
+constexpr size_t kMaxIds = 0x7FFFFFFF;
+constexpr double kBytesPerToken = 4;  // prompt-text requests: token estimate
+
+// Shortest decimal that round-trips, like JavaScript's String(number).
+std::string formatNumber(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
+
+std::string elementError(const char* field, size_t i, double x) {
+  return std::string(field) + "[" + std::to_string(i) + "] must be an integer in [0, 2^53), got " +
+         formatNumber(x);
+}
+
+}  // namespace
+
+PolicyConfig readPolicy(const Napi::Object& spec) {
+  PolicyConfig p;
+  const double kind = requireInteger(spec.Get("kind"), "policy.kind", 0, kPolicyKindCount - 1);
+  p.kind = static_cast<PolicyKind>(static_cast<int32_t>(kind));
+  p.affinityThreshold = requireInRange(spec.Get("affinityThreshold"), "policy.affinityThreshold", 0, 1);
+  p.overloadFactor = requireInRange(spec.Get("overloadFactor"), "policy.overloadFactor", 0, 1e9);
+  p.decodeWeight = requireInRange(spec.Get("decodeWeight"), "policy.decodeWeight", 0, 1);
+  p.ringVnodes = static_cast<uint32_t>(requireInteger(spec.Get("ringVnodes"), "policy.ringVnodes", 1, 65536));
+  return p;
+}
+
+Napi::Function JsRouter::Define(Napi::Env env) {
+  return DefineClass(env, "NativeRouter",
+                     {
+                         InstanceMethod("addInstance", &JsRouter::AddInstance),
+                         InstanceMethod("drainInstance", &JsRouter::DrainInstance),
+                         InstanceMethod("removeInstance", &JsRouter::RemoveInstance),
+                         InstanceMethod("setExplainBuffers", &JsRouter::SetExplainBuffers),
+                         InstanceMethod("route", &JsRouter::Route),
+                         InstanceMethod("match", &JsRouter::Match),
+                         InstanceMethod("firstToken", &JsRouter::FirstToken),
+                         InstanceMethod("complete", &JsRouter::Complete),
+                         InstanceMethod("abort", &JsRouter::Abort),
+                         InstanceMethod("setObserved", &JsRouter::SetObserved),
+                         InstanceMethod("setTime", &JsRouter::SetTime),
+                         InstanceMethod("setPolicy", &JsRouter::SetPolicy),
+                         InstanceMethod("stats", &JsRouter::Stats),
+                         InstanceMethod("removeBlocks", &JsRouter::RemoveBlocks),
+                         InstanceMethod("clearBlocks", &JsRouter::ClearBlocks),
+                         InstanceMethod("setCapacity", &JsRouter::SetCapacity),
+                         InstanceMethod("reasonCounts", &JsRouter::ReasonCounts),
+                         InstanceMethod("counts", &JsRouter::Counts),
+                         InstanceMethod("checkInvariants", &JsRouter::CheckInvariants),
+                     });
+}
+
+JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsObject() || !info[1].IsObject()) {
+    throwTypeError(env, kErrArgType, "NativeRouter(config, buffers) needs two objects");
+  }
+  Napi::Object config = info[0].As<Napi::Object>();
+  Napi::Object buffers = info[1].As<Napi::Object>();
+  if (!config.Get("policy").IsObject()) throwTypeError(env, kErrArgType, "config.policy must be an object");
+
+  RouterConfig rc;
+  rc.policy = readPolicy(config.Get("policy").As<Napi::Object>());
+  rc.blockTokens = requireInteger(config.Get("blockTokens"), "blockSize", 1, 1 << 24);
+  rc.stalenessMs = requireInRange(config.Get("stalenessMs"), "stalenessMs", 0, 1e12);
+  rc.maxSessions = static_cast<uint32_t>(requireInteger(config.Get("maxSessions"), "maxSessions", 1, 4294967295.0));
+  rc.manualClock = config.Get("manualClock").ToBoolean().Value();
+  chunkBytes_ = requireInteger(config.Get("chunkBytes"), "hashChunkBytes", 1, 1 << 24);
+  blockTokens_ = rc.blockTokens;
+
+  request_ = typedArrayData<double>(buffers.Get("request"), napi_float64_array, 2, "buffers.request");
+  decision_ = typedArrayData<int32_t>(buffers.Get("decision"), napi_int32_array, 2, "buffers.decision");
+  requestRef_ = Napi::Persistent(buffers.Get("request").As<Napi::Float64Array>());
+  decisionRef_ = Napi::Persistent(buffers.Get("decision").As<Napi::Int32Array>());
+  router_ = std::make_unique<Router>(rc);
+}
+
+uint32_t JsRouter::requireSlot(const Napi::Value& v) {
+  const double slot = requireNumber(v, "slot");
+  if (!(slot >= 0 && slot == std::floor(slot) && router_->isLive(static_cast<uint32_t>(slot)))) {
+    throwRangeError(v.Env(), kErrUnknownInstance, "instance slot " + formatNumber(slot) + " is not live");
+  }
+  return static_cast<uint32_t>(slot);
+}
+
+Napi::Value JsRouter::AddInstance(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString()) throwTypeError(env, kErrArgType, "instance id must be a string");
+  const double capacity = requireInteger(info[1], "capacityBlocks", 1, kMaxSafeInteger);
+  const uint32_t slot = router_->addInstance(info[0].As<Napi::String>().Utf8Value(), static_cast<uint64_t>(capacity));
+  return Napi::Number::New(env, slot);
+}
+
+Napi::Value JsRouter::DrainInstance(const Napi::CallbackInfo& info) {
+  router_->drainInstance(requireSlot(info[0]));
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::RemoveInstance(const Napi::CallbackInfo& info) {
+  router_->removeInstance(requireSlot(info[0]));
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::SetExplainBuffers(const Napi::CallbackInfo& info) {
+  auto matched = info[0].As<Napi::Int32Array>();
+  auto scores = info[1].As<Napi::Float64Array>();
+  matched_ = typedArrayData<int32_t>(info[0], napi_int32_array, 0, "matched");
+  scores_ = typedArrayData<double>(info[1], napi_float64_array, 0, "scores");
+  explainCapacity_ = std::min(matched.ElementLength(), scores.ElementLength());
+  matchedRef_ = Napi::Persistent(matched);
+  scoresRef_ = Napi::Persistent(scores);
+  return info.Env().Undefined();
+}
+
+void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) {
+  Napi::Env env = v.Env();
+  in.ids = nullptr;
+  in.n = 0;
+  if (v.IsUndefined() || v.IsNull()) return;
+  if (!v.IsTypedArray()) {
+    throwTypeError(env, kErrArgType,
+                   std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
+  }
+  auto array = v.As<Napi::TypedArray>();
+  const size_t n = array.ElementLength();
+  if (n > kMaxIds) throwRangeError(env, kErrArgValue, std::string(field) + " has more than 2^31-1 ids");
+  switch (array.TypedArrayType()) {
+    case napi_biguint64_array:
+      in.ids = v.As<Napi::BigUint64Array>().Data();  // zero-copy: already u64
+      break;
+    case napi_float64_array: {
+      const double* src = v.As<Napi::Float64Array>().Data();
+      idScratch_.resize(n);
+      // Validate everything before anything is used, so a bad id at the end
+      // leaves the router untouched.
+      for (size_t i = 0; i < n; ++i) {
+        const double x = src[i];
+        if (!(x >= 0 && x <= kMaxSafeInteger) || static_cast<double>(static_cast<uint64_t>(x)) != x) {
+          throwRangeError(env, kErrArgValue, elementError(field, i, x));
+        }
+        idScratch_[i] = static_cast<uint64_t>(x);
+      }
+      in.ids = idScratch_.data();
+      break;
+    }
+    case napi_uint32_array: {
+      const uint32_t* src = v.As<Napi::Uint32Array>().Data();
+      idScratch_.assign(src, src + n);
+      in.ids = idScratch_.data();
+      break;
+    }
+    default:
+      throwTypeError(env, kErrArgType,
+                     std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
+  }
+  in.n = static_cast<uint32_t>(n);
+}
+
+void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
+  Napi::Env env = ids.Env();
+  double defaultTokens;
+  if (ids.IsString()) {
+    utf8Into(env, ids, textScratch_);
+    const size_t length = textScratch_.size();
+    const size_t count = promptBlockCount(length, static_cast<size_t>(chunkBytes_));
+    if (count > kMaxIds) throwRangeError(env, kErrArgValue, "prompt is too long");
+    idScratch_.resize(count);
+    hashPromptBlocks(reinterpret_cast<const uint8_t*>(textScratch_.data()), length,
+                     static_cast<size_t>(chunkBytes_), idScratch_.data());
+    in.ids = idScratch_.data();
+    in.n = static_cast<uint32_t>(count);
+    in.blockTokens = chunkBytes_ / kBytesPerToken;
+    defaultTokens = std::ceil(static_cast<double>(length) / kBytesPerToken);
+  } else {
+    readIds(ids, in, "hashIds");
+    in.blockTokens = blockTokens_;
+    defaultTokens = static_cast<double>(in.n) * blockTokens_;
+  }
+  const double inputTokens = request_[kRequestInputTokens];
+  if (std::isnan(inputTokens)) {
+    in.inputTokens = defaultTokens;
+  } else if (inputTokens >= 0 && inputTokens <= kMaxSafeInteger && inputTokens == std::floor(inputTokens)) {
+    in.inputTokens = inputTokens;
+  } else {
+    throwRangeError(env, kErrArgValue, "inputTokens must be a non-negative integer, got " + formatNumber(inputTokens));
+  }
+  in.dryRun = request_[kRequestFlags] == kFlagDryRun;
+}
+
+Napi::Value JsRouter::Route(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (explainCapacity_ < router_->slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
+  RouteInput in;
+  readRequest(info[0], in);
+  const Napi::Value session = info[1];
+  if (session.IsString()) {
+    utf8Into(env, session, textScratch_);
+    in.hasSession = true;
+    in.sessionKey = xxhash64(reinterpret_cast<const uint8_t*>(textScratch_.data()), textScratch_.size(), 0);
+  } else if (!session.IsUndefined()) {
+    throwTypeError(env, kErrArgType, "session must be a string");
+  }
+  const RouteOutput out = router_->route(in, matched_, scores_);
+  decision_[0] = out.slot;
+  decision_[1] = static_cast<int32_t>(out.reason);
+  return Napi::Number::New(env, out.ticket);
+}
+
+Napi::Value JsRouter::Match(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (explainCapacity_ < router_->slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
+  RouteInput in;
+  readRequest(info[0], in);
+  router_->match(in.ids, in.n, matched_);
+  return env.Undefined();
+}
+
+Napi::Value JsRouter::onTicket(const Napi::CallbackInfo& info, TicketEvent event) {
+  const double ticket = requireNumber(info[0], "ticket");
+  return Napi::Boolean::New(info.Env(), router_->onTicket(ticket, event));
+}
+
+Napi::Value JsRouter::FirstToken(const Napi::CallbackInfo& info) { return onTicket(info, TicketEvent::kFirstToken); }
+Napi::Value JsRouter::Complete(const Napi::CallbackInfo& info) { return onTicket(info, TicketEvent::kComplete); }
+Napi::Value JsRouter::Abort(const Napi::CallbackInfo& info) { return onTicket(info, TicketEvent::kAbort); }
+
+Napi::Value JsRouter::SetObserved(const Napi::CallbackInfo& info) {
+  const uint32_t slot = requireSlot(info[0]);
+  ObservedState o;
+  if (!info[1].IsNull() && !info[1].IsUndefined()) {
+    const double* f = typedArrayData<double>(info[1], napi_float64_array, kObservedFields, "observed");
+    o.present = true;
+    o.timestampMs = f[0];
+    o.running = f[1];
+    o.waiting = f[2];
+    o.kvBlocksUsed = f[3];
+    o.kvBlocksTotal = f[4];
+    o.pendingPrefillTokens = f[5];
+    o.maxPrefillRemaining = f[6];
+    o.decodeBatch = f[7];
+    if (!std::isfinite(o.timestampMs)) throwRangeError(info.Env(), kErrArgValue, "observed.timestampMs must be finite");
+  }
+  router_->setObserved(slot, o);
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::SetTime(const Napi::CallbackInfo& info) {
+  router_->setTime(requireInRange(info[0], "nowMs", -1e15, 1e15));
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::SetPolicy(const Napi::CallbackInfo& info) {
+  if (!info[0].IsObject()) throwTypeError(info.Env(), kErrArgType, "policy must be an object");
+  router_->setPolicy(readPolicy(info[0].As<Napi::Object>()));
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
+  const uint32_t slot = requireSlot(info[0]);
+  double* out = typedArrayData<double>(info[1], napi_float64_array, kStatsFields, "stats");
+  const InstanceStats s = router_->stats(slot);
+  const double fields[kStatsFields] = {
+      static_cast<double>(s.capacityBlocks),       static_cast<double>(s.blocks),
+      static_cast<double>(s.segments),             static_cast<double>(s.bytes),
+      static_cast<double>(s.shadow.running),       static_cast<double>(s.shadow.waiting),
+      static_cast<double>(s.shadow.prefillTokens), static_cast<double>(s.shadow.activeBlocks),
+      s.effective.running,                         s.effective.waiting,
+      s.effective.pendingPrefill,                  s.effective.decodeBatch,
+      s.effective.kvUsage,                         s.observedFresh ? 1.0 : 0.0,
+      static_cast<double>(s.routed),               static_cast<double>(s.completed),
+      static_cast<double>(s.aborted),              router_->isDrained(slot) ? 1.0 : 0.0,
+      s.effective.numRequests,
+  };
+  std::copy(fields, fields + kStatsFields, out);
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::RemoveBlocks(const Napi::CallbackInfo& info) {
+  const uint32_t slot = requireSlot(info[0]);
+  RouteInput in;
+  readIds(info[1], in, "hashIds");
+  return Napi::Number::New(info.Env(), static_cast<double>(router_->removeBlocks(slot, in.ids, in.n)));
+}
+
+Napi::Value JsRouter::ClearBlocks(const Napi::CallbackInfo& info) {
+  router_->clearBlocks(requireSlot(info[0]));
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::SetCapacity(const Napi::CallbackInfo& info) {
+  const uint32_t slot = requireSlot(info[0]);
+  const double capacity = requireInteger(info[1], "capacityBlocks", 1, kMaxSafeInteger);
+  return Napi::Number::New(info.Env(),
+                           static_cast<double>(router_->setCapacity(slot, static_cast<uint64_t>(capacity))));
+}
+
+Napi::Value JsRouter::ReasonCounts(const Napi::CallbackInfo& info) {
+  double* out = typedArrayData<double>(info[0], napi_float64_array, kReasonCount, "reasonCounts");
+  const auto& counts = router_->reasonCounts();
+  for (size_t r = 0; r < counts.size(); ++r) out[r] = static_cast<double>(counts[r]);
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::Counts(const Napi::CallbackInfo& info) {
+  double* out = typedArrayData<double>(info[0], napi_float64_array, 3, "counts");
+  out[0] = static_cast<double>(router_->openTickets());
+  out[1] = static_cast<double>(router_->sessionCount());
+  out[2] = static_cast<double>(router_->slotCount());
+  return info.Env().Undefined();
+}
+
+Napi::Value JsRouter::CheckInvariants(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), router_->checkInvariants());
+}
+
+}  // namespace kvroute

@@ -1,0 +1,80 @@
+// js-router — the JavaScript face of kvroute::Router (class NativeRouter).
+//
+// One synchronous call per request: route(ids, session) reads its numeric
+// arguments from a caller-owned Float64Array, writes the decision into
+// caller-owned typed arrays, and returns the ticket. No JS objects are built
+// per request. src/core/native.ts declares this surface; the TypeScript
+// reference (src/core/reference/) implements the same one.
+#pragma once
+
+#include <napi.h>
+
+#include <vector>
+
+#include "router.h"
+
+namespace kvroute {
+
+class JsRouter : public Napi::ObjectWrap<JsRouter> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  explicit JsRouter(const Napi::CallbackInfo& info);
+
+ private:
+  // Request slab layout (Float64Array): [inputTokens or NaN, flags].
+  static constexpr size_t kRequestInputTokens = 0;
+  static constexpr size_t kRequestFlags = 1;
+  static constexpr double kFlagDryRun = 1;
+  // Observed-state layout (Float64Array, 8 entries), see ObservedState.
+  static constexpr size_t kObservedFields = 8;
+  // Stats layout (Float64Array), see Stats().
+  static constexpr size_t kStatsFields = 19;
+
+  Napi::Value AddInstance(const Napi::CallbackInfo& info);
+  Napi::Value DrainInstance(const Napi::CallbackInfo& info);
+  Napi::Value RemoveInstance(const Napi::CallbackInfo& info);
+  Napi::Value SetExplainBuffers(const Napi::CallbackInfo& info);
+  Napi::Value Route(const Napi::CallbackInfo& info);
+  Napi::Value Match(const Napi::CallbackInfo& info);
+  Napi::Value FirstToken(const Napi::CallbackInfo& info);
+  Napi::Value Complete(const Napi::CallbackInfo& info);
+  Napi::Value Abort(const Napi::CallbackInfo& info);
+  Napi::Value SetObserved(const Napi::CallbackInfo& info);
+  Napi::Value SetTime(const Napi::CallbackInfo& info);
+  Napi::Value SetPolicy(const Napi::CallbackInfo& info);
+  Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value RemoveBlocks(const Napi::CallbackInfo& info);
+  Napi::Value ClearBlocks(const Napi::CallbackInfo& info);
+  Napi::Value SetCapacity(const Napi::CallbackInfo& info);
+  Napi::Value ReasonCounts(const Napi::CallbackInfo& info);
+  Napi::Value Counts(const Napi::CallbackInfo& info);
+  Napi::Value CheckInvariants(const Napi::CallbackInfo& info);
+
+  uint32_t requireSlot(const Napi::Value& v);
+  // Resolves the ids argument (typed array, prompt string or undefined) into
+  // `in.ids`/`in.n`, filling defaults for the token fields.
+  void readRequest(const Napi::Value& ids, RouteInput& in);
+  void readIds(const Napi::Value& ids, RouteInput& in, const char* field);
+  Napi::Value onTicket(const Napi::CallbackInfo& info, TicketEvent event);
+
+  std::unique_ptr<Router> router_;
+  double chunkBytes_ = 128;
+  double blockTokens_ = 16;
+  Napi::Reference<Napi::Float64Array> requestRef_;
+  Napi::Reference<Napi::Int32Array> decisionRef_;
+  Napi::Reference<Napi::Int32Array> matchedRef_;
+  Napi::Reference<Napi::Float64Array> scoresRef_;
+  double* request_ = nullptr;
+  int32_t* decision_ = nullptr;
+  int32_t* matched_ = nullptr;
+  double* scores_ = nullptr;
+  size_t explainCapacity_ = 0;
+  std::vector<uint64_t> idScratch_;
+  std::vector<char> textScratch_;
+};
+
+// Reads a policy description object into a PolicyConfig (shared by the
+// constructor and setPolicy).
+PolicyConfig readPolicy(const Napi::Object& spec);
+
+}  // namespace kvroute

@@ -1,0 +1,34 @@
+// prompt-hash — chained block ids for prompt text.
+//
+// Why it exists: a live request that carries no `hash_ids` still needs block
+// ids so the router can match it against what each engine has cached. The
+// prompt's UTF-8 bytes are cut into fixed-size chunks and each chunk is hashed
+// with its parent's id as the seed:
+//
+//   id[0] = XXH64(chunk[0], seed = 0)
+//   id[k] = XXH64(chunk[k], seed = id[k-1])
+//
+// so an id stands for its whole prefix, exactly like vLLM's block hashes and
+// a trace's `hash_ids`. The last, partial chunk gets an id too (Mooncake does
+// the same), so a prompt of L bytes yields ceil(L / chunkBytes) ids.
+//
+// Tunable: chunkBytes (default 128). Complexity: O(L), no allocation.
+// docs/hashing.md is the specification the TypeScript twin follows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvroute {
+
+constexpr uint32_t kDefaultChunkBytes = 128;
+
+// Number of ids a prompt of `len` bytes yields.
+inline size_t promptBlockCount(size_t len, size_t chunkBytes) {
+  return (len + chunkBytes - 1) / chunkBytes;
+}
+
+// Writes promptBlockCount(len, chunkBytes) ids to `out` and returns that count.
+size_t hashPromptBlocks(const uint8_t* bytes, size_t len, size_t chunkBytes, uint64_t* out);
+
+}  // namespace kvroute

@@ -1,0 +1,351 @@
+#include "router.h"
+
+#include <cmath>
+#include <ctime>
+#include <sstream>
+
+#include "xxhash64.h"
+
+namespace kvroute {
+
+Router::Router(const RouterConfig& config) : config_(config), sessions_(config.maxSessions) {}
+
+double Router::now() const {
+  if (config_.manualClock) return manualNowMs_;
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) * 1000.0 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
+  uint32_t slot = 0;
+  while (slot < instances_.size() && instances_[slot].live) ++slot;
+  if (slot == instances_.size()) instances_.emplace_back();
+  Instance& inst = instances_[slot];
+  const uint32_t generation = inst.generation;
+  inst = Instance();
+  inst.generation = generation;
+  inst.live = true;
+  inst.name = name;
+  inst.index = std::make_unique<BlockIndex>(capacityBlocks);
+  eff_.resize(instances_.size());
+  uncached_.resize(instances_.size());
+  refreshLiveList();
+  rebuildRing();
+  return slot;
+}
+
+void Router::drainInstance(uint32_t slot) { instances_[slot].drained = true; }
+
+void Router::removeInstance(uint32_t slot) {
+  Instance& inst = instances_[slot];
+  const uint32_t generation = inst.generation + 1;
+  inst = Instance();
+  inst.generation = generation;
+  refreshLiveList();
+  rebuildRing();
+}
+
+void Router::refreshLiveList() {
+  liveSlots_.clear();
+  liveIndexes_.clear();
+  for (uint32_t s = 0; s < instances_.size(); ++s) {
+    if (!instances_[s].live) continue;
+    liveSlots_.push_back(s);
+    liveIndexes_.push_back(instances_[s].index.get());
+  }
+  liveMatched_.assign(liveSlots_.size(), 0);
+}
+
+void Router::rebuildRing() {
+  std::vector<std::string> names(instances_.size());
+  std::vector<bool> live(instances_.size());
+  for (size_t s = 0; s < instances_.size(); ++s) {
+    names[s] = instances_[s].name;
+    live[s] = instances_[s].live;
+  }
+  ring_.rebuild(names, live, config_.policy.ringVnodes);
+}
+
+void Router::setPolicy(const PolicyConfig& policy) {
+  const bool ringChanged = policy.ringVnodes != config_.policy.ringVnodes;
+  config_.policy = policy;
+  if (ringChanged) rebuildRing();
+}
+
+EffectiveState Router::effective(uint32_t slot, double nowMs) const {
+  const Instance& inst = instances_[slot];
+  return effectiveState(inst.shadow, inst.observed,
+                        isFresh(inst.observed, nowMs, config_.stalenessMs),
+                        static_cast<double>(inst.index->capacity()));
+}
+
+void Router::match(const uint64_t* ids, uint32_t n, int32_t* matched) {
+  matchMany(liveIndexes_.data(), liveIndexes_.size(), ids, n, liveMatched_.data());
+  for (size_t s = 0; s < instances_.size(); ++s) matched[s] = -1;
+  for (size_t k = 0; k < liveSlots_.size(); ++k) matched[liveSlots_[k]] = liveMatched_[k];
+}
+
+int32_t Router::leastLoaded() const {
+  int32_t best = -1;
+  for (uint32_t s = 0; s < instances_.size(); ++s) {
+    if (!routable(s)) continue;
+    if (best < 0 || eff_[s].numRequests < eff_[best].numRequests) best = static_cast<int32_t>(s);
+  }
+  return best;
+}
+
+int32_t Router::lowestScore() const {
+  int32_t best = -1;
+  for (uint32_t s = 0; s < instances_.size(); ++s) {
+    if (!routable(s)) continue;
+    if (best < 0 || scores_[s] < scores_[best]) best = static_cast<int32_t>(s);
+  }
+  return best;
+}
+
+int32_t Router::roundRobin(bool dryRun) {
+  const uint32_t count = static_cast<uint32_t>(instances_.size());
+  for (uint32_t step = 0; step < count; ++step) {
+    const uint32_t s = (rrCursor_ + step) % count;
+    if (!routable(s)) continue;
+    if (!dryRun) rrCursor_ = (s + 1) % count;
+    return static_cast<int32_t>(s);
+  }
+  return -1;
+}
+
+RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores) {
+  const double nowMs = now();
+  match(in.ids, in.n, matched);
+  for (uint32_t s = 0; s < instances_.size(); ++s) {
+    scores[s] = NAN;
+    if (!routable(s)) continue;
+    eff_[s] = effective(s, nowMs);
+    const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
+    uncached_[s] = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
+  }
+  matched_ = matched;
+  scores_ = scores;
+  RouteOutput out = decide(in, scores);
+  if (out.slot < 0 || in.dryRun) return out;
+
+  Instance& inst = instances_[out.slot];
+  inst.index->commit(in.ids, in.n, static_cast<uint32_t>(matched[out.slot]));
+  InFlight request;
+  request.slot = static_cast<uint32_t>(out.slot);
+  request.slotGeneration = inst.generation;
+  request.uncachedTokens = static_cast<int64_t>(uncached_[out.slot]);
+  request.blocks = in.n;
+  inst.shadow.waiting += 1;
+  inst.shadow.prefillTokens += request.uncachedTokens;
+  inst.shadow.activeBlocks += request.blocks;
+  inst.routed += 1;
+  reasonCounts_[static_cast<size_t>(out.reason)] += 1;
+  out.ticket = tickets_.open(request);
+  return out;
+}
+
+RouteOutput Router::decide(const RouteInput& in, double* scores) {
+  const PolicyConfig& p = config_.policy;
+  const uint32_t count = static_cast<uint32_t>(instances_.size());
+  RouteOutput out;
+  const bool scoresAreLoad = p.kind == PolicyKind::kRoundRobin || p.kind == PolicyKind::kSessionHash ||
+                             p.kind == PolicyKind::kLoadOnly || p.kind == PolicyKind::kSticky;
+  for (uint32_t s = 0; s < count; ++s) {
+    if (!routable(s)) continue;
+    if (scoresAreLoad) {
+      scores[s] = eff_[s].numRequests;
+    } else if (p.kind == PolicyKind::kUnifiedKvBoth) {
+      scores[s] = kvWeightedScore(eff_[s], uncached_[s], p.decodeWeight);
+    } else {
+      scores[s] = lmetricScore(eff_[s], uncached_[s], p.decodeWeight);
+    }
+  }
+
+  switch (p.kind) {
+    case PolicyKind::kRoundRobin:
+      out.slot = roundRobin(in.dryRun);
+      out.reason = Reason::kRoundRobin;
+      break;
+    case PolicyKind::kSessionHash: {
+      if (!in.hasSession && in.n == 0) {
+        out.slot = roundRobin(in.dryRun);
+        out.reason = Reason::kRoundRobin;
+        break;
+      }
+      uint64_t key = in.sessionKey;
+      if (!in.hasSession) {
+        // No session: key on the first block, so requests sharing a first
+        // block (a common system prompt) share an instance.
+        uint8_t le[8];
+        for (int b = 0; b < 8; ++b) le[b] = static_cast<uint8_t>(in.ids[0] >> (8 * b));
+        key = xxhash64(le, 8, 0);
+      }
+      out.slot = ring_.lookup(key, [this](uint32_t s) { return routable(s); });
+      out.reason = Reason::kSessionHash;
+      break;
+    }
+    case PolicyKind::kLoadOnly:
+      out.slot = leastLoaded();
+      out.reason = Reason::kLeastLoaded;
+      break;
+    case PolicyKind::kLmetric:
+      out.slot = lowestScore();
+      out.reason = Reason::kLmetric;
+      break;
+    case PolicyKind::kSticky: {
+      if (!in.hasSession) {
+        out.slot = leastLoaded();
+        out.reason = Reason::kLeastLoaded;
+        break;
+      }
+      const SessionPin* pin = in.dryRun ? sessions_.peek(in.sessionKey) : sessions_.lookup(in.sessionKey);
+      if (pin != nullptr && routable(pin->slot) && instances_[pin->slot].generation == pin->generation) {
+        out.slot = static_cast<int32_t>(pin->slot);
+        out.reason = Reason::kPinned;
+        break;
+      }
+      out.reason = pin != nullptr ? Reason::kRepinned : Reason::kNewSession;
+      out.slot = leastLoaded();
+      if (out.slot >= 0 && !in.dryRun) {
+        sessions_.pin(in.sessionKey, SessionPin{static_cast<uint32_t>(out.slot), instances_[out.slot].generation});
+      }
+      break;
+    }
+    case PolicyKind::kUnified:
+    case PolicyKind::kUnifiedKvBoth: {
+      // The best-cached routable instance: most matched blocks, then the
+      // lower load, then the lower slot.
+      int32_t best = -1;
+      double loadSum = 0;
+      double kvSum = 0;
+      uint32_t routableCount = 0;
+      for (uint32_t s = 0; s < count; ++s) {
+        if (!routable(s)) continue;
+        ++routableCount;
+        loadSum += eff_[s].numRequests;
+        kvSum += eff_[s].kvUsage;
+        if (best < 0 || matched_[s] > matched_[best] ||
+            (matched_[s] == matched_[best] && eff_[s].numRequests < eff_[best].numRequests)) {
+          best = static_cast<int32_t>(s);
+        }
+      }
+      if (best < 0) break;
+      const double ratio = in.n > 0 ? static_cast<double>(matched_[best]) / static_cast<double>(in.n) : 0.0;
+      const double meanLoad = loadSum / routableCount;
+      const double meanKv = kvSum / routableCount;
+      if (!(ratio > p.affinityThreshold)) {
+        out.reason = Reason::kFallback;
+      } else if (!(eff_[best].numRequests <= p.overloadFactor * meanLoad)) {
+        out.reason = Reason::kOverload;
+      } else if (p.kind == PolicyKind::kUnifiedKvBoth && !(eff_[best].kvUsage <= p.overloadFactor * meanKv)) {
+        out.reason = Reason::kKvPressure;
+      } else {
+        out.slot = best;
+        out.reason = Reason::kAffinity;
+        break;
+      }
+      out.slot = lowestScore();
+      break;
+    }
+  }
+  return out;
+}
+
+bool Router::onTicket(double ticket, TicketEvent event) {
+  InFlight* r = tickets_.find(ticket);
+  if (r == nullptr) return false;
+  // The instance may have been removed since dispatch; then there is nothing
+  // left to undo on it.
+  Instance* inst = isLive(r->slot) && instances_[r->slot].generation == r->slotGeneration
+                       ? &instances_[r->slot]
+                       : nullptr;
+  if (event == TicketEvent::kFirstToken) {
+    if (!r->decoding) {
+      r->decoding = true;
+      if (inst != nullptr) {
+        inst->shadow.waiting -= 1;
+        inst->shadow.prefillTokens -= r->uncachedTokens;
+        inst->shadow.running += 1;
+      }
+    }
+    return true;
+  }
+  if (inst != nullptr) {
+    if (r->decoding) {
+      inst->shadow.running -= 1;
+    } else {
+      inst->shadow.waiting -= 1;
+      inst->shadow.prefillTokens -= r->uncachedTokens;
+    }
+    inst->shadow.activeBlocks -= r->blocks;
+    if (event == TicketEvent::kComplete) {
+      inst->completed += 1;
+    } else {
+      inst->aborted += 1;
+    }
+  }
+  tickets_.close(ticket);
+  return true;
+}
+
+void Router::setObserved(uint32_t slot, const ObservedState& observed) { instances_[slot].observed = observed; }
+
+InstanceStats Router::stats(uint32_t slot) const {
+  const Instance& inst = instances_[slot];
+  InstanceStats st;
+  st.capacityBlocks = inst.index->capacity();
+  st.blocks = inst.index->blocks();
+  st.segments = inst.index->segments();
+  st.bytes = inst.index->bytes();
+  st.shadow = inst.shadow;
+  const double nowMs = now();
+  st.observedFresh = isFresh(inst.observed, nowMs, config_.stalenessMs);
+  st.effective = effective(slot, nowMs);
+  st.routed = inst.routed;
+  st.completed = inst.completed;
+  st.aborted = inst.aborted;
+  return st;
+}
+
+uint64_t Router::removeBlocks(uint32_t slot, const uint64_t* ids, uint32_t n) {
+  return instances_[slot].index->remove(ids, n);
+}
+
+void Router::clearBlocks(uint32_t slot) { instances_[slot].index->clear(); }
+
+uint64_t Router::setCapacity(uint32_t slot, uint64_t capacityBlocks) {
+  return instances_[slot].index->setCapacity(capacityBlocks);
+}
+
+std::string Router::checkInvariants() const {
+  std::vector<ShadowCounters> expected(instances_.size());
+  tickets_.forEachOpen([&](const InFlight& r) {
+    if (!isLive(r.slot) || instances_[r.slot].generation != r.slotGeneration) return;
+    ShadowCounters& e = expected[r.slot];
+    if (r.decoding) {
+      e.running += 1;
+    } else {
+      e.waiting += 1;
+      e.prefillTokens += r.uncachedTokens;
+    }
+    e.activeBlocks += r.blocks;
+  });
+  for (uint32_t s = 0; s < instances_.size(); ++s) {
+    if (!instances_[s].live) continue;
+    const ShadowCounters& a = instances_[s].shadow;
+    const ShadowCounters& e = expected[s];
+    if (a.running != e.running || a.waiting != e.waiting || a.prefillTokens != e.prefillTokens ||
+        a.activeBlocks != e.activeBlocks) {
+      std::ostringstream err;
+      err << "slot " << s << ": shadow counters disagree with open tickets";
+      return err.str();
+    }
+    std::string indexError = instances_[s].index->checkInvariants();
+    if (!indexError.empty()) return "slot " + std::to_string(s) + ": " + indexError;
+  }
+  return "";
+}
+
+}  // namespace kvroute

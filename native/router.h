@@ -1,0 +1,142 @@
+// router — the routing core: instances, their block indexes and load state,
+// and the policy that picks one instance per request.
+//
+// Why it exists: the proxy, the embedding API and the simulator all drive this
+// one object. It never allocates per request once warm: scratch arrays are
+// sized to the slot count and reused, and results go to caller-owned arrays.
+//
+// Slots: an instance lives in a slot (its index in every per-instance array).
+// New instances take the lowest free slot; removal frees it and bumps the
+// slot's generation so stale pins and tickets are recognised. "Lowest index"
+// in every tie-break means lowest slot.
+//
+// Per route(): one lockstep prefix match over every live instance
+// (O(N log n) probes), O(N) policy scoring, then, unless it is a dry run,
+// BlockIndex::commit on the chosen instance and the shadow counter moves.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "block-index.h"
+#include "engine-state.h"
+#include "hash-ring.h"
+#include "policy.h"
+#include "session-table.h"
+#include "ticket-table.h"
+
+namespace kvroute {
+
+struct RouterConfig {
+  PolicyConfig policy;
+  double blockTokens = 16;        // tokens per block of a request's ids
+  double stalenessMs = 2000;      // observed snapshots older than this are ignored
+  uint32_t maxSessions = 1u << 20;
+  bool manualClock = false;       // time only moves through setTime() (simulation)
+};
+
+struct RouteInput {
+  const uint64_t* ids = nullptr;
+  uint32_t n = 0;
+  double inputTokens = 0;   // prompt tokens
+  double blockTokens = 16;  // tokens per block of `ids`
+  bool hasSession = false;
+  uint64_t sessionKey = 0;
+  bool dryRun = false;      // decide and explain, change nothing
+};
+
+struct RouteOutput {
+  int32_t slot = -1;  // -1: no routable instance
+  Reason reason = Reason::kRoundRobin;
+  double ticket = -1;  // -1 for dry runs and when no instance was chosen
+};
+
+struct InstanceStats {
+  uint64_t capacityBlocks, blocks, segments, bytes;
+  ShadowCounters shadow;
+  EffectiveState effective;
+  bool observedFresh;
+  uint64_t routed, completed, aborted;
+};
+
+enum class TicketEvent { kFirstToken, kComplete, kAbort };
+
+class Router {
+ public:
+  explicit Router(const RouterConfig& config);
+
+  size_t slotCount() const { return instances_.size(); }
+  bool isLive(uint32_t slot) const { return slot < instances_.size() && instances_[slot].live; }
+  bool isDrained(uint32_t slot) const { return isLive(slot) && instances_[slot].drained; }
+
+  // Adds an instance in the lowest free slot and returns the slot.
+  uint32_t addInstance(const std::string& name, uint64_t capacityBlocks);
+  void drainInstance(uint32_t slot);
+  void removeInstance(uint32_t slot);
+
+  // matched[] and scores[] have slotCount() entries. matched gets every live
+  // slot's match (-1 for free slots); scores gets each routable slot's policy
+  // score (NaN for the others).
+  RouteOutput route(const RouteInput& in, int32_t* matched, double* scores);
+  void match(const uint64_t* ids, uint32_t n, int32_t* matched);
+
+  // False when the ticket is not open (unknown, or already completed/aborted).
+  bool onTicket(double ticket, TicketEvent event);
+
+  void setObserved(uint32_t slot, const ObservedState& observed);
+  void setTime(double nowMs) { manualNowMs_ = nowMs; }
+  double now() const;
+  void setPolicy(const PolicyConfig& policy);
+  const PolicyConfig& policy() const { return config_.policy; }
+
+  InstanceStats stats(uint32_t slot) const;
+  uint64_t removeBlocks(uint32_t slot, const uint64_t* ids, uint32_t n);
+  void clearBlocks(uint32_t slot);
+  uint64_t setCapacity(uint32_t slot, uint64_t capacityBlocks);
+  const std::array<uint64_t, kReasonCount>& reasonCounts() const { return reasonCounts_; }
+  size_t openTickets() const { return tickets_.openCount(); }
+  size_t sessionCount() const { return sessions_.size(); }
+  std::string checkInvariants() const;
+
+ private:
+  struct Instance {
+    bool live = false;
+    bool drained = false;
+    uint32_t generation = 0;
+    std::string name;
+    std::unique_ptr<BlockIndex> index;
+    ShadowCounters shadow;
+    ObservedState observed;
+    uint64_t routed = 0, completed = 0, aborted = 0;
+  };
+
+  bool routable(uint32_t slot) const { return instances_[slot].live && !instances_[slot].drained; }
+  void rebuildRing();
+  void refreshLiveList();
+  EffectiveState effective(uint32_t slot, double nowMs) const;
+  int32_t leastLoaded() const;
+  int32_t lowestScore() const;
+  int32_t roundRobin(bool dryRun);
+  RouteOutput decide(const RouteInput& in, double* scores);
+
+  RouterConfig config_;
+  std::vector<Instance> instances_;
+  std::vector<const BlockIndex*> liveIndexes_;  // parallel to liveSlots_
+  std::vector<uint32_t> liveSlots_;
+  std::vector<int32_t> liveMatched_;
+  std::vector<EffectiveState> eff_;             // per slot, valid for routable slots
+  std::vector<double> uncached_;                // per slot, this request's uncached tokens
+  const int32_t* matched_ = nullptr;            // the current route's matched[]
+  const double* scores_ = nullptr;
+  SessionTable sessions_;
+  HashRing ring_;
+  TicketTable tickets_;
+  uint32_t rrCursor_ = 0;
+  double manualNowMs_ = 0;
+  std::array<uint64_t, kReasonCount> reasonCounts_{};
+};
+
+}  // namespace kvroute

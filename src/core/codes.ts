@@ -1,0 +1,58 @@
+/**
+ * Numeric codes shared with the addon (native/policy.h). Values are stable:
+ * append, never renumber. The addon reports its own counts and the loader
+ * checks them against these tables.
+ */
+
+/** Policy names as the CLI and the seeds spell them, indexed by native PolicyKind. */
+export const POLICY_KINDS = [
+  'round_robin',
+  'session_hash',
+  'load_only',
+  'lmetric',
+  'sticky',
+  'unified',
+  'unified_kv_both',
+] as const;
+export type PolicyKindName = (typeof POLICY_KINDS)[number];
+
+/** Why an instance was chosen, indexed by native Reason. */
+export const REASONS = [
+  'round_robin',
+  'session_hash',
+  'least_loaded',
+  'lmetric',
+  'new_session',
+  'pinned',
+  'repinned',
+  'affinity',
+  'fallback',
+  'overload',
+  'kv_pressure',
+] as const;
+export type ReasonName = (typeof REASONS)[number];
+
+/** Reason codes the TypeScript reference writes (same numbers as REASONS). */
+export const Reason = {
+  RoundRobin: 0,
+  SessionHash: 1,
+  LeastLoaded: 2,
+  Lmetric: 3,
+  NewSession: 4,
+  Pinned: 5,
+  Repinned: 6,
+  Affinity: 7,
+  Fallback: 8,
+  Overload: 9,
+  KvPressure: 10,
+} as const;
+
+export const PolicyKind = {
+  RoundRobin: 0,
+  SessionHash: 1,
+  LoadOnly: 2,
+  Lmetric: 3,
+  Sticky: 4,
+  Unified: 5,
+  UnifiedKvBoth: 6,
+} as const;

@@ -1,0 +1,99 @@
+/**
+ * The surface both routing implementations share: the addon's NativeRouter
+ * (native/js-router.h) and the TypeScript ReferenceRouter. The public Router
+ * validates, then calls exactly these methods, so swapping implementations
+ * changes nothing else.
+ *
+ * Numbers cross in caller-owned typed arrays (layouts below) so that a route()
+ * builds no JS objects: the request slab carries the numeric inputs, the
+ * decision array receives the choice, and the explain buffers receive every
+ * instance's matched blocks and score.
+ */
+
+/** Ids a core accepts: validated typed arrays only (the public Router converts arrays). */
+export type CoreIds = BigUint64Array | Float64Array | Uint32Array;
+
+/** Native PolicyConfig (native/policy.h). */
+export interface CorePolicy {
+  kind: number;
+  affinityThreshold: number;
+  overloadFactor: number;
+  decodeWeight: number;
+  ringVnodes: number;
+}
+
+export interface CoreConfig {
+  policy: CorePolicy;
+  blockTokens: number;
+  chunkBytes: number;
+  stalenessMs: number;
+  maxSessions: number;
+  manualClock: boolean;
+}
+
+export interface CoreBuffers {
+  /** [inputTokens (NaN = default), flags (1 = dry run)] */
+  request: Float64Array;
+  /** [chosen slot (-1 = none), reason code] */
+  decision: Int32Array;
+}
+
+export const REQUEST_INPUT_TOKENS = 0;
+export const REQUEST_FLAGS = 1;
+export const FLAG_DRY_RUN = 1;
+
+/** Observed-state layout: see ObservedState in native/engine-state.h. */
+export const OBSERVED_FIELDS = 8;
+
+/** Stats layout written by CoreRouter.stats(). */
+export const Stat = {
+  CapacityBlocks: 0,
+  Blocks: 1,
+  Segments: 2,
+  Bytes: 3,
+  ShadowRunning: 4,
+  ShadowWaiting: 5,
+  ShadowPrefillTokens: 6,
+  ShadowActiveBlocks: 7,
+  EffRunning: 8,
+  EffWaiting: 9,
+  EffPendingPrefill: 10,
+  EffDecodeBatch: 11,
+  EffKvUsage: 12,
+  ObservedFresh: 13,
+  Routed: 14,
+  Completed: 15,
+  Aborted: 16,
+  Drained: 17,
+  EffNumRequests: 18,
+} as const;
+export const STAT_FIELDS = 19;
+
+/** Layout written by CoreRouter.counts(). */
+export const COUNT_FIELDS = 3; // [open tickets, sessions, slot count]
+
+export interface CoreRouter {
+  addInstance(id: string, capacityBlocks: number): number;
+  drainInstance(slot: number): void;
+  removeInstance(slot: number): void;
+  setExplainBuffers(matched: Int32Array, scores: Float64Array): void;
+  /** Returns the ticket, or -1 for a dry run or when no instance is routable. */
+  route(ids: CoreIds | string | undefined, session: string | undefined): number;
+  match(ids: CoreIds | string | undefined): void;
+  firstToken(ticket: number): boolean;
+  complete(ticket: number): boolean;
+  abort(ticket: number): boolean;
+  setObserved(slot: number, observed: Float64Array | null): void;
+  setTime(nowMs: number): void;
+  setPolicy(policy: CorePolicy): void;
+  stats(slot: number, out: Float64Array): void;
+  removeBlocks(slot: number, ids: CoreIds | undefined): number;
+  clearBlocks(slot: number): void;
+  setCapacity(slot: number, capacityBlocks: number): number;
+  reasonCounts(out: Float64Array): void;
+  counts(out: Float64Array): void;
+  /** "" when every internal invariant holds; else the first violation. For tests. */
+  checkInvariants(): string;
+}
+
+export type CoreRouterConstructor = new (config: CoreConfig, buffers: CoreBuffers) => CoreRouter;

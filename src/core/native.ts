@@ -1,0 +1,89 @@
+/**
+ * The only place that loads the addon (and the only `any` in the codebase).
+ *
+ * Search order: $KVROUTE_ADDON, then the cmake-js build (`npm ci` makes it),
+ * then the node-gyp build (`npm run build:gyp`). The first that loads wins;
+ * if none does, one error lists every path tried and how to build.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { POLICY_KINDS, REASONS } from './codes.js';
+import type { CoreRouterConstructor } from './core-router.js';
+import { stateError, type KvrouteError } from './errors.js';
+
+export interface NativeAddon {
+  NativeRouter: CoreRouterConstructor;
+  /** Chained XXH64 ids of `text`'s UTF-8 bytes in `chunkBytes` chunks. */
+  hashPrompt(text: string, chunkBytes: number): BigUint64Array;
+  xxhash64(bytes: Uint8Array, seed: bigint): bigint;
+  reasonCount: number;
+  policyKindCount: number;
+}
+
+let loaded: { addon: NativeAddon; path: string } | KvrouteError | undefined;
+
+/** The package root: the nearest ancestor of this file holding package.json. */
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error('kvroute: package.json not found above ' + fileURLToPath(import.meta.url));
+    dir = parent;
+  }
+  return dir;
+}
+
+export function addonCandidates(): string[] {
+  const root = packageRoot();
+  const paths = [join(root, 'build-cmake', 'Release', 'kvroute.node'), join(root, 'build', 'Release', 'kvroute.node')];
+  const override = process.env.KVROUTE_ADDON;
+  return override ? [override, ...paths] : paths;
+}
+
+function tryLoad(): { addon: NativeAddon; path: string } | KvrouteError {
+  const require = createRequire(import.meta.url);
+  const failures: string[] = [];
+  for (const path of addonCandidates()) {
+    if (!existsSync(path)) {
+      failures.push(`${path}: not built`);
+      continue;
+    }
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the addon's exports are untyped
+      const addon: any = require(path);
+      if (addon.reasonCount !== REASONS.length || addon.policyKindCount !== POLICY_KINDS.length) {
+        failures.push(`${path}: built from other sources (reason or policy tables differ); rebuild it`);
+        continue;
+      }
+      return { addon: addon as NativeAddon, path };
+    } catch (error) {
+      failures.push(`${path}: ${(error as Error).message}`);
+    }
+  }
+  return stateError(
+    'ERR_KVROUTE_NATIVE_UNAVAILABLE',
+    `kvroute: the native addon could not be loaded (run \`npm run build:native\`, or pass { native: false } / ` +
+      `KVROUTE_NATIVE=0 for the TypeScript reference):\n  ${failures.join('\n  ')}`,
+  );
+}
+
+/** The addon, loaded once per thread; throws ERR_KVROUTE_NATIVE_UNAVAILABLE if it cannot load. */
+export function loadNative(): NativeAddon {
+  loaded ??= tryLoad();
+  if (loaded instanceof Error) throw loaded;
+  return loaded.addon;
+}
+
+/** Where the addon was loaded from, or null when it is unavailable. */
+export function nativePath(): string | null {
+  loaded ??= tryLoad();
+  return loaded instanceof Error ? null : loaded.path;
+}
+
+/** Whether `KVROUTE_NATIVE` asks for the TypeScript reference. */
+export function nativeDisabledByEnv(): boolean {
+  return process.env.KVROUTE_NATIVE === '0';
+}

@@ -1,0 +1,70 @@
+/**
+ * Shadow counters and observed snapshots, the twin of native/engine-state.h:
+ * while a snapshot is fresh each field the policy reads is max(shadow, observed),
+ * with NaN (unreported) observations ignored.
+ */
+
+export interface ShadowCounters {
+  running: number;
+  waiting: number;
+  prefillTokens: number;
+  activeBlocks: number;
+}
+
+export interface Observed {
+  timestampMs: number;
+  running: number;
+  waiting: number;
+  kvBlocksUsed: number;
+  kvBlocksTotal: number;
+  pendingPrefillTokens: number;
+  maxPrefillRemaining: number;
+  decodeBatch: number;
+}
+
+export interface EffectiveState {
+  running: number;
+  waiting: number;
+  numRequests: number;
+  pendingPrefill: number;
+  decodeBatch: number;
+  kvUsage: number;
+}
+
+export const isFresh = (o: Observed | null, nowMs: number, stalenessMs: number): boolean =>
+  o !== null && nowMs - o.timestampMs <= stalenessMs;
+
+// max() that ignores NaN, written like the C++ so the two agree bit for bit.
+const atLeast = (shadow: number, observed: number): number => (observed > shadow ? observed : shadow);
+
+export function effectiveState(
+  shadow: ShadowCounters,
+  observed: Observed | null,
+  fresh: boolean,
+  capacityBlocks: number,
+): EffectiveState {
+  let running = shadow.running;
+  let waiting = shadow.waiting;
+  let pendingPrefill = shadow.prefillTokens;
+  let decodeBatch = shadow.running;
+  let kvUsage = shadow.activeBlocks / capacityBlocks;
+  if (fresh && observed !== null) {
+    running = atLeast(running, observed.running);
+    waiting = atLeast(waiting, observed.waiting);
+    pendingPrefill = atLeast(pendingPrefill, observed.pendingPrefillTokens);
+    decodeBatch = atLeast(decodeBatch, observed.decodeBatch);
+    if (observed.kvBlocksTotal > 0) kvUsage = atLeast(kvUsage, observed.kvBlocksUsed / observed.kvBlocksTotal);
+  }
+  return { running, waiting, numRequests: running + waiting, pendingPrefill, decodeBatch, kvUsage };
+}
+
+/** LMetric, the twin of lmetricScore in native/policy.h. */
+export function lmetricScore(e: EffectiveState, uncachedTokens: number, decodeWeight: number): number {
+  let batch = e.numRequests - (1.0 - decodeWeight) * e.decodeBatch;
+  if (batch < 0) batch = 0;
+  return (e.pendingPrefill + uncachedTokens) * (batch + 1.0);
+}
+
+export function kvWeightedScore(e: EffectiveState, uncachedTokens: number, decodeWeight: number): number {
+  return lmetricScore(e, uncachedTokens, decodeWeight) * (1.0 + e.kvUsage);
+}

@@ -1,0 +1,135 @@
+/**
+ * Policy decisions, the twin of Router::decide in native/router.cc. Every rule
+ * and tie-break is written out in docs/policies.md; keep the three in step.
+ */
+import { PolicyKind, Reason } from '../codes.js';
+import type { CorePolicy } from '../core-router.js';
+import { kvWeightedScore, lmetricScore, type EffectiveState } from './engine-state.js';
+import type { ReferenceHashRing } from './hash-ring.js';
+import type { ReferenceSessionTable } from './session-table.js';
+import { xxhash64Id } from './xxhash64.js';
+
+/** What one decision reads; arrays are indexed by slot. */
+export interface DecisionContext {
+  policy: CorePolicy;
+  slotCount: number;
+  routable(slot: number): boolean;
+  generation(slot: number): number;
+  eff: EffectiveState[];
+  matched: Int32Array;
+  uncached: number[];
+  scores: Float64Array;
+  ids: readonly bigint[];
+  hasSession: boolean;
+  sessionKey: bigint;
+  dryRun: boolean;
+  sessions: ReferenceSessionTable;
+  ring: ReferenceHashRing;
+  roundRobin(dryRun: boolean): number;
+}
+
+export interface DecisionResult {
+  slot: number;
+  reason: number;
+}
+
+function leastLoaded(c: DecisionContext): number {
+  let best = -1;
+  for (let s = 0; s < c.slotCount; s += 1) {
+    if (!c.routable(s)) continue;
+    if (best < 0 || c.eff[s]!.numRequests < c.eff[best]!.numRequests) best = s;
+  }
+  return best;
+}
+
+function lowestScore(c: DecisionContext): number {
+  let best = -1;
+  for (let s = 0; s < c.slotCount; s += 1) {
+    if (!c.routable(s)) continue;
+    if (best < 0 || c.scores[s]! < c.scores[best]!) best = s;
+  }
+  return best;
+}
+
+function fillScores(c: DecisionContext): void {
+  const { kind, decodeWeight } = c.policy;
+  const loadScores =
+    kind === PolicyKind.RoundRobin ||
+    kind === PolicyKind.SessionHash ||
+    kind === PolicyKind.LoadOnly ||
+    kind === PolicyKind.Sticky;
+  for (let s = 0; s < c.slotCount; s += 1) {
+    if (!c.routable(s)) continue;
+    const e = c.eff[s]!;
+    if (loadScores) c.scores[s] = e.numRequests;
+    else if (kind === PolicyKind.UnifiedKvBoth) c.scores[s] = kvWeightedScore(e, c.uncached[s]!, decodeWeight);
+    else c.scores[s] = lmetricScore(e, c.uncached[s]!, decodeWeight);
+  }
+}
+
+function sticky(c: DecisionContext): DecisionResult {
+  if (!c.hasSession) return { slot: leastLoaded(c), reason: Reason.LeastLoaded };
+  const pin = c.dryRun ? c.sessions.peek(c.sessionKey) : c.sessions.lookup(c.sessionKey);
+  if (pin !== undefined && c.routable(pin.slot) && c.generation(pin.slot) === pin.generation) {
+    return { slot: pin.slot, reason: Reason.Pinned };
+  }
+  const slot = leastLoaded(c);
+  if (slot >= 0 && !c.dryRun) c.sessions.pin(c.sessionKey, { slot, generation: c.generation(slot) });
+  return { slot, reason: pin !== undefined ? Reason.Repinned : Reason.NewSession };
+}
+
+function unified(c: DecisionContext, kvBoth: boolean): DecisionResult {
+  let best = -1;
+  let loadSum = 0;
+  let kvSum = 0;
+  let routableCount = 0;
+  for (let s = 0; s < c.slotCount; s += 1) {
+    if (!c.routable(s)) continue;
+    routableCount += 1;
+    const e = c.eff[s]!;
+    loadSum += e.numRequests;
+    kvSum += e.kvUsage;
+    if (
+      best < 0 ||
+      c.matched[s]! > c.matched[best]! ||
+      (c.matched[s] === c.matched[best] && e.numRequests < c.eff[best]!.numRequests)
+    ) {
+      best = s;
+    }
+  }
+  if (best < 0) return { slot: -1, reason: Reason.RoundRobin };
+  const n = c.ids.length;
+  const ratio = n > 0 ? c.matched[best]! / n : 0;
+  const meanLoad = loadSum / routableCount;
+  const meanKv = kvSum / routableCount;
+  const p = c.policy;
+  let reason: number;
+  if (!(ratio > p.affinityThreshold)) reason = Reason.Fallback;
+  else if (!(c.eff[best]!.numRequests <= p.overloadFactor * meanLoad)) reason = Reason.Overload;
+  else if (kvBoth && !(c.eff[best]!.kvUsage <= p.overloadFactor * meanKv)) reason = Reason.KvPressure;
+  else return { slot: best, reason: Reason.Affinity };
+  return { slot: lowestScore(c), reason };
+}
+
+export function decide(c: DecisionContext): DecisionResult {
+  fillScores(c);
+  switch (c.policy.kind) {
+    case PolicyKind.RoundRobin:
+      return { slot: c.roundRobin(c.dryRun), reason: Reason.RoundRobin };
+    case PolicyKind.SessionHash: {
+      if (!c.hasSession && c.ids.length === 0) return { slot: c.roundRobin(c.dryRun), reason: Reason.RoundRobin };
+      const key = c.hasSession ? c.sessionKey : xxhash64Id(c.ids[0]!);
+      return { slot: c.ring.lookup(key, (s) => c.routable(s)), reason: Reason.SessionHash };
+    }
+    case PolicyKind.LoadOnly:
+      return { slot: leastLoaded(c), reason: Reason.LeastLoaded };
+    case PolicyKind.Lmetric:
+      return { slot: lowestScore(c), reason: Reason.Lmetric };
+    case PolicyKind.Sticky:
+      return sticky(c);
+    case PolicyKind.Unified:
+      return unified(c, false);
+    default:
+      return unified(c, true);
+  }
+}

@@ -1,0 +1,410 @@
+/**
+ * The pure-TypeScript routing core: the same CoreRouter surface as the addon,
+ * built from the per-block reference model. It is the oracle of the
+ * differential tests and the baseline of `npm run bench`, and the fallback
+ * where the addon cannot be built ({ native: false } or KVROUTE_NATIVE=0).
+ */
+import type { CoreBuffers, CoreConfig, CoreIds, CorePolicy, CoreRouter } from '../core-router.js';
+import { FLAG_DRY_RUN, OBSERVED_FIELDS, REQUEST_FLAGS, REQUEST_INPUT_TOKENS, STAT_FIELDS } from '../core-router.js';
+import { REASONS } from '../codes.js';
+import { invalidType, invalidValue, rangeError } from '../errors.js';
+import { ReferenceBlockIndex } from './block-index.js';
+import { effectiveState, isFresh, type EffectiveState, type Observed, type ShadowCounters } from './engine-state.js';
+import { ReferenceHashRing } from './hash-ring.js';
+import { decide } from './policy.js';
+import { hashPromptBytes } from './prompt-hash.js';
+import { ReferenceSessionTable } from './session-table.js';
+import { ReferenceTicketTable } from './ticket-table.js';
+import { xxhash64String } from './xxhash64.js';
+
+const BYTES_PER_TOKEN = 4;
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+const encoder = new TextEncoder();
+
+interface Instance {
+  live: boolean;
+  drained: boolean;
+  generation: number;
+  name: string;
+  index: ReferenceBlockIndex;
+  shadow: ShadowCounters;
+  observed: Observed | null;
+  routed: number;
+  completed: number;
+  aborted: number;
+}
+
+interface ResolvedRequest {
+  ids: bigint[];
+  inputTokens: number;
+  blockTokens: number;
+  dryRun: boolean;
+}
+
+const emptyShadow = (): ShadowCounters => ({ running: 0, waiting: 0, prefillTokens: 0, activeBlocks: 0 });
+
+export class ReferenceRouter implements CoreRouter {
+  private readonly instances: Instance[] = [];
+  private readonly sessions: ReferenceSessionTable;
+  private readonly ring = new ReferenceHashRing();
+  private readonly tickets = new ReferenceTicketTable();
+  private readonly reasonTotals = new Array<number>(REASONS.length).fill(0);
+  private policy: CorePolicy;
+  private matched: Int32Array = new Int32Array(0);
+  private scores: Float64Array = new Float64Array(0);
+  private rrCursor = 0;
+  private manualNowMs = 0;
+
+  constructor(
+    private readonly config: CoreConfig,
+    private readonly buffers: CoreBuffers,
+  ) {
+    this.policy = { ...config.policy };
+    this.sessions = new ReferenceSessionTable(config.maxSessions);
+  }
+
+  addInstance(id: string, capacityBlocks: number): number {
+    let slot = this.instances.findIndex((inst) => !inst.live);
+    if (slot < 0) slot = this.instances.length;
+    const generation = this.instances[slot]?.generation ?? 0;
+    this.instances[slot] = {
+      live: true,
+      drained: false,
+      generation,
+      name: id,
+      index: new ReferenceBlockIndex(capacityBlocks),
+      shadow: emptyShadow(),
+      observed: null,
+      routed: 0,
+      completed: 0,
+      aborted: 0,
+    };
+    this.rebuildRing();
+    return slot;
+  }
+
+  drainInstance(slot: number): void {
+    this.live(slot).drained = true;
+  }
+
+  removeInstance(slot: number): void {
+    const inst = this.live(slot);
+    inst.live = false;
+    inst.drained = false;
+    inst.generation += 1;
+    inst.name = '';
+    inst.index = new ReferenceBlockIndex(1);
+    this.rebuildRing();
+  }
+
+  setExplainBuffers(matched: Int32Array, scores: Float64Array): void {
+    this.matched = matched;
+    this.scores = scores;
+  }
+
+  route(ids: CoreIds | string | undefined, session: string | undefined): number {
+    const req = this.resolve(ids);
+    if (session !== undefined && typeof session !== 'string') throw invalidType('session', 'a string', session);
+    const nowMs = this.now();
+    this.matchInto(req.ids);
+    const eff: EffectiveState[] = [];
+    const uncached: number[] = [];
+    for (let s = 0; s < this.instances.length; s += 1) {
+      this.scores[s] = NaN;
+      if (!this.routable(s)) continue;
+      const inst = this.instances[s]!;
+      eff[s] = effectiveState(inst.shadow, inst.observed, isFresh(inst.observed, nowMs, this.config.stalenessMs), inst.index.capacity);
+      const cachedTokens = this.matched[s]! * req.blockTokens;
+      uncached[s] = req.inputTokens > cachedTokens ? req.inputTokens - cachedTokens : 0;
+    }
+    const { slot, reason } = decide({
+      policy: this.policy,
+      slotCount: this.instances.length,
+      routable: (s) => this.routable(s),
+      generation: (s) => this.instances[s]!.generation,
+      eff,
+      matched: this.matched,
+      uncached,
+      scores: this.scores,
+      ids: req.ids,
+      hasSession: session !== undefined,
+      sessionKey: session !== undefined ? xxhash64String(session, 0n) : 0n,
+      dryRun: req.dryRun,
+      sessions: this.sessions,
+      ring: this.ring,
+      roundRobin: (dryRun) => this.roundRobin(dryRun),
+    });
+    this.buffers.decision[0] = slot;
+    this.buffers.decision[1] = reason;
+    if (slot < 0 || req.dryRun) return -1;
+
+    const inst = this.instances[slot]!;
+    inst.index.commit(req.ids, this.matched[slot]!);
+    const uncachedTokens = uncached[slot]!;
+    inst.shadow.waiting += 1;
+    inst.shadow.prefillTokens += uncachedTokens;
+    inst.shadow.activeBlocks += req.ids.length;
+    inst.routed += 1;
+    this.reasonTotals[reason]! += 1;
+    return this.tickets.openTicket({
+      slot,
+      slotGeneration: inst.generation,
+      uncachedTokens,
+      blocks: req.ids.length,
+      decoding: false,
+    });
+  }
+
+  match(ids: CoreIds | string | undefined): void {
+    this.matchInto(this.resolve(ids).ids);
+  }
+
+  firstToken(ticket: number): boolean {
+    const r = this.findTicket(ticket);
+    if (r === undefined) return false;
+    if (!r.decoding) {
+      r.decoding = true;
+      const inst = this.instanceOf(r.slot, r.slotGeneration);
+      if (inst !== undefined) {
+        inst.shadow.waiting -= 1;
+        inst.shadow.prefillTokens -= r.uncachedTokens;
+        inst.shadow.running += 1;
+      }
+    }
+    return true;
+  }
+
+  complete(ticket: number): boolean {
+    return this.finish(ticket, false);
+  }
+
+  abort(ticket: number): boolean {
+    return this.finish(ticket, true);
+  }
+
+  setObserved(slot: number, observed: Float64Array | null): void {
+    const inst = this.live(slot);
+    if (observed === null) {
+      inst.observed = null;
+      return;
+    }
+    if (!(observed instanceof Float64Array) || observed.length < OBSERVED_FIELDS) {
+      throw invalidType('observed', `a Float64Array of ${OBSERVED_FIELDS}`, observed);
+    }
+    if (!Number.isFinite(observed[0])) throw invalidValue('observed.timestampMs', 'finite', observed[0]);
+    const f = observed;
+    inst.observed = {
+      timestampMs: f[0]!,
+      running: f[1]!,
+      waiting: f[2]!,
+      kvBlocksUsed: f[3]!,
+      kvBlocksTotal: f[4]!,
+      pendingPrefillTokens: f[5]!,
+      maxPrefillRemaining: f[6]!,
+      decodeBatch: f[7]!,
+    };
+  }
+
+  setTime(nowMs: number): void {
+    this.manualNowMs = nowMs;
+  }
+
+  setPolicy(policy: CorePolicy): void {
+    const ringChanged = policy.ringVnodes !== this.policy.ringVnodes;
+    this.policy = { ...policy };
+    if (ringChanged) this.rebuildRing();
+  }
+
+  stats(slot: number, out: Float64Array): void {
+    const inst = this.live(slot);
+    if (out.length < STAT_FIELDS) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'stats is too short');
+    const nowMs = this.now();
+    const fresh = isFresh(inst.observed, nowMs, this.config.stalenessMs);
+    const e = effectiveState(inst.shadow, inst.observed, fresh, inst.index.capacity);
+    out.set([
+      inst.index.capacity,
+      inst.index.size,
+      NaN, // segments: the reference has none
+      NaN, // bytes: not measurable per Map from inside V8
+      inst.shadow.running,
+      inst.shadow.waiting,
+      inst.shadow.prefillTokens,
+      inst.shadow.activeBlocks,
+      e.running,
+      e.waiting,
+      e.pendingPrefill,
+      e.decodeBatch,
+      e.kvUsage,
+      fresh ? 1 : 0,
+      inst.routed,
+      inst.completed,
+      inst.aborted,
+      inst.drained ? 1 : 0,
+      e.numRequests,
+    ]);
+  }
+
+  removeBlocks(slot: number, ids: CoreIds | undefined): number {
+    const inst = this.live(slot);
+    return inst.index.remove(this.toBigints(ids));
+  }
+
+  clearBlocks(slot: number): void {
+    this.live(slot).index.clear();
+  }
+
+  setCapacity(slot: number, capacityBlocks: number): number {
+    return this.live(slot).index.setCapacity(capacityBlocks);
+  }
+
+  reasonCounts(out: Float64Array): void {
+    out.set(this.reasonTotals);
+  }
+
+  counts(out: Float64Array): void {
+    out[0] = this.tickets.openCount;
+    out[1] = this.sessions.size;
+    out[2] = this.instances.length;
+  }
+
+  checkInvariants(): string {
+    const expected = this.instances.map(emptyShadow);
+    for (const r of this.tickets.openRequests()) {
+      if (this.instanceOf(r.slot, r.slotGeneration) === undefined) continue;
+      const e = expected[r.slot]!;
+      if (r.decoding) e.running += 1;
+      else {
+        e.waiting += 1;
+        e.prefillTokens += r.uncachedTokens;
+      }
+      e.activeBlocks += r.blocks;
+    }
+    for (let s = 0; s < this.instances.length; s += 1) {
+      const inst = this.instances[s]!;
+      if (!inst.live) continue;
+      const a = inst.shadow;
+      const e = expected[s]!;
+      if (a.running !== e.running || a.waiting !== e.waiting || a.prefillTokens !== e.prefillTokens || a.activeBlocks !== e.activeBlocks) {
+        return `slot ${s}: shadow counters disagree with open tickets`;
+      }
+      if (inst.index.size > inst.index.capacity) return `slot ${s}: over capacity`;
+    }
+    return '';
+  }
+
+  private now(): number {
+    return this.config.manualClock ? this.manualNowMs : Date.now();
+  }
+
+  private routable(slot: number): boolean {
+    const inst = this.instances[slot];
+    return inst !== undefined && inst.live && !inst.drained;
+  }
+
+  private live(slot: number): Instance {
+    const inst = Number.isInteger(slot) ? this.instances[slot] : undefined;
+    if (inst === undefined || !inst.live) {
+      throw rangeError('ERR_KVROUTE_UNKNOWN_INSTANCE', `instance slot ${slot} is not live`);
+    }
+    return inst;
+  }
+
+  private instanceOf(slot: number, generation: number): Instance | undefined {
+    const inst = this.instances[slot];
+    return inst !== undefined && inst.live && inst.generation === generation ? inst : undefined;
+  }
+
+  private findTicket(ticket: number) {
+    if (typeof ticket !== 'number') throw invalidType('ticket', 'a number', ticket);
+    return this.tickets.find(ticket);
+  }
+
+  private finish(ticket: number, aborted: boolean): boolean {
+    const r = this.findTicket(ticket);
+    if (r === undefined) return false;
+    const inst = this.instanceOf(r.slot, r.slotGeneration);
+    if (inst !== undefined) {
+      if (r.decoding) inst.shadow.running -= 1;
+      else {
+        inst.shadow.waiting -= 1;
+        inst.shadow.prefillTokens -= r.uncachedTokens;
+      }
+      inst.shadow.activeBlocks -= r.blocks;
+      if (aborted) inst.aborted += 1;
+      else inst.completed += 1;
+    }
+    this.tickets.close(ticket);
+    return true;
+  }
+
+  private roundRobin(dryRun: boolean): number {
+    const count = this.instances.length;
+    for (let step = 0; step < count; step += 1) {
+      const s = (this.rrCursor + step) % count;
+      if (!this.routable(s)) continue;
+      if (!dryRun) this.rrCursor = (s + 1) % count;
+      return s;
+    }
+    return -1;
+  }
+
+  private rebuildRing(): void {
+    this.ring.rebuild(
+      this.instances.map((inst) => (inst.live ? inst.name : null)),
+      this.policy.ringVnodes,
+    );
+  }
+
+  private matchInto(ids: readonly bigint[]): void {
+    if (this.matched.length < this.instances.length) {
+      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'explain buffers are too small');
+    }
+    for (let s = 0; s < this.instances.length; s += 1) {
+      const inst = this.instances[s]!;
+      this.matched[s] = inst.live ? inst.index.match(ids) : -1;
+    }
+  }
+
+  private resolve(ids: CoreIds | string | undefined): ResolvedRequest {
+    let bigints: bigint[];
+    let blockTokens: number;
+    let defaultTokens: number;
+    if (typeof ids === 'string') {
+      const bytes = encoder.encode(ids);
+      bigints = hashPromptBytes(bytes, this.config.chunkBytes);
+      blockTokens = this.config.chunkBytes / BYTES_PER_TOKEN;
+      defaultTokens = Math.ceil(bytes.length / BYTES_PER_TOKEN);
+    } else {
+      bigints = this.toBigints(ids);
+      blockTokens = this.config.blockTokens;
+      defaultTokens = bigints.length * this.config.blockTokens;
+    }
+    const requested = this.buffers.request[REQUEST_INPUT_TOKENS]!;
+    let inputTokens = defaultTokens;
+    if (!Number.isNaN(requested)) {
+      if (!(requested >= 0 && requested <= MAX_SAFE && Number.isInteger(requested))) {
+        throw invalidValue('inputTokens', 'a non-negative integer', requested);
+      }
+      inputTokens = requested;
+    }
+    return { ids: bigints, inputTokens, blockTokens, dryRun: this.buffers.request[REQUEST_FLAGS] === FLAG_DRY_RUN };
+  }
+
+  private toBigints(ids: CoreIds | undefined | null): bigint[] {
+    if (ids === undefined || ids === null) return [];
+    if (ids instanceof BigUint64Array) return Array.from(ids);
+    if (ids instanceof Uint32Array) return Array.from(ids, (x) => BigInt(x));
+    if (ids instanceof Float64Array) {
+      const out = new Array<bigint>(ids.length);
+      for (let i = 0; i < ids.length; i += 1) {
+        const x = ids[i]!;
+        if (!(x >= 0 && x <= MAX_SAFE && Number.isInteger(x))) {
+          throw invalidValue(`hashIds[${i}]`, 'an integer in [0, 2^53)', x);
+        }
+        out[i] = BigInt(x);
+      }
+      return out;
+    }
+    throw invalidType('hashIds', 'a BigUint64Array, Float64Array, Uint32Array or an array of integers', ids);
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Builds the allocation-heavy views of the router (explanations and stats)
+ * from the typed arrays the core fills. Kept apart from router.ts so the hot
+ * path stays small and these can grow fields freely.
+ */
+import { REASONS, type ReasonName } from './codes.js';
+import { Stat, type CoreRouter } from './core-router.js';
+import type { Explanation, InstanceStats, PolicyName, ResolvedPolicy, RouterStats } from './types.js';
+
+export interface DecisionSnapshot {
+  policy: PolicyName;
+  decision: Int32Array;
+  ticket: number;
+  names: ReadonlyArray<string | undefined>;
+  matched: Int32Array;
+  scores: Float64Array;
+  drained(slot: number): boolean;
+}
+
+export function buildExplanation(s: DecisionSnapshot, dryRun: boolean): Explanation {
+  const slot = s.decision[0]!;
+  const candidates: Explanation['candidates'] = [];
+  s.names.forEach((name, index) => {
+    if (name === undefined) return;
+    const score = s.scores[index]!;
+    candidates.push({
+      instance: name,
+      index,
+      drained: s.drained(index),
+      matchedBlocks: s.matched[index]!,
+      score: Number.isNaN(score) ? null : score,
+    });
+  });
+  return {
+    policy: s.policy,
+    instance: slot < 0 ? null : (s.names[slot] ?? null),
+    reason: slot < 0 ? null : REASONS[s.decision[1]!]!,
+    ticket: dryRun || s.ticket < 0 ? null : s.ticket,
+    dryRun,
+    candidates,
+  };
+}
+
+export interface StatsSources {
+  core: CoreRouter;
+  native: boolean;
+  policy: ResolvedPolicy;
+  names: ReadonlyArray<string | undefined>;
+  statsBuf: Float64Array;
+  countsBuf: Float64Array;
+}
+
+const orNull = (x: number): number | null => (Number.isNaN(x) ? null : x);
+
+export function buildRouterStats(src: StatsSources): RouterStats {
+  const b = src.statsBuf;
+  const instances: InstanceStats[] = [];
+  src.names.forEach((name, index) => {
+    if (name === undefined) return;
+    src.core.stats(index, b);
+    instances.push({
+      instance: name,
+      index,
+      drained: b[Stat.Drained] === 1,
+      capacityBlocks: b[Stat.CapacityBlocks]!,
+      blocks: b[Stat.Blocks]!,
+      segments: orNull(b[Stat.Segments]!),
+      bytes: orNull(b[Stat.Bytes]!),
+      shadow: {
+        running: b[Stat.ShadowRunning]!,
+        waiting: b[Stat.ShadowWaiting]!,
+        prefillTokens: b[Stat.ShadowPrefillTokens]!,
+        activeBlocks: b[Stat.ShadowActiveBlocks]!,
+      },
+      effective: {
+        running: b[Stat.EffRunning]!,
+        waiting: b[Stat.EffWaiting]!,
+        numRequests: b[Stat.EffNumRequests]!,
+        pendingPrefillTokens: b[Stat.EffPendingPrefill]!,
+        decodeBatch: b[Stat.EffDecodeBatch]!,
+        kvUsage: b[Stat.EffKvUsage]!,
+      },
+      observedFresh: b[Stat.ObservedFresh] === 1,
+      routed: b[Stat.Routed]!,
+      completed: b[Stat.Completed]!,
+      aborted: b[Stat.Aborted]!,
+    });
+  });
+  const reasons = new Float64Array(REASONS.length);
+  src.core.reasonCounts(reasons);
+  const decisions = Object.fromEntries(REASONS.map((r, k) => [r, reasons[k]!])) as Record<ReasonName, number>;
+  src.core.counts(src.countsBuf);
+  return {
+    native: src.native,
+    policy: src.policy,
+    inFlight: src.countsBuf[0]!,
+    sessions: src.countsBuf[1]!,
+    decisions,
+    instances,
+  };
+}

@@ -1,0 +1,383 @@
+/**
+ * Router — the public routing core: validates, then drives one CoreRouter
+ * (the native addon, or the TypeScript reference with { native: false }).
+ *
+ * Hot path: route() checks the request's shape, writes its numbers into a
+ * preallocated slab and makes one synchronous call into the core; the core
+ * writes the decision into preallocated typed arrays, read in place through
+ * `router.decision`. Nothing is allocated per request for typed-array ids.
+ */
+import { REASONS, type ReasonName } from './codes.js';
+import {
+  COUNT_FIELDS,
+  FLAG_DRY_RUN,
+  OBSERVED_FIELDS,
+  REQUEST_FLAGS,
+  REQUEST_INPUT_TOKENS,
+  STAT_FIELDS,
+  Stat,
+  type CoreBuffers,
+  type CoreIds,
+  type CoreRouter,
+} from './core-router.js';
+import { invalidType, rangeError, stateError } from './errors.js';
+import { loadNative, nativeDisabledByEnv } from './native.js';
+import { resolvePolicy, toCorePolicy } from './policy-spec.js';
+import { promptText } from './prompt-text.js';
+import { ReferenceRouter } from './reference/reference-router.js';
+import { buildExplanation, buildRouterStats } from './router-report.js';
+import type {
+  Decision,
+  Explanation,
+  InstanceSpec,
+  ObservedState,
+  PolicyName,
+  PolicySpec,
+  ResolvedPolicy,
+  RouteRequest,
+  RouterOptions,
+  RouterStats,
+} from './types.js';
+import { checkInteger, checkNumber, checkObject, checkString, toCoreIds } from './validate.js';
+
+const DEFAULT_CAPACITY_BLOCKS = 65_536;
+const DEFAULT_BLOCK_SIZE = 16;
+const DEFAULT_CHUNK_BYTES = 128;
+const DEFAULT_STALENESS_MS = 2_000;
+const DEFAULT_MAX_SESSIONS = 1 << 20;
+
+/** The last decision, read from the decision array without allocating. */
+class DecisionView implements Decision {
+  ticket = -1;
+  constructor(
+    private readonly buf: Int32Array,
+    private readonly names: Array<string | undefined>,
+  ) {}
+  get index(): number {
+    return this.buf[0]!;
+  }
+  get instance(): string | undefined {
+    const slot = this.buf[0]!;
+    return slot < 0 ? undefined : this.names[slot];
+  }
+  get reason(): ReasonName {
+    return REASONS[this.buf[1]!]!;
+  }
+}
+
+export class Router {
+  /** The last route() decision, valid until the next route() or explain(request). */
+  readonly decision: Decision;
+  private readonly core: CoreRouter;
+  private readonly isNative: boolean;
+  private readonly manualClock: boolean;
+  private readonly defaultCapacity: number;
+  private resolvedPolicy: ResolvedPolicy;
+  private readonly names: Array<string | undefined> = [];
+  private readonly slots = new Map<string, number>();
+  private readonly request = new Float64Array(2);
+  private readonly decisionBuf = new Int32Array(2);
+  private readonly view: DecisionView;
+  private matched: Int32Array = new Int32Array(8);
+  private scores: Float64Array = new Float64Array(8);
+  private readonly statsBuf = new Float64Array(STAT_FIELDS);
+  private readonly observedBuf = new Float64Array(OBSERVED_FIELDS);
+  private readonly countsBuf = new Float64Array(COUNT_FIELDS);
+  private lastRouted = false;
+  private manualNowMs = 0;
+
+  constructor(options: RouterOptions) {
+    const o = checkObject('options', options);
+    this.resolvedPolicy = resolvePolicy(o.policy as PolicyName | PolicySpec | undefined, 'options.policy');
+    const blockSize = o.blockSize === undefined ? DEFAULT_BLOCK_SIZE : checkInteger('options.blockSize', o.blockSize, 1, 1 << 24);
+    const chunkBytes =
+      o.hashChunkBytes === undefined ? DEFAULT_CHUNK_BYTES : checkInteger('options.hashChunkBytes', o.hashChunkBytes, 1, 1 << 24);
+    const stalenessMs =
+      o.stalenessMs === undefined ? DEFAULT_STALENESS_MS : checkNumber('options.stalenessMs', o.stalenessMs, 0, 1e12);
+    const maxSessions =
+      o.maxSessions === undefined ? DEFAULT_MAX_SESSIONS : checkInteger('options.maxSessions', o.maxSessions, 1, 2 ** 32 - 1);
+    this.defaultCapacity =
+      o.capacityBlocks === undefined ? DEFAULT_CAPACITY_BLOCKS : checkInteger('options.capacityBlocks', o.capacityBlocks, 1);
+    if (o.clock !== undefined && o.clock !== 'real' && o.clock !== 'manual') {
+      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', `options.clock must be "real" or "manual", got ${JSON.stringify(o.clock)}`);
+    }
+    this.manualClock = o.clock === 'manual';
+    if (o.native !== undefined && typeof o.native !== 'boolean') throw invalidType('options.native', 'a boolean', o.native);
+    this.isNative = o.native ?? !nativeDisabledByEnv();
+    const instances = this.instanceSpecs(o.instances);
+
+    const config = {
+      policy: toCorePolicy(this.resolvedPolicy),
+      blockTokens: blockSize,
+      chunkBytes,
+      stalenessMs,
+      maxSessions,
+      manualClock: this.manualClock,
+    };
+    const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf };
+    this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
+    this.core.setExplainBuffers(this.matched, this.scores);
+    this.view = new DecisionView(this.decisionBuf, this.names);
+    this.decision = this.view;
+    this.decisionBuf[0] = -1;
+    for (const spec of instances) this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks });
+  }
+
+  /** True when the native addon routes; false for the TypeScript reference. */
+  get native(): boolean {
+    return this.isNative;
+  }
+
+  get policy(): ResolvedPolicy {
+    return { ...this.resolvedPolicy };
+  }
+
+  /** Instance ids in index order. */
+  instances(): string[] {
+    return this.names.filter((name): name is string => name !== undefined);
+  }
+
+  /**
+   * Places a request: picks an instance, records the dispatch (cache blocks,
+   * shadow counters) and returns its ticket for onFirstToken/complete/abort.
+   * Read where it went from `router.decision`. Throws ERR_KVROUTE_NO_INSTANCE
+   * when every instance is drained or removed.
+   */
+  route(request: RouteRequest): number {
+    const ids = this.requestIds(request);
+    this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
+    this.request[REQUEST_FLAGS] = 0;
+    const ticket = this.core.route(ids, this.session(request));
+    this.lastRouted = true;
+    this.view.ticket = ticket;
+    if (ticket < 0) throw stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed');
+    return ticket;
+  }
+
+  /**
+   * Explains a decision. With a request: where it would go and why, changing
+   * nothing (a dry run). Without: the last route().
+   */
+  explain(request?: RouteRequest): Explanation {
+    if (request !== undefined) {
+      const ids = this.requestIds(request);
+      this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
+      this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
+      try {
+        this.core.route(ids, this.session(request));
+      } finally {
+        this.request[REQUEST_FLAGS] = 0;
+      }
+      this.lastRouted = false;
+      this.view.ticket = -1;
+      return buildExplanation(this.snapshot(), true);
+    }
+    if (!this.lastRouted) throw stateError('ERR_KVROUTE_NO_INSTANCE', 'explain() without a request needs a prior route()');
+    return buildExplanation(this.snapshot(), false);
+  }
+
+  /** Leading blocks of the request each instance holds, by instance id. */
+  match(request: RouteRequest): Record<string, number> {
+    const ids = this.requestIds(request);
+    const matched = new Int32Array(this.matched.length);
+    // Own buffers, so the last decision's explanation stays intact.
+    this.core.setExplainBuffers(matched, new Float64Array(this.matched.length));
+    try {
+      this.core.match(ids);
+    } finally {
+      this.core.setExplainBuffers(this.matched, this.scores);
+    }
+    const out: Record<string, number> = {};
+    this.names.forEach((name, slot) => {
+      if (name !== undefined) out[name] = matched[slot]!;
+    });
+    return out;
+  }
+
+  /** The request produced its first token: it moves from waiting to decoding. */
+  onFirstToken(ticket: number): void {
+    if (!this.core.firstToken(this.ticket(ticket))) throw unknownTicket(ticket);
+  }
+
+  /** The request finished: its load leaves the instance. */
+  complete(ticket: number): void {
+    if (!this.core.complete(this.ticket(ticket))) throw unknownTicket(ticket);
+  }
+
+  /** The request was cancelled: like complete(), counted as aborted. */
+  abort(ticket: number): void {
+    if (!this.core.abort(this.ticket(ticket))) throw unknownTicket(ticket);
+  }
+
+  /** Feeds an engine's real state (null clears it); used while fresh, as max(shadow, observed). */
+  setObservedState(instance: string, state: ObservedState | null): void {
+    const slot = this.slotOf(instance);
+    if (state === null) {
+      this.core.setObserved(slot, null);
+      return;
+    }
+    const s = checkObject('state', state);
+    const field = (key: keyof ObservedState): number =>
+      s[key] === undefined ? NaN : checkNumber(`state.${key}`, s[key], 0, Number.MAX_SAFE_INTEGER);
+    const b = this.observedBuf;
+    b[0] = s.timestampMs === undefined ? this.now() : checkNumber('state.timestampMs', s.timestampMs, -1e15, 1e15);
+    b[1] = field('running');
+    b[2] = field('waiting');
+    b[3] = field('kvBlocksUsed');
+    b[4] = field('kvBlocksTotal');
+    b[5] = field('pendingPrefillTokens');
+    b[6] = field('maxPrefillRemaining');
+    b[7] = field('decodeBatch');
+    this.core.setObserved(slot, b);
+  }
+
+  /** Sets the manual clock (options.clock = 'manual'), in ms. */
+  setTime(nowMs: number): void {
+    if (!this.manualClock) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', "setTime() needs options.clock = 'manual'");
+    this.core.setTime(checkNumber('nowMs', nowMs, -1e15, 1e15));
+    this.manualNowMs = nowMs;
+  }
+
+  /** Switches policy live; caches, counters and sticky pins carry over. */
+  setPolicy(policy: PolicyName | PolicySpec): void {
+    const resolved = resolvePolicy(policy);
+    this.core.setPolicy(toCorePolicy(resolved));
+    this.resolvedPolicy = resolved;
+  }
+
+  addInstance(id: string, options: { capacityBlocks?: number } = {}): void {
+    checkString('instance id', id);
+    if (id.length === 0) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'instance id must not be empty');
+    if (this.slots.has(id)) throw rangeError('ERR_KVROUTE_DUPLICATE_INSTANCE', `instance ${JSON.stringify(id)} already exists`);
+    const opts = checkObject('options', options);
+    const capacity =
+      opts.capacityBlocks === undefined ? this.defaultCapacity : checkInteger(`capacityBlocks of ${JSON.stringify(id)}`, opts.capacityBlocks, 1);
+    this.core.counts(this.countsBuf);
+    if (this.countsBuf[2]! + 1 > this.matched.length) this.growExplainBuffers(this.matched.length * 2);
+    const slot = this.core.addInstance(id, capacity);
+    this.names[slot] = id;
+    this.slots.set(id, slot);
+  }
+
+  /** Stops sending new requests to the instance; in-flight ones finish and its cache is kept. */
+  drainInstance(id: string): void {
+    this.core.drainInstance(this.slotOf(id));
+  }
+
+  /** Forgets the instance, its cache and its counters; open tickets on it stay valid. */
+  removeInstance(id: string): void {
+    const slot = this.slotOf(id);
+    this.core.removeInstance(slot);
+    this.names[slot] = undefined;
+    this.slots.delete(id);
+  }
+
+  /** Forgets blocks (and everything below them) on one instance, e.g. on an engine eviction event. */
+  removeBlocks(instance: string, hashIds: RouteRequest['hashIds']): number {
+    return this.core.removeBlocks(this.slotOf(instance), toCoreIds('hashIds', hashIds));
+  }
+
+  /** Empties one instance's cache model, or every instance's. */
+  clearBlocks(instance?: string): void {
+    if (instance !== undefined) this.core.clearBlocks(this.slotOf(instance));
+    else for (const slot of this.slots.values()) this.core.clearBlocks(slot);
+  }
+
+  /** Changes an instance's capacity; shrinking evicts at once. Returns blocks evicted. */
+  setCapacity(instance: string, capacityBlocks: number): number {
+    return this.core.setCapacity(this.slotOf(instance), checkInteger('capacityBlocks', capacityBlocks, 1));
+  }
+
+  stats(): RouterStats {
+    return buildRouterStats({
+      core: this.core,
+      native: this.isNative,
+      policy: this.policy,
+      names: this.names,
+      statsBuf: this.statsBuf,
+      countsBuf: this.countsBuf,
+    });
+  }
+
+  /** "" when the core's internal invariants hold; else the first violation. For tests. */
+  checkInvariants(): string {
+    return this.core.checkInvariants();
+  }
+
+  private snapshot() {
+    return {
+      policy: this.resolvedPolicy.name,
+      decision: this.decisionBuf,
+      ticket: this.view.ticket,
+      names: this.names,
+      matched: this.matched,
+      scores: this.scores,
+      drained: (slot: number) => {
+        this.core.stats(slot, this.statsBuf);
+        return this.statsBuf[Stat.Drained] === 1;
+      },
+    };
+  }
+
+  private now(): number {
+    return this.manualClock ? this.manualNowMs : Date.now();
+  }
+
+  private growExplainBuffers(length: number): void {
+    this.matched = new Int32Array(length);
+    this.scores = new Float64Array(length);
+    this.core.setExplainBuffers(this.matched, this.scores);
+  }
+
+  private slotOf(id: string): number {
+    const slot = typeof id === 'string' ? this.slots.get(id) : undefined;
+    if (slot === undefined) throw rangeError('ERR_KVROUTE_UNKNOWN_INSTANCE', `instance ${JSON.stringify(id)} is not known`);
+    return slot;
+  }
+
+  private ticket(ticket: number): number {
+    if (typeof ticket !== 'number') throw invalidType('ticket', 'a number', ticket);
+    return ticket;
+  }
+
+  private requestIds(request: RouteRequest): CoreIds | string | undefined {
+    if (typeof request !== 'object' || request === null) throw invalidType('request', 'an object', request);
+    const { hashIds, prompt, messages } = request;
+    const given = (hashIds !== undefined ? 1 : 0) + (prompt !== undefined ? 1 : 0) + (messages !== undefined ? 1 : 0);
+    if (given > 1) {
+      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'give at most one of request.hashIds, request.prompt and request.messages');
+    }
+    if (hashIds !== undefined) return toCoreIds('request.hashIds', hashIds);
+    if (prompt !== undefined) return checkString('request.prompt', prompt);
+    if (messages !== undefined) return promptText(messages, 'request.messages');
+    return undefined;
+  }
+
+  private inputTokens(request: RouteRequest): number {
+    return request.inputTokens === undefined ? NaN : checkInteger('request.inputTokens', request.inputTokens, 0);
+  }
+
+  private session(request: RouteRequest): string | undefined {
+    const s = request.session;
+    if (s === undefined || typeof s === 'string') return s;
+    if (typeof s === 'number' && Number.isFinite(s)) return String(s);
+    throw invalidType('request.session', 'a string or a finite number', s);
+  }
+
+  private instanceSpecs(instances: unknown): Array<{ id: string; capacityBlocks?: number }> {
+    if (typeof instances === 'number') {
+      checkInteger('options.instances', instances, 0, 65_536);
+      return Array.from({ length: instances }, (_, k) => ({ id: `engine-${k}` }));
+    }
+    if (!Array.isArray(instances)) throw invalidType('options.instances', 'a count or an array of instance ids', instances);
+    return instances.map((spec: unknown, k) => {
+      if (typeof spec === 'string') return { id: spec };
+      const s = checkObject(`options.instances[${k}]`, spec) as Partial<InstanceSpec>;
+      return { id: checkString(`options.instances[${k}].id`, s.id), capacityBlocks: s.capacityBlocks };
+    });
+  }
+}
+
+function unknownTicket(ticket: number) {
+  return rangeError('ERR_KVROUTE_UNKNOWN_TICKET', `ticket ${ticket} is not open (unknown, completed or aborted)`);
+}

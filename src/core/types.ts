@@ -1,0 +1,160 @@
+/**
+ * Public types of the routing core. Both implementations (the native addon
+ * and the TypeScript reference) sit behind the same `Router` and accept and
+ * return exactly these shapes.
+ */
+import type { PolicyKindName, ReasonName } from './codes.js';
+
+/** Block ids of a request; typed arrays are the fast path (zero conversion). */
+export type HashIds = BigUint64Array | Float64Array | Uint32Array | readonly number[] | readonly bigint[];
+
+/** One chat message as the OpenAI API sends it (only what hashing needs). */
+export interface ChatMessage {
+  role: string;
+  content?: string | null | ReadonlyArray<unknown>;
+  name?: string;
+  tool_calls?: unknown;
+  tool_call_id?: string;
+}
+
+/**
+ * A request to place. Give its block ids (`hashIds`, e.g. a trace's
+ * `hash_ids`), or its prompt (`prompt` text or chat `messages`), which the
+ * router hashes into chained ids itself. None of the three means no cacheable
+ * prefix.
+ */
+export interface RouteRequest {
+  hashIds?: HashIds;
+  prompt?: string;
+  messages?: readonly ChatMessage[];
+  /** Session (conversation) id: drives `sticky` and `session_hash`. */
+  session?: string | number;
+  /** Prompt length in tokens. Default: ids × blockSize, or UTF-8 bytes / 4 for prompts. */
+  inputTokens?: number;
+}
+
+export type PolicyName = PolicyKindName | 'unified+A+B';
+
+export interface PolicySpec {
+  name: PolicyName;
+  /** unified*: the best match ratio must exceed this (default 0.5). */
+  affinityThreshold?: number;
+  /** unified*: the best-cached instance may carry at most this × mean load (default 2.0; 1.3 in unified+A+B). */
+  overloadFactor?: number;
+  /** lmetric and unified* fallbacks: weight of a decoding request in the batch (default 1; 0.01 in unified+A+B). */
+  decodeWeight?: number;
+  /** session_hash: ring points per instance (default 160). */
+  ringVnodes?: number;
+}
+
+/** A policy with every tunable filled in. */
+export interface ResolvedPolicy {
+  name: PolicyName;
+  kind: PolicyKindName;
+  affinityThreshold: number;
+  overloadFactor: number;
+  decodeWeight: number;
+  ringVnodes: number;
+}
+
+export interface InstanceSpec {
+  id: string;
+  /** This instance's cache capacity in blocks (default: the router's capacityBlocks). */
+  capacityBlocks?: number;
+}
+
+export interface RouterOptions {
+  /** Instance ids, specs, or a count (ids `engine-0` …). */
+  instances: number | ReadonlyArray<string | InstanceSpec>;
+  /** Default `unified`. */
+  policy?: PolicyName | PolicySpec;
+  /** Tokens per block of `hashIds` (default 16, vLLM's block size; Mooncake traces use 512). */
+  blockSize?: number;
+  /** Cache capacity per instance in blocks; mirror the engine's KV blocks (default 65,536). */
+  capacityBlocks?: number;
+  /** Bytes per prompt-hash chunk (default 128). */
+  hashChunkBytes?: number;
+  /** Observed engine state older than this is ignored (default 2,000 ms). */
+  stalenessMs?: number;
+  /** Sticky pins kept before the least recently used is forgotten (default 1,048,576). */
+  maxSessions?: number;
+  /** `real` (default) reads the wall clock; `manual` moves only with setTime() (simulation). */
+  clock?: 'real' | 'manual';
+  /** false selects the TypeScript reference. Default: the addon unless KVROUTE_NATIVE=0. */
+  native?: boolean;
+}
+
+/** A snapshot of an engine's real state (from /metrics or shared memory). Omitted fields are unknown. */
+export interface ObservedState {
+  /** When the engine published it (ms since the epoch, or the manual clock). Default: now. */
+  timestampMs?: number;
+  running?: number;
+  waiting?: number;
+  kvBlocksUsed?: number;
+  kvBlocksTotal?: number;
+  pendingPrefillTokens?: number;
+  maxPrefillRemaining?: number;
+  decodeBatch?: number;
+}
+
+/** The last route() decision, read in place: valid until the next route(). */
+export interface Decision {
+  readonly instance: string | undefined;
+  readonly index: number;
+  readonly reason: ReasonName;
+  readonly ticket: number;
+}
+
+export interface CandidateExplanation {
+  instance: string;
+  index: number;
+  drained: boolean;
+  /** Leading blocks of the request this instance holds. */
+  matchedBlocks: number;
+  /** The policy's score (lower is better); null when not routable. */
+  score: number | null;
+}
+
+export interface Explanation {
+  policy: PolicyName;
+  instance: string | null;
+  reason: ReasonName | null;
+  /** null for dry runs. */
+  ticket: number | null;
+  dryRun: boolean;
+  candidates: CandidateExplanation[];
+}
+
+export interface InstanceStats {
+  instance: string;
+  index: number;
+  drained: boolean;
+  capacityBlocks: number;
+  blocks: number;
+  /** Radix segments of the native index; null for the TypeScript reference. */
+  segments: number | null;
+  /** Heap bytes of the native index; null for the TypeScript reference. */
+  bytes: number | null;
+  shadow: { running: number; waiting: number; prefillTokens: number; activeBlocks: number };
+  effective: {
+    running: number;
+    waiting: number;
+    numRequests: number;
+    pendingPrefillTokens: number;
+    decodeBatch: number;
+    kvUsage: number;
+  };
+  observedFresh: boolean;
+  routed: number;
+  completed: number;
+  aborted: number;
+}
+
+export interface RouterStats {
+  native: boolean;
+  policy: ResolvedPolicy;
+  inFlight: number;
+  sessions: number;
+  decisions: Record<ReasonName, number>;
+  instances: InstanceStats[];
+}

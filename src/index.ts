@@ -1,0 +1,32 @@
+/**
+ * kvroute — cache-aware request routing for fleets of LLM inference engines.
+ *
+ *   import { Router } from 'kvroute';
+ *   const router = new Router({ instances: ['http://10.0.0.1:8000', 'http://10.0.0.2:8000'] });
+ *   const ticket = router.route({ messages, session: 'conv-42' });
+ *   send(router.decision.instance);           // then, as the response streams:
+ *   router.onFirstToken(ticket); router.complete(ticket);
+ */
+export { Router } from './core/router.js';
+export { hashPrompt, type HashPromptOptions } from './core/hashing.js';
+export { promptText } from './core/prompt-text.js';
+export { POLICY_NAMES } from './core/policy-spec.js';
+export { REASONS, type ReasonName } from './core/codes.js';
+export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core/errors.js';
+export { nativePath } from './core/native.js';
+export type {
+  CandidateExplanation,
+  ChatMessage,
+  Decision,
+  Explanation,
+  HashIds,
+  InstanceSpec,
+  InstanceStats,
+  ObservedState,
+  PolicyName,
+  PolicySpec,
+  ResolvedPolicy,
+  RouteRequest,
+  RouterOptions,
+  RouterStats,
+} from './core/types.js';

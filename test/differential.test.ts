@@ -1,0 +1,180 @@
+/**
+ * Randomized differential tests: the addon and the TypeScript reference must
+ * make the same decision, report the same matched blocks and scores, and hold
+ * the same state, over thousands of generated multi-session requests per
+ * policy, under eviction pressure, with load events, observed-state updates,
+ * clock moves, block removals and instances coming and going.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { POLICY_NAMES, type PolicyName, type Router } from '../src/index.js';
+import { Rng } from './helpers/random.js';
+import { comparableStats, twins } from './helpers/routers.js';
+import { generateTrace, type TraceOptions, type TraceRequest } from './helpers/trace-gen.js';
+
+interface Scenario {
+  seed: number;
+  policy: PolicyName;
+  trace: Partial<TraceOptions>;
+  capacityBlocks: number;
+  instances: number;
+  /** Route by prompt text instead of ids for this share of requests. */
+  promptShare?: number;
+}
+
+const BASE_TRACE: TraceOptions = {
+  seed: 1,
+  requests: 3000,
+  concurrentSessions: 24,
+  firstTurnBlocks: [10, 120],
+  appendBlocks: [1, 25],
+  turnsPerSession: [1, 30],
+  sharedPrefixes: 3,
+  sharedPrefixBlocks: 6,
+  branchProbability: 0.05,
+};
+
+function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; hits: number } {
+  const trace = generateTrace({ ...BASE_TRACE, ...sc.trace, seed: sc.seed });
+  const rng = new Rng(sc.seed * 7919);
+  const { native, reference } = twins({
+    instances: sc.instances,
+    policy: sc.policy,
+    capacityBlocks: sc.capacityBlocks,
+    clock: 'manual',
+  });
+  const both = (fn: (r: Router) => unknown) => [fn(native), fn(reference)] as const;
+  let now = 1_000_000;
+  both((r) => r.setTime(now));
+  const inFlight: Array<{ ticket: number; decoding: boolean }> = [];
+  const past: TraceRequest[] = [];
+  const reasons = new Set<string>();
+  let extra = 0;
+  let hits = 0;
+
+  for (let step = 0; step < trace.length; step += 1) {
+    const req = trace[step]!;
+    const request = {
+      hashIds: req.ids,
+      session: rng.chance(0.1) ? undefined : req.session,
+      inputTokens: rng.chance(0.2) ? undefined : req.inputTokens,
+    };
+    const routed =
+      sc.promptShare !== undefined && rng.chance(sc.promptShare)
+        ? { prompt: `${req.session}:`.padEnd(40, '.') + 'x'.repeat(req.ids.length * 8), session: request.session }
+        : request;
+    const [ticketN, ticketR] = both((r) => r.route(routed));
+    expect(ticketN).toBe(ticketR);
+    const [explainN, explainR] = both((r) => r.explain());
+    expect(explainN).toEqual(explainR);
+    reasons.add(explainN.reason!);
+    if (explainN.candidates.find((c) => c.instance === explainN.instance)!.matchedBlocks > 0) hits += 1;
+    inFlight.push({ ticket: ticketN as number, decoding: false });
+    past.push(req);
+
+    // Load events: first tokens, completions and aborts, keeping 4..40 in flight.
+    const target = rng.int(4, 40);
+    while (inFlight.length > target) {
+      const k = rng.int(0, inFlight.length - 1);
+      const { ticket } = inFlight[k]!;
+      inFlight.splice(k, 1);
+      const aborted = rng.chance(0.1);
+      both((r) => (aborted ? r.abort(ticket) : r.complete(ticket)));
+    }
+    for (const f of inFlight) {
+      if (!f.decoding && rng.chance(0.3)) {
+        f.decoding = true;
+        both((r) => r.onFirstToken(f.ticket));
+      }
+    }
+
+    if (rng.chance(0.05)) {
+      now += rng.int(1, 1500);
+      both((r) => r.setTime(now));
+    }
+    const ids = native.instances();
+    if (rng.chance(0.04)) {
+      const target = rng.pick(ids);
+      const state = {
+        timestampMs: now - rng.int(0, 3000),
+        running: rng.int(0, 12),
+        waiting: rng.chance(0.3) ? undefined : rng.int(0, 6),
+        kvBlocksUsed: rng.int(0, sc.capacityBlocks),
+        kvBlocksTotal: sc.capacityBlocks,
+        pendingPrefillTokens: rng.int(0, 20000),
+        decodeBatch: rng.int(0, 10),
+      };
+      both((r) => r.setObservedState(target, state));
+    }
+    if (rng.chance(0.005) && past.length > 0) {
+      const victim = rng.pick(past);
+      const cut = rng.int(0, victim.ids.length);
+      const instance = rng.pick(ids);
+      const slice = victim.ids.slice(cut, cut + rng.int(1, 5));
+      const [removedN, removedR] = both((r) => r.removeBlocks(instance, slice));
+      expect(removedN).toBe(removedR);
+    }
+    if (rng.chance(0.003)) {
+      const instance = rng.pick(ids);
+      const capacity = rng.int(Math.ceil(sc.capacityBlocks / 4), sc.capacityBlocks * 2);
+      const [evictedN, evictedR] = both((r) => r.setCapacity(instance, capacity));
+      expect(evictedN).toBe(evictedR);
+    }
+    const routable = native.stats().instances.filter((s) => !s.drained).length;
+    if (rng.chance(0.003) && routable > 2) {
+      const instance = rng.pick(ids);
+      both((r) => r.drainInstance(instance));
+    }
+    if (rng.chance(0.002) && ids.length > 2) {
+      const instance = rng.pick(ids);
+      both((r) => r.removeInstance(instance));
+    }
+    if (rng.chance(0.004)) {
+      const name = `extra-${extra++}`;
+      const capacity = rng.int(Math.ceil(sc.capacityBlocks / 2), sc.capacityBlocks * 2);
+      both((r) => r.addInstance(name, { capacityBlocks: capacity }));
+    }
+    if (step % 250 === 0) {
+      expect(comparableStats(native)).toEqual(comparableStats(reference));
+      expect(native.checkInvariants()).toBe('');
+      expect(reference.checkInvariants()).toBe('');
+    }
+  }
+  expect(comparableStats(native)).toEqual(comparableStats(reference));
+  expect(native.checkInvariants()).toBe('');
+  // The eviction pressure was real: several caches are (nearly) full.
+  const full = native.stats().instances.filter((s) => s.blocks >= 0.9 * s.capacityBlocks);
+  expect(full.length).toBeGreaterThanOrEqual(3);
+  return { decisions: trace.length, reasons, hits };
+}
+
+describe('native addon vs TypeScript reference', () => {
+  it.each(POLICY_NAMES)('%s: same decisions, matches and scores over 3,000 requests', (policy) => {
+    const { reasons, hits, decisions } = runScenario({ seed: 11, policy, trace: {}, capacityBlocks: 600, instances: 6 });
+    expect(reasons.size).toBeGreaterThan(0);
+    // Some decisions landed on cached prefixes, so matching was exercised.
+    expect(hits / decisions).toBeGreaterThan(0.1);
+  });
+
+  it('unified exercises every one of its reasons on one trace', () => {
+    const { reasons } = runScenario({ seed: 5, policy: 'unified+A+B', trace: {}, capacityBlocks: 600, instances: 6 });
+    expect([...reasons].sort()).toEqual(['affinity', 'fallback', 'overload']);
+  });
+
+  it('unified_kv_both reaches kv_pressure', () => {
+    const { reasons } = runScenario({ seed: 9, policy: 'unified_kv_both', trace: {}, capacityBlocks: 400, instances: 4 });
+    expect(reasons.has('kv_pressure')).toBe(true);
+  });
+
+  it.each(['unified', 'sticky', 'lmetric'] as const)('%s with full-range 64-bit ids', (policy) => {
+    runScenario({ seed: 23, policy, trace: { bigIds: true, requests: 2000 }, capacityBlocks: 500, instances: 5 });
+  });
+
+  it.each(['unified', 'session_hash'] as const)('%s with prompt-text requests mixed in', (policy) => {
+    runScenario({ seed: 31, policy, trace: { requests: 1500 }, capacityBlocks: 800, instances: 4, promptShare: 0.3 });
+  });
+
+  it('64 instances, tiny caches', () => {
+    runScenario({ seed: 41, policy: 'unified', trace: { requests: 1500, concurrentSessions: 80 }, capacityBlocks: 60, instances: 64 });
+  });
+});
