@@ -8,7 +8,7 @@
         "native/js-hash.cc",
         "native/xxhash64.cc",
         "native/prompt-hash.cc",
-        "native/id-table.cc",
+        "native/robin-hood-map.cc",
         "native/block-index.cc",
         "native/engine-state.cc",
         "native/session-table.cc",

@@ -2,50 +2,150 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
+#include <unordered_set>
 
 namespace kvroute {
+namespace {
+
+// The first strided depth >= d.
+inline uint32_t strideAtOrAfter(uint32_t d) {
+  return (d + BlockIndex::kStride - 1) & ~(BlockIndex::kStride - 1);
+}
+
+}  // namespace
 
 BlockIndex::BlockIndex(uint64_t capacityBlocks) : capacity_(capacityBlocks) {
   segs_.emplace_back();  // kRoot: the sentinel above every chain; never in the LRU list
 }
 
+BlockIndex::~BlockIndex() { withdrawFromFleet(); }
+
+void BlockIndex::withdrawFromFleet() {
+  if (fleet_ == nullptr) return;
+  for (size_t s = 1; s < segs_.size(); ++s) {
+    const Segment& x = segs_[s];
+    for (uint32_t d = strideAtOrAfter(x.depthStart); d < x.depthEnd(); d += kStride) {
+      fleet_->remove(x.ids[d - x.depthStart], fleetBit_);
+    }
+  }
+}
+
+size_t BlockIndex::stridedBlocks() const {
+  // Multiples of kStride in [start, end) = ceil(end / kStride) - ceil(start / kStride).
+  size_t total = 0;
+  for (size_t s = 1; s < segs_.size(); ++s) {
+    const Segment& x = segs_[s];
+    total += (strideAtOrAfter(x.depthEnd()) - strideAtOrAfter(x.depthStart)) / kStride;
+  }
+  return total;
+}
+
+bool BlockIndex::indexBlock(uint64_t id, uint32_t seg, uint32_t depth) {
+  if (!table_.insert(id, location(seg, depth))) return false;
+  if (fleet_ != nullptr && isStrided(depth)) fleet_->add(id, fleetBit_);
+  return true;
+}
+
+void BlockIndex::unindexBlock(uint64_t id, uint32_t depth) {
+  table_.erase(id);
+  if (fleet_ != nullptr && isStrided(depth)) fleet_->remove(id, fleetBit_);
+}
+
+uint32_t BlockIndex::childStartingWith(uint32_t s, uint64_t id, uint32_t depth) const {
+  const Slot* slot = findAt(id, depth);
+  if (slot == nullptr) return kNone;
+  const Segment& c = segs_[segOf(slot)];
+  return c.depthStart == depth && c.parent == s ? segOf(slot) : kNone;
+}
+
+uint32_t BlockIndex::extendFrom(const uint64_t* ids, uint32_t q, uint32_t seg, uint32_t limit) const {
+  uint32_t d = q + 1;
+  for (;;) {
+    const Segment& s = segs_[seg];
+    const uint32_t end = std::min(limit, s.depthEnd());
+    while (d < end && s.ids[d - s.depthStart] == ids[d]) ++d;
+    if (d < end || d == limit) return d;
+    // The run ended where the request goes on: continue in the child whose
+    // first block is the request's next one, if the instance holds it.
+    seg = childStartingWith(seg, ids[d], d);
+    if (seg == kNone) return d;
+  }
+}
+
+// The walk after a strided search may stop at the next strided depth: the
+// search has shown that block is not held (or that the request ends first).
+static uint32_t walkLimit(uint32_t lo, uint32_t last, uint32_t n) {
+  return lo == last ? n : (lo + 1) * BlockIndex::kStride;
+}
+
 uint32_t BlockIndex::match(const uint64_t* ids, uint32_t n) const {
-  if (n == 0 || !holds(ids[0], 0)) return 0;
-  // Invariant: ids[lo-1] is held and the answer lies in [lo, hi].
-  uint32_t lo = 1;
-  uint32_t hi = n;
+  if (n == 0) return 0;
+  const Slot* held = findAt(ids[0], 0);
+  if (held == nullptr) return 0;
+  // Binary search over strided positions p (depth p * kStride). Invariant:
+  // position lo is held (its slot in `held`) and the last held position lies
+  // in [lo, hi].
+  const uint32_t last = (n - 1) / kStride;
+  uint32_t lo = 0;
+  uint32_t hi = last;
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo + 1) / 2;
-    if (holds(ids[mid - 1], mid - 1)) {
+    if (const Slot* s = findAt(ids[mid * kStride], mid * kStride)) {
       lo = mid;
+      held = s;
     } else {
       hi = mid - 1;
     }
   }
-  return lo;
+  return extendFrom(ids, lo * kStride, segOf(held), walkLimit(lo, last, n));
+}
+
+uint32_t BlockIndex::segmentHolding(const uint64_t* ids, uint32_t depth) const {
+  const Slot* slot = table_.find(ids[depth & ~(kStride - 1)]);
+  if (slot == nullptr) return kNone;
+  uint32_t seg = segOf(slot);
+  while (seg != kNone && depth >= segs_[seg].depthEnd()) {
+    const uint32_t d = segs_[seg].depthEnd();
+    seg = childStartingWith(seg, ids[d], d);
+  }
+  return seg;
+}
+
+uint32_t BlockIndex::newSegment() {
+  if (!freeSegs_.empty()) {
+    const uint32_t s = freeSegs_.back();
+    freeSegs_.pop_back();
+    return s;
+  }
+  segs_.emplace_back();  // may reallocate: callers hold indices, never references
+  return static_cast<uint32_t>(segs_.size() - 1);
 }
 
 uint32_t BlockIndex::allocSegment(uint32_t parent, uint32_t depthStart) {
-  uint32_t s;
-  if (!freeSegs_.empty()) {
-    s = freeSegs_.back();
-    freeSegs_.pop_back();
-  } else {
-    s = static_cast<uint32_t>(segs_.size());
-    segs_.emplace_back();  // may reallocate: callers hold indices, never references
-  }
+  const uint32_t s = newSegment();
   segs_[s].depthStart = depthStart;
   attachChild(parent, s);
   lruPushFront(s);
   return s;
 }
 
+void BlockIndex::releaseSegment(uint32_t s) {
+  // Small runs keep their buffer for the next segment (saves a malloc/free
+  // pair per dispatch); large ones give their memory back.
+  std::vector<uint64_t> ids;
+  ids.swap(segs_[s].ids);
+  if (ids.capacity() <= kKeptRunCapacity) ids.clear();
+  else std::vector<uint64_t>().swap(ids);
+  segs_[s] = Segment();
+  segs_[s].ids.swap(ids);
+  freeSegs_.push_back(s);
+}
+
 void BlockIndex::freeSegment(uint32_t s) {
   lruUnlink(s);
   detachChild(s);
-  std::vector<uint64_t>().swap(segs_[s].ids);
-  segs_[s] = Segment();
-  freeSegs_.push_back(s);
+  releaseSegment(s);
 }
 
 void BlockIndex::attachChild(uint32_t parent, uint32_t child) {
@@ -107,21 +207,19 @@ void BlockIndex::lruInsertAfter(uint32_t anchor, uint32_t s) {
 }
 
 uint32_t BlockIndex::splitBefore(uint32_t s, uint32_t depth) {
-  uint32_t t;
-  if (!freeSegs_.empty()) {
-    t = freeSegs_.back();
-    freeSegs_.pop_back();
-  } else {
-    t = static_cast<uint32_t>(segs_.size());
-    segs_.emplace_back();
-  }
+  const uint32_t t = newSegment();
   Segment& head = segs_[s];
   Segment& tail = segs_[t];
   const size_t keep = depth - head.depthStart;
   tail.depthStart = depth;
   tail.ids.assign(head.ids.begin() + static_cast<std::ptrdiff_t>(keep), head.ids.end());
   head.ids.resize(keep);
-  for (uint64_t id : tail.ids) table_.find(id)->seg = t;
+  // Entries of the moved blocks now name the tail; its first block becomes a
+  // segment head and is indexed even when its depth is not strided.
+  for (uint32_t d = strideAtOrAfter(depth); d < tail.depthEnd(); d += kStride) {
+    RobinHoodMap::setValue(table_.find(tail.ids[d - depth]), location(t, d));
+  }
+  if (!isStrided(depth)) indexBlock(tail.ids[0], t, depth);
   // The tail takes over the head's children; the head's only child is the tail.
   tail.firstChild = head.firstChild;
   for (uint32_t c = tail.firstChild; c != kNone; c = segs_[c].nextSibling) segs_[c].parent = t;
@@ -145,30 +243,55 @@ void BlockIndex::touchPath(uint32_t deepest) {
 uint64_t BlockIndex::commit(const uint64_t* ids, uint32_t n, uint32_t matched) {
   uint32_t deepest = kRoot;
   if (matched > 0) {
-    // Callers pass match()'s result, so ids[matched-1] is held at depth
-    // matched-1; anything else is recomputed rather than trusted.
-    const IdSlot* last = table_.find(ids[matched - 1]);
-    if (last == nullptr || last->depth != matched - 1) return commit(ids, n, match(ids, n));
-    deepest = last->seg;
+    // Callers pass match()'s result, so ids[0..matched) are held; anything
+    // else is recomputed rather than trusted.
+    deepest = segmentHolding(ids, matched - 1);
+    if (deepest == kNone || segs_[deepest].ids[matched - 1 - segs_[deepest].depthStart] != ids[matched - 1]) {
+      return commit(ids, n, match(ids, n));
+    }
     if (matched < segs_[deepest].depthEnd()) splitBefore(deepest, matched);
   }
   uint32_t leaf = deepest;
   if (n > matched) {
     const bool extend = deepest != kRoot && segs_[deepest].firstChild == kNone;
-    const uint32_t target = extend ? deepest : allocSegment(deepest, matched);
-    uint32_t end = matched;
-    while (end < n && table_.insert(ids[end], target, end)) ++end;
-    if (end > matched) {
+    uint32_t target = deepest;
+    uint32_t from = matched;
+    if (!extend) {
+      target = allocSegment(deepest, matched);
+      if (!indexBlock(ids[matched], target, matched)) {
+        freeSegment(target);  // the first new id is held elsewhere: ids not chained
+        target = kNone;
+      }
+      from = matched + 1;
+    }
+    if (target != kNone) {
+      uint32_t end = n;
+      for (uint32_t d = strideAtOrAfter(from); d < n; d += kStride) {
+        if (d + 4 * kStride < n) table_.prefetch(ids[d + 4 * kStride]);
+        if (!indexBlock(ids[d], target, d)) {
+          end = d;  // held elsewhere: ids not chained; keep what precedes it
+          break;
+        }
+      }
       std::vector<uint64_t>& run = segs_[target].ids;
       run.insert(run.end(), ids + matched, ids + end);
       count_ += end - matched;
       leaf = target;
-    } else if (!extend) {
-      freeSegment(target);  // the first new id was already held elsewhere: ids not chained
     }
   }
   if (leaf != kRoot) touchPath(leaf);
   return evictToCapacity();
+}
+
+void BlockIndex::popBlocks(uint32_t s, size_t take) {
+  Segment& x = segs_[s];
+  const size_t size = x.ids.size();
+  const uint32_t oldEnd = x.depthEnd();
+  const uint32_t newEnd = oldEnd - static_cast<uint32_t>(take);
+  for (uint32_t d = strideAtOrAfter(newEnd); d < oldEnd; d += kStride) unindexBlock(x.ids[d - x.depthStart], d);
+  if (take == size && !isStrided(x.depthStart)) unindexBlock(x.ids[0], x.depthStart);  // the head entry
+  x.ids.resize(size - take);
+  count_ -= take;
 }
 
 uint64_t BlockIndex::evictToCapacity() {
@@ -176,14 +299,12 @@ uint64_t BlockIndex::evictToCapacity() {
   while (count_ > capacity_) {
     // Invariant: the least recently used segment is a leaf (see touchPath).
     const uint32_t victim = lruTail_;
-    std::vector<uint64_t>& run = segs_[victim].ids;
     const uint64_t excess = count_ - capacity_;
-    const size_t take = excess < run.size() ? static_cast<size_t>(excess) : run.size();
-    for (size_t k = run.size() - take; k < run.size(); ++k) table_.erase(run[k]);
-    run.resize(run.size() - take);
-    count_ -= take;
+    const size_t size = segs_[victim].ids.size();
+    const size_t take = excess < size ? static_cast<size_t>(excess) : size;
+    popBlocks(victim, take);
     evicted += take;
-    if (run.empty()) freeSegment(victim);
+    if (take == size) freeSegment(victim);
   }
   return evicted;
 }
@@ -199,33 +320,51 @@ uint64_t BlockIndex::truncate(uint32_t s, uint32_t depth) {
     const uint32_t x = stack.back();
     stack.pop_back();
     for (uint32_t c = segs_[x].firstChild; c != kNone; c = segs_[c].nextSibling) stack.push_back(c);
-    for (uint64_t id : segs_[x].ids) table_.erase(id);
-    removed += segs_[x].ids.size();
+    const size_t size = segs_[x].ids.size();
+    popBlocks(x, size);
+    removed += size;
     lruUnlink(x);
-    std::vector<uint64_t>().swap(segs_[x].ids);
-    segs_[x] = Segment();
-    freeSegs_.push_back(x);
+    releaseSegment(x);
   }
-  std::vector<uint64_t>& run = segs_[s].ids;
-  const size_t keep = depth - segs_[s].depthStart;
-  for (size_t k = keep; k < run.size(); ++k) table_.erase(run[k]);
-  removed += run.size() - keep;
-  run.resize(keep);
-  if (keep == 0) freeSegment(s);
-  count_ -= removed;
+  const size_t take = segs_[s].depthEnd() - depth;
+  popBlocks(s, take);
+  removed += take;
+  if (segs_[s].ids.empty()) freeSegment(s);
   return removed;
 }
 
 uint64_t BlockIndex::remove(const uint64_t* ids, uint32_t n) {
   uint64_t removed = 0;
+  std::unordered_set<uint64_t> unresolved;
   for (uint32_t k = 0; k < n; ++k) {
-    const IdSlot* slot = table_.find(ids[k]);
-    if (slot != nullptr) removed += truncate(slot->seg, slot->depth);
+    const Slot* slot = table_.find(ids[k]);
+    if (slot != nullptr) {
+      removed += truncate(segOf(slot), depthOf(slot));
+    } else {
+      unresolved.insert(ids[k]);
+    }
+  }
+  if (unresolved.empty() || count_ == 0) return removed;
+  // Ids outside the sparse index: one scan of the runs finds them all.
+  std::vector<std::tuple<uint32_t, uint32_t, uint64_t>> found;
+  for (uint32_t s = 1; s < segs_.size(); ++s) {
+    const Segment& x = segs_[s];
+    for (size_t k = 0; k < x.ids.size(); ++k) {
+      if (unresolved.count(x.ids[k]) != 0) found.emplace_back(s, x.depthStart + static_cast<uint32_t>(k), x.ids[k]);
+    }
+  }
+  for (const auto& [s, depth, id] : found) {
+    // An earlier truncation may already have taken this block.
+    const Segment& x = segs_[s];
+    if (depth >= x.depthStart && depth < x.depthEnd() && x.ids[depth - x.depthStart] == id) {
+      removed += truncate(s, depth);
+    }
   }
   return removed;
 }
 
 void BlockIndex::clear() {
+  withdrawFromFleet();
   table_.clear();
   std::vector<Segment>().swap(segs_);
   std::vector<uint32_t>().swap(freeSegs_);
@@ -240,8 +379,7 @@ uint64_t BlockIndex::setCapacity(uint64_t capacityBlocks) {
 }
 
 size_t BlockIndex::bytes() const {
-  size_t total = table_.bytes() + segs_.capacity() * sizeof(Segment) +
-                 freeSegs_.capacity() * sizeof(uint32_t);
+  size_t total = table_.bytes() + segs_.capacity() * sizeof(Segment) + freeSegs_.capacity() * sizeof(uint32_t);
   for (const Segment& s : segs_) total += s.ids.capacity() * sizeof(uint64_t);
   return total;
 }
@@ -249,9 +387,15 @@ size_t BlockIndex::bytes() const {
 std::string BlockIndex::checkInvariants() const {
   std::ostringstream err;
   uint64_t held = 0;
+  size_t entries = 0;
   size_t reachable = 0;
   std::vector<uint32_t> stack{kRoot};
   std::vector<uint8_t> seen(segs_.size(), 0);
+  auto indexedAt = [this](uint64_t id, uint32_t seg, uint32_t depth) {
+    const Slot* slot = table_.find(id);
+    const bool inFleet = fleet_ == nullptr || !isStrided(depth) || ((fleet_->holders(id) >> fleetBit_) & 1) != 0;
+    return slot != nullptr && segOf(slot) == seg && depthOf(slot) == depth && inFleet;
+  };
   while (!stack.empty()) {
     const uint32_t s = stack.back();
     stack.pop_back();
@@ -261,14 +405,16 @@ std::string BlockIndex::checkInvariants() const {
     if (s != kRoot) {
       ++reachable;
       if (x.ids.empty()) return (err << "segment " << s << " is empty", err.str());
-    }
-    held += x.ids.size();
-    for (size_t k = 0; k < x.ids.size(); ++k) {
-      const IdSlot* slot = table_.find(x.ids[k]);
-      if (slot == nullptr || slot->seg != s || slot->depth != x.depthStart + k) {
-        return (err << "id " << x.ids[k] << " of segment " << s << " is mis-indexed", err.str());
+      if (!indexedAt(x.ids[0], s, x.depthStart)) return (err << "head of segment " << s << " is not indexed", err.str());
+      if (!isStrided(x.depthStart)) ++entries;
+      for (uint32_t d = strideAtOrAfter(x.depthStart); d < x.depthEnd(); d += kStride) {
+        if (!indexedAt(x.ids[d - x.depthStart], s, d)) {
+          return (err << "block at depth " << d << " of segment " << s << " is mis-indexed", err.str());
+        }
+        ++entries;
       }
     }
+    held += x.ids.size();
     uint32_t prev = kNone;
     for (uint32_t c = x.firstChild; c != kNone; c = segs_[c].nextSibling) {
       const Segment& child = segs_[c];
@@ -279,10 +425,9 @@ std::string BlockIndex::checkInvariants() const {
       stack.push_back(c);
     }
   }
-  if (held != count_ || table_.size() != count_) {
-    return (err << "count " << count_ << " but " << held << " in segments and " << table_.size()
-                << " in the table",
-            err.str());
+  if (held != count_) return (err << "count " << count_ << " but " << held << " blocks in segments", err.str());
+  if (entries != table_.size()) {
+    return (err << "the id table has " << table_.size() << " entries, expected " << entries, err.str());
   }
   if (reachable != segments()) return (err << "free list and tree disagree", err.str());
   // LRU order: every segment appears after (is older than) its parent.
@@ -311,48 +456,163 @@ void matchMany(const BlockIndex* const* indexes, size_t count, const uint64_t* i
     std::fill(out, out + count, 0);
     return;
   }
+  constexpr uint32_t kStride = BlockIndex::kStride;
+  const uint32_t last = (n - 1) / kStride;  // the last strided position
+  // Fetch the index objects first: computing a bucket reads the table's seed,
+  // mask and array, and those loads would otherwise miss one after another.
+  for (size_t k = 0; k < count; ++k) __builtin_prefetch(indexes[k]);
+  // Each search step reads one strided id (its own cache line) and then that
+  // id's bucket: two dependent misses when the request was not just hashed (a
+  // replayed trace). So each round also prefetches the ids of both possible
+  // next steps, leaving one miss per round. Every search starts on [0, last],
+  // so the first two levels of the search tree are shared: fetch them now.
+  auto midOf = [](uint32_t lo, uint32_t hi) { return lo + (hi - lo + 1) / 2; };
+  auto prefetchNextIds = [&](uint32_t lo, uint32_t mid, uint32_t hi) {
+    if (mid < hi) __builtin_prefetch(ids + midOf(mid, hi) * kStride);
+    if (lo < mid - 1) __builtin_prefetch(ids + midOf(lo, mid - 1) * kStride);
+  };
+  if (last > 0) {
+    const uint32_t root = midOf(0, last);
+    __builtin_prefetch(ids + root * kStride);
+    prefetchNextIds(0, root, last);
+  }
   for (size_t k = 0; k < count; ++k) indexes[k]->prefetch(ids[0]);
-  // Per active instance: lo/hi of its binary search (see BlockIndex::match).
-  // `out` doubles as lo while a search runs; hi lives in a small local array.
+  // Per active instance, the state of its binary search over strided
+  // positions (see BlockIndex::match): lo/hi and the slot of position lo.
   constexpr size_t kBatch = 64;
-  uint32_t hi[kBatch];
-  size_t active[kBatch];
+  struct Search {
+    size_t index;
+    uint32_t lo, hi;
+    const BlockIndex::Slot* held;
+  };
+  Search active[kBatch];
   for (size_t base = 0; base < count; base += kBatch) {
     const size_t end = std::min(count, base + kBatch);
     size_t live = 0;
     for (size_t k = base; k < end; ++k) {
-      out[k] = indexes[k]->holds(ids[0], 0) ? 1 : 0;
-      if (out[k] == 1 && n > 1) {
-        hi[live] = n;
-        active[live++] = k;
+      out[k] = 0;
+      if (const BlockIndex::Slot* s = indexes[k]->findAt(ids[0], 0)) active[live++] = Search{k, 0, last, s};
+    }
+    for (bool searching = true; searching;) {
+      for (size_t a = 0; a < live; ++a) {
+        const Search& x = active[a];
+        if (x.lo >= x.hi) continue;
+        const uint32_t mid = midOf(x.lo, x.hi);
+        indexes[x.index]->prefetch(ids[mid * kStride]);
+        prefetchNextIds(x.lo, mid, x.hi);
+      }
+      searching = false;
+      for (size_t a = 0; a < live; ++a) {
+        Search& x = active[a];
+        if (x.lo >= x.hi) continue;
+        const uint32_t mid = midOf(x.lo, x.hi);
+        if (const BlockIndex::Slot* s = indexes[x.index]->findAt(ids[mid * kStride], mid * kStride)) {
+          x.lo = mid;
+          x.held = s;
+        } else {
+          x.hi = mid - 1;
+        }
+        searching = searching || x.lo < x.hi;
       }
     }
-    while (live > 0) {
-      for (size_t a = 0; a < live; ++a) {
-        const uint32_t lo = static_cast<uint32_t>(out[active[a]]);
-        const uint32_t mid = lo + (hi[a] - lo + 1) / 2;
-        indexes[active[a]]->prefetch(ids[mid - 1]);
-      }
-      size_t kept = 0;
-      for (size_t a = 0; a < live; ++a) {
-        const size_t k = active[a];
-        uint32_t lo = static_cast<uint32_t>(out[k]);
-        uint32_t h = hi[a];
-        const uint32_t mid = lo + (h - lo + 1) / 2;
-        if (indexes[k]->holds(ids[mid - 1], mid - 1)) {
-          lo = mid;
-        } else {
-          h = mid - 1;
-        }
-        out[k] = static_cast<int32_t>(lo);
-        if (lo < h) {
-          hi[kept] = h;
-          active[kept++] = k;
-        }
-      }
-      live = kept;
+    // The walks: fetch every segment record, then every run, then walk.
+    for (size_t a = 0; a < live; ++a) indexes[active[a].index]->prefetchSegment(BlockIndex::segOf(active[a].held));
+    for (size_t a = 0; a < live; ++a) {
+      indexes[active[a].index]->prefetchRun(BlockIndex::segOf(active[a].held), active[a].lo * kStride);
+    }
+    for (size_t a = 0; a < live; ++a) {
+      const Search& x = active[a];
+      out[x.index] = static_cast<int32_t>(
+          indexes[x.index]->extendFrom(ids, x.lo * kStride, BlockIndex::segOf(x.held), walkLimit(x.lo, last, n)));
     }
   }
+}
+
+void matchFleet(const FleetIndex& fleet, uint64_t tracked, const BlockIndex* const* bySlot, const uint64_t* ids,
+                uint32_t n, int32_t* matched) {
+  auto eachBit = [](uint64_t mask, auto visit) {
+    for (; mask != 0; mask &= mask - 1) visit(static_cast<uint32_t>(__builtin_ctzll(mask)));
+  };
+  if (n == 0 || tracked == 0) {
+    eachBit(tracked, [&](uint32_t bit) { matched[bit] = 0; });
+    return;
+  }
+  constexpr uint32_t kStride = BlockIndex::kStride;
+  const uint32_t last = (n - 1) / kStride;
+  // As in matchMany: each step needs a strided id, then its bucket; fetch the
+  // ids of both possible next steps while waiting on the current bucket.
+  auto midOf = [](uint32_t lo, uint32_t hi) { return lo + (hi - lo + 1) / 2; };
+  auto prefetchNextIds = [&](uint32_t lo, uint32_t mid, uint32_t hi) {
+    if (mid < hi) __builtin_prefetch(ids + midOf(mid, hi) * kStride);
+    if (lo < mid - 1) __builtin_prefetch(ids + midOf(lo, mid - 1) * kStride);
+  };
+  fleet.prefetch(ids[0]);
+  if (last > 0) {
+    const uint32_t root = midOf(0, last);
+    __builtin_prefetch(ids + root * kStride);
+    prefetchNextIds(0, root, last);
+  }
+  eachBit(tracked, [&](uint32_t bit) { __builtin_prefetch(bySlot[bit]); });
+
+  // Groups of instances that all hold position lo and whose last held
+  // position lies in [lo, hi]. Bisecting a group splits it into those that
+  // hold the middle and those that do not; groups never share an instance,
+  // so there are at most kMaxInstances of them.
+  struct Group {
+    uint32_t lo, hi;
+    uint64_t mask;
+  };
+  constexpr size_t kMax = FleetIndex::kMaxInstances;
+  Group groups[kMax];
+  Group next[kMax];
+  uint32_t loOf[kMax];
+  size_t count = 0;
+  const uint64_t holders = fleet.holders(ids[0]) & tracked;
+  eachBit(tracked & ~holders, [&](uint32_t bit) { matched[bit] = 0; });
+  if (holders != 0) groups[count++] = Group{0, last, holders};
+  while (count > 0) {
+    for (size_t g = 0; g < count; ++g) {
+      if (groups[g].lo >= groups[g].hi) continue;
+      const uint32_t mid = midOf(groups[g].lo, groups[g].hi);
+      fleet.prefetch(ids[mid * kStride]);
+      prefetchNextIds(groups[g].lo, mid, groups[g].hi);
+    }
+    size_t nextCount = 0;
+    for (size_t g = 0; g < count; ++g) {
+      const Group& x = groups[g];
+      if (x.lo >= x.hi) {
+        eachBit(x.mask, [&](uint32_t bit) { loOf[bit] = x.lo; });
+        continue;
+      }
+      const uint32_t mid = midOf(x.lo, x.hi);
+      const uint64_t held = fleet.holders(ids[mid * kStride]) & x.mask;
+      if (held != 0) next[nextCount++] = Group{mid, x.hi, held};
+      if ((x.mask & ~held) != 0) next[nextCount++] = Group{x.lo, mid - 1, x.mask & ~held};
+    }
+    std::copy(next, next + nextCount, groups);
+    count = nextCount;
+  }
+
+  // Each holder walks its own runs from its last held strided block: fetch
+  // every slot, then every segment record, then every run, then walk.
+  const BlockIndex::Slot* slotOf[kMax];
+  eachBit(holders, [&](uint32_t bit) { bySlot[bit]->prefetch(ids[loOf[bit] * kStride]); });
+  eachBit(holders, [&](uint32_t bit) {
+    slotOf[bit] = bySlot[bit]->findAt(ids[loOf[bit] * kStride], loOf[bit] * kStride);
+    if (slotOf[bit] != nullptr) bySlot[bit]->prefetchSegment(BlockIndex::segOf(slotOf[bit]));
+  });
+  eachBit(holders, [&](uint32_t bit) {
+    if (slotOf[bit] != nullptr) bySlot[bit]->prefetchRun(BlockIndex::segOf(slotOf[bit]), loOf[bit] * kStride);
+  });
+  eachBit(holders, [&](uint32_t bit) {
+    const BlockIndex& index = *bySlot[bit];
+    // A missing slot means the ids are not chained (the fleet saw the id at
+    // another depth): answer by the instance's own search instead.
+    matched[bit] = static_cast<int32_t>(
+        slotOf[bit] == nullptr
+            ? index.match(ids, n)
+            : index.extendFrom(ids, loOf[bit] * kStride, BlockIndex::segOf(slotOf[bit]), walkLimit(loOf[bit], last, n)));
+  });
 }
 
 }  // namespace kvroute

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
+#include "block-index.h"
 #include "napi-util.h"
 #include "prompt-hash.h"
 #include "xxhash64.h"
@@ -11,7 +13,8 @@ namespace kvroute {
 namespace {
 
 constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
-constexpr size_t kMaxIds = 0x7FFFFFFF;
+// A request's ids become depths in a 24-bit field (BlockIndex::kMaxDepth).
+constexpr size_t kMaxIds = BlockIndex::kMaxDepth;
 constexpr double kBytesPerToken = 4;  // prompt-text requests: token estimate
 
 // Shortest decimal that round-trips, like JavaScript's String(number).
@@ -66,6 +69,7 @@ Napi::Function JsRouter::Define(Napi::Env env) {
                          InstanceMethod("reasonCounts", &JsRouter::ReasonCounts),
                          InstanceMethod("counts", &JsRouter::Counts),
                          InstanceMethod("checkInvariants", &JsRouter::CheckInvariants),
+                         InstanceMethod("drainEvents", &JsRouter::DrainEvents),
                      });
 }
 
@@ -89,14 +93,41 @@ JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(
 
   request_ = typedArrayData<double>(buffers.Get("request"), napi_float64_array, 2, "buffers.request");
   decision_ = typedArrayData<int32_t>(buffers.Get("decision"), napi_int32_array, 2, "buffers.decision");
+  events_ = typedArrayData<double>(buffers.Get("events"), napi_float64_array, 3, "buffers.events");
+  eventCapacity_ = (buffers.Get("events").As<Napi::Float64Array>().ElementLength() - 1) / 2;
+  events_[0] = 0;
   requestRef_ = Napi::Persistent(buffers.Get("request").As<Napi::Float64Array>());
+  eventsRef_ = Napi::Persistent(buffers.Get("events").As<Napi::Float64Array>());
   decisionRef_ = Napi::Persistent(buffers.Get("decision").As<Napi::Int32Array>());
   router_ = std::make_unique<Router>(rc);
 }
 
+Router& JsRouter::core() {
+  const double queued = events_[0];
+  if (queued != 0) {
+    // A count the queue cannot hold means the caller wrote garbage: drop it
+    // rather than read past the buffer.
+    const size_t n = queued > 0 && queued <= static_cast<double>(eventCapacity_) ? static_cast<size_t>(queued) : 0;
+    for (size_t k = 0; k < n; ++k) {
+      const double kind = events_[2 + 2 * k];
+      const TicketEvent event = kind == kEventFirstToken ? TicketEvent::kFirstToken
+                                : kind == kEventAbort    ? TicketEvent::kAbort
+                                                         : TicketEvent::kComplete;
+      router_->onTicket(events_[1 + 2 * k], event);
+    }
+    events_[0] = 0;
+  }
+  return *router_;
+}
+
+Napi::Value JsRouter::DrainEvents(const Napi::CallbackInfo& info) {
+  core();
+  return info.Env().Undefined();
+}
+
 uint32_t JsRouter::requireSlot(const Napi::Value& v) {
   const double slot = requireNumber(v, "slot");
-  if (!(slot >= 0 && slot == std::floor(slot) && router_->isLive(static_cast<uint32_t>(slot)))) {
+  if (!(slot >= 0 && slot == std::floor(slot) && core().isLive(static_cast<uint32_t>(slot)))) {
     throwRangeError(v.Env(), kErrUnknownInstance, "instance slot " + formatNumber(slot) + " is not live");
   }
   return static_cast<uint32_t>(slot);
@@ -106,17 +137,17 @@ Napi::Value JsRouter::AddInstance(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsString()) throwTypeError(env, kErrArgType, "instance id must be a string");
   const double capacity = requireInteger(info[1], "capacityBlocks", 1, kMaxSafeInteger);
-  const uint32_t slot = router_->addInstance(info[0].As<Napi::String>().Utf8Value(), static_cast<uint64_t>(capacity));
+  const uint32_t slot = core().addInstance(info[0].As<Napi::String>().Utf8Value(), static_cast<uint64_t>(capacity));
   return Napi::Number::New(env, slot);
 }
 
 Napi::Value JsRouter::DrainInstance(const Napi::CallbackInfo& info) {
-  router_->drainInstance(requireSlot(info[0]));
+  core().drainInstance(requireSlot(info[0]));
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::RemoveInstance(const Napi::CallbackInfo& info) {
-  router_->removeInstance(requireSlot(info[0]));
+  core().removeInstance(requireSlot(info[0]));
   return info.Env().Undefined();
 }
 
@@ -131,31 +162,38 @@ Napi::Value JsRouter::SetExplainBuffers(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// The hot path uses raw Node-API calls: one typeof and one typed-array query
+// per argument (node-addon-api's wrappers would query the same array several
+// times).
 void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) {
-  Napi::Env env = v.Env();
+  napi_env env = v.Env();
   in.ids = nullptr;
   in.n = 0;
-  if (v.IsUndefined() || v.IsNull()) return;
-  if (!v.IsTypedArray()) {
-    throwTypeError(env, kErrArgType,
+  napi_valuetype type;
+  napi_typeof(env, v, &type);
+  if (type == napi_undefined || type == napi_null) return;
+  napi_typedarray_type arrayType;
+  size_t n = 0;
+  void* data = nullptr;
+  // Fails (napi_invalid_arg) for anything that is not a typed array.
+  if (napi_get_typedarray_info(env, v, &arrayType, &n, &data, nullptr, nullptr) != napi_ok) {
+    throwTypeError(v.Env(), kErrArgType,
                    std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
   }
-  auto array = v.As<Napi::TypedArray>();
-  const size_t n = array.ElementLength();
-  if (n > kMaxIds) throwRangeError(env, kErrArgValue, std::string(field) + " has more than 2^31-1 ids");
-  switch (array.TypedArrayType()) {
+  if (n > kMaxIds) throwRangeError(v.Env(), kErrArgValue, std::string(field) + " has more than 16777215 ids");
+  switch (arrayType) {
     case napi_biguint64_array:
-      in.ids = v.As<Napi::BigUint64Array>().Data();  // zero-copy: already u64
+      in.ids = static_cast<const uint64_t*>(data);  // zero-copy: already u64
       break;
     case napi_float64_array: {
-      const double* src = v.As<Napi::Float64Array>().Data();
+      const double* src = static_cast<const double*>(data);
       idScratch_.resize(n);
       // Validate everything before anything is used, so a bad id at the end
       // leaves the router untouched.
       for (size_t i = 0; i < n; ++i) {
         const double x = src[i];
         if (!(x >= 0 && x <= kMaxSafeInteger) || static_cast<double>(static_cast<uint64_t>(x)) != x) {
-          throwRangeError(env, kErrArgValue, elementError(field, i, x));
+          throwRangeError(v.Env(), kErrArgValue, elementError(field, i, x));
         }
         idScratch_[i] = static_cast<uint64_t>(x);
       }
@@ -163,13 +201,13 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
       break;
     }
     case napi_uint32_array: {
-      const uint32_t* src = v.As<Napi::Uint32Array>().Data();
+      const uint32_t* src = static_cast<const uint32_t*>(data);
       idScratch_.assign(src, src + n);
       in.ids = idScratch_.data();
       break;
     }
     default:
-      throwTypeError(env, kErrArgType,
+      throwTypeError(v.Env(), kErrArgType,
                      std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
   }
   in.n = static_cast<uint32_t>(n);
@@ -177,12 +215,14 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
 
 void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   Napi::Env env = ids.Env();
+  napi_valuetype type;
+  napi_typeof(env, ids, &type);
   double defaultTokens;
-  if (ids.IsString()) {
+  if (type == napi_string) {
     utf8Into(env, ids, textScratch_);
     const size_t length = textScratch_.size();
     const size_t count = promptBlockCount(length, static_cast<size_t>(chunkBytes_));
-    if (count > kMaxIds) throwRangeError(env, kErrArgValue, "prompt is too long");
+    if (count > kMaxIds) throwRangeError(env, kErrArgValue, "prompt is too long: more than 16777215 blocks");
     idScratch_.resize(count);
     hashPromptBlocks(reinterpret_cast<const uint8_t*>(textScratch_.data()), length,
                      static_cast<size_t>(chunkBytes_), idScratch_.data());
@@ -208,35 +248,39 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
 
 Napi::Value JsRouter::Route(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (explainCapacity_ < router_->slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
+  if (explainCapacity_ < core().slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
   RouteInput in;
   readRequest(info[0], in);
   const Napi::Value session = info[1];
-  if (session.IsString()) {
+  napi_valuetype sessionType;
+  napi_typeof(env, session, &sessionType);
+  if (sessionType == napi_string) {
     utf8Into(env, session, textScratch_);
     in.hasSession = true;
     in.sessionKey = xxhash64(reinterpret_cast<const uint8_t*>(textScratch_.data()), textScratch_.size(), 0);
-  } else if (!session.IsUndefined()) {
+  } else if (sessionType != napi_undefined) {
     throwTypeError(env, kErrArgType, "session must be a string");
   }
-  const RouteOutput out = router_->route(in, matched_, scores_);
+  const RouteOutput out = core().route(in, matched_, scores_);
   decision_[0] = out.slot;
   decision_[1] = static_cast<int32_t>(out.reason);
-  return Napi::Number::New(env, out.ticket);
+  napi_value ticket;
+  napi_create_double(env, out.ticket, &ticket);
+  return Napi::Value(env, ticket);
 }
 
 Napi::Value JsRouter::Match(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (explainCapacity_ < router_->slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
+  if (explainCapacity_ < core().slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
   RouteInput in;
   readRequest(info[0], in);
-  router_->match(in.ids, in.n, matched_);
+  core().match(in.ids, in.n, matched_);
   return env.Undefined();
 }
 
 Napi::Value JsRouter::onTicket(const Napi::CallbackInfo& info, TicketEvent event) {
   const double ticket = requireNumber(info[0], "ticket");
-  return Napi::Boolean::New(info.Env(), router_->onTicket(ticket, event));
+  return Napi::Boolean::New(info.Env(), core().onTicket(ticket, event));
 }
 
 Napi::Value JsRouter::FirstToken(const Napi::CallbackInfo& info) { return onTicket(info, TicketEvent::kFirstToken); }
@@ -259,25 +303,25 @@ Napi::Value JsRouter::SetObserved(const Napi::CallbackInfo& info) {
     o.decodeBatch = f[7];
     if (!std::isfinite(o.timestampMs)) throwRangeError(info.Env(), kErrArgValue, "observed.timestampMs must be finite");
   }
-  router_->setObserved(slot, o);
+  core().setObserved(slot, o);
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::SetTime(const Napi::CallbackInfo& info) {
-  router_->setTime(requireInRange(info[0], "nowMs", -1e15, 1e15));
+  core().setTime(requireInRange(info[0], "nowMs", -1e15, 1e15));
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::SetPolicy(const Napi::CallbackInfo& info) {
   if (!info[0].IsObject()) throwTypeError(info.Env(), kErrArgType, "policy must be an object");
-  router_->setPolicy(readPolicy(info[0].As<Napi::Object>()));
+  core().setPolicy(readPolicy(info[0].As<Napi::Object>()));
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
   const uint32_t slot = requireSlot(info[0]);
   double* out = typedArrayData<double>(info[1], napi_float64_array, kStatsFields, "stats");
-  const InstanceStats s = router_->stats(slot);
+  const InstanceStats s = core().stats(slot);
   const double fields[kStatsFields] = {
       static_cast<double>(s.capacityBlocks),       static_cast<double>(s.blocks),
       static_cast<double>(s.segments),             static_cast<double>(s.bytes),
@@ -287,7 +331,7 @@ Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
       s.effective.pendingPrefill,                  s.effective.decodeBatch,
       s.effective.kvUsage,                         s.observedFresh ? 1.0 : 0.0,
       static_cast<double>(s.routed),               static_cast<double>(s.completed),
-      static_cast<double>(s.aborted),              router_->isDrained(slot) ? 1.0 : 0.0,
+      static_cast<double>(s.aborted),              core().isDrained(slot) ? 1.0 : 0.0,
       s.effective.numRequests,
   };
   std::copy(fields, fields + kStatsFields, out);
@@ -298,11 +342,11 @@ Napi::Value JsRouter::RemoveBlocks(const Napi::CallbackInfo& info) {
   const uint32_t slot = requireSlot(info[0]);
   RouteInput in;
   readIds(info[1], in, "hashIds");
-  return Napi::Number::New(info.Env(), static_cast<double>(router_->removeBlocks(slot, in.ids, in.n)));
+  return Napi::Number::New(info.Env(), static_cast<double>(core().removeBlocks(slot, in.ids, in.n)));
 }
 
 Napi::Value JsRouter::ClearBlocks(const Napi::CallbackInfo& info) {
-  router_->clearBlocks(requireSlot(info[0]));
+  core().clearBlocks(requireSlot(info[0]));
   return info.Env().Undefined();
 }
 
@@ -310,26 +354,27 @@ Napi::Value JsRouter::SetCapacity(const Napi::CallbackInfo& info) {
   const uint32_t slot = requireSlot(info[0]);
   const double capacity = requireInteger(info[1], "capacityBlocks", 1, kMaxSafeInteger);
   return Napi::Number::New(info.Env(),
-                           static_cast<double>(router_->setCapacity(slot, static_cast<uint64_t>(capacity))));
+                           static_cast<double>(core().setCapacity(slot, static_cast<uint64_t>(capacity))));
 }
 
 Napi::Value JsRouter::ReasonCounts(const Napi::CallbackInfo& info) {
   double* out = typedArrayData<double>(info[0], napi_float64_array, kReasonCount, "reasonCounts");
-  const auto& counts = router_->reasonCounts();
+  const auto& counts = core().reasonCounts();
   for (size_t r = 0; r < counts.size(); ++r) out[r] = static_cast<double>(counts[r]);
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::Counts(const Napi::CallbackInfo& info) {
-  double* out = typedArrayData<double>(info[0], napi_float64_array, 3, "counts");
-  out[0] = static_cast<double>(router_->openTickets());
-  out[1] = static_cast<double>(router_->sessionCount());
-  out[2] = static_cast<double>(router_->slotCount());
+  double* out = typedArrayData<double>(info[0], napi_float64_array, 4, "counts");
+  out[0] = static_cast<double>(core().openTickets());
+  out[1] = static_cast<double>(core().sessionCount());
+  out[2] = static_cast<double>(core().slotCount());
+  out[3] = static_cast<double>(core().fleetBytes());
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::CheckInvariants(const Napi::CallbackInfo& info) {
-  return Napi::String::New(info.Env(), router_->checkInvariants());
+  return Napi::String::New(info.Env(), core().checkInvariants());
 }
 
 }  // namespace kvroute

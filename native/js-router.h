@@ -21,6 +21,13 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   explicit JsRouter(const Napi::CallbackInfo& info);
 
  private:
+  // Event queue layout (Float64Array): [count, ticket0, kind0, ticket1, ...].
+  // JavaScript validates tickets and appends first-token/complete/abort events
+  // without crossing into the addon; every method drains the queue before it
+  // reads or changes state, so decisions see exactly the eager result.
+  static constexpr double kEventFirstToken = 1;
+  static constexpr double kEventComplete = 2;
+  static constexpr double kEventAbort = 3;
   // Request slab layout (Float64Array): [inputTokens or NaN, flags].
   static constexpr size_t kRequestInputTokens = 0;
   static constexpr size_t kRequestFlags = 1;
@@ -51,6 +58,9 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value CheckInvariants(const Napi::CallbackInfo& info);
 
   uint32_t requireSlot(const Napi::Value& v);
+  // Applies and clears the queued ticket events; returns the router.
+  Router& core();
+  Napi::Value DrainEvents(const Napi::CallbackInfo& info);
   // Resolves the ids argument (typed array, prompt string or undefined) into
   // `in.ids`/`in.n`, filling defaults for the token fields.
   void readRequest(const Napi::Value& ids, RouteInput& in);
@@ -61,6 +71,9 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   double chunkBytes_ = 128;
   double blockTokens_ = 16;
   Napi::Reference<Napi::Float64Array> requestRef_;
+  Napi::Reference<Napi::Float64Array> eventsRef_;
+  double* events_ = nullptr;
+  size_t eventCapacity_ = 0;
   Napi::Reference<Napi::Int32Array> decisionRef_;
   Napi::Reference<Napi::Int32Array> matchedRef_;
   Napi::Reference<Napi::Float64Array> scoresRef_;

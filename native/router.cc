@@ -1,5 +1,6 @@
 #include "router.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <sstream>
@@ -28,6 +29,7 @@ uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
   inst.live = true;
   inst.name = name;
   inst.index = std::make_unique<BlockIndex>(capacityBlocks);
+  if (slot < FleetIndex::kMaxInstances) inst.index->attachFleet(&fleet_, slot);
   eff_.resize(instances_.size());
   uncached_.resize(instances_.size());
   refreshLiveList();
@@ -35,10 +37,14 @@ uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
   return slot;
 }
 
-void Router::drainInstance(uint32_t slot) { instances_[slot].drained = true; }
+void Router::drainInstance(uint32_t slot) {
+  instances_[slot].drained = true;
+  refreshLiveList();
+}
 
 void Router::removeInstance(uint32_t slot) {
   Instance& inst = instances_[slot];
+  if (inst.observed.present) --observedCount_;
   const uint32_t generation = inst.generation + 1;
   inst = Instance();
   inst.generation = generation;
@@ -48,24 +54,28 @@ void Router::removeInstance(uint32_t slot) {
 
 void Router::refreshLiveList() {
   liveSlots_.clear();
-  liveIndexes_.clear();
+  untrackedSlots_.clear();
+  untrackedIndexes_.clear();
+  trackedMask_ = 0;
+  bySlot_.assign(std::min<size_t>(instances_.size(), FleetIndex::kMaxInstances), nullptr);
   for (uint32_t s = 0; s < instances_.size(); ++s) {
     if (!instances_[s].live) continue;
     liveSlots_.push_back(s);
-    liveIndexes_.push_back(instances_[s].index.get());
+    if (s < FleetIndex::kMaxInstances) {
+      trackedMask_ |= uint64_t{1} << s;
+      bySlot_[s] = instances_[s].index.get();
+    } else {
+      untrackedSlots_.push_back(s);
+      untrackedIndexes_.push_back(instances_[s].index.get());
+    }
   }
-  liveMatched_.assign(liveSlots_.size(), 0);
+  liveMatched_.assign(untrackedSlots_.size(), 0);
+  routableSlots_.clear();
+  for (uint32_t s : liveSlots_) {
+    if (!instances_[s].drained) routableSlots_.push_back(s);
+  }
 }
 
-void Router::rebuildRing() {
-  std::vector<std::string> names(instances_.size());
-  std::vector<bool> live(instances_.size());
-  for (size_t s = 0; s < instances_.size(); ++s) {
-    names[s] = instances_[s].name;
-    live[s] = instances_[s].live;
-  }
-  ring_.rebuild(names, live, config_.policy.ringVnodes);
-}
 
 void Router::setPolicy(const PolicyConfig& policy) {
   const bool ringChanged = policy.ringVnodes != config_.policy.ringVnodes;
@@ -81,15 +91,16 @@ EffectiveState Router::effective(uint32_t slot, double nowMs) const {
 }
 
 void Router::match(const uint64_t* ids, uint32_t n, int32_t* matched) {
-  matchMany(liveIndexes_.data(), liveIndexes_.size(), ids, n, liveMatched_.data());
-  for (size_t s = 0; s < instances_.size(); ++s) matched[s] = -1;
-  for (size_t k = 0; k < liveSlots_.size(); ++k) matched[liveSlots_[k]] = liveMatched_[k];
+  std::fill(matched, matched + instances_.size(), -1);
+  matchFleet(fleet_, trackedMask_, bySlot_.data(), ids, n, matched);
+  if (untrackedSlots_.empty()) return;
+  matchMany(untrackedIndexes_.data(), untrackedIndexes_.size(), ids, n, liveMatched_.data());
+  for (size_t k = 0; k < untrackedSlots_.size(); ++k) matched[untrackedSlots_[k]] = liveMatched_[k];
 }
 
 int32_t Router::leastLoaded() const {
   int32_t best = -1;
-  for (uint32_t s = 0; s < instances_.size(); ++s) {
-    if (!routable(s)) continue;
+  for (uint32_t s : routableSlots_) {
     if (best < 0 || eff_[s].numRequests < eff_[best].numRequests) best = static_cast<int32_t>(s);
   }
   return best;
@@ -97,8 +108,7 @@ int32_t Router::leastLoaded() const {
 
 int32_t Router::lowestScore() const {
   int32_t best = -1;
-  for (uint32_t s = 0; s < instances_.size(); ++s) {
-    if (!routable(s)) continue;
+  for (uint32_t s : routableSlots_) {
     if (best < 0 || scores_[s] < scores_[best]) best = static_cast<int32_t>(s);
   }
   return best;
@@ -116,18 +126,34 @@ int32_t Router::roundRobin(bool dryRun) {
 }
 
 RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores) {
-  const double nowMs = now();
+  // The clock matters only for observed-state freshness.
+  const double nowMs = observedCount_ > 0 ? now() : 0;
   match(in.ids, in.n, matched);
-  for (uint32_t s = 0; s < instances_.size(); ++s) {
-    scores[s] = NAN;
-    if (!routable(s)) continue;
-    eff_[s] = effective(s, nowMs);
+  std::fill(scores, scores + instances_.size(), NAN);
+  // One pass over the routable instances: state, uncached tokens, score.
+  const PolicyKind kind = config_.policy.kind;
+  const double decodeWeight = config_.policy.decodeWeight;
+  for (uint32_t s : routableSlots_) {
+    const EffectiveState e = effective(s, nowMs);
+    eff_[s] = e;
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
-    uncached_[s] = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
+    const double uncached = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
+    uncached_[s] = uncached;
+    switch (kind) {
+      case PolicyKind::kLmetric:
+      case PolicyKind::kUnified:
+        scores[s] = lmetricScore(e, uncached, decodeWeight);
+        break;
+      case PolicyKind::kUnifiedKvBoth:
+        scores[s] = kvWeightedScore(e, uncached, decodeWeight);
+        break;
+      default:
+        scores[s] = e.numRequests;
+    }
   }
   matched_ = matched;
   scores_ = scores;
-  RouteOutput out = decide(in, scores);
+  RouteOutput out = decide(in);
   if (out.slot < 0 || in.dryRun) return out;
 
   Instance& inst = instances_[out.slot];
@@ -146,22 +172,9 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   return out;
 }
 
-RouteOutput Router::decide(const RouteInput& in, double* scores) {
+RouteOutput Router::decide(const RouteInput& in) {
   const PolicyConfig& p = config_.policy;
-  const uint32_t count = static_cast<uint32_t>(instances_.size());
   RouteOutput out;
-  const bool scoresAreLoad = p.kind == PolicyKind::kRoundRobin || p.kind == PolicyKind::kSessionHash ||
-                             p.kind == PolicyKind::kLoadOnly || p.kind == PolicyKind::kSticky;
-  for (uint32_t s = 0; s < count; ++s) {
-    if (!routable(s)) continue;
-    if (scoresAreLoad) {
-      scores[s] = eff_[s].numRequests;
-    } else if (p.kind == PolicyKind::kUnifiedKvBoth) {
-      scores[s] = kvWeightedScore(eff_[s], uncached_[s], p.decodeWeight);
-    } else {
-      scores[s] = lmetricScore(eff_[s], uncached_[s], p.decodeWeight);
-    }
-  }
 
   switch (p.kind) {
     case PolicyKind::kRoundRobin:
@@ -181,6 +194,16 @@ RouteOutput Router::decide(const RouteInput& in, double* scores) {
         uint8_t le[8];
         for (int b = 0; b < 8; ++b) le[b] = static_cast<uint8_t>(in.ids[0] >> (8 * b));
         key = xxhash64(le, 8, 0);
+      }
+      if (ringStale_) {
+        std::vector<std::string> names(instances_.size());
+        std::vector<bool> live(instances_.size());
+        for (size_t s = 0; s < instances_.size(); ++s) {
+          names[s] = instances_[s].name;
+          live[s] = instances_[s].live;
+        }
+        ring_.rebuild(names, live, config_.policy.ringVnodes);
+        ringStale_ = false;
       }
       out.slot = ring_.lookup(key, [this](uint32_t s) { return routable(s); });
       out.reason = Reason::kSessionHash;
@@ -220,10 +243,8 @@ RouteOutput Router::decide(const RouteInput& in, double* scores) {
       int32_t best = -1;
       double loadSum = 0;
       double kvSum = 0;
-      uint32_t routableCount = 0;
-      for (uint32_t s = 0; s < count; ++s) {
-        if (!routable(s)) continue;
-        ++routableCount;
+      const uint32_t routableCount = static_cast<uint32_t>(routableSlots_.size());
+      for (uint32_t s : routableSlots_) {
         loadSum += eff_[s].numRequests;
         kvSum += eff_[s].kvUsage;
         if (best < 0 || matched_[s] > matched_[best] ||
@@ -290,7 +311,10 @@ bool Router::onTicket(double ticket, TicketEvent event) {
   return true;
 }
 
-void Router::setObserved(uint32_t slot, const ObservedState& observed) { instances_[slot].observed = observed; }
+void Router::setObserved(uint32_t slot, const ObservedState& observed) {
+  observedCount_ += (observed.present ? 1 : 0) - (instances_[slot].observed.present ? 1 : 0);
+  instances_[slot].observed = observed;
+}
 
 InstanceStats Router::stats(uint32_t slot) const {
   const Instance& inst = instances_[slot];
@@ -344,6 +368,15 @@ std::string Router::checkInvariants() const {
     }
     std::string indexError = instances_[s].index->checkInvariants();
     if (!indexError.empty()) return "slot " + std::to_string(s) + ": " + indexError;
+  }
+  // Every fleet bit belongs to a strided block its instance holds (each
+  // index checked its own blocks are in the fleet; count the rest).
+  size_t reported = 0;
+  for (uint32_t s : liveSlots_) {
+    if (s < FleetIndex::kMaxInstances) reported += instances_[s].index->stridedBlocks();
+  }
+  if (fleet_.bits() != reported) {
+    return "fleet index holds " + std::to_string(fleet_.bits()) + " bits, instances report " + std::to_string(reported);
   }
   return "";
 }

@@ -23,6 +23,7 @@
 
 #include "block-index.h"
 #include "engine-state.h"
+#include "fleet-index.h"
 #include "hash-ring.h"
 #include "policy.h"
 #include "session-table.h"
@@ -100,6 +101,7 @@ class Router {
   size_t openTickets() const { return tickets_.openCount(); }
   size_t sessionCount() const { return sessions_.size(); }
   std::string checkInvariants() const;
+  size_t fleetBytes() const { return fleet_.bytes(); }
 
  private:
   struct Instance {
@@ -114,18 +116,30 @@ class Router {
   };
 
   bool routable(uint32_t slot) const { return instances_[slot].live && !instances_[slot].drained; }
-  void rebuildRing();
+  // Marks the ring stale; session_hash rebuilds it before its next lookup, so
+  // adding N instances costs one rebuild, not N.
+  void rebuildRing() { ringStale_ = true; }
+  // Rebuilds the live, tracked and routable slot lists (after add/drain/remove).
   void refreshLiveList();
   EffectiveState effective(uint32_t slot, double nowMs) const;
   int32_t leastLoaded() const;
   int32_t lowestScore() const;
   int32_t roundRobin(bool dryRun);
-  RouteOutput decide(const RouteInput& in, double* scores);
+  // Picks the instance; route() has filled eff_, uncached_ and the scores.
+  RouteOutput decide(const RouteInput& in);
 
   RouterConfig config_;
+  // Declared before instances_: each BlockIndex withdraws from it when destroyed.
+  FleetIndex fleet_;
   std::vector<Instance> instances_;
-  std::vector<const BlockIndex*> liveIndexes_;  // parallel to liveSlots_
+  // Live instances in slots below FleetIndex::kMaxInstances are matched through
+  // the fleet; the rest one by one (untracked*).
+  uint64_t trackedMask_ = 0;
+  std::vector<const BlockIndex*> bySlot_;           // tracked slot -> index
+  std::vector<const BlockIndex*> untrackedIndexes_;  // parallel to untrackedSlots_
+  std::vector<uint32_t> untrackedSlots_;
   std::vector<uint32_t> liveSlots_;
+  std::vector<uint32_t> routableSlots_;         // live and not drained, ascending
   std::vector<int32_t> liveMatched_;
   std::vector<EffectiveState> eff_;             // per slot, valid for routable slots
   std::vector<double> uncached_;                // per slot, this request's uncached tokens
@@ -133,8 +147,10 @@ class Router {
   const double* scores_ = nullptr;
   SessionTable sessions_;
   HashRing ring_;
+  bool ringStale_ = true;
   TicketTable tickets_;
   uint32_t rrCursor_ = 0;
+  uint32_t observedCount_ = 0;  // live instances holding an observed snapshot
   double manualNowMs_ = 0;
   std::array<uint64_t, kReasonCount> reasonCounts_{};
 };

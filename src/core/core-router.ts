@@ -36,7 +36,18 @@ export interface CoreBuffers {
   request: Float64Array;
   /** [chosen slot (-1 = none), reason code] */
   decision: Int32Array;
+  /**
+   * Ticket events queued without a call into the core: [count, ticket0,
+   * kind0, ticket1, kind1, ...]. The caller validates each ticket first; the
+   * core applies and clears the queue at the start of every method, so every
+   * decision sees exactly what eager calls would have produced.
+   */
+  events: Float64Array;
 }
+
+export const EVENT_FIRST_TOKEN = 1;
+export const EVENT_COMPLETE = 2;
+export const EVENT_ABORT = 3;
 
 export const REQUEST_INPUT_TOKENS = 0;
 export const REQUEST_FLAGS = 1;
@@ -69,8 +80,11 @@ export const Stat = {
 } as const;
 export const STAT_FIELDS = 19;
 
-/** Layout written by CoreRouter.counts(). */
-export const COUNT_FIELDS = 3; // [open tickets, sessions, slot count]
+/** Layout written by CoreRouter.counts(): [open tickets, sessions, slot count, fleet index bytes (NaN: none)]. */
+export const COUNT_FIELDS = 4;
+
+/** Most ids one request may carry: depths are 24-bit in the native index. */
+export const MAX_REQUEST_IDS = 16_777_215;
 
 export interface CoreRouter {
   addInstance(id: string, capacityBlocks: number): number;
@@ -94,6 +108,8 @@ export interface CoreRouter {
   counts(out: Float64Array): void;
   /** "" when every internal invariant holds; else the first violation. For tests. */
   checkInvariants(): string;
+  /** Applies the queued ticket events now (every other method does so first). */
+  drainEvents(): void;
 }
 
 export type CoreRouterConstructor = new (config: CoreConfig, buffers: CoreBuffers) => CoreRouter;

@@ -95,6 +95,7 @@ export function buildRouterStats(src: StatsSources): RouterStats {
     policy: src.policy,
     inFlight: src.countsBuf[0]!,
     sessions: src.countsBuf[1]!,
+    fleetBytes: orNull(src.countsBuf[3]!),
     decisions,
     instances,
   };

@@ -10,6 +10,9 @@
 import { REASONS, type ReasonName } from './codes.js';
 import {
   COUNT_FIELDS,
+  EVENT_ABORT,
+  EVENT_COMPLETE,
+  EVENT_FIRST_TOKEN,
   FLAG_DRY_RUN,
   OBSERVED_FIELDS,
   REQUEST_FLAGS,
@@ -45,6 +48,13 @@ const DEFAULT_BLOCK_SIZE = 16;
 const DEFAULT_CHUNK_BYTES = 128;
 const DEFAULT_STALENESS_MS = 2_000;
 const DEFAULT_MAX_SESSIONS = 1 << 20;
+/** Ticket events queued before the core applies them (see CoreBuffers.events). */
+const EVENT_QUEUE = 256;
+/** A ticket is generation * 2^32 + slab index (native/ticket-table.h). */
+const TICKET_INDEX_RANGE = 2 ** 32;
+const PHASE_CLOSED = 0;
+const PHASE_WAITING = 1;
+const PHASE_DECODING = 2;
 
 /** The last decision, read from the decision array without allocating. */
 class DecisionView implements Decision {
@@ -77,6 +87,11 @@ export class Router {
   private readonly slots = new Map<string, number>();
   private readonly request = new Float64Array(2);
   private readonly decisionBuf = new Int32Array(2);
+  private readonly events = new Float64Array(1 + 2 * EVENT_QUEUE);
+  /** Mirror of the core's open tickets, by slab index, so complete() and
+   * friends validate and queue without a call into the core. */
+  private ticketAt: Float64Array = new Float64Array(64).fill(-1);
+  private phaseAt: Uint8Array = new Uint8Array(64);
   private readonly view: DecisionView;
   private matched: Int32Array = new Int32Array(8);
   private scores: Float64Array = new Float64Array(8);
@@ -114,7 +129,7 @@ export class Router {
       maxSessions,
       manualClock: this.manualClock,
     };
-    const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf };
+    const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
     this.core.setExplainBuffers(this.matched, this.scores);
     this.view = new DecisionView(this.decisionBuf, this.names);
@@ -151,6 +166,7 @@ export class Router {
     this.lastRouted = true;
     this.view.ticket = ticket;
     if (ticket < 0) throw stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed');
+    this.track(ticket);
     return ticket;
   }
 
@@ -194,19 +210,22 @@ export class Router {
     return out;
   }
 
-  /** The request produced its first token: it moves from waiting to decoding. */
+  /** The request produced its first token: it moves from waiting to decoding. Repeats are no-ops. */
   onFirstToken(ticket: number): void {
-    if (!this.core.firstToken(this.ticket(ticket))) throw unknownTicket(ticket);
+    const index = this.openIndex(ticket);
+    if (this.phaseAt[index] !== PHASE_WAITING) return;
+    this.phaseAt[index] = PHASE_DECODING;
+    this.enqueue(ticket, EVENT_FIRST_TOKEN);
   }
 
   /** The request finished: its load leaves the instance. */
   complete(ticket: number): void {
-    if (!this.core.complete(this.ticket(ticket))) throw unknownTicket(ticket);
+    this.close(ticket, EVENT_COMPLETE);
   }
 
   /** The request was cancelled: like complete(), counted as aborted. */
   abort(ticket: number): void {
-    if (!this.core.abort(this.ticket(ticket))) throw unknownTicket(ticket);
+    this.close(ticket, EVENT_ABORT);
   }
 
   /** Feeds an engine's real state (null clears it); used while fresh, as max(shadow, observed). */
@@ -335,9 +354,44 @@ export class Router {
     return slot;
   }
 
-  private ticket(ticket: number): number {
+  private track(ticket: number): void {
+    const index = ticket % TICKET_INDEX_RANGE;
+    if (index >= this.ticketAt.length) {
+      const ticketAt = new Float64Array(Math.max(index + 1, this.ticketAt.length * 2)).fill(-1);
+      ticketAt.set(this.ticketAt);
+      const phaseAt = new Uint8Array(ticketAt.length);
+      phaseAt.set(this.phaseAt);
+      this.ticketAt = ticketAt;
+      this.phaseAt = phaseAt;
+    }
+    this.ticketAt[index] = ticket;
+    this.phaseAt[index] = PHASE_WAITING;
+  }
+
+  /** The slab index of an open ticket; throws ERR_KVROUTE_UNKNOWN_TICKET otherwise. */
+  private openIndex(ticket: number): number {
     if (typeof ticket !== 'number') throw invalidType('ticket', 'a number', ticket);
-    return ticket;
+    const index = Number.isSafeInteger(ticket) && ticket >= 0 ? ticket % TICKET_INDEX_RANGE : -1;
+    if (index < 0 || this.ticketAt[index] !== ticket || this.phaseAt[index] === PHASE_CLOSED) throw unknownTicket(ticket);
+    return index;
+  }
+
+  private close(ticket: number, kind: number): void {
+    const index = this.openIndex(ticket);
+    this.phaseAt[index] = PHASE_CLOSED;
+    this.ticketAt[index] = -1;
+    this.enqueue(ticket, kind);
+  }
+
+  private enqueue(ticket: number, kind: number): void {
+    let n = this.events[0]!;
+    if (n === EVENT_QUEUE) {
+      this.core.drainEvents();
+      n = 0;
+    }
+    this.events[1 + 2 * n] = ticket;
+    this.events[2 + 2 * n] = kind;
+    this.events[0] = n + 1;
   }
 
   private requestIds(request: RouteRequest): CoreIds | string | undefined {

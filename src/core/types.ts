@@ -155,6 +155,8 @@ export interface RouterStats {
   policy: ResolvedPolicy;
   inFlight: number;
   sessions: number;
+  /** Heap bytes of the native fleet index (which instances hold each strided block); null for the reference. */
+  fleetBytes: number | null;
   decisions: Record<ReasonName, number>;
   instances: InstanceStats[];
 }

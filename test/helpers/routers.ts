@@ -12,12 +12,13 @@ export const IMPLEMENTATIONS = [
   { impl: 'reference', native: false },
 ] as const;
 
-/** Stats without the fields only the native index reports. */
+/** Stats without the fields only the native core reports. */
 export function comparableStats(router: Router) {
   const stats = router.stats();
   return {
     ...stats,
     native: undefined,
+    fleetBytes: undefined,
     instances: stats.instances.map((s) => ({ ...s, segments: undefined, bytes: undefined })),
   };
 }

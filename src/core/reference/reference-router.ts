@@ -5,7 +5,16 @@
  * where the addon cannot be built ({ native: false } or KVROUTE_NATIVE=0).
  */
 import type { CoreBuffers, CoreConfig, CoreIds, CorePolicy, CoreRouter } from '../core-router.js';
-import { FLAG_DRY_RUN, OBSERVED_FIELDS, REQUEST_FLAGS, REQUEST_INPUT_TOKENS, STAT_FIELDS } from '../core-router.js';
+import {
+  MAX_REQUEST_IDS,
+  EVENT_ABORT,
+  EVENT_FIRST_TOKEN,
+  FLAG_DRY_RUN,
+  OBSERVED_FIELDS,
+  REQUEST_FLAGS,
+  REQUEST_INPUT_TOKENS,
+  STAT_FIELDS,
+} from '../core-router.js';
 import { REASONS } from '../codes.js';
 import { invalidType, invalidValue, rangeError } from '../errors.js';
 import { ReferenceBlockIndex } from './block-index.js';
@@ -64,6 +73,7 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   addInstance(id: string, capacityBlocks: number): number {
+    this.drainEvents();
     let slot = this.instances.findIndex((inst) => !inst.live);
     if (slot < 0) slot = this.instances.length;
     const generation = this.instances[slot]?.generation ?? 0;
@@ -84,10 +94,12 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   drainInstance(slot: number): void {
+    this.drainEvents();
     this.live(slot).drained = true;
   }
 
   removeInstance(slot: number): void {
+    this.drainEvents();
     const inst = this.live(slot);
     inst.live = false;
     inst.drained = false;
@@ -103,6 +115,7 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   route(ids: CoreIds | string | undefined, session: string | undefined): number {
+    this.drainEvents();
     const req = this.resolve(ids);
     if (session !== undefined && typeof session !== 'string') throw invalidType('session', 'a string', session);
     const nowMs = this.now();
@@ -156,10 +169,12 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   match(ids: CoreIds | string | undefined): void {
+    this.drainEvents();
     this.matchInto(this.resolve(ids).ids);
   }
 
   firstToken(ticket: number): boolean {
+    this.drainEvents();
     const r = this.findTicket(ticket);
     if (r === undefined) return false;
     if (!r.decoding) {
@@ -175,14 +190,17 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   complete(ticket: number): boolean {
+    this.drainEvents();
     return this.finish(ticket, false);
   }
 
   abort(ticket: number): boolean {
+    this.drainEvents();
     return this.finish(ticket, true);
   }
 
   setObserved(slot: number, observed: Float64Array | null): void {
+    this.drainEvents();
     const inst = this.live(slot);
     if (observed === null) {
       inst.observed = null;
@@ -206,16 +224,19 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   setTime(nowMs: number): void {
+    this.drainEvents();
     this.manualNowMs = nowMs;
   }
 
   setPolicy(policy: CorePolicy): void {
+    this.drainEvents();
     const ringChanged = policy.ringVnodes !== this.policy.ringVnodes;
     this.policy = { ...policy };
     if (ringChanged) this.rebuildRing();
   }
 
   stats(slot: number, out: Float64Array): void {
+    this.drainEvents();
     const inst = this.live(slot);
     if (out.length < STAT_FIELDS) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'stats is too short');
     const nowMs = this.now();
@@ -245,29 +266,36 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   removeBlocks(slot: number, ids: CoreIds | undefined): number {
+    this.drainEvents();
     const inst = this.live(slot);
     return inst.index.remove(this.toBigints(ids));
   }
 
   clearBlocks(slot: number): void {
+    this.drainEvents();
     this.live(slot).index.clear();
   }
 
   setCapacity(slot: number, capacityBlocks: number): number {
+    this.drainEvents();
     return this.live(slot).index.setCapacity(capacityBlocks);
   }
 
   reasonCounts(out: Float64Array): void {
+    this.drainEvents();
     out.set(this.reasonTotals);
   }
 
   counts(out: Float64Array): void {
+    this.drainEvents();
     out[0] = this.tickets.openCount;
     out[1] = this.sessions.size;
     out[2] = this.instances.length;
+    out[3] = NaN; // the reference keeps no fleet index
   }
 
   checkInvariants(): string {
+    this.drainEvents();
     const expected = this.instances.map(emptyShadow);
     for (const r of this.tickets.openRequests()) {
       if (this.instanceOf(r.slot, r.slotGeneration) === undefined) continue;
@@ -290,6 +318,21 @@ export class ReferenceRouter implements CoreRouter {
       if (inst.index.size > inst.index.capacity) return `slot ${s}: over capacity`;
     }
     return '';
+  }
+
+  drainEvents(): void {
+    const events = this.buffers.events;
+    const queued = events[0]!;
+    if (queued === 0) return;
+    const capacity = (events.length - 1) >> 1;
+    const n = queued > 0 && queued <= capacity && Number.isInteger(queued) ? queued : 0;
+    events[0] = 0; // cleared first: the handlers below re-enter drainEvents()
+    for (let k = 0; k < n; k += 1) {
+      const ticket = events[1 + 2 * k]!;
+      const kind = events[2 + 2 * k]!;
+      if (kind === EVENT_FIRST_TOKEN) this.firstToken(ticket);
+      else this.finish(ticket, kind === EVENT_ABORT);
+    }
   }
 
   private now(): number {
@@ -371,6 +414,9 @@ export class ReferenceRouter implements CoreRouter {
     let defaultTokens: number;
     if (typeof ids === 'string') {
       const bytes = encoder.encode(ids);
+      if (Math.ceil(bytes.length / this.config.chunkBytes) > MAX_REQUEST_IDS) {
+        throw invalidValue('prompt', `at most ${MAX_REQUEST_IDS} blocks long`, `${bytes.length} bytes`);
+      }
       bigints = hashPromptBytes(bytes, this.config.chunkBytes);
       blockTokens = this.config.chunkBytes / BYTES_PER_TOKEN;
       defaultTokens = Math.ceil(bytes.length / BYTES_PER_TOKEN);
@@ -392,6 +438,9 @@ export class ReferenceRouter implements CoreRouter {
 
   private toBigints(ids: CoreIds | undefined | null): bigint[] {
     if (ids === undefined || ids === null) return [];
+    if (ArrayBuffer.isView(ids) && (ids as CoreIds).length > MAX_REQUEST_IDS) {
+      throw invalidValue('hashIds', `at most ${MAX_REQUEST_IDS} ids`, `${(ids as CoreIds).length} ids`);
+    }
     if (ids instanceof BigUint64Array) return Array.from(ids);
     if (ids instanceof Uint32Array) return Array.from(ids, (x) => BigInt(x));
     if (ids instanceof Float64Array) {
