@@ -169,8 +169,10 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
   napi_env env = v.Env();
   in.ids = nullptr;
   in.n = 0;
-  napi_valuetype type;
-  napi_typeof(env, v, &type);
+  // Statuses matter while a worker is being terminated: every call may fail
+  // then, and nothing read from a failed call may be used.
+  napi_valuetype type = napi_undefined;
+  if (napi_typeof(env, v, &type) != napi_ok) throwTypeError(v.Env(), kErrArgType, std::string(field) + " is unreadable");
   if (type == napi_undefined || type == napi_null) return;
   napi_typedarray_type arrayType;
   size_t n = 0;
@@ -215,8 +217,8 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
 
 void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   Napi::Env env = ids.Env();
-  napi_valuetype type;
-  napi_typeof(env, ids, &type);
+  napi_valuetype type = napi_undefined;
+  if (napi_typeof(env, ids, &type) != napi_ok) throwTypeError(env, kErrArgType, "hashIds is unreadable");
   double defaultTokens;
   if (type == napi_string) {
     utf8Into(env, ids, textScratch_);
@@ -252,8 +254,8 @@ Napi::Value JsRouter::Route(const Napi::CallbackInfo& info) {
   RouteInput in;
   readRequest(info[0], in);
   const Napi::Value session = info[1];
-  napi_valuetype sessionType;
-  napi_typeof(env, session, &sessionType);
+  napi_valuetype sessionType = napi_undefined;
+  if (napi_typeof(env, session, &sessionType) != napi_ok) throwTypeError(env, kErrArgType, "session is unreadable");
   if (sessionType == napi_string) {
     utf8Into(env, session, textScratch_);
     in.hasSession = true;
@@ -264,8 +266,8 @@ Napi::Value JsRouter::Route(const Napi::CallbackInfo& info) {
   const RouteOutput out = core().route(in, matched_, scores_);
   decision_[0] = out.slot;
   decision_[1] = static_cast<int32_t>(out.reason);
-  napi_value ticket;
-  napi_create_double(env, out.ticket, &ticket);
+  napi_value ticket = nullptr;
+  if (napi_create_double(env, out.ticket, &ticket) != napi_ok) return Napi::Value();  // environment shutting down
   return Napi::Value(env, ticket);
 }
 

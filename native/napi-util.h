@@ -6,6 +6,13 @@
 // thrown as Napi::Error (C++ exceptions are enabled; node-addon-api converts
 // them at the boundary, and NODE_ADDON_API_CPP_EXCEPTIONS_ALL converts any
 // std::exception too, so none escapes).
+//
+// Hazard: while a worker is being terminated every Node-API call may fail and
+// no exception can be thrown into JavaScript. Both builds define
+// NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS so node-addon-api drops such an
+// exception instead of re-throwing it out of its own handler (which would
+// reach std::terminate), and raw calls check their status before using what
+// they return.
 #pragma once
 
 #include <napi.h>
@@ -74,9 +81,9 @@ T* typedArrayData(const Napi::Value& v, napi_typedarray_type type, size_t minLen
 // surrogates become U+FFFD, as TextEncoder does.
 inline void utf8Into(napi_env env, napi_value value, std::vector<char>& out) {
   size_t length = 0;
-  napi_get_value_string_utf8(env, value, nullptr, 0, &length);
+  if (napi_get_value_string_utf8(env, value, nullptr, 0, &length) != napi_ok) length = 0;
   out.resize(length + 1);
-  napi_get_value_string_utf8(env, value, out.data(), out.size(), &length);
+  if (napi_get_value_string_utf8(env, value, out.data(), out.size(), &length) != napi_ok) length = 0;
   out.resize(length);
 }
 

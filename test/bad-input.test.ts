@@ -1,0 +1,241 @@
+/**
+ * Every bad input gets a TypeError (wrong type) or RangeError (bad value)
+ * with a stable ERR_KVROUTE_* code and a message naming the field; nothing
+ * crashes and nothing is left half-updated.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { loadNative } from '../src/core/native.js';
+import { Router, type RouterOptions } from '../src/index.js';
+import { IMPLEMENTATIONS, comparableStats, thrown } from './helpers/routers.js';
+
+const TYPE = { name: 'TypeError', code: 'ERR_KVROUTE_INVALID_ARG_TYPE' };
+const VALUE = { name: 'RangeError', code: 'ERR_KVROUTE_INVALID_ARG_VALUE' };
+
+describe.each(IMPLEMENTATIONS)('bad input ($impl)', ({ native }) => {
+  const make = (options: Partial<RouterOptions> = {}) =>
+    new Router({ instances: 2, native, clock: 'manual', ...options } as RouterOptions);
+
+  it.each([
+    ['a string', 'abc'],
+    ['an object', { 0: 1 }],
+    ['a number', 5],
+    ['an Int32Array', new Int32Array(3)],
+    ['a BigInt64Array', new BigInt64Array(3)],
+  ])('hashIds as %s is a TypeError naming the field', (_, hashIds) => {
+    const error = thrown(() => make().route({ hashIds: hashIds as never }));
+    expect(error).toMatchObject(TYPE);
+    expect(error.message).toContain('request.hashIds');
+  });
+
+  it.each([
+    ['a non-integer', [1, 2.5], 'request.hashIds[1]'],
+    ['a negative id', [0, -1], 'request.hashIds[1]'],
+    ['an id of 2^53', [2 ** 53], 'request.hashIds[0]'],
+    ['NaN', [3, 4, NaN], 'request.hashIds[2]'],
+    ['Infinity', [Infinity], 'request.hashIds[0]'],
+    ['a bigint of 2^64', [1n, 2n ** 64n], 'request.hashIds[1]'],
+    ['a negative bigint', [-1n], 'request.hashIds[0]'],
+  ])('%s in an array is a RangeError naming the element', (_, hashIds, field) => {
+    const error = thrown(() => make().route({ hashIds: hashIds as number[] }));
+    expect(error).toMatchObject(VALUE);
+    expect(error.message).toContain(field);
+  });
+
+  it.each([
+    ['a string', [1, '2'], 'request.hashIds[1]'],
+    ['a number among bigints', [1n, 2], 'request.hashIds[1]'],
+  ])('%s element is a TypeError naming the element', (_, hashIds, field) => {
+    const error = thrown(() => make().route({ hashIds: hashIds as number[] }));
+    expect(error).toMatchObject(TYPE);
+    expect(error.message).toContain(field);
+  });
+
+  it.each([
+    ['a non-integer', Float64Array.of(1, 2, 2.5), 'hashIds[2]', 'got 2.5'],
+    ['NaN', Float64Array.of(NaN), 'hashIds[0]', 'got NaN'],
+    ['a negative id', Float64Array.of(1, -3), 'hashIds[1]', 'got -3'],
+    ['an id of 2^53', Float64Array.of(2 ** 53), 'hashIds[0]', 'got 9007199254740992'],
+  ])('%s in a Float64Array is a RangeError from the core, naming the element', (_, hashIds, field, got) => {
+    const error = thrown(() => make().route({ hashIds }));
+    expect(error).toMatchObject(VALUE);
+    expect(error.message).toContain(field);
+    expect(error.message).toContain(got);
+  });
+
+  it('more than 16,777,215 ids is a RangeError', () => {
+    const error = thrown(() => make().route({ hashIds: new Uint32Array(16_777_216) }));
+    expect(error).toMatchObject(VALUE);
+    expect(error.message).toContain('hashIds');
+  });
+
+  it('a bad request is refused before anything changes', () => {
+    for (const policy of ['sticky', 'unified', 'round_robin'] as const) {
+      const r = make({ policy, capacityBlocks: 100 });
+      r.route({ hashIds: [1, 2, 3], session: 's0' });
+      const before = { stats: comparableStats(r), match: r.match({ hashIds: [1, 2, 3, 4] }) };
+      for (const hashIds of [Float64Array.of(1, 2, 3, 4, 0.5), [1, 2, 3, 4, NaN]]) {
+        expect(() => r.route({ hashIds, session: 's1' })).toThrow(RangeError);
+        expect(() => r.explain({ hashIds, session: 's1' })).toThrow(RangeError);
+      }
+      expect(() => r.route({ hashIds: [9, 8], session: {} as unknown as string })).toThrow(TypeError);
+      expect(() => r.route({ hashIds: [9, 8], inputTokens: -1 })).toThrow(RangeError);
+      expect({ stats: comparableStats(r), match: r.match({ hashIds: [1, 2, 3, 4] }) }).toEqual(before);
+      expect(r.checkInvariants()).toBe('');
+    }
+  });
+
+  it.each([
+    ['request', null, TYPE, 'request'],
+    ['session', { session: { id: 1 } }, TYPE, 'request.session'],
+    ['session NaN', { session: NaN }, TYPE, 'request.session'],
+    ['inputTokens type', { inputTokens: '5' }, TYPE, 'request.inputTokens'],
+    ['inputTokens negative', { inputTokens: -1 }, VALUE, 'request.inputTokens'],
+    ['inputTokens fraction', { inputTokens: 1.5 }, VALUE, 'request.inputTokens'],
+    ['prompt', { prompt: 42 }, TYPE, 'request.prompt'],
+    ['messages', { messages: 'hi' }, TYPE, 'request.messages'],
+    ['message', { messages: [null] }, TYPE, 'request.messages[0]'],
+    ['role', { messages: [{ content: 'x' }] }, TYPE, 'request.messages[0].role'],
+    ['content', { messages: [{ role: 'user', content: 7 }] }, TYPE, 'request.messages[0].content'],
+    ['two id sources', { prompt: 'a', hashIds: [1] }, VALUE, 'request.hashIds'],
+  ])('%s: %j', (_, request, expected, field) => {
+    const error = thrown(() => make().route(request as never));
+    expect(error).toMatchObject(expected);
+    expect(error.message).toContain(field);
+  });
+
+  it('an unknown policy is a RangeError listing the known ones', () => {
+    for (const attempt of [
+      () => make({ policy: 'fastest' as never }),
+      () => make().setPolicy('fastest' as never),
+      () => make({ policy: { name: 'nope' } as never }),
+    ]) {
+      const error = thrown(attempt);
+      expect(error).toMatchObject({ name: 'RangeError', code: 'ERR_KVROUTE_UNKNOWN_POLICY' });
+      expect(error.message).toMatch(/policy.*unified_kv_both/);
+    }
+  });
+
+  it.each([
+    ['overloadFactor', { name: 'unified', overloadFactor: 'high' }, TYPE],
+    ['affinityThreshold', { name: 'unified', affinityThreshold: 1.5 }, VALUE],
+    ['decodeWeight', { name: 'lmetric', decodeWeight: -0.1 }, VALUE],
+    ['ringVnodes', { name: 'session_hash', ringVnodes: 0.5 }, VALUE],
+  ])('a bad policy tunable (%s) names the tunable', (field, policy, expected) => {
+    const error = thrown(() => make({ policy: policy as never }));
+    expect(error).toMatchObject(expected);
+    expect(error.message).toContain(`options.policy.${field}`);
+  });
+
+  it.each([0, -5, 1.5, NaN, Infinity])('a capacity of %s is a RangeError naming the field', (capacityBlocks) => {
+    expect(thrown(() => make({ capacityBlocks }))).toMatchObject(VALUE);
+    expect(thrown(() => make({ capacityBlocks })).message).toContain('options.capacityBlocks');
+    expect(thrown(() => make().addInstance('x', { capacityBlocks })).message).toContain('capacityBlocks of "x"');
+    expect(thrown(() => make().setCapacity('engine-0', capacityBlocks))).toMatchObject(VALUE);
+    expect(thrown(() => make({ instances: [{ id: 'a', capacityBlocks }] })).message).toContain('capacityBlocks');
+  });
+
+  it('an unknown instance id is a RangeError for every instance operation', () => {
+    const r = make();
+    for (const use of [
+      () => r.drainInstance('nope'),
+      () => r.removeInstance('nope'),
+      () => r.setObservedState('nope', { running: 1 }),
+      () => r.removeBlocks('nope', [1]),
+      () => r.clearBlocks('nope'),
+      () => r.setCapacity('nope', 10),
+    ]) {
+      const error = thrown(use);
+      expect(error).toMatchObject({ name: 'RangeError', code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' });
+      expect(error.message).toContain('"nope"');
+    }
+    expect(thrown(() => r.addInstance('engine-0'))).toMatchObject({ code: 'ERR_KVROUTE_DUPLICATE_INSTANCE' });
+    expect(thrown(() => r.addInstance(''))).toMatchObject(VALUE);
+    expect(thrown(() => r.addInstance(7 as never))).toMatchObject(TYPE);
+    expect(thrown(() => make({ instances: ['a', 'a'] }))).toMatchObject({ code: 'ERR_KVROUTE_DUPLICATE_INSTANCE' });
+  });
+
+  it.each([
+    ['options', null, TYPE],
+    ['options.instances', { instances: 'four' }, TYPE],
+    ['options.instances', { instances: -1 }, VALUE],
+    ['options.instances[0]', { instances: [5] }, TYPE],
+    ['options.blockSize', { blockSize: 0 }, VALUE],
+    ['options.hashChunkBytes', { hashChunkBytes: 2.5 }, VALUE],
+    ['options.stalenessMs', { stalenessMs: -1 }, VALUE],
+    ['options.maxSessions', { maxSessions: 0 }, VALUE],
+    ['options.clock', { clock: 'fast' }, VALUE],
+    ['options.native', { native: 'yes' }, TYPE],
+  ])('bad %s', (field, options, expected) => {
+    const error = thrown(() => new Router(options === null ? (null as never) : ({ instances: 1, ...options } as never)));
+    expect(error).toMatchObject(expected);
+    expect(error.message).toContain(field);
+  });
+
+  it('bad observed state names the field', () => {
+    const r = make();
+    expect(thrown(() => r.setObservedState('engine-0', { running: -1 })).message).toContain('state.running');
+    expect(thrown(() => r.setObservedState('engine-0', { waiting: '1' as never }))).toMatchObject(TYPE);
+    expect(thrown(() => r.setObservedState('engine-0', { timestampMs: NaN }))).toMatchObject(VALUE);
+  });
+});
+
+describe('the addon re-checks what bypasses the TypeScript layer', () => {
+  const { NativeRouter } = loadNative();
+  const config = {
+    policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
+    blockTokens: 16,
+    chunkBytes: 128,
+    stalenessMs: 2000,
+    maxSessions: 10,
+    manualClock: true,
+  };
+  const buffers = () => ({ request: Float64Array.of(NaN, 0), decision: new Int32Array(2), events: new Float64Array(9) });
+  const core = () => {
+    const c = new NativeRouter(config, buffers());
+    c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+    c.addInstance('a', 100);
+    return c;
+  };
+
+  it.each([
+    ['config', () => new NativeRouter(null as never, buffers()), TYPE],
+    ['policy.kind', () => new NativeRouter({ ...config, policy: { ...config.policy, kind: 99 } }, buffers()), VALUE],
+    ['blockSize', () => new NativeRouter({ ...config, blockTokens: 0 }, buffers()), VALUE],
+    ['buffers.request', () => new NativeRouter(config, { ...buffers(), request: new Int32Array(2) as never }), TYPE],
+    ['hashIds', () => core().route(123 as never, undefined), TYPE],
+    ['hashIds', () => core().route(new Int16Array(2) as never, undefined), TYPE],
+    ['session', () => core().route(undefined, 5 as never), TYPE],
+    ['instance id', () => core().addInstance(5 as never, 10), TYPE],
+    ['capacityBlocks', () => core().addInstance('b', 0), VALUE],
+    ['capacityBlocks', () => core().addInstance('b', NaN), VALUE],
+    ['slot', () => core().drainInstance(7), { name: 'RangeError', code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' }],
+    ['slot', () => core().removeInstance(-1), { name: 'RangeError', code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' }],
+    ['slot', () => core().stats('0' as never, new Float64Array(19)), TYPE],
+    ['stats', () => core().stats(0, new Float64Array(2)), VALUE],
+    ['observed', () => core().setObserved(0, new Float64Array(3)), VALUE],
+    ['ticket', () => core().complete('x' as never), TYPE],
+    ['inputTokens', () => {
+      const b = buffers();
+      const c = new NativeRouter(config, b);
+      c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+      b.request[0] = -4;
+      return c.route(undefined, undefined);
+    }, VALUE],
+  ])('%s', (field, use, expected) => {
+    const error = thrown(use);
+    expect(error).toMatchObject(expected);
+    expect(error.message).toContain(field);
+  });
+
+  it('garbage in the event queue is dropped, not read past the buffer', () => {
+    const b = buffers();
+    const c = new NativeRouter(config, b);
+    c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+    c.addInstance('a', 100);
+    b.events[0] = 1e9;
+    c.drainEvents();
+    expect(b.events[0]).toBe(0);
+    expect(c.checkInvariants()).toBe('');
+  });
+});

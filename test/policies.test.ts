@@ -1,0 +1,233 @@
+/**
+ * One focused test per policy rule of DESIGN.md (docs/policies.md), run
+ * against both cores.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { Router, type PolicyName, type PolicySpec } from '../src/index.js';
+import { IMPLEMENTATIONS } from './helpers/routers.js';
+
+const chain = (from: number, n: number) => Array.from({ length: n }, (_, k) => from + k);
+
+describe.each(IMPLEMENTATIONS)('policies ($impl)', ({ native }) => {
+  const make = (policy: PolicyName | PolicySpec, instances = 4, extra = {}) =>
+    new Router({ instances, policy, native, clock: 'manual', blockSize: 16, capacityBlocks: 10_000, ...extra });
+  const where = (r: Router, request: Parameters<Router['route']>[0]) => {
+    const ticket = r.route(request);
+    return { ticket, instance: r.decision.instance, reason: r.decision.reason };
+  };
+
+  describe('round_robin', () => {
+    it('cycles in index order and skips drained instances', () => {
+      const r = make('round_robin', 3);
+      expect([0, 1, 2, 3].map(() => where(r, {}).instance)).toEqual(['engine-0', 'engine-1', 'engine-2', 'engine-0']);
+      r.drainInstance('engine-2');
+      expect([0, 1, 2].map(() => where(r, {}).instance)).toEqual(['engine-1', 'engine-0', 'engine-1']);
+      expect(r.decision.reason).toBe('round_robin');
+    });
+  });
+
+  describe('session_hash', () => {
+    const sessions = Array.from({ length: 400 }, (_, k) => `conversation-${k}`);
+    const placement = (r: Router) => new Map(sessions.map((s) => [s, where(r, { session: s }).instance]));
+
+    it('keeps every turn of a session on one instance and spreads sessions', () => {
+      const r = make('session_hash');
+      const first = placement(r);
+      expect(placement(r)).toEqual(first);
+      const counts = new Map<string, number>();
+      for (const instance of first.values()) counts.set(instance!, (counts.get(instance!) ?? 0) + 1);
+      expect(counts.size).toBe(4);
+      for (const n of counts.values()) expect(n).toBeGreaterThan(40);
+      expect(r.decision.reason).toBe('session_hash');
+    });
+
+    it('moves only the sessions of an instance that is drained or removed', () => {
+      const r = make('session_hash');
+      const before = placement(r);
+      r.drainInstance('engine-1');
+      const drained = placement(r);
+      for (const s of sessions) {
+        if (before.get(s) !== 'engine-1') expect(drained.get(s)).toBe(before.get(s));
+        else expect(drained.get(s)).not.toBe('engine-1');
+      }
+      r.removeInstance('engine-1');
+      expect(placement(r)).toEqual(drained);
+    });
+
+    it('without a session, keys on the first block; with nothing, falls back to round robin', () => {
+      const r = make('session_hash');
+      const a = where(r, { hashIds: [77, 1, 2] }).instance;
+      for (let k = 0; k < 5; k += 1) expect(where(r, { hashIds: [77, 10 + k] }).instance).toBe(a);
+      expect(where(r, {}).reason).toBe('round_robin');
+    });
+  });
+
+  describe('load_only', () => {
+    it('picks the fewest requests, ties to the lowest index, and sees its own dispatches at once', () => {
+      const r = make('load_only');
+      const tickets = [0, 1, 2, 3].map(() => where(r, { hashIds: [1, 2, 3] }));
+      expect(tickets.map((t) => t.instance)).toEqual(['engine-0', 'engine-1', 'engine-2', 'engine-3']);
+      r.complete(tickets[2]!.ticket);
+      expect(where(r, {}).instance).toBe('engine-2');
+      expect(where(r, {}).instance).toBe('engine-0');
+      expect(r.decision.reason).toBe('least_loaded');
+    });
+  });
+
+  describe('lmetric', () => {
+    it('scores prefill_tokens x (batch_size + 1) and picks the lowest', () => {
+      const r = make('lmetric', 2);
+      const x = where(r, { hashIds: chain(1, 10), inputTokens: 160 });
+      expect(x.instance).toBe('engine-0'); // tie at 160 x 1
+      // engine-0 holds 10 of 15 blocks: (160 queued + 80 uncached) x (1 + 1) = 480;
+      // engine-1 holds nothing: (0 + 240) x (0 + 1) = 240.
+      const y = where(r, { hashIds: chain(1, 15), inputTokens: 240 });
+      expect(y.instance).toBe('engine-1');
+      expect(r.explain().candidates.map((c) => [c.matchedBlocks, c.score])).toEqual([
+        [10, 480],
+        [0, 240],
+      ]);
+      expect(y.reason).toBe('lmetric');
+    });
+
+    it('counts decoding requests at decodeWeight', () => {
+      for (const [decodeWeight, expected] of [
+        [1, 'engine-1'], // engine-0: 80 x (3 + 1) = 320 > 240
+        [0, 'engine-0'], // engine-0: 80 x (0 + 1) = 80 < 240
+      ] as const) {
+        const r = make({ name: 'lmetric', decodeWeight }, 2);
+        r.complete(r.route({ hashIds: chain(1, 10) }));
+        r.setTime(1000);
+        r.setObservedState('engine-0', { timestampMs: 1000, running: 3, waiting: 0, decodeBatch: 3 });
+        expect(where(r, { hashIds: chain(1, 15), inputTokens: 240 }).instance).toBe(expected);
+      }
+    });
+  });
+
+  describe('sticky', () => {
+    it('places a first turn on the least loaded instance and pins every later turn', () => {
+      const r = make('sticky', 3);
+      where(r, {}); // engine-0 busy
+      const first = where(r, { session: 'a' });
+      expect(first).toMatchObject({ instance: 'engine-1', reason: 'new_session' });
+      for (let k = 0; k < 4; k += 1) where(r, { session: 'b' }); // load engine-1's rivals
+      for (let k = 0; k < 5; k += 1) expect(where(r, { session: 'a' })).toMatchObject({ instance: 'engine-1', reason: 'pinned' });
+    });
+
+    it('re-pins a session whose instance is drained, and routes session-less requests by load', () => {
+      const r = make('sticky', 3);
+      expect(where(r, { session: 'a' }).instance).toBe('engine-0');
+      r.drainInstance('engine-0');
+      expect(where(r, { session: 'a' })).toMatchObject({ instance: 'engine-1', reason: 'repinned' });
+      expect(where(r, { session: 'a' })).toMatchObject({ instance: 'engine-1', reason: 'pinned' });
+      expect(where(r, {})).toMatchObject({ instance: 'engine-2', reason: 'least_loaded' });
+    });
+
+    it('forgets the least recently used pin beyond maxSessions', () => {
+      const r = make('sticky', 2, { maxSessions: 2 });
+      where(r, { session: 'a' });
+      where(r, { session: 'b' });
+      where(r, { session: 'a' }); // b is now the least recently used
+      where(r, { session: 'c' }); // forgets b
+      expect(r.stats().sessions).toBe(2);
+      expect(where(r, { session: 'a' }).reason).toBe('pinned');
+      expect(where(r, { session: 'b' }).reason).toBe('new_session');
+    });
+  });
+
+  describe('unified', () => {
+    it('follows affinity when the best match ratio exceeds 0.5 and the instance is not overloaded', () => {
+      const r = make('unified', 2);
+      r.complete(r.route({ hashIds: chain(1, 10) })); // engine-0 holds 1..10
+      expect(where(r, { hashIds: chain(1, 12) })).toMatchObject({ instance: 'engine-0', reason: 'affinity' });
+    });
+
+    it('falls back to lmetric at a ratio of exactly 0.5 (the gate is strict)', () => {
+      const r = make('unified', 2);
+      r.complete(r.route({ hashIds: chain(1, 5) }));
+      expect(where(r, { hashIds: chain(1, 10) }).reason).toBe('fallback');
+    });
+
+    // With N instances the gate is load <= overload_factor x mean; loads come
+    // from observed state here so the arithmetic is explicit.
+    const loaded = (policy: PolicyName, loads: number[], pending: number[] = []) => {
+      const r = make(policy, loads.length);
+      r.complete(r.route({ hashIds: chain(1, 10) })); // engine-0 holds 1..10
+      r.setTime(1000);
+      loads.forEach((running, k) =>
+        r.setObservedState(`engine-${k}`, { timestampMs: 1000, running, pendingPrefillTokens: pending[k] ?? 0 }),
+      );
+      return r;
+    };
+
+    it('leaves affinity when the best-cached instance is over overload_factor x mean', () => {
+      // 4 <= 2.0 x mean(4, 1, 1) = 4: affinity.
+      expect(where(loaded('unified', [4, 1, 1]), { hashIds: chain(1, 12) })).toMatchObject({
+        instance: 'engine-0',
+        reason: 'affinity',
+      });
+      // 5 > 2.0 x mean(5, 1, 1) = 4.67: lmetric decides, and engine-0's queue makes it the worst.
+      const r = loaded('unified', [5, 1, 1], [10_000, 0, 0]);
+      expect(where(r, { hashIds: chain(1, 12) })).toMatchObject({ instance: 'engine-1', reason: 'overload' });
+    });
+
+    it('the fallback is lmetric, which may still pick the best-cached instance', () => {
+      const r = loaded('unified', [5, 1, 1]);
+      const placed = where(r, { hashIds: chain(1, 12) });
+      expect(placed).toMatchObject({ instance: 'engine-0', reason: 'overload' });
+      // (0 + 32) x (5 + 1) = 192 against (0 + 192) x (1 + 1) = 384.
+      expect(r.explain().candidates.map((c) => c.score)).toEqual([192, 384, 384]);
+    });
+
+    it('unified+A+B is the preset overload_factor 1.3, decode weight 0.01', () => {
+      expect(make('unified+A+B').policy).toMatchObject({
+        name: 'unified+A+B',
+        kind: 'unified',
+        overloadFactor: 1.3,
+        decodeWeight: 0.01,
+      });
+      // 3 <= 1.3 x mean(3, 1, 1) = 2.17 fails here but would pass at 2.0.
+      expect(where(loaded('unified', [3, 1, 1]), { hashIds: chain(1, 12) }).reason).toBe('affinity');
+      expect(where(loaded('unified+A+B', [3, 1, 1]), { hashIds: chain(1, 12) }).reason).toBe('overload');
+    });
+  });
+
+  describe('unified_kv_both', () => {
+    it('leaves affinity when the best-cached instance is over the KV gate, and weighs KV in the fallback', () => {
+      const r = make('unified_kv_both', 3, { capacityBlocks: 1000 });
+      r.complete(r.route({ hashIds: chain(1, 10) }));
+      r.setTime(5000);
+      // Loads are equal (0), so only KV can close the gate: 0.3 <= 2.0 x mean(0.3, 0.3, 0) = 0.4.
+      r.setObservedState('engine-0', { timestampMs: 5000, kvBlocksUsed: 300, kvBlocksTotal: 1000 });
+      r.setObservedState('engine-1', { timestampMs: 5000, kvBlocksUsed: 300, kvBlocksTotal: 1000 });
+      r.complete(where(r, { hashIds: chain(1, 12) }).ticket);
+      expect(r.decision.reason).toBe('affinity');
+      // 0.9 > 2.0 x mean(0.9, 0.3, 0) = 0.8.
+      r.setObservedState('engine-0', { timestampMs: 5000, kvBlocksUsed: 900, kvBlocksTotal: 1000 });
+      expect(where(r, { hashIds: chain(1, 12) }).reason).toBe('kv_pressure');
+      // Fallback score: lmetric x (1 + kvUsage). engine-0 holds all 12 blocks
+      // since the last turn, so nothing is uncached there and it stays best.
+      expect(r.explain().candidates.map((c) => c.score)).toEqual([0, 192 * 1.3, 192]);
+      expect(r.decision.instance).toBe('engine-0');
+    });
+  });
+
+  it('setPolicy switches live, keeping caches, load and pins', () => {
+    const r = make('sticky', 2);
+    const a = where(r, { session: 's', hashIds: chain(1, 10) });
+    r.setPolicy('unified');
+    expect(r.policy.name).toBe('unified');
+    expect(where(r, { session: 's', hashIds: chain(1, 12) })).toMatchObject({ instance: a.instance, reason: 'affinity' });
+    r.setPolicy('sticky');
+    expect(where(r, { session: 's' }).reason).toBe('pinned');
+  });
+
+  it('counts decisions by reason', () => {
+    const r = make('sticky', 2);
+    where(r, { session: 'a' });
+    where(r, { session: 'a' });
+    where(r, {});
+    expect(r.stats().decisions).toMatchObject({ new_session: 1, pinned: 1, least_loaded: 1, affinity: 0 });
+  });
+});

@@ -1,0 +1,95 @@
+/**
+ * The addon is context-aware: it loads and routes in several Piscina workers
+ * at once, survives their termination mid-task, and survives process exit
+ * with routers alive in the main thread and in workers.
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+import { Piscina } from 'piscina';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { Router } from '../src/index.js';
+import { generateTrace } from './helpers/trace-gen.js';
+
+const worker = new URL('./fixtures/route-worker.mjs', import.meta.url).href;
+const trace = generateTrace({
+  seed: 3,
+  requests: 1500,
+  concurrentSessions: 20,
+  firstTurnBlocks: [10, 80],
+  appendBlocks: [1, 20],
+  turnsPerSession: [2, 20],
+}).map((r) => ({ ids: r.ids as Float64Array, session: r.session }));
+
+function mainThreadDecisions(policy: string): Int32Array {
+  const router = new Router({ instances: 6, policy: policy as 'unified', capacityBlocks: 400, clock: 'manual' });
+  const decisions = new Int32Array(trace.length);
+  const open: number[] = [];
+  trace.forEach((request, k) => {
+    open.push(router.route({ hashIds: request.ids, session: request.session }));
+    decisions[k] = router.decision.index;
+    if (open.length > 16) router.complete(open.shift()!);
+  });
+  return decisions;
+}
+
+describe('the addon in worker threads', () => {
+  const pools: Piscina[] = [];
+  const pool = (maxThreads: number) => {
+    const p = new Piscina({ filename: worker, minThreads: maxThreads, maxThreads });
+    pools.push(p);
+    return p;
+  };
+  afterEach(async () => {
+    await Promise.all(pools.splice(0).map((p) => p.destroy()));
+  });
+
+  it('routes in several workers at once, deciding exactly as the main thread does', async () => {
+    const p = pool(3);
+    const policies = ['unified', 'sticky', 'lmetric', 'unified', 'session_hash', 'load_only'];
+    const results = await Promise.all(policies.map((policy) => p.run({ trace, policy })));
+    results.forEach((decisions, k) => expect(decisions).toEqual(mainThreadDecisions(policies[k]!)));
+    expect(p.threads.length).toBe(3);
+  });
+
+  it('survives workers terminated mid-task, and loads again in fresh ones', async () => {
+    const p = pool(2);
+    const running = [0, 1, 2].map(() => p.run({ trace, policy: 'unified', loopMs: 5_000 }));
+    const settled = Promise.allSettled(running);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // let them load the addon and start
+    await p.destroy();
+    const outcomes = await settled;
+    expect(outcomes.every((o) => o.status === 'rejected')).toBe(true);
+    // The main thread's addon is unaffected...
+    expect(mainThreadDecisions('unified')).toEqual(mainThreadDecisions('unified'));
+    // ...and new workers load it again.
+    const again = pool(2);
+    expect(await again.run({ trace, policy: 'unified' })).toEqual(mainThreadDecisions('unified'));
+  });
+});
+
+describe('process exit', () => {
+  it('exits cleanly with routers alive in the main thread and in a worker', () => {
+    const index = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+    const script = `
+      import { Worker } from 'node:worker_threads';
+      import { Router } from ${JSON.stringify(index)};
+      const keep = [new Router({ instances: 4 }), new Router({ instances: 2, native: false })];
+      for (let k = 0; k < 1000; k += 1) keep[0].route({ hashIds: [k % 7, k], session: 's' + (k % 9) });
+      const w = new Worker(\`
+        Promise.all([import('node:worker_threads'), import(${JSON.stringify(index)})]).then(([{ parentPort }, { Router }]) => {
+          const r = new Router({ instances: 3 });
+          r.route({ hashIds: [1, 2, 3] });
+          parentPort.postMessage('ready');
+          setInterval(() => r.route({ hashIds: [1, 2, 3] }), 1);
+        });
+      \`, { eval: true });
+      w.on('message', () => process.exit(0));
+      setTimeout(() => process.exit(3), 10000);
+    `;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+  });
+});
