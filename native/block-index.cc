@@ -9,9 +9,7 @@ namespace kvroute {
 namespace {
 
 // The first strided depth >= d.
-inline uint32_t strideAtOrAfter(uint32_t d) {
-  return (d + BlockIndex::kStride - 1) & ~(BlockIndex::kStride - 1);
-}
+inline uint32_t strideAtOrAfter(uint32_t d) { return (d + BlockIndex::kStride - 1) & ~(BlockIndex::kStride - 1); }
 
 }  // namespace
 
@@ -135,8 +133,10 @@ void BlockIndex::releaseSegment(uint32_t s) {
   // pair per dispatch); large ones give their memory back.
   std::vector<uint64_t> ids;
   ids.swap(segs_[s].ids);
-  if (ids.capacity() <= kKeptRunCapacity) ids.clear();
-  else std::vector<uint64_t>().swap(ids);
+  if (ids.capacity() <= kKeptRunCapacity)
+    ids.clear();
+  else
+    std::vector<uint64_t>().swap(ids);
   segs_[s] = Segment();
   segs_[s].ids.swap(ids);
   freeSegs_.push_back(s);
@@ -405,7 +405,8 @@ std::string BlockIndex::checkInvariants() const {
     if (s != kRoot) {
       ++reachable;
       if (x.ids.empty()) return (err << "segment " << s << " is empty", err.str());
-      if (!indexedAt(x.ids[0], s, x.depthStart)) return (err << "head of segment " << s << " is not indexed", err.str());
+      if (!indexedAt(x.ids[0], s, x.depthStart))
+        return (err << "head of segment " << s << " is not indexed", err.str());
       if (!isStrided(x.depthStart)) ++entries;
       for (uint32_t d = strideAtOrAfter(x.depthStart); d < x.depthEnd(); d += kStride) {
         if (!indexedAt(x.ids[d - x.depthStart], s, d)) {
@@ -450,8 +451,7 @@ std::string BlockIndex::checkInvariants() const {
   return "";
 }
 
-void matchMany(const BlockIndex* const* indexes, size_t count, const uint64_t* ids, uint32_t n,
-               int32_t* out) {
+void matchMany(const BlockIndex* const* indexes, size_t count, const uint64_t* ids, uint32_t n, int32_t* out) {
   if (n == 0) {
     std::fill(out, out + count, 0);
     return;
@@ -608,10 +608,10 @@ void matchFleet(const FleetIndex& fleet, uint64_t tracked, const BlockIndex* con
     const BlockIndex& index = *bySlot[bit];
     // A missing slot means the ids are not chained (the fleet saw the id at
     // another depth): answer by the instance's own search instead.
-    matched[bit] = static_cast<int32_t>(
-        slotOf[bit] == nullptr
-            ? index.match(ids, n)
-            : index.extendFrom(ids, loOf[bit] * kStride, BlockIndex::segOf(slotOf[bit]), walkLimit(loOf[bit], last, n)));
+    matched[bit] = static_cast<int32_t>(slotOf[bit] == nullptr
+                                            ? index.match(ids, n)
+                                            : index.extendFrom(ids, loOf[bit] * kStride, BlockIndex::segOf(slotOf[bit]),
+                                                               walkLimit(loOf[bit], last, n)));
   });
 }
 

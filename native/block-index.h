@@ -187,8 +187,7 @@ class BlockIndex {
 // of their binary searches overlap: each round issues every active instance's
 // probe as a prefetch before testing any of them. out[k] receives the match
 // length for indexes[k]. Same results as calling match() on each.
-void matchMany(const BlockIndex* const* indexes, size_t count, const uint64_t* ids, uint32_t n,
-               int32_t* out);
+void matchMany(const BlockIndex* const* indexes, size_t count, const uint64_t* ids, uint32_t n, int32_t* out);
 
 // Matches one request against the instances whose strided blocks `fleet`
 // tracks: `tracked` has their bits, bySlot[bit] their indexes. Groups of

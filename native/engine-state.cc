@@ -4,14 +4,12 @@ namespace kvroute {
 namespace {
 
 // max() that ignores an unreported (NaN) observation.
-inline double atLeast(double shadow, double observed) {
-  return observed > shadow ? observed : shadow;
-}
+inline double atLeast(double shadow, double observed) { return observed > shadow ? observed : shadow; }
 
 }  // namespace
 
-EffectiveState effectiveState(const ShadowCounters& shadow, const ObservedState& observed,
-                              bool fresh, double capacityBlocks) {
+EffectiveState effectiveState(const ShadowCounters& shadow, const ObservedState& observed, bool fresh,
+                              double capacityBlocks) {
   EffectiveState e;
   e.running = static_cast<double>(shadow.running);
   e.waiting = static_cast<double>(shadow.waiting);

@@ -45,17 +45,17 @@ struct ObservedState {
 struct EffectiveState {
   double running;
   double waiting;
-  double numRequests;    // running + waiting
+  double numRequests;  // running + waiting
   double pendingPrefill;
   double decodeBatch;
-  double kvUsage;        // fraction of KV capacity in use by in-flight requests
+  double kvUsage;  // fraction of KV capacity in use by in-flight requests
 };
 
 inline bool isFresh(const ObservedState& o, double nowMs, double stalenessMs) {
   return o.present && nowMs - o.timestampMs <= stalenessMs;
 }
 
-EffectiveState effectiveState(const ShadowCounters& shadow, const ObservedState& observed,
-                              bool fresh, double capacityBlocks);
+EffectiveState effectiveState(const ShadowCounters& shadow, const ObservedState& observed, bool fresh,
+                              double capacityBlocks);
 
 }  // namespace kvroute

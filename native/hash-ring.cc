@@ -6,8 +6,7 @@
 
 namespace kvroute {
 
-void HashRing::rebuild(const std::vector<std::string>& names, const std::vector<bool>& live,
-                       uint32_t vnodes) {
+void HashRing::rebuild(const std::vector<std::string>& names, const std::vector<bool>& live, uint32_t vnodes) {
   points_.clear();
   for (size_t slot = 0; slot < names.size(); ++slot) {
     if (!live[slot]) continue;

@@ -30,8 +30,7 @@ std::string formatNumber(double x) {
 }
 
 std::string elementError(const char* field, size_t i, double x) {
-  return std::string(field) + "[" + std::to_string(i) + "] must be an integer in [0, 2^53), got " +
-         formatNumber(x);
+  return std::string(field) + "[" + std::to_string(i) + "] must be an integer in [0, 2^53), got " + formatNumber(x);
 }
 
 }  // namespace
@@ -172,7 +171,8 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
   // Statuses matter while a worker is being terminated: every call may fail
   // then, and nothing read from a failed call may be used.
   napi_valuetype type = napi_undefined;
-  if (napi_typeof(env, v, &type) != napi_ok) throwTypeError(v.Env(), kErrArgType, std::string(field) + " is unreadable");
+  if (napi_typeof(env, v, &type) != napi_ok)
+    throwTypeError(v.Env(), kErrArgType, std::string(field) + " is unreadable");
   if (type == napi_undefined || type == napi_null) return;
   napi_typedarray_type arrayType;
   size_t n = 0;
@@ -209,8 +209,9 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
       break;
     }
     default:
-      throwTypeError(v.Env(), kErrArgType,
-                     std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
+      throwTypeError(
+          v.Env(), kErrArgType,
+          std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
   }
   in.n = static_cast<uint32_t>(n);
 }
@@ -226,8 +227,8 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
     const size_t count = promptBlockCount(length, static_cast<size_t>(chunkBytes_));
     if (count > kMaxIds) throwRangeError(env, kErrArgValue, "prompt is too long: more than 16777215 blocks");
     idScratch_.resize(count);
-    hashPromptBlocks(reinterpret_cast<const uint8_t*>(textScratch_.data()), length,
-                     static_cast<size_t>(chunkBytes_), idScratch_.data());
+    hashPromptBlocks(reinterpret_cast<const uint8_t*>(textScratch_.data()), length, static_cast<size_t>(chunkBytes_),
+                     idScratch_.data());
     in.ids = idScratch_.data();
     in.n = static_cast<uint32_t>(count);
     in.blockTokens = chunkBytes_ / kBytesPerToken;
@@ -325,15 +326,24 @@ Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
   double* out = typedArrayData<double>(info[1], napi_float64_array, kStatsFields, "stats");
   const InstanceStats s = core().stats(slot);
   const double fields[kStatsFields] = {
-      static_cast<double>(s.capacityBlocks),       static_cast<double>(s.blocks),
-      static_cast<double>(s.segments),             static_cast<double>(s.bytes),
-      static_cast<double>(s.shadow.running),       static_cast<double>(s.shadow.waiting),
-      static_cast<double>(s.shadow.prefillTokens), static_cast<double>(s.shadow.activeBlocks),
-      s.effective.running,                         s.effective.waiting,
-      s.effective.pendingPrefill,                  s.effective.decodeBatch,
-      s.effective.kvUsage,                         s.observedFresh ? 1.0 : 0.0,
-      static_cast<double>(s.routed),               static_cast<double>(s.completed),
-      static_cast<double>(s.aborted),              core().isDrained(slot) ? 1.0 : 0.0,
+      static_cast<double>(s.capacityBlocks),
+      static_cast<double>(s.blocks),
+      static_cast<double>(s.segments),
+      static_cast<double>(s.bytes),
+      static_cast<double>(s.shadow.running),
+      static_cast<double>(s.shadow.waiting),
+      static_cast<double>(s.shadow.prefillTokens),
+      static_cast<double>(s.shadow.activeBlocks),
+      s.effective.running,
+      s.effective.waiting,
+      s.effective.pendingPrefill,
+      s.effective.decodeBatch,
+      s.effective.kvUsage,
+      s.observedFresh ? 1.0 : 0.0,
+      static_cast<double>(s.routed),
+      static_cast<double>(s.completed),
+      static_cast<double>(s.aborted),
+      core().isDrained(slot) ? 1.0 : 0.0,
       s.effective.numRequests,
   };
   std::copy(fields, fields + kStatsFields, out);
@@ -355,8 +365,7 @@ Napi::Value JsRouter::ClearBlocks(const Napi::CallbackInfo& info) {
 Napi::Value JsRouter::SetCapacity(const Napi::CallbackInfo& info) {
   const uint32_t slot = requireSlot(info[0]);
   const double capacity = requireInteger(info[1], "capacityBlocks", 1, kMaxSafeInteger);
-  return Napi::Number::New(info.Env(),
-                           static_cast<double>(core().setCapacity(slot, static_cast<uint64_t>(capacity))));
+  return Napi::Number::New(info.Env(), static_cast<double>(core().setCapacity(slot, static_cast<uint64_t>(capacity))));
 }
 
 Napi::Value JsRouter::ReasonCounts(const Napi::CallbackInfo& info) {

@@ -50,8 +50,8 @@ inline double requireInRange(const Napi::Value& v, const char* field, double min
   const double x = requireNumber(v, field);
   if (!(x >= min && x <= max)) {
     throwRangeError(v.Env(), kErrArgValue,
-                    std::string(field) + " must be between " + std::to_string(min) + " and " +
-                        std::to_string(max) + ", got " + std::to_string(x));
+                    std::string(field) + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                        ", got " + std::to_string(x));
   }
   return x;
 }

@@ -24,9 +24,7 @@ namespace kvroute {
 constexpr uint32_t kDefaultChunkBytes = 128;
 
 // Number of ids a prompt of `len` bytes yields.
-inline size_t promptBlockCount(size_t len, size_t chunkBytes) {
-  return (len + chunkBytes - 1) / chunkBytes;
-}
+inline size_t promptBlockCount(size_t len, size_t chunkBytes) { return (len + chunkBytes - 1) / chunkBytes; }
 
 // Writes promptBlockCount(len, chunkBytes) ids to `out` and returns that count.
 size_t hashPromptBlocks(const uint8_t* bytes, size_t len, size_t chunkBytes, uint64_t* out);

@@ -76,7 +76,6 @@ void Router::refreshLiveList() {
   }
 }
 
-
 void Router::setPolicy(const PolicyConfig& policy) {
   const bool ringChanged = policy.ringVnodes != config_.policy.ringVnodes;
   config_.policy = policy;
@@ -85,8 +84,7 @@ void Router::setPolicy(const PolicyConfig& policy) {
 
 EffectiveState Router::effective(uint32_t slot, double nowMs) const {
   const Instance& inst = instances_[slot];
-  return effectiveState(inst.shadow, inst.observed,
-                        isFresh(inst.observed, nowMs, config_.stalenessMs),
+  return effectiveState(inst.shadow, inst.observed, isFresh(inst.observed, nowMs, config_.stalenessMs),
                         static_cast<double>(inst.index->capacity()));
 }
 
@@ -279,9 +277,8 @@ bool Router::onTicket(double ticket, TicketEvent event) {
   if (r == nullptr) return false;
   // The instance may have been removed since dispatch; then there is nothing
   // left to undo on it.
-  Instance* inst = isLive(r->slot) && instances_[r->slot].generation == r->slotGeneration
-                       ? &instances_[r->slot]
-                       : nullptr;
+  Instance* inst =
+      isLive(r->slot) && instances_[r->slot].generation == r->slotGeneration ? &instances_[r->slot] : nullptr;
   if (event == TicketEvent::kFirstToken) {
     if (!r->decoding) {
       r->decoding = true;

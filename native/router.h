@@ -33,10 +33,10 @@ namespace kvroute {
 
 struct RouterConfig {
   PolicyConfig policy;
-  double blockTokens = 16;        // tokens per block of a request's ids
-  double stalenessMs = 2000;      // observed snapshots older than this are ignored
+  double blockTokens = 16;    // tokens per block of a request's ids
+  double stalenessMs = 2000;  // observed snapshots older than this are ignored
   uint32_t maxSessions = 1u << 20;
-  bool manualClock = false;       // time only moves through setTime() (simulation)
+  bool manualClock = false;  // time only moves through setTime() (simulation)
 };
 
 struct RouteInput {
@@ -46,7 +46,7 @@ struct RouteInput {
   double blockTokens = 16;  // tokens per block of `ids`
   bool hasSession = false;
   uint64_t sessionKey = 0;
-  bool dryRun = false;      // decide and explain, change nothing
+  bool dryRun = false;  // decide and explain, change nothing
 };
 
 struct RouteOutput {
@@ -135,15 +135,15 @@ class Router {
   // Live instances in slots below FleetIndex::kMaxInstances are matched through
   // the fleet; the rest one by one (untracked*).
   uint64_t trackedMask_ = 0;
-  std::vector<const BlockIndex*> bySlot_;           // tracked slot -> index
+  std::vector<const BlockIndex*> bySlot_;            // tracked slot -> index
   std::vector<const BlockIndex*> untrackedIndexes_;  // parallel to untrackedSlots_
   std::vector<uint32_t> untrackedSlots_;
   std::vector<uint32_t> liveSlots_;
-  std::vector<uint32_t> routableSlots_;         // live and not drained, ascending
+  std::vector<uint32_t> routableSlots_;  // live and not drained, ascending
   std::vector<int32_t> liveMatched_;
-  std::vector<EffectiveState> eff_;             // per slot, valid for routable slots
-  std::vector<double> uncached_;                // per slot, this request's uncached tokens
-  const int32_t* matched_ = nullptr;            // the current route's matched[]
+  std::vector<EffectiveState> eff_;   // per slot, valid for routable slots
+  std::vector<double> uncached_;      // per slot, this request's uncached tokens
+  const int32_t* matched_ = nullptr;  // the current route's matched[]
   const double* scores_ = nullptr;
   SessionTable sessions_;
   HashRing ring_;

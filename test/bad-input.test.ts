@@ -167,7 +167,9 @@ describe.each(IMPLEMENTATIONS)('bad input ($impl)', ({ native }) => {
     ['options.clock', { clock: 'fast' }, VALUE],
     ['options.native', { native: 'yes' }, TYPE],
   ])('bad %s', (field, options, expected) => {
-    const error = thrown(() => new Router(options === null ? (null as never) : ({ instances: 1, ...options } as never)));
+    const error = thrown(
+      () => new Router(options === null ? (null as never) : ({ instances: 1, ...options } as never)),
+    );
     expect(error).toMatchObject(expected);
     expect(error.message).toContain(field);
   });
@@ -190,7 +192,11 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     maxSessions: 10,
     manualClock: true,
   };
-  const buffers = () => ({ request: Float64Array.of(NaN, 0), decision: new Int32Array(2), events: new Float64Array(9) });
+  const buffers = () => ({
+    request: Float64Array.of(NaN, 0),
+    decision: new Int32Array(2),
+    events: new Float64Array(9),
+  });
   const core = () => {
     const c = new NativeRouter(config, buffers());
     c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
@@ -215,13 +221,17 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     ['stats', () => core().stats(0, new Float64Array(2)), VALUE],
     ['observed', () => core().setObserved(0, new Float64Array(3)), VALUE],
     ['ticket', () => core().complete('x' as never), TYPE],
-    ['inputTokens', () => {
-      const b = buffers();
-      const c = new NativeRouter(config, b);
-      c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
-      b.request[0] = -4;
-      return c.route(undefined, undefined);
-    }, VALUE],
+    [
+      'inputTokens',
+      () => {
+        const b = buffers();
+        const c = new NativeRouter(config, b);
+        c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+        b.request[0] = -4;
+        return c.route(undefined, undefined);
+      },
+      VALUE,
+    ],
   ])('%s', (field, use, expected) => {
     const error = thrown(use);
     expect(error).toMatchObject(expected);

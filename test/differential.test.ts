@@ -43,7 +43,7 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
     capacityBlocks: sc.capacityBlocks,
     clock: 'manual',
   });
-  const both = (fn: (r: Router) => unknown) => [fn(native), fn(reference)] as const;
+  const both = <T>(fn: (r: Router) => T) => [fn(native), fn(reference)] as const;
   let now = 1_000_000;
   both((r) => r.setTime(now));
   const inFlight: Array<{ ticket: number; decoding: boolean }> = [];
@@ -150,7 +150,13 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
 
 describe('native addon vs TypeScript reference', () => {
   it.each(POLICY_NAMES)('%s: same decisions, matches and scores over 3,000 requests', (policy) => {
-    const { reasons, hits, decisions } = runScenario({ seed: 11, policy, trace: {}, capacityBlocks: 600, instances: 6 });
+    const { reasons, hits, decisions } = runScenario({
+      seed: 11,
+      policy,
+      trace: {},
+      capacityBlocks: 600,
+      instances: 6,
+    });
     expect(reasons.size).toBeGreaterThan(0);
     // Some decisions landed on cached prefixes, so matching was exercised.
     expect(hits / decisions).toBeGreaterThan(0.1);
@@ -162,7 +168,13 @@ describe('native addon vs TypeScript reference', () => {
   });
 
   it('unified_kv_both reaches kv_pressure', () => {
-    const { reasons } = runScenario({ seed: 9, policy: 'unified_kv_both', trace: {}, capacityBlocks: 400, instances: 4 });
+    const { reasons } = runScenario({
+      seed: 9,
+      policy: 'unified_kv_both',
+      trace: {},
+      capacityBlocks: 400,
+      instances: 4,
+    });
     expect(reasons.has('kv_pressure')).toBe(true);
   });
 
@@ -175,6 +187,12 @@ describe('native addon vs TypeScript reference', () => {
   });
 
   it('64 instances, tiny caches', () => {
-    runScenario({ seed: 41, policy: 'unified', trace: { requests: 1500, concurrentSessions: 80 }, capacityBlocks: 60, instances: 64 });
+    runScenario({
+      seed: 41,
+      policy: 'unified',
+      trace: { requests: 1500, concurrentSessions: 80 },
+      capacityBlocks: 60,
+      instances: 64,
+    });
   });
 });

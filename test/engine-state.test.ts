@@ -11,7 +11,15 @@ const chain = (from: number, n: number) => Array.from({ length: n }, (_, k) => f
 
 describe.each(IMPLEMENTATIONS)('engine state ($impl)', ({ native }) => {
   const make = (instances = 2, extra = {}) =>
-    new Router({ instances, policy: 'round_robin', native, clock: 'manual', blockSize: 16, capacityBlocks: 1000, ...extra });
+    new Router({
+      instances,
+      policy: 'round_robin',
+      native,
+      clock: 'manual',
+      blockSize: 16,
+      capacityBlocks: 1000,
+      ...extra,
+    });
   const shadowOf = (r: Router, k = 0) => r.stats().instances[k]!.shadow;
 
   it('moves shadow counters on dispatch, first token, completion and abort', () => {
@@ -56,7 +64,12 @@ describe.each(IMPLEMENTATIONS)('engine state ($impl)', ({ native }) => {
     for (const t of tickets.slice(0, 700)) r.onFirstToken(t);
     for (const t of tickets.slice(0, 999)) r.complete(t);
     expect(r.stats().inFlight).toBe(1);
-    expect(r.stats().instances.map((s) => s.effective.numRequests).sort()).toEqual([0, 1]);
+    expect(
+      r
+        .stats()
+        .instances.map((s) => s.effective.numRequests)
+        .sort(),
+    ).toEqual([0, 1]);
     expect(r.checkInvariants()).toBe('');
   });
 
@@ -155,7 +168,13 @@ describe.each(IMPLEMENTATIONS)('engine state ($impl)', ({ native }) => {
   it('explain(request) is a dry run; explain() describes the last route()', () => {
     const r = make(3, { policy: 'sticky' });
     const dry = r.explain({ session: 'x', hashIds: chain(1, 5) });
-    expect(dry).toMatchObject({ policy: 'sticky', instance: 'engine-0', reason: 'new_session', ticket: null, dryRun: true });
+    expect(dry).toMatchObject({
+      policy: 'sticky',
+      instance: 'engine-0',
+      reason: 'new_session',
+      ticket: null,
+      dryRun: true,
+    });
     expect(r.stats()).toMatchObject({ inFlight: 0, sessions: 0 });
     expect(r.stats().instances[0]!.blocks).toBe(0);
     const t = r.route({ session: 'x', hashIds: chain(1, 5) });

@@ -85,7 +85,11 @@ describe('prompt hashing', () => {
     ];
     const first = hashPrompt(promptText(turns));
     turns.push(
-      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read', arguments: '{"path":"src/parser.ts"}' } }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read', arguments: '{"path":"src/parser.ts"}' } }],
+      },
       { role: 'tool', tool_call_id: 'c1', content: 'export function parse() {}\n'.repeat(30) },
     );
     const second = hashPrompt(promptText(turns));
@@ -101,7 +105,9 @@ describe('prompt hashing', () => {
     const text = promptText(base);
     expect(promptText([{ role: 'system', content: 'hello' }])).not.toBe(text);
     expect(promptText([{ role: 'user', content: [{ type: 'text', text: 'hello' }] }])).toBe(text);
-    expect(promptText([{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }])).toContain('image_url');
+    expect(promptText([{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }])).toContain(
+      'image_url',
+    );
     expect(promptText([{ role: 'user', content: 'hello', name: 'ann' }])).not.toBe(text);
     expect(promptText([{ role: 'tool', content: 'ok', tool_call_id: 'c1' }])).toContain('tool_call_id=c1');
   });

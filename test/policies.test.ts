@@ -112,7 +112,8 @@ describe.each(IMPLEMENTATIONS)('policies ($impl)', ({ native }) => {
       const first = where(r, { session: 'a' });
       expect(first).toMatchObject({ instance: 'engine-1', reason: 'new_session' });
       for (let k = 0; k < 4; k += 1) where(r, { session: 'b' }); // load engine-1's rivals
-      for (let k = 0; k < 5; k += 1) expect(where(r, { session: 'a' })).toMatchObject({ instance: 'engine-1', reason: 'pinned' });
+      for (let k = 0; k < 5; k += 1)
+        expect(where(r, { session: 'a' })).toMatchObject({ instance: 'engine-1', reason: 'pinned' });
     });
 
     it('re-pins a session whose instance is drained, and routes session-less requests by load', () => {
@@ -218,7 +219,10 @@ describe.each(IMPLEMENTATIONS)('policies ($impl)', ({ native }) => {
     const a = where(r, { session: 's', hashIds: chain(1, 10) });
     r.setPolicy('unified');
     expect(r.policy.name).toBe('unified');
-    expect(where(r, { session: 's', hashIds: chain(1, 12) })).toMatchObject({ instance: a.instance, reason: 'affinity' });
+    expect(where(r, { session: 's', hashIds: chain(1, 12) })).toMatchObject({
+      instance: a.instance,
+      reason: 'affinity',
+    });
     r.setPolicy('sticky');
     expect(where(r, { session: 's' }).reason).toBe('pinned');
   });

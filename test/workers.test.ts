@@ -88,7 +88,10 @@ describe('process exit', () => {
       w.on('message', () => process.exit(0));
       setTimeout(() => process.exit(3), 10000);
     `;
-    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
     expect(child.stderr).toBe('');
     expect(child.status).toBe(0);
   });

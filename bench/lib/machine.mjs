@@ -23,6 +23,8 @@ export function machineInfo() {
 export function printMachine(m) {
   console.log(`machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`);
   console.log(`node:    ${m.node}`);
-  console.log(`native:  ${m.native ? `on (${m.native})` : 'OFF (addon not built; only the TypeScript reference runs)'}`);
+  console.log(
+    `native:  ${m.native ? `on (${m.native})` : 'OFF (addon not built; only the TypeScript reference runs)'}`,
+  );
   console.log(`date:    ${m.date}`);
 }

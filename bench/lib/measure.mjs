@@ -33,7 +33,7 @@ export function timerOverheadUs() {
     samples[k] = performance.now() - t0;
   }
   samples.sort();
-  return samples[5_000] * 1000;
+  return /** @type {number} */ (samples[5_000]) * 1000;
 }
 
 /**
@@ -95,6 +95,7 @@ export function summarize(runs) {
   }
   const total = all.reduce((a, b) => a + b, 0);
   all.sort();
-  const q = (/** @type {number} */ p) => /** @type {number} */ (all[Math.min(all.length - 1, Math.floor(p * all.length))]);
+  const q = (/** @type {number} */ p) =>
+    /** @type {number} */ (all[Math.min(all.length - 1, Math.floor(p * all.length))]);
   return { p50_us: q(0.5), p99_us: q(0.99), ops_per_s: all.length / (total / 1e6), measured: all.length };
 }

@@ -46,15 +46,29 @@ export function runWorkload(spec, options) {
           capacityBlocks: spec.capacityBlocks,
           native: impl === 'native',
         });
-      const { indexed, bytes } = footprint(makeRouter, spec, impl);
       // Each repetition replays the workload on a fresh router. With more
-      // than one, the first only warms the JIT and is not counted.
+      // than one, the first only warms the JIT and is not counted. Memory is
+      // read in the first, after the warm-up and before any timing: native
+      // from the indexes' own accounting of their heap (fleet index
+      // included), TypeScript from the V8 heap growth between full
+      // collections (run with --expose-gc).
       const reps = spec.reps[impl];
       /** @type {Float64Array[]} */
       const counted = [];
+      let indexed = 0;
+      let bytes = 0;
       for (let rep = 0; rep < reps; rep += 1) {
+        const heapBefore = rep === 0 ? heapUsed() : 0;
         const router = makeRouter();
         const open = replay(router, spec.warmup, spec.inFlight);
+        if (rep === 0) {
+          const stats = router.stats();
+          indexed = stats.instances.reduce((sum, s) => sum + s.blocks, 0);
+          bytes =
+            impl === 'native'
+              ? stats.instances.reduce((sum, s) => sum + (s.bytes ?? 0), stats.fleetBytes ?? 0)
+              : heapUsed() - heapBefore;
+        }
         const samples = timePairs(router, measured, open);
         if (rep > 0 || reps === 1) counted.push(samples);
       }
@@ -82,29 +96,6 @@ export function runWorkload(spec, options) {
     }
   }
   return results;
-}
-
-/**
- * Blocks indexed after the warm-up, and the bytes that costs. Native: the
- * indexes' own accounting of their heap, fleet index included. TypeScript: the V8 heap growth across
- * building and warming the router, between full collections (run with
- * --expose-gc), in a pass of its own so no other garbage is in flight.
- * @param {() => import('../../dist/index.js').Router} makeRouter
- * @param {WorkloadSpec} spec
- * @param {'native' | 'ts'} impl
- */
-function footprint(makeRouter, spec, impl) {
-  const before = heapUsed();
-  const router = makeRouter();
-  const open = replay(router, spec.warmup, spec.inFlight);
-  const stats = router.stats();
-  const indexed = stats.instances.reduce((sum, s) => sum + s.blocks, 0);
-  const bytes =
-    impl === 'native'
-      ? stats.instances.reduce((sum, s) => sum + (s.bytes ?? 0), stats.fleetBytes ?? 0)
-      : heapUsed() - before;
-  open.length = 0;
-  return { indexed, bytes };
 }
 
 /** @param {number} x */

@@ -146,9 +146,14 @@ int main(int argc, char** argv) {
       if (open.size() > 32) router.onTicket(open[open.size() - 32], kvroute::TicketEvent::kFirstToken);
       if (k >= warm) {
         static double holders = 0, reqs = 0, sumMatched = 0;
-        for (int i = 0; i < instances; ++i) { if (matched[i] > 0) holders += 1; sumMatched += matched[i] > 0 ? matched[i] : 0; }
+        for (int i = 0; i < instances; ++i) {
+          if (matched[i] > 0) holders += 1;
+          sumMatched += matched[i] > 0 ? matched[i] : 0;
+        }
         reqs += 1;
-        if (k + 1 == trace.size() && pass == kPasses - 1) std::printf("holders/request %.1f  mean matched of holders %.0f  ids %zu\n", holders / reqs, sumMatched / holders, trace[k].ids.size());
+        if (k + 1 == trace.size() && pass == kPasses - 1)
+          std::printf("holders/request %.1f  mean matched of holders %.0f  ids %zu\n", holders / reqs,
+                      sumMatched / holders, trace[k].ids.size());
       }
       if (k >= warm) samples.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
     }

@@ -16,7 +16,10 @@ export interface HashPromptOptions {
 /** Chained 64-bit block ids of `text`'s UTF-8 bytes: ceil(bytes / chunkBytes) of them. */
 export function hashPrompt(text: string, options: HashPromptOptions = {}): BigUint64Array {
   checkString('text', text);
-  const chunkBytes = options.chunkBytes === undefined ? 128 : checkInteger('chunkBytes', options.chunkBytes, 1, 1 << 24);
+  const chunkBytes =
+    options.chunkBytes === undefined ? 128 : checkInteger('chunkBytes', options.chunkBytes, 1, 1 << 24);
   const native = options.native ?? !nativeDisabledByEnv();
-  return native ? loadNative().hashPrompt(text, chunkBytes) : BigUint64Array.from(referenceHashPrompt(text, chunkBytes));
+  return native
+    ? loadNative().hashPrompt(text, chunkBytes)
+    : BigUint64Array.from(referenceHashPrompt(text, chunkBytes));
 }

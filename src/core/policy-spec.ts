@@ -29,7 +29,10 @@ export const POLICY_NAMES = Object.keys(PRESETS) as PolicyName[];
 function presetOf(field: string, name: unknown): (typeof PRESETS)[PolicyName] & { name: PolicyName } {
   if (typeof name !== 'string') throw invalidType(field, 'a policy name', name);
   if (!Object.hasOwn(PRESETS, name)) {
-    throw rangeError('ERR_KVROUTE_UNKNOWN_POLICY', `${field} ${JSON.stringify(name)} is unknown; known: ${POLICY_NAMES.join(', ')}`);
+    throw rangeError(
+      'ERR_KVROUTE_UNKNOWN_POLICY',
+      `${field} ${JSON.stringify(name)} is unknown; known: ${POLICY_NAMES.join(', ')}`,
+    );
   }
   return { ...PRESETS[name as PolicyName], name: name as PolicyName };
 }
@@ -52,9 +55,13 @@ export function resolvePolicy(input: PolicyName | PolicySpec | undefined, field 
         ? pick('overloadFactor')
         : checkNumber(`${field}.overloadFactor`, input.overloadFactor, 0, 1e9),
     decodeWeight:
-      input.decodeWeight === undefined ? pick('decodeWeight') : checkNumber(`${field}.decodeWeight`, input.decodeWeight, 0, 1),
+      input.decodeWeight === undefined
+        ? pick('decodeWeight')
+        : checkNumber(`${field}.decodeWeight`, input.decodeWeight, 0, 1),
     ringVnodes:
-      input.ringVnodes === undefined ? DEFAULTS.ringVnodes : checkInteger(`${field}.ringVnodes`, input.ringVnodes, 1, 65536),
+      input.ringVnodes === undefined
+        ? DEFAULTS.ringVnodes
+        : checkInteger(`${field}.ringVnodes`, input.ringVnodes, 1, 65536),
   };
 }
 

@@ -104,20 +104,31 @@ export class Router {
   constructor(options: RouterOptions) {
     const o = checkObject('options', options);
     this.resolvedPolicy = resolvePolicy(o.policy as PolicyName | PolicySpec | undefined, 'options.policy');
-    const blockSize = o.blockSize === undefined ? DEFAULT_BLOCK_SIZE : checkInteger('options.blockSize', o.blockSize, 1, 1 << 24);
+    const blockSize =
+      o.blockSize === undefined ? DEFAULT_BLOCK_SIZE : checkInteger('options.blockSize', o.blockSize, 1, 1 << 24);
     const chunkBytes =
-      o.hashChunkBytes === undefined ? DEFAULT_CHUNK_BYTES : checkInteger('options.hashChunkBytes', o.hashChunkBytes, 1, 1 << 24);
+      o.hashChunkBytes === undefined
+        ? DEFAULT_CHUNK_BYTES
+        : checkInteger('options.hashChunkBytes', o.hashChunkBytes, 1, 1 << 24);
     const stalenessMs =
       o.stalenessMs === undefined ? DEFAULT_STALENESS_MS : checkNumber('options.stalenessMs', o.stalenessMs, 0, 1e12);
     const maxSessions =
-      o.maxSessions === undefined ? DEFAULT_MAX_SESSIONS : checkInteger('options.maxSessions', o.maxSessions, 1, 2 ** 32 - 1);
+      o.maxSessions === undefined
+        ? DEFAULT_MAX_SESSIONS
+        : checkInteger('options.maxSessions', o.maxSessions, 1, 2 ** 32 - 1);
     this.defaultCapacity =
-      o.capacityBlocks === undefined ? DEFAULT_CAPACITY_BLOCKS : checkInteger('options.capacityBlocks', o.capacityBlocks, 1);
+      o.capacityBlocks === undefined
+        ? DEFAULT_CAPACITY_BLOCKS
+        : checkInteger('options.capacityBlocks', o.capacityBlocks, 1);
     if (o.clock !== undefined && o.clock !== 'real' && o.clock !== 'manual') {
-      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', `options.clock must be "real" or "manual", got ${JSON.stringify(o.clock)}`);
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        `options.clock must be "real" or "manual", got ${JSON.stringify(o.clock)}`,
+      );
     }
     this.manualClock = o.clock === 'manual';
-    if (o.native !== undefined && typeof o.native !== 'boolean') throw invalidType('options.native', 'a boolean', o.native);
+    if (o.native !== undefined && typeof o.native !== 'boolean')
+      throw invalidType('options.native', 'a boolean', o.native);
     this.isNative = o.native ?? !nativeDisabledByEnv();
     const instances = this.instanceSpecs(o.instances);
 
@@ -165,7 +176,8 @@ export class Router {
     const ticket = this.core.route(ids, this.session(request));
     this.lastRouted = true;
     this.view.ticket = ticket;
-    if (ticket < 0) throw stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed');
+    if (ticket < 0)
+      throw stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed');
     this.track(ticket);
     return ticket;
   }
@@ -188,7 +200,8 @@ export class Router {
       this.view.ticket = -1;
       return buildExplanation(this.snapshot(), true);
     }
-    if (!this.lastRouted) throw stateError('ERR_KVROUTE_NO_INSTANCE', 'explain() without a request needs a prior route()');
+    if (!this.lastRouted)
+      throw stateError('ERR_KVROUTE_NO_INSTANCE', 'explain() without a request needs a prior route()');
     return buildExplanation(this.snapshot(), false);
   }
 
@@ -252,7 +265,8 @@ export class Router {
 
   /** Sets the manual clock (options.clock = 'manual'), in ms. */
   setTime(nowMs: number): void {
-    if (!this.manualClock) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', "setTime() needs options.clock = 'manual'");
+    if (!this.manualClock)
+      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', "setTime() needs options.clock = 'manual'");
     this.core.setTime(checkNumber('nowMs', nowMs, -1e15, 1e15));
     this.manualNowMs = nowMs;
   }
@@ -267,10 +281,13 @@ export class Router {
   addInstance(id: string, options: { capacityBlocks?: number } = {}): void {
     checkString('instance id', id);
     if (id.length === 0) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'instance id must not be empty');
-    if (this.slots.has(id)) throw rangeError('ERR_KVROUTE_DUPLICATE_INSTANCE', `instance ${JSON.stringify(id)} already exists`);
+    if (this.slots.has(id))
+      throw rangeError('ERR_KVROUTE_DUPLICATE_INSTANCE', `instance ${JSON.stringify(id)} already exists`);
     const opts = checkObject('options', options);
     const capacity =
-      opts.capacityBlocks === undefined ? this.defaultCapacity : checkInteger(`capacityBlocks of ${JSON.stringify(id)}`, opts.capacityBlocks, 1);
+      opts.capacityBlocks === undefined
+        ? this.defaultCapacity
+        : checkInteger(`capacityBlocks of ${JSON.stringify(id)}`, opts.capacityBlocks, 1);
     this.core.counts(this.countsBuf);
     if (this.countsBuf[2]! + 1 > this.matched.length) this.growExplainBuffers(this.matched.length * 2);
     const slot = this.core.addInstance(id, capacity);
@@ -350,7 +367,8 @@ export class Router {
 
   private slotOf(id: string): number {
     const slot = typeof id === 'string' ? this.slots.get(id) : undefined;
-    if (slot === undefined) throw rangeError('ERR_KVROUTE_UNKNOWN_INSTANCE', `instance ${JSON.stringify(id)} is not known`);
+    if (slot === undefined)
+      throw rangeError('ERR_KVROUTE_UNKNOWN_INSTANCE', `instance ${JSON.stringify(id)} is not known`);
     return slot;
   }
 
@@ -372,7 +390,8 @@ export class Router {
   private openIndex(ticket: number): number {
     if (typeof ticket !== 'number') throw invalidType('ticket', 'a number', ticket);
     const index = Number.isSafeInteger(ticket) && ticket >= 0 ? ticket % TICKET_INDEX_RANGE : -1;
-    if (index < 0 || this.ticketAt[index] !== ticket || this.phaseAt[index] === PHASE_CLOSED) throw unknownTicket(ticket);
+    if (index < 0 || this.ticketAt[index] !== ticket || this.phaseAt[index] === PHASE_CLOSED)
+      throw unknownTicket(ticket);
     return index;
   }
 
@@ -399,7 +418,10 @@ export class Router {
     const { hashIds, prompt, messages } = request;
     const given = (hashIds !== undefined ? 1 : 0) + (prompt !== undefined ? 1 : 0) + (messages !== undefined ? 1 : 0);
     if (given > 1) {
-      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'give at most one of request.hashIds, request.prompt and request.messages');
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        'give at most one of request.hashIds, request.prompt and request.messages',
+      );
     }
     if (hashIds !== undefined) return toCoreIds('request.hashIds', hashIds);
     if (prompt !== undefined) return checkString('request.prompt', prompt);
@@ -423,7 +445,8 @@ export class Router {
       checkInteger('options.instances', instances, 0, 65_536);
       return Array.from({ length: instances }, (_, k) => ({ id: `engine-${k}` }));
     }
-    if (!Array.isArray(instances)) throw invalidType('options.instances', 'a count or an array of instance ids', instances);
+    if (!Array.isArray(instances))
+      throw invalidType('options.instances', 'a count or an array of instance ids', instances);
     return instances.map((spec: unknown, k) => {
       if (typeof spec === 'string') return { id: spec };
       const s = checkObject(`options.instances[${k}]`, spec) as Partial<InstanceSpec>;

@@ -11,7 +11,11 @@ const U64_LIMIT = 1n << 64n;
 export function checkInteger(field: string, value: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number') throw invalidType(field, 'a number', value);
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw invalidValue(field, max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`, value);
+    throw invalidValue(
+      field,
+      max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`,
+      value,
+    );
   }
   return value;
 }

@@ -68,10 +68,13 @@ export function generateTrace(o: TraceOptions): TraceRequest[] {
       s.ids.push(...Array.from({ length: rng.int(...o.appendBlocks) + 1 }, fresh));
     }
     s.turn += 1;
-    const ids = o.bigIds
-      ? BigUint64Array.from(s.ids as bigint[])
-      : Float64Array.from(s.ids as number[]);
-    out.push({ session: s.name, turn: s.turn, ids, inputTokens: Math.max(0, s.ids.length * blockSize - rng.int(0, blockSize - 1)) });
+    const ids = o.bigIds ? BigUint64Array.from(s.ids as bigint[]) : Float64Array.from(s.ids as number[]);
+    out.push({
+      session: s.name,
+      turn: s.turn,
+      ids,
+      inputTokens: Math.max(0, s.ids.length * blockSize - rng.int(0, blockSize - 1)),
+    });
     s.turnsLeft -= 1;
     if (s.turnsLeft <= 0) open.splice(index, 1);
   }

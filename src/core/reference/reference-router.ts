@@ -126,7 +126,12 @@ export class ReferenceRouter implements CoreRouter {
       this.scores[s] = NaN;
       if (!this.routable(s)) continue;
       const inst = this.instances[s]!;
-      eff[s] = effectiveState(inst.shadow, inst.observed, isFresh(inst.observed, nowMs, this.config.stalenessMs), inst.index.capacity);
+      eff[s] = effectiveState(
+        inst.shadow,
+        inst.observed,
+        isFresh(inst.observed, nowMs, this.config.stalenessMs),
+        inst.index.capacity,
+      );
       const cachedTokens = this.matched[s]! * req.blockTokens;
       uncached[s] = req.inputTokens > cachedTokens ? req.inputTokens - cachedTokens : 0;
     }
@@ -312,7 +317,12 @@ export class ReferenceRouter implements CoreRouter {
       if (!inst.live) continue;
       const a = inst.shadow;
       const e = expected[s]!;
-      if (a.running !== e.running || a.waiting !== e.waiting || a.prefillTokens !== e.prefillTokens || a.activeBlocks !== e.activeBlocks) {
+      if (
+        a.running !== e.running ||
+        a.waiting !== e.waiting ||
+        a.prefillTokens !== e.prefillTokens ||
+        a.activeBlocks !== e.activeBlocks
+      ) {
         return `slot ${s}: shadow counters disagree with open tickets`;
       }
       if (inst.index.size > inst.index.capacity) return `slot ${s}: over capacity`;

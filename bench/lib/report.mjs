@@ -1,0 +1,139 @@
+// @ts-check
+// Turns benchmark results into the target checks of issue #2 and the
+// markdown of bench/RESULTS.md.
+
+/**
+ * @typedef {import('./workload.mjs').Result} Result
+ * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: Result[] }} BenchDocument
+ */
+
+/** @param {Result[]} results */
+function pairs(results) {
+  /** @type {Map<string, { native?: Result, ts?: Result }>} */
+  const byKey = new Map();
+  for (const r of results) {
+    const key = `${r.workload}|${r.instances}|${r.policy}`;
+    const entry = byKey.get(key) ?? {};
+    entry[r.impl] = r;
+    byKey.set(key, entry);
+  }
+  return [...byKey.values()];
+}
+
+/** @param {number} x */
+const f = (x) => (x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0));
+
+/**
+ * One line per target: the worst case over policies, and whether it holds.
+ * @param {Result[]} results
+ */
+export function targetChecks(results) {
+  const lines = ['targets (worst policy shown):'];
+  /** @param {string} label @param {number | undefined} value @param {(v: number) => boolean} ok @param {string} unit */
+  const check = (label, value, ok, unit) => {
+    if (value === undefined) return;
+    lines.push(`  ${ok(value) ? 'MET ' : 'MISS'}  ${label}: ${f(value)}${unit}`);
+  };
+  const native = results.filter((r) => r.impl === 'native');
+  const worst = (/** @type {Result[]} */ rs, /** @type {(r: Result) => number} */ key) =>
+    rs.length === 0 ? undefined : Math.max(...rs.map(key));
+  const cacheAware = (/** @type {Result} */ r) => !['round_robin', 'load_only'].includes(r.policy);
+  const a = native.filter((r) => r.workload === 'mooncake');
+  const b8 = native.filter((r) => r.workload === 'agentic-long' && r.instances === 8);
+  check(
+    '(a) mooncake native p50 <= 1 µs, all policies',
+    worst(a, (r) => r.p50_us),
+    (v) => v <= 1,
+    ' µs',
+  );
+  check(
+    '(b) agentic-long 8 inst native p50 <= 5 µs, cache-aware policies',
+    worst(b8.filter(cacheAware), (r) => r.p50_us),
+    (v) => v <= 5,
+    ' µs',
+  );
+  check(
+    '(b) agentic-long 8 inst native p50, round_robin/load_only (informational)',
+    worst(
+      b8.filter((r) => !cacheAware(r)),
+      (r) => r.p50_us,
+    ),
+    () => true,
+    ' µs',
+  );
+  const ratios = (/** @type {string} */ workload) =>
+    pairs(results)
+      .filter((p) => p.native && p.ts && p.native.workload === workload)
+      .map((p) => /** @type {Result} */ (p.ts).p50_us / /** @type {Result} */ (p.native).p50_us);
+  for (const workload of ['mooncake', 'agentic-long']) {
+    const rs = ratios(workload);
+    if (rs.length > 0)
+      check(`native >= 10x the reference on ${workload} (p50 ratio, lowest)`, Math.min(...rs), (v) => v >= 10, 'x');
+  }
+  check(
+    'bytes per indexed block <= 64 (native, highest)',
+    worst(native, (r) => r.bytes_per_block),
+    (v) => v <= 64,
+    ' B',
+  );
+  return lines;
+}
+
+/**
+ * @param {BenchDocument} doc
+ * @param {string} command
+ */
+export function renderResults(doc, command) {
+  const m = doc.machine;
+  const out = [
+    '# Benchmark results',
+    '',
+    `Latest run: ${m.date}, \`${command}\`.`,
+    '',
+    `- Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`,
+    `- Node ${m.node}; native addon ${m.native ? 'on' : 'OFF'}`,
+    `- Timer: ${(doc.timer_overhead_us * 1000).toFixed(0)} ns per performance.now() pair, included in every figure`,
+    '',
+    'Each figure times one `route()` plus one `complete()` (of the oldest request in flight) through the',
+    'public `Router`, on a replay that keeps requests in flight so load-aware policies see moving load.',
+    'Native and TypeScript reference run side by side in the same process; every workload runs in a',
+    'fresh process. The machine is shared: figures move by ±10% between runs. Workloads, capacities and',
+    'method: [bench/README.md](README.md).',
+    '',
+    '## Targets (issue #2)',
+    '',
+    '```',
+    ...targetChecks(doc.results),
+    '```',
+    '',
+  ];
+  for (const workload of [...new Set(doc.results.map((r) => r.workload))]) {
+    for (const instances of [...new Set(doc.results.filter((r) => r.workload === workload).map((r) => r.instances))]) {
+      const rows = pairs(doc.results).filter(
+        (p) => (p.native ?? p.ts)?.workload === workload && (p.native ?? p.ts)?.instances === instances,
+      );
+      const sample = /** @type {Result} */ (rows[0]?.native ?? rows[0]?.ts);
+      out.push(`## ${workload}, ${instances} instances`, '');
+      out.push(
+        `${sample.indexed_blocks.toLocaleString('en-US')} blocks indexed when timing starts; about ${sample.mean_ids.toLocaleString('en-US')} ids per request.`,
+        '',
+      );
+      out.push(
+        '| policy | native p50 µs | native p99 µs | native decisions/s | reference p50 µs | reference p99 µs | p50 ratio | native B/block | reference B/block |',
+      );
+      out.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+      for (const { native, ts } of rows) {
+        const policy = (native ?? ts)?.policy;
+        const cell = (/** @type {Result | undefined} */ r, /** @type {(r: Result) => string} */ pick) =>
+          r ? pick(r) : '–';
+        out.push(
+          `| ${policy} | ${cell(native, (r) => f(r.p50_us))} | ${cell(native, (r) => f(r.p99_us))} | ${cell(native, (r) => r.ops_per_s.toLocaleString('en-US'))} | ` +
+            `${cell(ts, (r) => f(r.p50_us))} | ${cell(ts, (r) => f(r.p99_us))} | ${native && ts ? `${f(ts.p50_us / native.p50_us)}x` : '–'} | ` +
+            `${cell(native, (r) => f(r.bytes_per_block))} | ${cell(ts, (r) => f(r.bytes_per_block))} |`,
+        );
+      }
+      out.push('');
+    }
+  }
+  return out.join('\n');
+}

@@ -1,0 +1,75 @@
+// @ts-check
+// npm run bench [-- --quick] [--json FILE] [--only mooncake,agentic-long] [--update-results]
+//
+// Runs every workload file of bench/ in a fresh process (node --expose-gc),
+// native addon and TypeScript reference side by side in each, then prints
+// their figures, the native/reference ratios and the targets of issue #2.
+// --json writes { machine, quick, timer_overhead_us, results: [...] };
+// --update-results rewrites bench/RESULTS.md from this run.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+import { machineInfo, printMachine } from './lib/machine.mjs';
+import { timerOverheadUs } from './lib/measure.mjs';
+import { renderResults, targetChecks } from './lib/report.mjs';
+
+const WORKLOADS = ['mooncake', 'agentic-long'];
+const here = dirname(fileURLToPath(import.meta.url));
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean' },
+    json: { type: 'string' },
+    only: { type: 'string' },
+    'update-results': { type: 'boolean' },
+  },
+});
+const only = values.only?.split(',');
+const unknown = only?.filter((w) => !WORKLOADS.includes(w)) ?? [];
+if (unknown.length > 0) {
+  console.error(`unknown workload(s): ${unknown.join(', ')}; known: ${WORKLOADS.join(', ')}`);
+  process.exit(2);
+}
+
+const machine = machineInfo();
+printMachine(machine);
+const timerOverhead = timerOverheadUs();
+console.log(`timer:   ${(timerOverhead * 1000).toFixed(0)} ns per performance.now() pair (included in every figure)`);
+console.log(`mode:    ${values.quick ? 'quick' : 'full'}\n`);
+
+const scratch = mkdtempSync(join(tmpdir(), 'kvroute-bench-'));
+/** @type {import('./lib/workload.mjs').Result[]} */
+const results = [];
+try {
+  for (const workload of WORKLOADS.filter((w) => !only || only.includes(w))) {
+    const out = join(scratch, `${workload}.json`);
+    const args = ['--expose-gc', join(here, `${workload}.mjs`), '--out', out, ...(values.quick ? ['--quick'] : [])];
+    console.log(`${workload}:`);
+    const child = spawnSync(process.execPath, args, { stdio: 'inherit' });
+    if (child.status !== 0) {
+      console.error(`${workload} failed (exit ${child.status ?? child.signal})`);
+      process.exit(1);
+    }
+    results.push(...JSON.parse(readFileSync(out, 'utf8')));
+  }
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+console.log('');
+for (const line of targetChecks(results)) console.log(line);
+
+const document = { machine, quick: values.quick === true, timer_overhead_us: timerOverhead, results };
+if (values.json) {
+  writeFileSync(values.json, `${JSON.stringify(document, null, 2)}\n`);
+  console.log(`\nwrote ${values.json}`);
+}
+if (values['update-results']) {
+  const command = `npm run bench${values.quick ? ' -- --quick' : ''}`;
+  writeFileSync(join(here, 'RESULTS.md'), renderResults(document, command));
+  console.log('wrote bench/RESULTS.md');
+}

@@ -1,0 +1,48 @@
+/**
+ * The benchmark keeps working: a quick run of one workload writes the JSON
+ * figures issue #2 specifies. Shape only; performance targets are checked by
+ * the benchmark itself (`npm run bench`), never here.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { expect, it } from 'vitest';
+
+import { POLICY_NAMES } from '../src/index.js';
+
+it('npm run bench -- --quick --only mooncake --json writes every policy for both implementations', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'mooncake', '--json', out], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    expect(child.stdout).toMatch(/^machine: /);
+    expect(child.stdout).toContain('native:  on');
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    expect(doc.results).toHaveLength(POLICY_NAMES.length * 2);
+    for (const r of doc.results) {
+      expect(r).toMatchObject({ workload: 'mooncake', instances: 8 });
+      expect(['native', 'ts']).toContain(r.impl);
+      expect(POLICY_NAMES).toContain(r.policy);
+      for (const key of ['p50_us', 'p99_us', 'ops_per_s', 'bytes_per_block']) expect(r[key]).toBeGreaterThan(0);
+      expect(r.p99_us).toBeGreaterThanOrEqual(r.p50_us);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+it('an unknown workload is refused with a clear message', () => {
+  const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+  const child = spawnSync(process.execPath, [run, '--only', 'nope'], { encoding: 'utf8' });
+  expect(child.status).toBe(2);
+  expect(child.stderr).toContain('unknown workload(s): nope; known: mooncake, agentic-long');
+});
