@@ -10,6 +10,7 @@
         "native/prompt-hash.cc",
         "native/robin-hood-map.cc",
         "native/block-index.cc",
+        "native/match-many.cc",
         "native/engine-state.cc",
         "native/session-table.cc",
         "native/hash-ring.cc",

@@ -89,6 +89,11 @@ class BlockIndex {
     if (depth >= s.depthStart && depth < s.depthEnd()) __builtin_prefetch(s.ids.data() + (depth - s.depthStart));
   }
 
+  // After a search over strided positions ends at position lo (of `last`):
+  // the walk may stop at the next strided depth, which the search showed is
+  // not held, or at the end of the request.
+  static uint32_t walkLimit(uint32_t lo, uint32_t last, uint32_t n) { return lo == last ? n : (lo + 1) * kStride; }
+
   // Given that the block at strided depth q is held in segment `seg`, and that
   // nothing at depth >= limit can be held: the length of the held prefix,
   // found by walking the runs from q. limit <= n.
@@ -182,19 +187,5 @@ class BlockIndex {
   uint64_t capacity_;
   uint64_t count_ = 0;
 };
-
-// Matches one request against many instances in lockstep, so the cache misses
-// of their binary searches overlap: each round issues every active instance's
-// probe as a prefetch before testing any of them. out[k] receives the match
-// length for indexes[k]. Same results as calling match() on each.
-void matchMany(const BlockIndex* const* indexes, size_t count, const uint64_t* ids, uint32_t n, int32_t* out);
-
-// Matches one request against the instances whose strided blocks `fleet`
-// tracks: `tracked` has their bits, bySlot[bit] their indexes. Groups of
-// instances are bisected together on the fleet's holder masks, then each
-// instance walks its own runs. matched[bit] receives each result (others are
-// untouched). Same results as match() on each, for chained ids.
-void matchFleet(const FleetIndex& fleet, uint64_t tracked, const BlockIndex* const* bySlot, const uint64_t* ids,
-                uint32_t n, int32_t* matched);
 
 }  // namespace kvroute

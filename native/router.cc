@@ -5,6 +5,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "match-many.h"
 #include "xxhash64.h"
 
 namespace kvroute {
