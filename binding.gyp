@@ -11,7 +11,6 @@
         "native/robin-hood-map.cc",
         "native/block-index.cc",
         "native/match-many.cc",
-        "native/engine-state.cc",
         "native/session-table.cc",
         "native/hash-ring.cc",
         "native/router.cc"

@@ -83,10 +83,10 @@ void Router::setPolicy(const PolicyConfig& policy) {
   if (ringChanged) rebuildRing();
 }
 
-EffectiveState Router::effective(uint32_t slot, double nowMs) const {
+void Router::effective(uint32_t slot, double nowMs, EffectiveState& out) const {
   const Instance& inst = instances_[slot];
-  return effectiveState(inst.shadow, inst.observed, isFresh(inst.observed, nowMs, config_.stalenessMs),
-                        static_cast<double>(inst.index->capacity()));
+  effectiveStateInto(out, inst.shadow, inst.observed, isFresh(inst.observed, nowMs, config_.stalenessMs),
+                     static_cast<double>(inst.index->capacity()));
 }
 
 void Router::match(const uint64_t* ids, uint32_t n, int32_t* matched) {
@@ -133,8 +133,8 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   const PolicyKind kind = config_.policy.kind;
   const double decodeWeight = config_.policy.decodeWeight;
   for (uint32_t s : routableSlots_) {
-    const EffectiveState e = effective(s, nowMs);
-    eff_[s] = e;
+    EffectiveState& e = eff_[s];
+    effective(s, nowMs, e);
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
     const double uncached = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
     uncached_[s] = uncached;
@@ -324,7 +324,7 @@ InstanceStats Router::stats(uint32_t slot) const {
   st.shadow = inst.shadow;
   const double nowMs = now();
   st.observedFresh = isFresh(inst.observed, nowMs, config_.stalenessMs);
-  st.effective = effective(slot, nowMs);
+  effective(slot, nowMs, st.effective);
   st.routed = inst.routed;
   st.completed = inst.completed;
   st.aborted = inst.aborted;

@@ -121,7 +121,7 @@ class Router {
   void rebuildRing() { ringStale_ = true; }
   // Rebuilds the live, tracked and routable slot lists (after add/drain/remove).
   void refreshLiveList();
-  EffectiveState effective(uint32_t slot, double nowMs) const;
+  void effective(uint32_t slot, double nowMs, EffectiveState& out) const;
   int32_t leastLoaded() const;
   int32_t lowestScore() const;
   int32_t roundRobin(bool dryRun);
