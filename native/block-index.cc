@@ -45,7 +45,11 @@ bool BlockIndex::indexBlock(uint64_t id, uint32_t seg, uint32_t depth) {
   return true;
 }
 
-void BlockIndex::unindexBlock(uint64_t id, uint32_t depth) {
+void BlockIndex::unindexBlock(uint64_t id, uint32_t seg, uint32_t depth) {
+  // Only the block that owns the entry may drop it: with ids that are not
+  // chained the same id can be held at another place whose entry this is.
+  const Slot* slot = table_.find(id);
+  if (slot == nullptr || segOf(slot) != seg || depthOf(slot) != depth) return;
   table_.erase(id);
   if (fleet_ != nullptr && isStrided(depth)) fleet_->remove(id, fleetBit_);
 }
@@ -200,7 +204,14 @@ void BlockIndex::lruInsertAfter(uint32_t anchor, uint32_t s) {
   a.lruNext = s;
 }
 
-uint32_t BlockIndex::splitBefore(uint32_t s, uint32_t depth) {
+void BlockIndex::splitBefore(uint32_t s, uint32_t depth) {
+  // The tail's first block becomes a segment head and must be indexed. If its
+  // id is already indexed elsewhere (ids not chained), the tail could not be
+  // reached, so it is dropped instead, with everything below it.
+  if (!isStrided(depth) && table_.find(segs_[s].ids[depth - segs_[s].depthStart]) != nullptr) {
+    truncate(s, depth);
+    return;
+  }
   const uint32_t t = newSegment();
   Segment& head = segs_[s];
   Segment& tail = segs_[t];
@@ -213,7 +224,7 @@ uint32_t BlockIndex::splitBefore(uint32_t s, uint32_t depth) {
   for (uint32_t d = strideAtOrAfter(depth); d < tail.depthEnd(); d += kStride) {
     RobinHoodMap::setValue(table_.find(tail.ids[d - depth]), location(t, d));
   }
-  if (!isStrided(depth)) indexBlock(tail.ids[0], t, depth);
+  if (!isStrided(depth)) indexBlock(tail.ids[0], t, depth);  // cannot fail: checked above
   // The tail takes over the head's children; the head's only child is the tail.
   tail.firstChild = head.firstChild;
   for (uint32_t c = tail.firstChild; c != kNone; c = segs_[c].nextSibling) segs_[c].parent = t;
@@ -221,7 +232,6 @@ uint32_t BlockIndex::splitBefore(uint32_t s, uint32_t depth) {
   attachChild(s, t);
   // Same last use as the head but deeper, so it is evicted just before it.
   lruInsertAfter(s, t);
-  return t;
 }
 
 void BlockIndex::touchPath(uint32_t deepest) {
@@ -235,16 +245,24 @@ void BlockIndex::touchPath(uint32_t deepest) {
 }
 
 uint64_t BlockIndex::commit(const uint64_t* ids, uint32_t n, uint32_t matched) {
+  // Callers pass match()'s result, so ids[0..matched) is a held path ending
+  // in segment `deepest`. Anything else is recomputed once rather than
+  // trusted, and if even that does not locate (ids not chained), the request
+  // is treated as matching nothing.
+  auto locate = [this, ids](uint32_t m) {
+    const uint32_t s = segmentHolding(ids, m - 1);
+    return s != kNone && segs_[s].ids[m - 1 - segs_[s].depthStart] == ids[m - 1] ? s : kNone;
+  };
   uint32_t deepest = kRoot;
-  if (matched > 0) {
-    // Callers pass match()'s result, so ids[0..matched) are held; anything
-    // else is recomputed rather than trusted.
-    deepest = segmentHolding(ids, matched - 1);
-    if (deepest == kNone || segs_[deepest].ids[matched - 1 - segs_[deepest].depthStart] != ids[matched - 1]) {
-      return commit(ids, n, match(ids, n));
+  if (matched > 0 && (deepest = locate(matched)) == kNone) {
+    matched = match(ids, n);
+    deepest = matched > 0 ? locate(matched) : kRoot;
+    if (deepest == kNone) {
+      matched = 0;
+      deepest = kRoot;
     }
-    if (matched < segs_[deepest].depthEnd()) splitBefore(deepest, matched);
   }
+  if (matched > 0 && matched < segs_[deepest].depthEnd()) splitBefore(deepest, matched);
   uint32_t leaf = deepest;
   if (n > matched) {
     const bool extend = deepest != kRoot && segs_[deepest].firstChild == kNone;
@@ -282,8 +300,8 @@ void BlockIndex::popBlocks(uint32_t s, size_t take) {
   const size_t size = x.ids.size();
   const uint32_t oldEnd = x.depthEnd();
   const uint32_t newEnd = oldEnd - static_cast<uint32_t>(take);
-  for (uint32_t d = strideAtOrAfter(newEnd); d < oldEnd; d += kStride) unindexBlock(x.ids[d - x.depthStart], d);
-  if (take == size && !isStrided(x.depthStart)) unindexBlock(x.ids[0], x.depthStart);  // the head entry
+  for (uint32_t d = strideAtOrAfter(newEnd); d < oldEnd; d += kStride) unindexBlock(x.ids[d - x.depthStart], s, d);
+  if (take == size && !isStrided(x.depthStart)) unindexBlock(x.ids[0], s, x.depthStart);  // the head entry
   x.ids.resize(size - take);
   count_ -= take;
 }

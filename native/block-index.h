@@ -161,8 +161,9 @@ class BlockIndex {
   // The segment holding ids[depth] on the path of ids (ids[0..depth] held).
   uint32_t segmentHolding(const uint64_t* ids, uint32_t depth) const;
   // Splits segment s so that it ends just before `depth`; the tail becomes its
-  // only child and keeps s's children. Returns the tail's index.
-  uint32_t splitBefore(uint32_t s, uint32_t depth);
+  // only child and keeps s's children (or, for ids that are not chained, is
+  // dropped: see the definition).
+  void splitBefore(uint32_t s, uint32_t depth);
   void touchPath(uint32_t deepest);
   uint64_t evictToCapacity();
   // Pops the last `take` blocks of segment s (and its head entry if that
@@ -174,7 +175,7 @@ class BlockIndex {
   void withdrawFromFleet();
   // Enter / drop a block in the id map (and, when strided, the fleet).
   bool indexBlock(uint64_t id, uint32_t seg, uint32_t depth);
-  void unindexBlock(uint64_t id, uint32_t depth);
+  void unindexBlock(uint64_t id, uint32_t seg, uint32_t depth);
   static uint64_t location(uint32_t seg, uint32_t depth) { return seg | (uint64_t{depth} << 32); }
 
   RobinHoodMap table_;
