@@ -91,6 +91,47 @@ void matchMany(const BlockIndex* const* indexes, size_t count, const uint64_t* i
   }
 }
 
+namespace {
+
+// The positions a group [lo, hi] (lo held, lo < hi) probes in one round of
+// matchFleet's search: up to three, strictly inside (lo, hi], splitting it in
+// quarters, so a round cuts the range fourfold and the three probes overlap.
+struct Probes {
+  uint32_t at[3];
+  uint32_t count;
+};
+
+Probes probesOf(uint32_t lo, uint32_t hi) {
+  Probes p{};
+  const uint32_t span = hi - lo;
+  if (span <= 3) {
+    for (uint32_t k = 1; k <= span; ++k) p.at[p.count++] = lo + k;
+    return p;
+  }
+  for (uint32_t k = 1; k <= 3; ++k) p.at[p.count++] = lo + (k * span + 3) / 4;
+  return p;
+}
+
+// The ranges a group splits into after its probes: [lo, at0-1], [at0, at1-1],
+// ..., [atLast, hi]; calls visit(a, b) for each.
+template <typename Visit>
+void eachSubrange(uint32_t lo, uint32_t hi, const Probes& p, Visit visit) {
+  uint32_t start = lo;
+  for (uint32_t k = 0; k < p.count; ++k) {
+    visit(start, p.at[k] - 1);
+    start = p.at[k];
+  }
+  visit(start, hi);
+}
+
+void prefetchProbeIds(const uint64_t* ids, uint32_t lo, uint32_t hi) {
+  if (lo >= hi) return;
+  const Probes p = probesOf(lo, hi);
+  for (uint32_t k = 0; k < p.count; ++k) __builtin_prefetch(ids + p.at[k] * kStride);
+}
+
+}  // namespace
+
 void matchFleet(const FleetIndex& fleet, uint64_t tracked, const BlockIndex* const* bySlot, const uint64_t* ids,
                 uint32_t n, int32_t* matched) {
   auto eachBit = [](uint64_t mask, auto visit) {
@@ -102,13 +143,14 @@ void matchFleet(const FleetIndex& fleet, uint64_t tracked, const BlockIndex* con
   }
   const uint32_t last = (n - 1) / kStride;
   fleet.prefetch(ids[0]);
-  prefetchFirstIds(ids, last);
+  prefetchProbeIds(ids, 0, last);
   eachBit(tracked, [&](uint32_t bit) { __builtin_prefetch(bySlot[bit]); });
 
   // Groups of instances that all hold position lo and whose last held
-  // position lies in [lo, hi]. Bisecting a group splits it into those that
-  // hold the middle and those that do not; groups never share an instance,
-  // so there are at most kMaxInstances of them.
+  // position lies in [lo, hi]. A round probes a group at up to three
+  // positions and splits it by which of them each instance holds; groups
+  // never share an instance, so there are at most kMaxInstances of them.
+  // Each round also prefetches the ids the next round's probes will read.
   struct Group {
     uint32_t lo, hi;
     uint64_t mask;
@@ -123,10 +165,11 @@ void matchFleet(const FleetIndex& fleet, uint64_t tracked, const BlockIndex* con
   if (holders != 0) groups[count++] = Group{0, last, holders};
   while (count > 0) {
     for (size_t g = 0; g < count; ++g) {
-      if (groups[g].lo >= groups[g].hi) continue;
-      const uint32_t mid = midOf(groups[g].lo, groups[g].hi);
-      fleet.prefetch(ids[mid * kStride]);
-      prefetchNextIds(ids, groups[g].lo, mid, groups[g].hi);
+      const Group& x = groups[g];
+      if (x.lo >= x.hi) continue;
+      const Probes p = probesOf(x.lo, x.hi);
+      for (uint32_t k = 0; k < p.count; ++k) fleet.prefetch(ids[p.at[k] * kStride]);
+      eachSubrange(x.lo, x.hi, p, [&](uint32_t a, uint32_t b) { prefetchProbeIds(ids, a, b); });
     }
     size_t nextCount = 0;
     for (size_t g = 0; g < count; ++g) {
@@ -135,10 +178,18 @@ void matchFleet(const FleetIndex& fleet, uint64_t tracked, const BlockIndex* con
         eachBit(x.mask, [&](uint32_t bit) { loOf[bit] = x.lo; });
         continue;
       }
-      const uint32_t mid = midOf(x.lo, x.hi);
-      const uint64_t held = fleet.holders(ids[mid * kStride]) & x.mask;
-      if (held != 0) next[nextCount++] = Group{mid, x.hi, held};
-      if ((x.mask & ~held) != 0) next[nextCount++] = Group{x.lo, mid - 1, x.mask & ~held};
+      const Probes p = probesOf(x.lo, x.hi);
+      // Holders only shrink along a request; intersecting keeps that true
+      // even for ids that are not chained.
+      uint64_t held = x.mask;
+      uint32_t start = x.lo;
+      for (uint32_t k = 0; k < p.count && held != 0; ++k) {
+        const uint64_t stillHeld = fleet.holders(ids[p.at[k] * kStride]) & held;
+        if ((held & ~stillHeld) != 0) next[nextCount++] = Group{start, p.at[k] - 1, held & ~stillHeld};
+        held = stillHeld;
+        start = p.at[k];
+      }
+      if (held != 0) next[nextCount++] = Group{start, x.hi, held};
     }
     std::copy(next, next + nextCount, groups);
     count = nextCount;

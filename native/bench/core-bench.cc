@@ -116,12 +116,16 @@ int main(int argc, char** argv) {
   } else {
     trace = readTrace(argv[1]);
   }
+  // A trace written from bench/lib/agentic.mjs (560 warm-up sessions first).
+  const bool agenticFile = std::getenv("AGENTIC_FILE") != nullptr;
+  if (agenticFile) warm = 560;
   kvroute::RouterConfig config;
   config.policy.kind = static_cast<kvroute::PolicyKind>(argc > 2 ? std::atoi(argv[2]) : 5);
   const int instances = argc > 3 ? std::atoi(argv[3]) : 8;
-  const uint64_t capacity = agentic ? 1200000 / instances : 631;
-  config.blockTokens = agentic ? 16 : 512;
-  const int kPasses = agentic ? 3 : 50;
+  const bool longContext = agentic || agenticFile;
+  const uint64_t capacity = longContext ? 1200000 / instances : 631;
+  config.blockTokens = longContext ? 16 : 512;
+  const int kPasses = longContext ? 3 : 50;
   std::vector<double> samples;
   for (int pass = 0; pass < kPasses; ++pass) {
     kvroute::Router router(config);
@@ -137,7 +141,7 @@ int main(int argc, char** argv) {
       in.blockTokens = config.blockTokens;
       const auto t0 = std::chrono::steady_clock::now();
       const kvroute::RouteOutput out = router.route(in, matched.data(), scores.data());
-      if (open.size() >= static_cast<size_t>(instances) * (agentic ? 4 : 8)) {
+      if (open.size() >= static_cast<size_t>(instances) * (longContext ? 4 : 8)) {
         router.onTicket(open.front(), kvroute::TicketEvent::kComplete);
         open.pop_front();
       }
