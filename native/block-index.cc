@@ -122,7 +122,7 @@ uint32_t BlockIndex::allocSegment(uint32_t parent, uint32_t depthStart) {
   const uint32_t s = newSegment();
   segs_[s].depthStart = depthStart;
   attachChild(parent, s);
-  lruPushFront(s);
+  lru_.pushFront(s, lruLinks());
   return s;
 }
 
@@ -141,7 +141,7 @@ void BlockIndex::releaseSegment(uint32_t s) {
 }
 
 void BlockIndex::freeSegment(uint32_t s) {
-  lruUnlink(s);
+  lru_.unlink(s, lruLinks());
   detachChild(s);
   releaseSegment(s);
 }
@@ -165,43 +165,6 @@ void BlockIndex::detachChild(uint32_t child) {
   }
   if (c.nextSibling != kNone) segs_[c.nextSibling].prevSibling = c.prevSibling;
   c.parent = c.prevSibling = c.nextSibling = kNone;
-}
-
-void BlockIndex::lruUnlink(uint32_t s) {
-  Segment& x = segs_[s];
-  if (x.lruPrev != kNone) {
-    segs_[x.lruPrev].lruNext = x.lruNext;
-  } else {
-    lruHead_ = x.lruNext;
-  }
-  if (x.lruNext != kNone) {
-    segs_[x.lruNext].lruPrev = x.lruPrev;
-  } else {
-    lruTail_ = x.lruPrev;
-  }
-  x.lruPrev = x.lruNext = kNone;
-}
-
-void BlockIndex::lruPushFront(uint32_t s) {
-  Segment& x = segs_[s];
-  x.lruPrev = kNone;
-  x.lruNext = lruHead_;
-  if (lruHead_ != kNone) segs_[lruHead_].lruPrev = s;
-  lruHead_ = s;
-  if (lruTail_ == kNone) lruTail_ = s;
-}
-
-void BlockIndex::lruInsertAfter(uint32_t anchor, uint32_t s) {
-  Segment& x = segs_[s];
-  Segment& a = segs_[anchor];
-  x.lruPrev = anchor;
-  x.lruNext = a.lruNext;
-  if (a.lruNext != kNone) {
-    segs_[a.lruNext].lruPrev = s;
-  } else {
-    lruTail_ = s;
-  }
-  a.lruNext = s;
 }
 
 void BlockIndex::splitBefore(uint32_t s, uint32_t depth) {
@@ -231,17 +194,13 @@ void BlockIndex::splitBefore(uint32_t s, uint32_t depth) {
   head.firstChild = kNone;
   attachChild(s, t);
   // Same last use as the head but deeper, so it is evicted just before it.
-  lruInsertAfter(s, t);
+  lru_.insertAfter(s, t, lruLinks());
 }
 
 void BlockIndex::touchPath(uint32_t deepest) {
   // Deepest first, each ancestor pushed in front of it: the root-most segment
   // ends up most recent, which keeps every parent ahead of its children.
-  for (uint32_t s = deepest; s != kRoot; s = segs_[s].parent) {
-    if (lruHead_ == s) continue;
-    lruUnlink(s);
-    lruPushFront(s);
-  }
+  for (uint32_t s = deepest; s != kRoot; s = segs_[s].parent) lru_.moveToFront(s, lruLinks());
 }
 
 uint64_t BlockIndex::commit(const uint64_t* ids, uint32_t n, uint32_t matched) {
@@ -310,7 +269,7 @@ uint64_t BlockIndex::evictToCapacity() {
   uint64_t evicted = 0;
   while (count_ > capacity_) {
     // Invariant: the least recently used segment is a leaf (see touchPath).
-    const uint32_t victim = lruTail_;
+    const uint32_t victim = lru_.back();
     const uint64_t excess = count_ - capacity_;
     const size_t size = segs_[victim].ids.size();
     const size_t take = excess < size ? static_cast<size_t>(excess) : size;
@@ -335,7 +294,7 @@ uint64_t BlockIndex::truncate(uint32_t s, uint32_t depth) {
     const size_t size = segs_[x].ids.size();
     popBlocks(x, size);
     removed += size;
-    lruUnlink(x);
+    lru_.unlink(x, lruLinks());
     releaseSegment(x);
   }
   const size_t take = segs_[s].depthEnd() - depth;
@@ -381,7 +340,7 @@ void BlockIndex::clear() {
   std::vector<Segment>().swap(segs_);
   std::vector<uint32_t>().swap(freeSegs_);
   segs_.emplace_back();
-  lruHead_ = lruTail_ = kNone;
+  lru_.clear();
   count_ = 0;
 }
 
@@ -447,8 +406,8 @@ std::string BlockIndex::checkInvariants() const {
   std::vector<uint8_t> listed(segs_.size(), 0);
   size_t listedCount = 0;
   uint32_t prev = kNone;
-  for (uint32_t s = lruHead_; s != kNone; s = segs_[s].lruNext) {
-    if (!seen[s] || s == kRoot || listed[s] || segs_[s].lruPrev != prev) {
+  for (uint32_t s = lru_.front(); s != kNone; s = segs_[s].lru.next) {
+    if (!seen[s] || s == kRoot || listed[s] || segs_[s].lru.prev != prev) {
       return (err << "LRU list is corrupt at segment " << s, err.str());
     }
     const uint32_t parent = segs_[s].parent;
@@ -459,7 +418,7 @@ std::string BlockIndex::checkInvariants() const {
     ++listedCount;
     prev = s;
   }
-  if (prev != lruTail_ || listedCount != reachable) return (err << "LRU list misses segments", err.str());
+  if (prev != lru_.back() || listedCount != reachable) return (err << "LRU list misses segments", err.str());
   return "";
 }
 

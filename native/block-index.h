@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "fleet-index.h"
+#include "index-list.h"
 #include "robin-hood-map.h"
 
 namespace kvroute {
@@ -142,8 +143,7 @@ class BlockIndex {
     uint32_t firstChild = kNone;
     uint32_t nextSibling = kNone;
     uint32_t prevSibling = kNone;
-    uint32_t lruPrev = kNone;  // towards the most recently used end
-    uint32_t lruNext = kNone;  // towards the least recently used end
+    ListLinks lru;  // this segment's place in lru_
     uint32_t depthEnd() const { return depthStart + static_cast<uint32_t>(ids.size()); }
   };
 
@@ -153,9 +153,10 @@ class BlockIndex {
   void freeSegment(uint32_t s);
   void attachChild(uint32_t parent, uint32_t child);
   void detachChild(uint32_t child);
-  void lruUnlink(uint32_t s);
-  void lruPushFront(uint32_t s);
-  void lruInsertAfter(uint32_t anchor, uint32_t s);
+  // The accessor IndexList needs for lru_.
+  auto lruLinks() {
+    return [this](uint32_t s) -> ListLinks& { return segs_[s].lru; };
+  }
   // The child of `s` whose first block is `id` at `depth`, or kNone.
   uint32_t childStartingWith(uint32_t s, uint64_t id, uint32_t depth) const;
   // The segment holding ids[depth] on the path of ids (ids[0..depth] held).
@@ -183,8 +184,7 @@ class BlockIndex {
   uint32_t fleetBit_ = 0;
   std::vector<Segment> segs_;
   std::vector<uint32_t> freeSegs_;
-  uint32_t lruHead_ = kNone;  // most recently used
-  uint32_t lruTail_ = kNone;  // least recently used: the next eviction victim
+  IndexList lru_;  // segments, most recently used first; back(): the next eviction victim
   uint64_t capacity_;
   uint64_t count_ = 0;
 };

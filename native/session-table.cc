@@ -5,10 +5,7 @@ namespace kvroute {
 const SessionPin* SessionTable::lookup(uint64_t key) {
   auto it = index_.find(key);
   if (it == index_.end()) return nullptr;
-  if (head_ != it->second) {
-    unlink(it->second);
-    pushFront(it->second);
-  }
+  order_.moveToFront(it->second, links());
   return &nodes_[it->second].pin;
 }
 
@@ -21,10 +18,7 @@ void SessionTable::pin(uint64_t key, SessionPin where) {
   auto it = index_.find(key);
   if (it != index_.end()) {
     nodes_[it->second].pin = where;
-    if (head_ != it->second) {
-      unlink(it->second);
-      pushFront(it->second);
-    }
+    order_.moveToFront(it->second, links());
     return;
   }
   uint32_t n;
@@ -35,16 +29,16 @@ void SessionTable::pin(uint64_t key, SessionPin where) {
     n = static_cast<uint32_t>(nodes_.size());
     nodes_.push_back(Node{});
   }
-  nodes_[n] = Node{key, where, kNone, kNone};
+  nodes_[n] = Node{key, where, ListLinks{}};
   index_.emplace(key, n);
-  pushFront(n);
+  order_.pushFront(n, links());
   evictOverflow();
 }
 
 void SessionTable::evictOverflow() {
   while (index_.size() > max_) {
-    const uint32_t victim = tail_;
-    unlink(victim);
+    const uint32_t victim = order_.back();
+    order_.unlink(victim, links());
     index_.erase(nodes_[victim].key);
     free_.push_back(victim);
   }
@@ -59,31 +53,7 @@ void SessionTable::clear() {
   index_.clear();
   std::vector<Node>().swap(nodes_);
   std::vector<uint32_t>().swap(free_);
-  head_ = tail_ = kNone;
-}
-
-void SessionTable::unlink(uint32_t n) {
-  Node& x = nodes_[n];
-  if (x.prev != kNone) {
-    nodes_[x.prev].next = x.next;
-  } else {
-    head_ = x.next;
-  }
-  if (x.next != kNone) {
-    nodes_[x.next].prev = x.prev;
-  } else {
-    tail_ = x.prev;
-  }
-  x.prev = x.next = kNone;
-}
-
-void SessionTable::pushFront(uint32_t n) {
-  Node& x = nodes_[n];
-  x.prev = kNone;
-  x.next = head_;
-  if (head_ != kNone) nodes_[head_].prev = n;
-  head_ = n;
-  if (tail_ == kNone) tail_ = n;
+  order_.clear();
 }
 
 }  // namespace kvroute

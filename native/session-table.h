@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "index-list.h"
+
 namespace kvroute {
 
 struct SessionPin {
@@ -38,23 +40,21 @@ class SessionTable {
   size_t size() const { return index_.size(); }
 
  private:
-  static constexpr uint32_t kNone = 0xFFFFFFFFu;
   struct Node {
     uint64_t key;
     SessionPin pin;
-    uint32_t prev;  // towards the most recently used end
-    uint32_t next;
+    ListLinks lru;  // this pin's place in order_
   };
-  void unlink(uint32_t n);
-  void pushFront(uint32_t n);
+  auto links() {
+    return [this](uint32_t n) -> ListLinks& { return nodes_[n].lru; };
+  }
   void evictOverflow();
 
   uint32_t max_;
   std::unordered_map<uint64_t, uint32_t> index_;
   std::vector<Node> nodes_;
   std::vector<uint32_t> free_;
-  uint32_t head_ = kNone;
-  uint32_t tail_ = kNone;
+  IndexList order_;  // most recently used first
 };
 
 }  // namespace kvroute

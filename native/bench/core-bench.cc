@@ -3,13 +3,16 @@
 // cost of the C++ core can be told apart from the Node-API crossing.
 //
 //   cmake -S . -B build-bench -DKVROUTE_CORE_BENCH=ON && cmake --build build-bench
-//   build-bench/core-bench data/mooncake_synthetic_trace.jsonl [policyKind]
+//   build-bench/core-bench data/mooncake_synthetic_trace.jsonl [policyKind [instances]]
+//   build-bench/core-bench agentic [policyKind [instances]]       (generated, like bench/lib/agentic.mjs)
+//   AGENTIC_FILE=1 build-bench/core-bench FILE.jsonl ...          (a dumped agentic workload)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -126,61 +129,53 @@ int main(int argc, char** argv) {
   const uint64_t capacity = longContext ? 1200000 / instances : 631;
   config.blockTokens = longContext ? 16 : 512;
   const int kPasses = longContext ? 3 : 50;
+  auto makeRouter = [&] {
+    auto router = std::make_unique<kvroute::Router>(config);
+    for (int k = 0; k < instances; ++k) router->addInstance("engine-" + std::to_string(k), capacity);
+    return router;
+  };
+  auto inputOf = [&](const Request& r) {
+    kvroute::RouteInput in;
+    in.ids = r.ids.data();
+    in.n = static_cast<uint32_t>(r.ids.size());
+    in.inputTokens = r.inputTokens;
+    in.blockTokens = config.blockTokens;
+    return in;
+  };
+  std::vector<int32_t> matched(instances);
+  std::vector<double> scores(instances);
+
+  // route() + complete() of the oldest open request, with the fleet kept busy
+  // as in bench/lib/measure.mjs.
   std::vector<double> samples;
   for (int pass = 0; pass < kPasses; ++pass) {
-    kvroute::Router router(config);
-    for (int k = 0; k < instances; ++k) router.addInstance("engine-" + std::to_string(k), capacity);
-    std::vector<int32_t> matched(instances);
-    std::vector<double> scores(instances);
+    auto router = makeRouter();
     std::deque<double> open;
     for (size_t k = 0; k < trace.size(); ++k) {
-      kvroute::RouteInput in;
-      in.ids = trace[k].ids.data();
-      in.n = static_cast<uint32_t>(trace[k].ids.size());
-      in.inputTokens = trace[k].inputTokens;
-      in.blockTokens = config.blockTokens;
+      const kvroute::RouteInput in = inputOf(trace[k]);
       const auto t0 = std::chrono::steady_clock::now();
-      const kvroute::RouteOutput out = router.route(in, matched.data(), scores.data());
+      const kvroute::RouteOutput out = router->route(in, matched.data(), scores.data());
       if (open.size() >= static_cast<size_t>(instances) * (longContext ? 4 : 8)) {
-        router.onTicket(open.front(), kvroute::TicketEvent::kComplete);
+        router->onTicket(open.front(), kvroute::TicketEvent::kComplete);
         open.pop_front();
       }
       const auto t1 = std::chrono::steady_clock::now();
       open.push_back(out.ticket);
-      if (open.size() > 32) router.onTicket(open[open.size() - 32], kvroute::TicketEvent::kFirstToken);
-      if (k >= warm) {
-        static double holders = 0, reqs = 0, sumMatched = 0;
-        for (int i = 0; i < instances; ++i) {
-          if (matched[i] > 0) holders += 1;
-          sumMatched += matched[i] > 0 ? matched[i] : 0;
-        }
-        reqs += 1;
-        if (k + 1 == trace.size() && pass == kPasses - 1)
-          std::printf("holders/request %.1f  mean matched of holders %.0f  ids %zu\n", holders / reqs,
-                      sumMatched / holders, trace[k].ids.size());
-      }
+      if (open.size() > 32) router->onTicket(open[open.size() - 32], kvroute::TicketEvent::kFirstToken);
       if (k >= warm) samples.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
     }
   }
-  // Matching alone, on the final state of the last pass's router (dry, no commit).
+  // Matching alone, on the state after replaying the whole trace.
   {
-    kvroute::Router router(config);
-    for (int k = 0; k < instances; ++k) router.addInstance("engine-" + std::to_string(k), capacity);
-    std::vector<int32_t> matched(instances);
-    std::vector<double> scores(instances);
-    for (size_t k = 0; k < trace.size(); ++k) {
-      kvroute::RouteInput in;
-      in.ids = trace[k].ids.data();
-      in.n = static_cast<uint32_t>(trace[k].ids.size());
-      in.inputTokens = trace[k].inputTokens;
-      in.blockTokens = config.blockTokens;
-      const auto out = router.route(in, matched.data(), scores.data());
-      router.onTicket(out.ticket, kvroute::TicketEvent::kComplete);
+    auto router = makeRouter();
+    for (const Request& r : trace) {
+      const auto out = router->route(inputOf(r), matched.data(), scores.data());
+      router->onTicket(out.ticket, kvroute::TicketEvent::kComplete);
     }
     std::vector<double> m;
     for (size_t k = warm; k < trace.size(); ++k) {
       const auto t0 = std::chrono::steady_clock::now();
-      router.match(trace[k].ids.data(), static_cast<uint32_t>(trace[k].ids.size()), matched.data());
+      router->match(trace[k].ids.data(), static_cast<uint32_t>(trace[k].ids.size()), matched.data());
       const auto t1 = std::chrono::steady_clock::now();
       m.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
     }
