@@ -45,7 +45,7 @@ workloadMain('mooncake', (options) => {
       inFlight: 64,
       warmup: requests.slice(0, warm),
       measured: requests.slice(warm),
-      reps: options.quick ? { native: 3, ts: 2 } : { native: 11, ts: 4 },
+      reps: options.quick ? { native: 3, ts: 2 } : { native: 21, ts: 6 },
     },
     options,
   );

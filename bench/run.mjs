@@ -1,5 +1,6 @@
 // @ts-check
 // npm run bench [-- --quick] [--json FILE] [--only mooncake,agentic-long] [--update-results]
+// npm run bench -- --from FILE [--update-results]    (report a saved --json run again)
 //
 // Runs every workload file of bench/ in a fresh process (node --expose-gc),
 // native addon and TypeScript reference side by side in each, then prints
@@ -26,8 +27,23 @@ const { values } = parseArgs({
     json: { type: 'string' },
     only: { type: 'string' },
     'update-results': { type: 'boolean' },
+    from: { type: 'string' },
   },
 });
+
+if (values.from) {
+  /** @type {import('./lib/report.mjs').BenchDocument} */
+  const saved = JSON.parse(readFileSync(values.from, 'utf8'));
+  for (const line of targetChecks(saved.results)) console.log(line);
+  if (values['update-results']) {
+    writeFileSync(
+      join(dirname(fileURLToPath(import.meta.url)), 'RESULTS.md'),
+      renderResults(saved, `npm run bench${saved.quick ? ' -- --quick' : ''}`),
+    );
+    console.log('wrote bench/RESULTS.md');
+  }
+  process.exit(0);
+}
 const only = values.only?.split(',');
 const unknown = only?.filter((w) => !WORKLOADS.includes(w)) ?? [];
 if (unknown.length > 0) {
@@ -38,7 +54,9 @@ if (unknown.length > 0) {
 const machine = machineInfo();
 printMachine(machine);
 const timerOverhead = timerOverheadUs();
-console.log(`timer:   ${(timerOverhead * 1000).toFixed(0)} ns per performance.now() pair (included in every figure)`);
+console.log(
+  `timer:   ${(timerOverhead * 1000).toFixed(0)} ns per performance.now() pair (subtracted from every sample)`,
+);
 console.log(`mode:    ${values.quick ? 'quick' : 'full'}\n`);
 
 const scratch = mkdtempSync(join(tmpdir(), 'kvroute-bench-'));

@@ -53,7 +53,6 @@ Napi::Function JsRouter::Define(Napi::Env env) {
                          InstanceMethod("drainInstance", &JsRouter::DrainInstance),
                          InstanceMethod("removeInstance", &JsRouter::RemoveInstance),
                          InstanceMethod("setExplainBuffers", &JsRouter::SetExplainBuffers),
-                         InstanceMethod("route", &JsRouter::Route),
                          InstanceMethod("match", &JsRouter::Match),
                          InstanceMethod("firstToken", &JsRouter::FirstToken),
                          InstanceMethod("complete", &JsRouter::Complete),
@@ -99,6 +98,56 @@ JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(
   eventsRef_ = Napi::Persistent(buffers.Get("events").As<Napi::Float64Array>());
   decisionRef_ = Napi::Persistent(buffers.Get("decision").As<Napi::Int32Array>());
   router_ = std::make_unique<Router>(rc);
+
+  routeHandle_ = new RouteHandle{this, 2};
+  napi_value route = nullptr;
+  if (napi_create_function(env, "route", NAPI_AUTO_LENGTH, &JsRouter::RouteCallback, routeHandle_, &route) != napi_ok ||
+      napi_add_finalizer(
+          env, route, routeHandle_, [](napi_env, void* data, void*) { ReleaseHandle(static_cast<RouteHandle*>(data)); },
+          nullptr, nullptr) != napi_ok) {
+    // The function never came to own the handle: the router is its only owner.
+    routeHandle_->owners = 1;
+    throw Napi::Error::New(env, "cannot create route()");
+  }
+  info.This().As<Napi::Object>().Set("route", Napi::Value(env, route));
+}
+
+JsRouter::~JsRouter() {
+  if (routeHandle_ == nullptr) return;
+  routeHandle_->router = nullptr;
+  ReleaseHandle(routeHandle_);
+}
+
+void JsRouter::ReleaseHandle(RouteHandle* handle) {
+  if (--handle->owners == 0) delete handle;
+}
+
+napi_value JsRouter::RouteCallback(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2] = {nullptr, nullptr};
+  void* data = nullptr;
+  if (napi_get_cb_info(env, info, &argc, argv, nullptr, &data) != napi_ok) return nullptr;
+  if (argc < 2) {
+    napi_value undefined = nullptr;
+    napi_get_undefined(env, &undefined);
+    for (size_t k = argc; k < 2; ++k) argv[k] = undefined;
+  }
+  // The same exception boundary node-addon-api puts around ObjectWrap methods
+  // (NODE_ADDON_API_CPP_EXCEPTIONS_ALL): nothing may escape into V8.
+  try {
+    const RouteHandle* handle = static_cast<const RouteHandle*>(data);
+    if (handle == nullptr || handle->router == nullptr) {
+      throw Napi::Error::New(env, "route() called on a router that has been finalized");
+    }
+    return handle->router->route(env, argv[0], argv[1]);
+  } catch (const Napi::Error& error) {
+    error.ThrowAsJavaScriptException();
+  } catch (const std::exception& error) {
+    Napi::Error::New(env, error.what()).ThrowAsJavaScriptException();
+  } catch (...) {
+    Napi::Error::New(env, "a native exception was thrown").ThrowAsJavaScriptException();
+  }
+  return nullptr;
 }
 
 Router& JsRouter::core() {
@@ -168,21 +217,28 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
   napi_env env = v.Env();
   in.ids = nullptr;
   in.n = 0;
+  // The typed-array query comes first: it is the fast path's only call, and
+  // it fails (napi_invalid_arg) for anything that is not a typed array.
+  napi_typedarray_type arrayType;
+  size_t n = 0;
+  void* data = nullptr;
+  if (napi_get_typedarray_info(env, v, &arrayType, &n, &data, nullptr, nullptr) == napi_ok) {
+    readTypedIds(v.Env(), arrayType, n, data, in, field);
+    return;
+  }
   // Statuses matter while a worker is being terminated: every call may fail
   // then, and nothing read from a failed call may be used.
   napi_valuetype type = napi_undefined;
   if (napi_typeof(env, v, &type) != napi_ok)
     throwTypeError(v.Env(), kErrArgType, std::string(field) + " is unreadable");
   if (type == napi_undefined || type == napi_null) return;
-  napi_typedarray_type arrayType;
-  size_t n = 0;
-  void* data = nullptr;
-  // Fails (napi_invalid_arg) for anything that is not a typed array.
-  if (napi_get_typedarray_info(env, v, &arrayType, &n, &data, nullptr, nullptr) != napi_ok) {
-    throwTypeError(v.Env(), kErrArgType,
-                   std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
-  }
-  if (n > kMaxIds) throwRangeError(v.Env(), kErrArgValue, std::string(field) + " has more than 16777215 ids");
+  throwTypeError(v.Env(), kErrArgType,
+                 std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
+}
+
+void JsRouter::readTypedIds(Napi::Env env, napi_typedarray_type arrayType, size_t n, void* data, RouteInput& in,
+                            const char* field) {
+  if (n > kMaxIds) throwRangeError(env, kErrArgValue, std::string(field) + " has more than 16777215 ids");
   switch (arrayType) {
     case napi_biguint64_array:
       in.ids = static_cast<const uint64_t*>(data);  // zero-copy: already u64
@@ -195,7 +251,7 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
       for (size_t i = 0; i < n; ++i) {
         const double x = src[i];
         if (!(x >= 0 && x <= kMaxSafeInteger) || static_cast<double>(static_cast<uint64_t>(x)) != x) {
-          throwRangeError(v.Env(), kErrArgValue, elementError(field, i, x));
+          throwRangeError(env, kErrArgValue, elementError(field, i, x));
         }
         idScratch_[i] = static_cast<uint64_t>(x);
       }
@@ -210,7 +266,7 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
     }
     default:
       throwTypeError(
-          v.Env(), kErrArgType,
+          env, kErrArgType,
           std::string(field) + " must be a BigUint64Array, Float64Array, Uint32Array or an array of integers");
   }
   in.n = static_cast<uint32_t>(n);
@@ -218,25 +274,32 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
 
 void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   Napi::Env env = ids.Env();
-  napi_valuetype type = napi_undefined;
-  if (napi_typeof(env, ids, &type) != napi_ok) throwTypeError(env, kErrArgType, "hashIds is unreadable");
   double defaultTokens;
-  if (type == napi_string) {
+  napi_typedarray_type arrayType;
+  size_t length = 0;
+  void* data = nullptr;
+  napi_valuetype type = napi_undefined;
+  if (napi_get_typedarray_info(env, ids, &arrayType, &length, &data, nullptr, nullptr) == napi_ok) {
+    // The fast path: one Node-API call for the ids.
+    readTypedIds(env, arrayType, length, data, in, "hashIds");
+    in.blockTokens = blockTokens_;
+    defaultTokens = static_cast<double>(in.n) * blockTokens_;
+  } else if (napi_typeof(env, ids, &type) == napi_ok && type == napi_string) {
     utf8Into(env, ids, textScratch_);
-    const size_t length = textScratch_.size();
-    const size_t count = promptBlockCount(length, static_cast<size_t>(chunkBytes_));
+    const size_t bytes = textScratch_.size();
+    const size_t count = promptBlockCount(bytes, static_cast<size_t>(chunkBytes_));
     if (count > kMaxIds) throwRangeError(env, kErrArgValue, "prompt is too long: more than 16777215 blocks");
     idScratch_.resize(count);
-    hashPromptBlocks(reinterpret_cast<const uint8_t*>(textScratch_.data()), length, static_cast<size_t>(chunkBytes_),
+    hashPromptBlocks(reinterpret_cast<const uint8_t*>(textScratch_.data()), bytes, static_cast<size_t>(chunkBytes_),
                      idScratch_.data());
     in.ids = idScratch_.data();
     in.n = static_cast<uint32_t>(count);
     in.blockTokens = chunkBytes_ / kBytesPerToken;
-    defaultTokens = std::ceil(static_cast<double>(length) / kBytesPerToken);
+    defaultTokens = std::ceil(static_cast<double>(bytes) / kBytesPerToken);
   } else {
-    readIds(ids, in, "hashIds");
+    readIds(ids, in, "hashIds");  // undefined or null (no ids), or the TypeError
     in.blockTokens = blockTokens_;
-    defaultTokens = static_cast<double>(in.n) * blockTokens_;
+    defaultTokens = 0;
   }
   const double inputTokens = request_[kRequestInputTokens];
   if (std::isnan(inputTokens)) {
@@ -249,12 +312,12 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   in.dryRun = request_[kRequestFlags] == kFlagDryRun;
 }
 
-Napi::Value JsRouter::Route(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
+napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSession) {
+  Napi::Env env(rawEnv);
   if (explainCapacity_ < core().slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
   RouteInput in;
-  readRequest(info[0], in);
-  const Napi::Value session = info[1];
+  readRequest(Napi::Value(env, ids), in);
+  const Napi::Value session(env, rawSession);
   napi_valuetype sessionType = napi_undefined;
   if (napi_typeof(env, session, &sessionType) != napi_ok) throwTypeError(env, kErrArgType, "session is unreadable");
   if (sessionType == napi_string) {
@@ -268,8 +331,8 @@ Napi::Value JsRouter::Route(const Napi::CallbackInfo& info) {
   decision_[0] = out.slot;
   decision_[1] = static_cast<int32_t>(out.reason);
   napi_value ticket = nullptr;
-  if (napi_create_double(env, out.ticket, &ticket) != napi_ok) return Napi::Value();  // environment shutting down
-  return Napi::Value(env, ticket);
+  if (napi_create_double(env, out.ticket, &ticket) != napi_ok) return nullptr;  // environment shutting down
+  return ticket;
 }
 
 Napi::Value JsRouter::Match(const Napi::CallbackInfo& info) {

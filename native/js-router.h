@@ -19,6 +19,7 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
  public:
   static Napi::Function Define(Napi::Env env);
   explicit JsRouter(const Napi::CallbackInfo& info);
+  ~JsRouter() override;
 
  private:
   // Event queue layout (Float64Array): [count, ticket0, kind0, ticket1, ...].
@@ -41,7 +42,20 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value DrainInstance(const Napi::CallbackInfo& info);
   Napi::Value RemoveInstance(const Napi::CallbackInfo& info);
   Napi::Value SetExplainBuffers(const Napi::CallbackInfo& info);
-  Napi::Value Route(const Napi::CallbackInfo& info);
+  // route(ids, session) is not a prototype method: the constructor binds a
+  // plain Node-API function to each router as an own property. An
+  // ObjectWrap method pays for a CallbackInfo and an unwrap (a private-symbol
+  // lookup) on every call, about half of an empty route() from JavaScript.
+  // The function reaches the router through a RouteHandle that the router
+  // clears when it is finalized, so a function kept longer throws instead of
+  // touching freed memory.
+  struct RouteHandle {
+    JsRouter* router;
+    int owners;  // the router and the function; the last to go deletes it
+  };
+  static napi_value RouteCallback(napi_env env, napi_callback_info info);
+  static void ReleaseHandle(RouteHandle* handle);
+  napi_value route(napi_env env, napi_value ids, napi_value session);
   Napi::Value Match(const Napi::CallbackInfo& info);
   Napi::Value FirstToken(const Napi::CallbackInfo& info);
   Napi::Value Complete(const Napi::CallbackInfo& info);
@@ -65,9 +79,11 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   // `in.ids`/`in.n`, filling defaults for the token fields.
   void readRequest(const Napi::Value& ids, RouteInput& in);
   void readIds(const Napi::Value& ids, RouteInput& in, const char* field);
+  void readTypedIds(Napi::Env env, napi_typedarray_type type, size_t n, void* data, RouteInput& in, const char* field);
   Napi::Value onTicket(const Napi::CallbackInfo& info, TicketEvent event);
 
   std::unique_ptr<Router> router_;
+  RouteHandle* routeHandle_ = nullptr;
   double chunkBytes_ = 128;
   double blockTokens_ = 16;
   Napi::Reference<Napi::Float64Array> requestRef_;

@@ -134,7 +134,10 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   const double decodeWeight = config_.policy.decodeWeight;
   for (uint32_t s : routableSlots_) {
     EffectiveState& e = eff_[s];
-    effective(s, nowMs, e);
+    const Instance& inst = instances_[s];
+    effectiveStateInto(e, inst.shadow, inst.observed,
+                       observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs),
+                       static_cast<double>(inst.index->capacity()));
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
     const double uncached = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
     uncached_[s] = uncached;

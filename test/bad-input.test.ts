@@ -249,3 +249,37 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     expect(c.checkInvariants()).toBe('');
   });
 });
+
+describe('a route() function kept after its router is gone', () => {
+  it('throws a clear error instead of touching freed memory', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const native = new URL('../dist/core/native.js', import.meta.url).href;
+    const script = `
+      import { loadNative } from ${JSON.stringify(native)};
+      const { NativeRouter } = loadNative();
+      const config = { policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
+        blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true };
+      const make = () => {
+        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0), decision: new Int32Array(2), events: new Float64Array(9) });
+        c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+        c.addInstance('a', 100);
+        return c.route;
+      };
+      const route = make();
+      route(undefined, undefined); // works while the router lives
+      for (let k = 0; k < 50; k += 1) {
+        globalThis.gc();
+        await new Promise((resolve) => setImmediate(resolve));
+        try { route(undefined, undefined); } catch (error) { console.log(error.message); process.exit(0); }
+      }
+      console.log('the router was never finalized');
+      process.exit(1);`;
+    const child = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.stdout.trim()).toBe('route() called on a router that has been finalized');
+    expect(child.status).toBe(0);
+  });
+});

@@ -200,3 +200,30 @@ describe('clock', () => {
     expect(thrown(() => r.setTime(5)).code).toBe('ERR_KVROUTE_INVALID_ARG_VALUE');
   });
 });
+
+describe('choosing the implementation', () => {
+  it('KVROUTE_NATIVE=0 selects the TypeScript reference unless native is asked for', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const index = new URL('../dist/index.js', import.meta.url).href;
+    const script = `
+      import { Router, hashPrompt } from ${JSON.stringify(index)};
+      console.log(JSON.stringify({
+        byDefault: new Router({ instances: 1 }).native,
+        forced: new Router({ instances: 1, native: true }).native,
+        hash: hashPrompt('abc').join(),
+      }));`;
+    const run = (env: Record<string, string>) =>
+      JSON.parse(
+        spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+          encoding: 'utf8',
+          env: { ...process.env, ...env },
+        }).stdout,
+      );
+    const reference = run({ KVROUTE_NATIVE: '0' });
+    const native = run({ KVROUTE_NATIVE: '1' });
+    expect(reference).toMatchObject({ byDefault: false, forced: true });
+    expect(native).toMatchObject({ byDefault: true, forced: true });
+    expect(reference.hash).toBe(native.hash);
+    expect(new Router({ instances: 1, native: false }).stats().native).toBe(false);
+  });
+});

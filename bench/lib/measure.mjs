@@ -57,16 +57,22 @@ export function replay(router, requests, inFlight) {
   return open;
 }
 
+/** Measured once per process: the cost of the timer pair around each step. */
+let timerCost = -1;
+
 /**
  * Times each route() of `requests` together with the complete() of the oldest
  * open request (its first token is signalled untimed, half-way through its
  * life in flight, so the fleet holds both waiting and decoding requests).
+ * Each sample is net of the timer's own cost (timerOverheadUs), which is the
+ * same for every implementation and is not routing work.
  * @param {import('../../dist/index.js').Router} router
  * @param {BenchRequest[]} requests
  * @param {number[]} open tickets already in flight (from replay)
  * @returns {Float64Array} µs per pair
  */
 export function timePairs(router, requests, open) {
+  if (timerCost < 0) timerCost = timerOverheadUs();
   const samples = new Float64Array(requests.length);
   const half = Math.max(1, Math.floor(open.length / 2));
   for (let k = 0; k < requests.length; k += 1) {
@@ -74,7 +80,7 @@ export function timePairs(router, requests, open) {
     const t0 = performance.now();
     const ticket = router.route(/** @type {BenchRequest} */ (requests[k]));
     router.complete(oldest);
-    samples[k] = (performance.now() - t0) * 1000;
+    samples[k] = Math.max(0, (performance.now() - t0) * 1000 - timerCost);
     open.push(ticket);
     router.onFirstToken(/** @type {number} */ (open[open.length - 1 - half] ?? ticket));
   }

@@ -66,9 +66,12 @@ export function targetChecks(results) {
       .filter((p) => p.native && p.ts && p.native.workload === workload)
       .map((p) => /** @type {Result} */ (p.ts).p50_us / /** @type {Result} */ (p.native).p50_us);
   for (const workload of ['mooncake', 'agentic-long']) {
-    const rs = ratios(workload);
-    if (rs.length > 0)
-      check(`native >= 10x the reference on ${workload} (p50 ratio, lowest)`, Math.min(...rs), (v) => v >= 10, 'x');
+    const rs = ratios(workload).sort((a, b) => a - b);
+    if (rs.length === 0) continue;
+    check(`native >= 10x the reference on ${workload} (p50 ratio, lowest policy)`, rs[0] ?? 0, (v) => v >= 10, 'x');
+    lines.push(
+      `        median over policies ${f(rs[Math.floor(rs.length / 2)] ?? 0)}x, highest ${f(rs[rs.length - 1] ?? 0)}x`,
+    );
   }
   check(
     'bytes per indexed block <= 64 (native, highest)',
@@ -92,7 +95,7 @@ export function renderResults(doc, command) {
     '',
     `- Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`,
     `- Node ${m.node}; native addon ${m.native ? 'on' : 'OFF'}`,
-    `- Timer: ${(doc.timer_overhead_us * 1000).toFixed(0)} ns per performance.now() pair, included in every figure`,
+    `- Timer: ${(doc.timer_overhead_us * 1000).toFixed(0)} ns per performance.now() pair, measured at start and subtracted from every sample of both implementations`,
     '',
     'Each figure times one `route()` plus one `complete()` (of the oldest request in flight) through the',
     'public `Router`, on a replay that keeps requests in flight so load-aware policies see moving load.',

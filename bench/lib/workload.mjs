@@ -35,46 +35,66 @@ export function runWorkload(spec, options) {
   if (onlyImpls) impls = impls.filter((i) => onlyImpls.includes(i));
   // KVROUTE_BENCH_POLICIES=unified,sticky limits a run (for profiling).
   const only = process.env.KVROUTE_BENCH_POLICIES?.split(',');
+  // One untimed pass per implementation first, so the process is warm (JIT,
+  // allocator, page cache) before the first policy is measured and policy
+  // order does not matter.
+  for (const impl of impls) {
+    const router = new Router({
+      instances: spec.instances,
+      policy: 'unified',
+      blockSize: spec.blockSize,
+      capacityBlocks: spec.capacityBlocks,
+      native: impl === 'native',
+    });
+    timePairs(
+      router,
+      impl === 'ts' && spec.measuredTs ? spec.measuredTs : spec.measured,
+      replay(router, spec.warmup, spec.inFlight),
+    );
+  }
   for (const policy of POLICY_NAMES.filter((p) => !only || only.includes(p))) {
-    for (const impl of impls) {
+    /** @type {Record<string, { counted: Float64Array[], indexed: number, bytes: number }>} */
+    const state = {};
+    // Each repetition replays the workload on a fresh router. The two
+    // implementations' repetitions are interleaved, so a noisy moment on a
+    // shared machine lands on both rather than skewing their ratio. With more
+    // than one repetition, an implementation's first only warms the JIT and
+    // is not counted. Memory is read in that first one, after the warm-up and
+    // before any timing: native from the indexes' own accounting of their
+    // heap (fleet index included), TypeScript from the V8 heap growth between
+    // full collections (run with --expose-gc).
+    for (const [impl, rep] of interleave(impls, spec.reps)) {
       const measured = impl === 'ts' && spec.measuredTs ? spec.measuredTs : spec.measured;
-      const makeRouter = () =>
-        new Router({
-          instances: spec.instances,
-          policy,
-          blockSize: spec.blockSize,
-          capacityBlocks: spec.capacityBlocks,
-          native: impl === 'native',
-        });
-      // Each repetition replays the workload on a fresh router. With more
-      // than one, the first only warms the JIT and is not counted. Memory is
-      // read in the first, after the warm-up and before any timing: native
-      // from the indexes' own accounting of their heap (fleet index
-      // included), TypeScript from the V8 heap growth between full
-      // collections (run with --expose-gc).
-      const reps = spec.reps[impl];
-      /** @type {Float64Array[]} */
-      const counted = [];
-      let indexed = 0;
-      let bytes = 0;
-      for (let rep = 0; rep < reps; rep += 1) {
-        const heapBefore = rep === 0 ? heapUsed() : 0;
-        const router = makeRouter();
-        const open = replay(router, spec.warmup, spec.inFlight);
-        if (rep === 0) {
-          const stats = router.stats();
-          indexed = stats.instances.reduce((sum, s) => sum + s.blocks, 0);
-          bytes =
-            impl === 'native'
-              ? stats.instances.reduce((sum, s) => sum + (s.bytes ?? 0), stats.fleetBytes ?? 0)
-              : heapUsed() - heapBefore;
-        }
-        const samples = timePairs(router, measured, open);
-        if (rep > 0 || reps === 1) counted.push(samples);
+      const s = (state[impl] ??= { counted: [], indexed: 0, bytes: 0 });
+      const heapBefore = rep === 0 ? heapUsed() : 0;
+      const router = new Router({
+        instances: spec.instances,
+        policy,
+        blockSize: spec.blockSize,
+        capacityBlocks: spec.capacityBlocks,
+        native: impl === 'native',
+      });
+      const open = replay(router, spec.warmup, spec.inFlight);
+      if (rep === 0) {
+        const stats = router.stats();
+        s.indexed = stats.instances.reduce((sum, x) => sum + x.blocks, 0);
+        s.bytes =
+          impl === 'native'
+            ? stats.instances.reduce((sum, x) => sum + (x.bytes ?? 0), stats.fleetBytes ?? 0)
+            : heapUsed() - heapBefore;
       }
+      const samples = timePairs(router, measured, open);
+      if (rep > 0 || spec.reps[impl] === 1) s.counted.push(samples);
+    }
+    for (const impl of impls) {
+      const { counted, indexed, bytes } = /** @type {{ counted: Float64Array[], indexed: number, bytes: number }} */ (
+        state[impl]
+      );
+      const measured = impl === 'ts' && spec.measuredTs ? spec.measuredTs : spec.measured;
       const timing = summarize(counted);
       const ids = measured.reduce((sum, r) => sum + r.hashIds.length, 0);
-      results.push({
+      /** @type {Result} */
+      const r = {
         workload: spec.workload,
         policy,
         impl,
@@ -86,8 +106,8 @@ export function runWorkload(spec, options) {
         indexed_blocks: indexed,
         measured: timing.measured,
         mean_ids: Math.round(ids / measured.length),
-      });
-      const r = /** @type {Result} */ (results[results.length - 1]);
+      };
+      results.push(r);
       console.log(
         `  ${spec.workload.padEnd(14)} ${String(spec.instances).padStart(3)} inst  ${policy.padEnd(16)} ${impl.padEnd(6)} ` +
           `p50 ${fmt(r.p50_us)} µs  p99 ${fmt(r.p99_us)} µs  ${String(r.ops_per_s).padStart(9)}/s  ` +
@@ -96,6 +116,22 @@ export function runWorkload(spec, options) {
     }
   }
   return results;
+}
+
+/**
+ * The order of repetitions: each implementation's, spread evenly over the
+ * run (e.g. 21 native and 6 reference become n n n t n n n t ...).
+ * @param {ReadonlyArray<'native' | 'ts'>} impls
+ * @param {{ native: number, ts: number }} reps
+ * @returns {Array<['native' | 'ts', number]>}
+ */
+function interleave(impls, reps) {
+  /** @type {Array<['native' | 'ts', number, number]>} */
+  const slots = [];
+  for (const impl of impls) {
+    for (let rep = 0; rep < reps[impl]; rep += 1) slots.push([impl, rep, (rep + 0.5) / reps[impl]]);
+  }
+  return slots.sort((a, b) => a[2] - b[2]).map(([impl, rep]) => [impl, rep]);
 }
 
 /** @param {number} x */

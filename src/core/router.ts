@@ -53,6 +53,8 @@ const EVENT_QUEUE = 256;
 /** A ticket is generation * 2^32 + slab index (native/ticket-table.h). */
 const TICKET_INDEX_RANGE = 2 ** 32;
 const PHASE_CLOSED = 0;
+/** The slab index of a ticket; floor arithmetic, as `%` on a double above the Smi range is slow. */
+const indexOfTicket = (ticket: number): number => ticket - Math.floor(ticket / TICKET_INDEX_RANGE) * TICKET_INDEX_RANGE;
 const PHASE_WAITING = 1;
 const PHASE_DECODING = 2;
 
@@ -373,7 +375,7 @@ export class Router {
   }
 
   private track(ticket: number): void {
-    const index = ticket % TICKET_INDEX_RANGE;
+    const index = indexOfTicket(ticket);
     if (index >= this.ticketAt.length) {
       const ticketAt = new Float64Array(Math.max(index + 1, this.ticketAt.length * 2)).fill(-1);
       ticketAt.set(this.ticketAt);
@@ -389,7 +391,7 @@ export class Router {
   /** The slab index of an open ticket; throws ERR_KVROUTE_UNKNOWN_TICKET otherwise. */
   private openIndex(ticket: number): number {
     if (typeof ticket !== 'number') throw invalidType('ticket', 'a number', ticket);
-    const index = Number.isSafeInteger(ticket) && ticket >= 0 ? ticket % TICKET_INDEX_RANGE : -1;
+    const index = Number.isSafeInteger(ticket) && ticket >= 0 ? indexOfTicket(ticket) : -1;
     if (index < 0 || this.ticketAt[index] !== ticket || this.phaseAt[index] === PHASE_CLOSED)
       throw unknownTicket(ticket);
     return index;
