@@ -89,7 +89,7 @@ JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(
   chunkBytes_ = requireInteger(config.Get("chunkBytes"), "hashChunkBytes", 1, 1 << 24);
   blockTokens_ = rc.blockTokens;
 
-  request_ = typedArrayData<double>(buffers.Get("request"), napi_float64_array, 2, "buffers.request");
+  request_ = typedArrayData<double>(buffers.Get("request"), napi_float64_array, kRequestFields, "buffers.request");
   decision_ = typedArrayData<int32_t>(buffers.Get("decision"), napi_int32_array, 2, "buffers.decision");
   events_ = typedArrayData<double>(buffers.Get("events"), napi_float64_array, 3, "buffers.events");
   eventCapacity_ = (buffers.Get("events").As<Napi::Float64Array>().ElementLength() - 1) / 2;
@@ -279,8 +279,22 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   size_t length = 0;
   void* data = nullptr;
   napi_valuetype type = napi_undefined;
-  if (napi_get_typedarray_info(env, ids, &arrayType, &length, &data, nullptr, nullptr) == napi_ok) {
-    // The fast path: one Node-API call for the ids.
+  const double kind = request_[kRequestIdsKind];
+  size_t byteLength = 0;
+  if ((kind == 1 || kind == 2 || kind == 3) && napi_get_buffer_info(env, ids, &data, &byteLength) == napi_ok) {
+    // The fast path: the caller named the typed array's kind (IDS_* in
+    // src/core/core-router.ts), so one query yields its bytes, without the
+    // runtime's chain of kind tests. Node answers napi_get_buffer_info for any
+    // ArrayBufferView; the count comes from the byte length, so a wrong hint
+    // misreads ids but never reads outside the view.
+    arrayType = kind == 1 ? napi_biguint64_array : kind == 2 ? napi_float64_array : napi_uint32_array;
+    const size_t width = kind == 3 ? 4 : 8;
+    if (byteLength % width != 0)
+      throwTypeError(env, kErrArgType, "hashIds is not the typed array kind the request names");
+    readTypedIds(env, arrayType, byteLength / width, data, in, "hashIds");
+    in.blockTokens = blockTokens_;
+    defaultTokens = static_cast<double>(in.n) * blockTokens_;
+  } else if (napi_get_typedarray_info(env, ids, &arrayType, &length, &data, nullptr, nullptr) == napi_ok) {
     readTypedIds(env, arrayType, length, data, in, "hashIds");
     in.blockTokens = blockTokens_;
     defaultTokens = static_cast<double>(in.n) * blockTokens_;

@@ -29,9 +29,12 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   static constexpr double kEventFirstToken = 1;
   static constexpr double kEventComplete = 2;
   static constexpr double kEventAbort = 3;
-  // Request slab layout (Float64Array): [inputTokens or NaN, flags].
+  // Request slab layout (Float64Array): [inputTokens or NaN, flags, ids kind]
+  // (src/core/core-router.ts, IDS_*).
   static constexpr size_t kRequestInputTokens = 0;
   static constexpr size_t kRequestFlags = 1;
+  static constexpr size_t kRequestIdsKind = 2;
+  static constexpr size_t kRequestFields = 3;
   static constexpr double kFlagDryRun = 1;
   // Observed-state layout (Float64Array, 8 entries), see ObservedState.
   static constexpr size_t kObservedFields = 8;

@@ -193,7 +193,7 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     manualClock: true,
   };
   const buffers = () => ({
-    request: Float64Array.of(NaN, 0),
+    request: Float64Array.of(NaN, 0, 0),
     decision: new Int32Array(2),
     events: new Float64Array(9),
   });
@@ -238,6 +238,19 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     expect(error.message).toContain(field);
   });
 
+  it('a wrong ids-kind hint is refused or misreads ids, never memory', () => {
+    const b = buffers();
+    const c = new NativeRouter(config, b);
+    c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+    c.addInstance('a', 100);
+    b.request[2] = 1; // "a BigUint64Array"
+    expect(thrown(() => c.route(new Uint32Array(3), undefined))).toMatchObject(TYPE); // 12 bytes: not u64s
+    expect(c.route(new Uint32Array(4), undefined)).toBeGreaterThanOrEqual(0); // 16 bytes: read as 2 ids
+    b.request[2] = 2; // "a Float64Array", but the bits of 1n are not an integer id
+    expect(thrown(() => c.route(BigUint64Array.of(1n), undefined))).toMatchObject(VALUE);
+    expect(c.checkInvariants()).toBe('');
+  });
+
   it('garbage in the event queue is dropped, not read past the buffer', () => {
     const b = buffers();
     const c = new NativeRouter(config, b);
@@ -260,7 +273,7 @@ describe('a route() function kept after its router is gone', () => {
       const config = { policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
         blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true };
       const make = () => {
-        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0), decision: new Int32Array(2), events: new Float64Array(9) });
+        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0), decision: new Int32Array(2), events: new Float64Array(9) });
         c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
         c.addInstance('a', 100);
         return c.route;

@@ -32,7 +32,7 @@ export interface CoreConfig {
 }
 
 export interface CoreBuffers {
-  /** [inputTokens (NaN = default), flags (1 = dry run)] */
+  /** [inputTokens (NaN = default), flags (1 = dry run), ids kind (see IDS_*)] */
   request: Float64Array;
   /** [chosen slot (-1 = none), reason code] */
   decision: Int32Array;
@@ -51,7 +51,23 @@ export const EVENT_ABORT = 3;
 
 export const REQUEST_INPUT_TOKENS = 0;
 export const REQUEST_FLAGS = 1;
+export const REQUEST_IDS_KIND = 2;
+export const REQUEST_FIELDS = 3;
 export const FLAG_DRY_RUN = 1;
+
+/**
+ * What the caller says the `ids` argument of route() and match() is.
+ * IDS_ARGUMENT: nothing (the core finds out: a typed array of any supported
+ * kind, a prompt string, or undefined). Otherwise: a typed array of that
+ * kind. Saying so is the cheap path: asking the runtime for a typed array's
+ * kind costs the addon a chain of type tests per call. A wrong hint can
+ * misread ids, never memory (the addon bounds every read by the view's byte
+ * length).
+ */
+export const IDS_ARGUMENT = 0;
+export const IDS_U64 = 1;
+export const IDS_F64 = 2;
+export const IDS_U32 = 3;
 
 /** Observed-state layout: see ObservedState in native/engine-state.h. */
 export const OBSERVED_FIELDS = 8;

@@ -14,6 +14,12 @@ import {
   EVENT_COMPLETE,
   EVENT_FIRST_TOKEN,
   FLAG_DRY_RUN,
+  IDS_ARGUMENT,
+  IDS_F64,
+  IDS_U32,
+  IDS_U64,
+  REQUEST_FIELDS,
+  REQUEST_IDS_KIND,
   OBSERVED_FIELDS,
   REQUEST_FLAGS,
   REQUEST_INPUT_TOKENS,
@@ -87,7 +93,7 @@ export class Router {
   private resolvedPolicy: ResolvedPolicy;
   private readonly names: Array<string | undefined> = [];
   private readonly slots = new Map<string, number>();
-  private readonly request = new Float64Array(2);
+  private readonly request = new Float64Array(REQUEST_FIELDS);
   private readonly decisionBuf = new Int32Array(2);
   private readonly events = new Float64Array(1 + 2 * EVENT_QUEUE);
   /** Mirror of the core's open tickets, by slab index, so complete() and
@@ -172,7 +178,7 @@ export class Router {
    * when every instance is drained or removed.
    */
   route(request: RouteRequest): number {
-    const ids = this.requestIds(request);
+    const ids = this.passIds(this.requestIds(request));
     this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
     this.request[REQUEST_FLAGS] = 0;
     const ticket = this.core.route(ids, this.session(request));
@@ -190,7 +196,7 @@ export class Router {
    */
   explain(request?: RouteRequest): Explanation {
     if (request !== undefined) {
-      const ids = this.requestIds(request);
+      const ids = this.passIds(this.requestIds(request));
       this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
       this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
       try {
@@ -214,7 +220,7 @@ export class Router {
     // Own buffers, so the last decision's explanation stays intact.
     this.core.setExplainBuffers(matched, new Float64Array(this.matched.length));
     try {
-      this.core.match(ids);
+      this.core.match(this.passIds(ids));
     } finally {
       this.core.setExplainBuffers(this.matched, this.scores);
     }
@@ -429,6 +435,19 @@ export class Router {
     if (prompt !== undefined) return checkString('request.prompt', prompt);
     if (messages !== undefined) return promptText(messages, 'request.messages');
     return undefined;
+  }
+
+  /** Passes ids on, telling the core their kind in the request slab (see IDS_*). */
+  private passIds(ids: CoreIds | string | undefined): CoreIds | string | undefined {
+    this.request[REQUEST_IDS_KIND] =
+      ids instanceof BigUint64Array
+        ? IDS_U64
+        : ids instanceof Float64Array
+          ? IDS_F64
+          : ids instanceof Uint32Array
+            ? IDS_U32
+            : IDS_ARGUMENT;
+    return ids;
   }
 
   private inputTokens(request: RouteRequest): number {

@@ -10,6 +10,11 @@ import {
   EVENT_ABORT,
   EVENT_FIRST_TOKEN,
   FLAG_DRY_RUN,
+  IDS_ARGUMENT,
+  IDS_F64,
+  IDS_U32,
+  IDS_U64,
+  REQUEST_IDS_KIND,
   OBSERVED_FIELDS,
   REQUEST_FLAGS,
   REQUEST_INPUT_TOKENS,
@@ -116,7 +121,7 @@ export class ReferenceRouter implements CoreRouter {
 
   route(ids: CoreIds | string | undefined, session: string | undefined): number {
     this.drainEvents();
-    const req = this.resolve(ids);
+    const req = this.resolve(this.viewOf(ids));
     if (session !== undefined && typeof session !== 'string') throw invalidType('session', 'a string', session);
     const nowMs = this.now();
     this.matchInto(req.ids);
@@ -175,7 +180,7 @@ export class ReferenceRouter implements CoreRouter {
 
   match(ids: CoreIds | string | undefined): void {
     this.drainEvents();
-    this.matchInto(this.resolve(ids).ids);
+    this.matchInto(this.resolve(this.viewOf(ids)).ids);
   }
 
   firstToken(ticket: number): boolean {
@@ -416,6 +421,17 @@ export class ReferenceRouter implements CoreRouter {
       const inst = this.instances[s]!;
       this.matched[s] = inst.live ? inst.index.match(ids) : -1;
     }
+  }
+
+  /** The ids argument, checked against the kind the caller named (see IDS_* in core-router.ts). */
+  private viewOf(ids: CoreIds | string | undefined): CoreIds | string | undefined {
+    const kind = this.buffers.request[REQUEST_IDS_KIND];
+    const expected =
+      kind === IDS_U64 ? BigUint64Array : kind === IDS_F64 ? Float64Array : kind === IDS_U32 ? Uint32Array : undefined;
+    if (kind !== IDS_ARGUMENT && kind !== undefined && !(expected !== undefined && ids instanceof expected)) {
+      throw invalidType('hashIds', `the typed array kind ${kind} the request names`, ids);
+    }
+    return ids;
   }
 
   private resolve(ids: CoreIds | string | undefined): ResolvedRequest {
