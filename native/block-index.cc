@@ -48,9 +48,9 @@ bool BlockIndex::indexBlock(uint64_t id, uint32_t seg, uint32_t depth) {
 void BlockIndex::unindexBlock(uint64_t id, uint32_t seg, uint32_t depth) {
   // Only the block that owns the entry may drop it: with ids that are not
   // chained the same id can be held at another place whose entry this is.
-  const Slot* slot = table_.find(id);
+  Slot* slot = table_.find(id);
   if (slot == nullptr || segOf(slot) != seg || depthOf(slot) != depth) return;
-  table_.erase(id);
+  table_.eraseSlot(slot);
   if (fleet_ != nullptr && isStrided(depth)) fleet_->remove(id, fleetBit_);
 }
 

@@ -32,12 +32,8 @@ class FleetIndex {
   void prefetch(uint64_t id) const { map_.prefetch(id); }
 
   void add(uint64_t id, uint32_t bit) {
-    RobinHoodMap::Slot* s = map_.find(id);
-    if (s == nullptr) {
-      map_.insert(id, uint64_t{1} << bit);
-    } else {
-      RobinHoodMap::setValue(s, s->value() | (uint64_t{1} << bit));
-    }
+    RobinHoodMap::Slot* s = map_.insertOrFind(id, uint64_t{1} << bit);
+    if (s != nullptr) RobinHoodMap::setValue(s, s->value() | (uint64_t{1} << bit));
   }
 
   void remove(uint64_t id, uint32_t bit) {
@@ -45,7 +41,7 @@ class FleetIndex {
     if (s == nullptr) return;
     const uint64_t rest = s->value() & ~(uint64_t{1} << bit);
     if (rest == 0) {
-      map_.erase(id);
+      map_.eraseSlot(s);
     } else {
       RobinHoodMap::setValue(s, rest);
     }

@@ -75,7 +75,7 @@ bool RobinHoodMap::place(Slot& slot, size_t i, uint32_t dist) {
   }
 }
 
-bool RobinHoodMap::insert(uint64_t id, uint64_t value) {
+RobinHoodMap::Slot* RobinHoodMap::insertOrFind(uint64_t id, uint64_t value) {
   if (size_ + 1 > growAt_) resize(slots_.size() * 2);
   Slot pending{scramble(id), withDist(value, 0)};
   // One pass: search for the key until Robin Hood says it cannot be further
@@ -85,7 +85,7 @@ bool RobinHoodMap::insert(uint64_t id, uint64_t value) {
   for (;;) {
     const Slot& s = slots_[i];
     if (s.empty() || s.dist() < dist) break;
-    if (s.key == pending.key) return false;
+    if (s.key == pending.key) return &slots_[i];
     i = (i + 1) & mask_;
     ++dist;
   }
@@ -95,13 +95,11 @@ bool RobinHoodMap::insert(uint64_t id, uint64_t value) {
     } while (!place(pending, static_cast<size_t>(pending.key) & mask_, 0));
   }
   ++size_;
-  return true;
+  return nullptr;
 }
 
-bool RobinHoodMap::erase(uint64_t id) {
-  Slot* found = find(id);
-  if (found == nullptr) return false;
-  size_t i = static_cast<size_t>(found - slots_.data());
+void RobinHoodMap::eraseSlot(Slot* slot) {
+  size_t i = static_cast<size_t>(slot - slots_.data());
   // Backward shift: pull the following displaced slots one step home.
   for (;;) {
     const size_t next = (i + 1) & mask_;
@@ -112,7 +110,6 @@ bool RobinHoodMap::erase(uint64_t id) {
   }
   slots_[i] = kEmptySlot;
   --size_;
-  return true;
 }
 
 void RobinHoodMap::clear() {

@@ -64,10 +64,22 @@ class RobinHoodMap {
 
   // Inserts id -> value (value <= kValueMask); returns false, changing
   // nothing, when `id` is already present.
-  bool insert(uint64_t id, uint64_t value);
+  bool insert(uint64_t id, uint64_t value) { return insertOrFind(id, value) == nullptr; }
+
+  // One probe for both: inserts id -> value and returns nullptr, or, when `id`
+  // is already present, changes nothing and returns its slot.
+  Slot* insertOrFind(uint64_t id, uint64_t value);
 
   // Removes `id`; returns false when it was absent.
-  bool erase(uint64_t id);
+  bool erase(uint64_t id) {
+    Slot* slot = find(id);
+    if (slot == nullptr) return false;
+    eraseSlot(slot);
+    return true;
+  }
+
+  // Removes the entry at `slot` (from find(), with no change since).
+  void eraseSlot(Slot* slot);
 
   template <typename Visit>
   void forEach(Visit visit) const {
