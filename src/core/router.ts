@@ -178,7 +178,7 @@ export class Router {
    * when every instance is drained or removed.
    */
   route(request: RouteRequest): number {
-    const ids = this.passIds(this.requestIds(request));
+    const ids = this.requestIds(request);
     this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
     this.request[REQUEST_FLAGS] = 0;
     const ticket = this.core.route(ids, this.session(request));
@@ -196,7 +196,7 @@ export class Router {
    */
   explain(request?: RouteRequest): Explanation {
     if (request !== undefined) {
-      const ids = this.passIds(this.requestIds(request));
+      const ids = this.requestIds(request);
       this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
       this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
       try {
@@ -220,7 +220,7 @@ export class Router {
     // Own buffers, so the last decision's explanation stays intact.
     this.core.setExplainBuffers(matched, new Float64Array(this.matched.length));
     try {
-      this.core.match(this.passIds(ids));
+      this.core.match(ids);
     } finally {
       this.core.setExplainBuffers(this.matched, this.scores);
     }
@@ -431,23 +431,25 @@ export class Router {
         'give at most one of request.hashIds, request.prompt and request.messages',
       );
     }
-    if (hashIds !== undefined) return toCoreIds('request.hashIds', hashIds);
+    if (hashIds !== undefined) return this.typedIds(hashIds);
+    this.request[REQUEST_IDS_KIND] = IDS_ARGUMENT;
     if (prompt !== undefined) return checkString('request.prompt', prompt);
     if (messages !== undefined) return promptText(messages, 'request.messages');
     return undefined;
   }
 
-  /** Passes ids on, telling the core their kind in the request slab (see IDS_*). */
-  private passIds(ids: CoreIds | string | undefined): CoreIds | string | undefined {
-    this.request[REQUEST_IDS_KIND] =
-      ids instanceof BigUint64Array
-        ? IDS_U64
-        : ids instanceof Float64Array
-          ? IDS_F64
-          : ids instanceof Uint32Array
-            ? IDS_U32
-            : IDS_ARGUMENT;
-    return ids;
+  /** Ids as a typed array, their kind named in the request slab for the core (see IDS_*). */
+  private typedIds(hashIds: RouteRequest['hashIds']): CoreIds {
+    const r = this.request;
+    if (hashIds instanceof BigUint64Array) r[REQUEST_IDS_KIND] = IDS_U64;
+    else if (hashIds instanceof Float64Array) r[REQUEST_IDS_KIND] = IDS_F64;
+    else if (hashIds instanceof Uint32Array) r[REQUEST_IDS_KIND] = IDS_U32;
+    else {
+      const ids = toCoreIds('request.hashIds', hashIds); // a plain array, copied
+      r[REQUEST_IDS_KIND] = ids instanceof BigUint64Array ? IDS_U64 : IDS_F64;
+      return ids;
+    }
+    return hashIds;
   }
 
   private inputTokens(request: RouteRequest): number {
