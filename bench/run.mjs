@@ -2,9 +2,10 @@
 // npm run bench [-- --quick] [--json FILE] [--only mooncake,agentic-long] [--update-results]
 // npm run bench -- --from FILE [--update-results]    (report a saved --json run again)
 //
-// Runs every workload file of bench/ in a fresh process (node --expose-gc),
-// native addon and TypeScript reference side by side in each, then prints
-// their figures, the native/reference ratios and the targets of issue #2.
+// Runs every workload file of bench/ in a fresh process (node --expose-gc):
+// the routing workloads with the native addon and the TypeScript reference side
+// by side, and the trace characterization workload; then prints their figures,
+// the native/reference ratios and the targets of issues #2 and #3.
 // --json writes { machine, quick, timer_overhead_us, results: [...] };
 // --update-results rewrites bench/RESULTS.md from this run.
 import { spawnSync } from 'node:child_process';
@@ -18,7 +19,7 @@ import { machineInfo, printMachine } from './lib/machine.mjs';
 import { timerOverheadUs } from './lib/measure.mjs';
 import { renderResults, targetChecks } from './lib/report.mjs';
 
-const WORKLOADS = ['mooncake', 'agentic-long'];
+const WORKLOADS = ['mooncake', 'agentic-long', 'characterize'];
 const here = dirname(fileURLToPath(import.meta.url));
 
 const { values } = parseArgs({
@@ -60,7 +61,7 @@ console.log(
 console.log(`mode:    ${values.quick ? 'quick' : 'full'}\n`);
 
 const scratch = mkdtempSync(join(tmpdir(), 'kvroute-bench-'));
-/** @type {import('./lib/workload.mjs').Result[]} */
+/** @type {import('./lib/report.mjs').AnyResult[]} */
 const results = [];
 try {
   for (const workload of WORKLOADS.filter((w) => !only || only.includes(w))) {

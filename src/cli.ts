@@ -1,13 +1,17 @@
 #!/usr/bin/env node
 /**
- * The `kvroute` command. Verbs are nouns of the field; each lives in its own
- * module and registers here. Only implemented verbs are listed.
+ * The `kvroute` command. Each verb lives in its own module under src/cli/ and registers here.
+ * Only implemented verbs are listed.
+ *
+ * Exit status: 0 success; 1 bad data (a trace line that fails validation); 2 bad usage.
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 
-import { hashPrompt, promptText, type ChatMessage } from './index.js';
 import { isKvrouteError } from './core/errors.js';
+import { ANALYZE_USAGE, analyzeVerb } from './cli/analyze-verb.js';
+import { UsageError } from './cli/common.js';
+import { HASH_USAGE, hashVerb } from './cli/hash-verb.js';
+import { TRACE_USAGE, traceVerb } from './cli/trace-verb.js';
 
 const VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
 
@@ -16,65 +20,24 @@ const USAGE = `kvroute ${VERSION} — cache-aware request routing for LLM infere
 usage: kvroute <verb> [options]
 
 verbs:
-  hash [FILE|-]     print the chained block ids the router computes for a prompt:
-                    plain text, or an OpenAI request body ({"messages": [...]} or {"prompt": "..."})
-                    --chunk-bytes N   bytes per block (default 128)
-                    --json            print {"bytes", "chunkBytes", "ids": ["<u64>", ...]}
+${HASH_USAGE}
+${TRACE_USAGE}
+${ANALYZE_USAGE}
 
 options:
   -h, --help        this text
   -v, --version     the version`;
 
-class UsageError extends Error {}
+const VERBS: Record<string, (args: string[]) => void | Promise<void>> = {
+  hash: hashVerb,
+  trace: traceVerb,
+  analyze: analyzeVerb,
+};
 
-function readInput(file: string | undefined): string {
-  if (file === undefined || file === '-') return readFileSync(0, 'utf8');
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-  }
-}
+/** Data errors: the input is wrong, not the command line. */
+const DATA_ERRORS = new Set(['ERR_KVROUTE_TRACE_FORMAT', 'ERR_KVROUTE_TRACE_IO']);
 
-/** The text a request hashes: a chat body's messages, a completion's prompt, or the input itself. */
-function promptOf(input: string): string {
-  const trimmed = input.trimStart();
-  if (!trimmed.startsWith('{')) return input;
-  let body: { messages?: ChatMessage[]; prompt?: unknown };
-  try {
-    body = JSON.parse(input);
-  } catch {
-    return input; // text that happens to start with a brace
-  }
-  if (body.messages !== undefined) return promptText(body.messages, 'messages');
-  if (typeof body.prompt === 'string') return body.prompt;
-  throw new UsageError('a JSON input needs "messages" (chat) or a string "prompt" (completions)');
-}
-
-function hashVerb(args: string[]): void {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { 'chunk-bytes': { type: 'string' }, json: { type: 'boolean' } },
-  });
-  if (positionals.length > 1) throw new UsageError('hash takes at most one FILE');
-  const chunkText = values['chunk-bytes'] ?? '128';
-  const chunkBytes = Number(chunkText);
-  if (!/^\d+$/.test(chunkText) || chunkBytes < 1)
-    throw new UsageError(`--chunk-bytes must be a positive integer, got ${chunkText}`);
-  const text = promptOf(readInput(positionals[0]));
-  const ids = hashPrompt(text, { chunkBytes });
-  if (values.json) {
-    const bytes = Buffer.byteLength(text, 'utf8');
-    process.stdout.write(`${JSON.stringify({ bytes, chunkBytes, ids: Array.from(ids, String) })}\n`);
-  } else {
-    process.stdout.write(ids.length === 0 ? '' : `${Array.from(ids).join('\n')}\n`);
-  }
-}
-
-const VERBS: Record<string, (args: string[]) => void> = { hash: hashVerb };
-
-function main(argv: string[]): number {
+async function main(argv: string[]): Promise<number> {
   const [verb, ...rest] = argv;
   if (verb === undefined || verb === '-h' || verb === '--help' || verb === 'help') {
     process.stdout.write(`${USAGE}\n`);
@@ -90,19 +53,22 @@ function main(argv: string[]): number {
     return 2;
   }
   try {
-    run(rest);
+    await run(rest);
     return 0;
   } catch (error) {
-    if (
-      error instanceof UsageError ||
-      isKvrouteError(error) ||
-      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
-    ) {
+    const code = (error as { code?: string }).code;
+    if (error instanceof UsageError || isKvrouteError(error) || code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`kvroute ${verb}: ${(error as Error).message}\n`);
-      return 2;
+      return code !== undefined && DATA_ERRORS.has(code) ? 1 : 2;
     }
     throw error;
   }
 }
 
-process.exitCode = main(process.argv.slice(2));
+// stdout closed early (`kvroute trace synth | head`) is not an error.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw error;
+});
+
+process.exitCode = await main(process.argv.slice(2));

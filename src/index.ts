@@ -30,3 +30,13 @@ export type {
   RouterOptions,
   RouterStats,
 } from './core/types.js';
+
+// Traces: read, write, transform, generate (src/trace/), and characterize (src/analysis/).
+export { readTrace, type ReadTraceOptions, type TraceReadStats, type TraceReader } from './trace/read-trace.js';
+export { writeTrace, formatTraceLine } from './trace/write-trace.js';
+export { transformTrace, type TransformOptions } from './trace/transforms.js';
+export { synthesizeTrace, SYNTH_DEFAULTS, type SynthOptions } from './trace/synth.js';
+export { MODEL_PRESETS, kvBytesPerToken, type ModelPreset } from './trace/model-presets.js';
+export type { TraceRequest, TraceFormat } from './trace/types.js';
+export { characterizeTrace, type CharacterizeOptions } from './analysis/characterize.js';
+export type { TraceSummary } from './analysis/trace-summary.js';

@@ -4,8 +4,19 @@
 
 /**
  * @typedef {import('./workload.mjs').Result} Result
- * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: Result[] }} BenchDocument
+ * @typedef {import('../characterize.mjs').AnalysisResult} AnalysisResult
+ * @typedef {Result | AnalysisResult} AnyResult
+ * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
+
+/** @param {AnyResult[]} results @returns {Result[]} */
+const routingOnly = (results) => /** @type {Result[]} */ (results.filter((r) => !('kind' in r)));
+
+/** @param {AnyResult[]} results @returns {AnalysisResult[]} */
+const analysisOnly = (results) =>
+  /** @type {AnalysisResult[]} */ (results.filter((r) => 'kind' in r && r.kind === 'analysis'));
+
+const MIB = 2 ** 20;
 
 /** @param {Result[]} results */
 function pairs(results) {
@@ -25,9 +36,10 @@ const f = (x) => (x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0))
 
 /**
  * One line per target: the worst case over policies, and whether it holds.
- * @param {Result[]} results
+ * @param {AnyResult[]} allResults
  */
-export function targetChecks(results) {
+export function targetChecks(allResults) {
+  const results = routingOnly(allResults);
   const lines = ['targets (worst policy shown):'];
   /** @param {string} label @param {number | undefined} value @param {(v: number) => boolean} ok @param {string} unit */
   const check = (label, value, ok, unit) => {
@@ -79,6 +91,11 @@ export function targetChecks(results) {
     (v) => v <= 64,
     ' B',
   );
+  for (const a of analysisOnly(allResults).filter((r) => r.workers !== 0)) {
+    const size = `${(a.requests / 1e6).toFixed(2)}M requests, ${a.workers} worker${a.workers === 1 ? '' : 's'}`;
+    check(`characterize ${size}: <= 60 s`, a.seconds, (v) => v <= 60, ' s');
+    check(`characterize ${size}: peak RSS <= 2 GiB`, a.peak_rss_bytes / MIB, (v) => v <= 2048, ' MiB');
+  }
   return lines;
 }
 
@@ -103,16 +120,17 @@ export function renderResults(doc, command) {
     'fresh process. The machine is shared: figures move by ±10% between runs. Workloads, capacities and',
     'method: [bench/README.md](README.md).',
     '',
-    '## Targets (issue #2)',
+    '## Targets (issues #2 and #3)',
     '',
     '```',
     ...targetChecks(doc.results),
     '```',
     '',
   ];
-  for (const workload of [...new Set(doc.results.map((r) => r.workload))]) {
-    for (const instances of [...new Set(doc.results.filter((r) => r.workload === workload).map((r) => r.instances))]) {
-      const rows = pairs(doc.results).filter(
+  const routing = routingOnly(doc.results);
+  for (const workload of [...new Set(routing.map((r) => r.workload))]) {
+    for (const instances of [...new Set(routing.filter((r) => r.workload === workload).map((r) => r.instances))]) {
+      const rows = pairs(routing).filter(
         (p) => (p.native ?? p.ts)?.workload === workload && (p.native ?? p.ts)?.instances === instances,
       );
       const sample = /** @type {Result} */ (rows[0]?.native ?? rows[0]?.ts);
@@ -137,6 +155,24 @@ export function renderResults(doc, command) {
       }
       out.push('');
     }
+  }
+  const analysis = analysisOnly(doc.results);
+  if (analysis.length > 0) {
+    const first = /** @type {AnalysisResult} */ (analysis[0]);
+    out.push('## characterize: `kvroute analyze trace` on a generated trace', '');
+    out.push(
+      `\`kvroute trace synth --block-size 512\` at ${first.requests.toLocaleString('en-US')} requests, ` +
+        `${first.blocks.toLocaleString('en-US')} blocks, ${(first.file_bytes / MIB).toFixed(0)} MiB of JSONL ` +
+        `(generated in ${first.generate_s.toFixed(1)} s). Wall time covers reading, parsing, validating and ` +
+        'characterizing; peak RSS is the whole process, worker threads included.',
+      '',
+    );
+    out.push('| workers | seconds | requests/s | peak RSS MiB |', '|---|---:|---:|---:|');
+    for (const a of analysis)
+      out.push(
+        `| ${a.workers === 0 ? '0 (one thread)' : a.workers} | ${f(a.seconds)} | ${Math.round(a.requests / a.seconds).toLocaleString('en-US')} | ${(a.peak_rss_bytes / MIB).toFixed(0)} |`,
+      );
+    out.push('');
   }
   return out.join('\n');
 }

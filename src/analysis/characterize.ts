@@ -1,0 +1,124 @@
+/**
+ * Workload characterization of a trace before any request is sent (the seeds' B1'): counts,
+ * turns and input lengths, theoretical APC ceilings, reuse decomposition, KV footprint.
+ *
+ * One streaming pass through a three-stage pipeline (pipeline.ts):
+ * 1. this thread reads and validates the trace, numbers the sessions, keeps each request's
+ *    lengths, and batches its ids to the trie stage;
+ * 2. the trie stage walks every request through the one global PrefixTrie (the any-session
+ *    ceiling needs all sessions in one trie) and sends each request's path of node numbers to
+ *    its session's shard;
+ * 3. the session shards (Piscina workers; sessions sharded by number) compute intra-session
+ *    matches and per-node session counts, merged by summing since shards hold disjoint
+ *    sessions.
+ * The merged counts mark the shared-prefix nodes, and every per-request figure is a function
+ * of (any match, intra match, shared depth). Definitions: docs/traces.md.
+ */
+import type { TraceRequest } from '../trace/types.js';
+import { DEFAULT_MODEL_PRESET, MODEL_PRESETS, kvBytesPerToken } from '../trace/model-presets.js';
+import { Growable } from './growable.js';
+import { defaultWorkers, inlinePipeline, threadedPipeline, type Pipeline } from './pipeline.js';
+import { summarize, type RequestFigures, type TraceSummary } from './trace-summary.js';
+
+export interface CharacterizeOptions {
+  /** Session shards, each on a Piscina thread (plus one thread for the trie stage); 0 runs
+   *  everything in this thread. Default: one per core beyond the first, at least 1. */
+  workers?: number;
+  /** Shard count when `workers` is 0 (default 1). */
+  shards?: number;
+  /** Model preset for the KV footprint (MODEL_PRESETS key). */
+  model?: string;
+  /** Sessions a prefix needs to count as a shared (system) prefix. */
+  sharedMinSessions?: number;
+}
+
+const BATCH_WORDS = 1 << 17;
+
+function invalid(message: string): RangeError {
+  return Object.assign(new RangeError(message), { code: 'ERR_KVROUTE_INVALID_ARG_VALUE' });
+}
+
+export async function characterizeTrace(
+  source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
+  options: CharacterizeOptions = {},
+): Promise<TraceSummary> {
+  const workers = options.workers ?? defaultWorkers();
+  const modelKey = options.model ?? DEFAULT_MODEL_PRESET;
+  const preset = MODEL_PRESETS[modelKey];
+  if (preset === undefined)
+    throw invalid(`model must be one of ${Object.keys(MODEL_PRESETS).join(', ')}, got ${JSON.stringify(modelKey)}`);
+  if (!Number.isSafeInteger(workers) || workers < 0)
+    throw invalid(`workers must be a non-negative integer, got ${workers}`);
+  const shards = workers === 0 ? (options.shards ?? 1) : workers;
+  if (!Number.isSafeInteger(shards) || shards < 1 || shards > 255)
+    throw invalid(`shards must be an integer in [1, 255], got ${shards}`);
+  const minSessions = options.sharedMinSessions ?? 8;
+  if (!Number.isSafeInteger(minSessions) || minSessions < 1)
+    throw invalid(`sharedMinSessions must be a positive integer, got ${minSessions}`);
+  const pipeline = workers === 0 ? inlinePipeline(shards) : threadedPipeline(shards);
+  try {
+    const figures = await read(source, pipeline, shards);
+    const { trie, shards: results } = await pipeline.finish(minSessions);
+    return summarize(figures, trie, results, {
+      modelKey,
+      preset,
+      kvBytesPerToken: kvBytesPerToken(preset),
+      sharedMinSessions: minSessions,
+    });
+  } finally {
+    await pipeline.close();
+  }
+}
+
+async function read(
+  source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
+  pipeline: Pipeline,
+  shardCount: number,
+): Promise<RequestFigures> {
+  const figures: RequestFigures = {
+    shard: new Growable(Uint8Array),
+    inputLength: new Growable(Float64Array),
+    outputLength: new Growable(Float64Array),
+    blockSize: new Growable(Uint32Array),
+    sessionless: new Growable(Uint8Array),
+    totals: { firstArrival: Infinity, lastArrival: -Infinity, blocks: 0 },
+    sessionRequests: new Growable(Uint32Array),
+  };
+  const sessionNumbers = new Map<string, number>();
+  let batch = new Float64Array(BATCH_WORDS);
+  let words = 0;
+  for await (const request of source) {
+    const ids = request.hashIds;
+    figures.inputLength.push(request.inputLength);
+    figures.outputLength.push(request.outputLength);
+    figures.blockSize.push(request.blockSize);
+    figures.sessionless.push(request.sessionless ? 1 : 0);
+    figures.totals.firstArrival = Math.min(figures.totals.firstArrival, request.arrival);
+    figures.totals.lastArrival = Math.max(figures.totals.lastArrival, request.arrival);
+    figures.totals.blocks += ids.length;
+
+    // Sessionless requests are sessions of their own, numbered but not remembered.
+    let session = request.sessionless ? undefined : sessionNumbers.get(request.session);
+    if (session === undefined) {
+      session = figures.sessionRequests.length;
+      figures.sessionRequests.push(0);
+      if (!request.sessionless) sessionNumbers.set(request.session, session);
+    }
+    figures.sessionRequests.raw[session]!++;
+    // The trie stage routes by the same rule.
+    figures.shard.push(session % shardCount);
+
+    if (words > 0 && words + 2 + ids.length > batch.length) {
+      await pipeline.send(batch.subarray(0, words));
+      batch = new Float64Array(Math.max(BATCH_WORDS, 2 + ids.length));
+      words = 0;
+    } else if (2 + ids.length > batch.length) {
+      batch = new Float64Array(2 + ids.length);
+    }
+    batch[words++] = session;
+    batch[words++] = ids.length;
+    for (let i = 0; i < ids.length; i++) batch[words++] = ids[i]!;
+  }
+  if (words > 0) await pipeline.send(batch.subarray(0, words));
+  return figures;
+}

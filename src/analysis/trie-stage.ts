@@ -1,0 +1,116 @@
+/**
+ * The global half of trace characterization: every request, in arrival order, walks the one
+ * PrefixTrie of the whole trace (the any-session ceiling needs all sessions in one trie). For
+ * each request it records the previously-seen prefix (any-session match) and its leaf node,
+ * and forwards the request's path of node numbers to its session's shard. At the end, given
+ * the merged per-node session counts, it turns each leaf into the request's shared depth.
+ */
+import { PrefixTrie } from '../trace/prefix-trie.js';
+import { Growable } from './growable.js';
+import type { ShardBatch } from './session-shard.js';
+
+/** A batch of requests: repeated [session, length, id_0 … id_{length-1}], ids as doubles. */
+export type IdBatch = Float64Array;
+
+/** Where the stage sends each shard's batches; may ask the stage to wait. */
+export type ShardSink = (batch: ShardBatch) => Promise<void> | void;
+
+export interface TrieResult {
+  /** Any-session matched blocks per request, in arrival order. */
+  anyMatch: Uint32Array;
+  /** Shared-prefix nodes on each request's path (a prefix of it), in arrival order. */
+  sharedDepth: Uint32Array;
+  /** Trie nodes, the root excluded: distinct prefixes in the trace. */
+  distinctBlocks: number;
+}
+
+const SHARD_BATCH_WORDS = 1 << 18;
+
+export class TrieStage {
+  private readonly trie = new PrefixTrie();
+  private readonly anyMatch = new Growable(Uint32Array, 1 << 12);
+  private readonly leaf = new Growable(Uint32Array, 1 << 12);
+  private readonly outgoing: PathBatchBuilder[];
+  private path = new Uint32Array(1024);
+
+  constructor(private readonly sinks: ShardSink[]) {
+    this.outgoing = sinks.map(() => new PathBatchBuilder());
+  }
+
+  /** Walks every request of `batch`; resolves when the shards have taken what they were sent. */
+  async add(batch: IdBatch): Promise<void> {
+    const shards = this.sinks.length;
+    for (let at = 0; at < batch.length;) {
+      const session = batch[at]!;
+      const length = batch[at + 1]!;
+      const ids = batch.subarray(at + 2, at + 2 + length);
+      at += 2 + length;
+      if (length > this.path.length) this.path = new Uint32Array(Math.max(length, this.path.length * 2));
+      this.anyMatch.push(this.trie.walk(ids, this.path));
+      this.leaf.push(length === 0 ? 0 : this.path[length - 1]!);
+      const shard = session % shards;
+      const out = this.outgoing[shard]!;
+      if (!out.fits(length)) await this.sinks[shard]!(out.take());
+      out.append(session, this.path, length);
+    }
+  }
+
+  /** Sends what is still buffered to the shards. */
+  async flush(): Promise<void> {
+    for (let shard = 0; shard < this.sinks.length; shard++) {
+      if (this.outgoing[shard]!.words > 0) await this.sinks[shard]!(this.outgoing[shard]!.take());
+    }
+  }
+
+  /**
+   * `nodeSessions`: distinct sessions per node over the whole trace (saturating). A node is
+   * visited by every session that visits its children, so shared nodes (≥ `minSessions`) form
+   * a prefix of every path, and one pass in node order (parents first) gives each node the
+   * number of shared nodes on its path.
+   */
+  finish(nodeSessions: Uint8Array, minSessions: number): TrieResult {
+    const trie = this.trie;
+    const depth = new Uint32Array(trie.size);
+    for (let node = 1; node < trie.size; node++)
+      depth[node] = depth[trie.parentOf(node)]! + ((nodeSessions[node] ?? 0) >= minSessions ? 1 : 0);
+    const leaves = this.leaf.view();
+    const sharedDepth = new Uint32Array(leaves.length);
+    for (let r = 0; r < leaves.length; r++) sharedDepth[r] = depth[leaves[r]!]!;
+    return { anyMatch: this.anyMatch.view().slice(), sharedDepth, distinctBlocks: trie.size - 1 };
+  }
+}
+
+/** Packs [session, length, nodes…] records for one shard into a transferable buffer. */
+class PathBatchBuilder {
+  private buffer = new Uint32Array(SHARD_BATCH_WORDS);
+  words = 0;
+
+  fits(length: number): boolean {
+    return this.words === 0 || this.words + 2 + length <= this.buffer.length;
+  }
+
+  append(session: number, path: Uint32Array, length: number): void {
+    if (this.words + 2 + length > this.buffer.length) this.buffer = new Uint32Array(2 + length);
+    this.buffer[this.words++] = session;
+    this.buffer[this.words++] = length;
+    this.buffer.set(path.subarray(0, length), this.words);
+    this.words += length;
+  }
+
+  /** The filled batch; the builder starts a fresh buffer (the old one may be transferred). */
+  take(): Uint32Array {
+    const batch = this.buffer.subarray(0, this.words);
+    this.buffer = new Uint32Array(SHARD_BATCH_WORDS);
+    this.words = 0;
+    return batch;
+  }
+}
+
+/** Sums per-shard node session counts (shards hold disjoint sessions), saturating at 255. */
+export function mergeNodeSessions(counts: Uint8Array[]): Uint8Array {
+  const merged = new Uint8Array(Math.max(0, ...counts.map((c) => c.length)));
+  for (const shard of counts) {
+    for (let node = 0; node < shard.length; node++) merged[node] = Math.min(255, merged[node]! + shard[node]!);
+  }
+  return merged;
+}

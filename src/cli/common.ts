@@ -1,0 +1,51 @@
+/** Shared pieces of the `kvroute` verbs: usage errors and option parsing that names the flag. */
+import { readFileSync } from 'node:fs';
+
+/** A mistake in how the command was called: printed without a stack, exit status 2. */
+export class UsageError extends Error {}
+
+export type OptionValues = Record<string, string | boolean | undefined>;
+
+export function readInput(file: string | undefined): string {
+  if (file === undefined || file === '-') return readFileSync(0, 'utf8');
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+}
+
+function text(values: OptionValues, name: string): string | undefined {
+  const value = values[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+const INTEGER_KINDS: Record<number, string> = { 0: 'a non-negative integer', 1: 'a positive integer' };
+
+/** `--name N`: an integer ≥ `min`, or undefined when the flag is absent. */
+export function integerFlag(values: OptionValues, name: string, min: number): number | undefined {
+  const raw = text(values, name);
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min)
+    throw new UsageError(`--${name} must be ${INTEGER_KINDS[min] ?? `an integer ≥ ${min}`}, got ${raw}`);
+  return value;
+}
+
+/** `--name X`: a finite number > 0 (or ≥ 0 with `allowZero`). */
+export function numberFlag(values: OptionValues, name: string, allowZero = false): number | undefined {
+  const raw = text(values, name);
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0))
+    throw new UsageError(`--${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got ${raw}`);
+  return value;
+}
+
+/** `--name A`: one of `choices`. */
+export function choiceFlag<T extends string>(values: OptionValues, name: string, choices: readonly T[]): T | undefined {
+  const raw = text(values, name);
+  if (raw === undefined) return undefined;
+  if (!choices.includes(raw as T)) throw new UsageError(`--${name} must be one of ${choices.join(', ')}, got ${raw}`);
+  return raw as T;
+}

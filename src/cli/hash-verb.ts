@@ -1,0 +1,45 @@
+/** `kvroute hash`: the chained block ids the router computes for a prompt. */
+import { parseArgs } from 'node:util';
+
+import { hashPrompt } from '../core/hashing.js';
+import { promptText } from '../core/prompt-text.js';
+import type { ChatMessage } from '../core/types.js';
+import { integerFlag, readInput, UsageError } from './common.js';
+
+export const HASH_USAGE = `  hash [FILE|-]     print the chained block ids the router computes for a prompt:
+                    plain text, or an OpenAI request body ({"messages": [...]} or {"prompt": "..."})
+                    --chunk-bytes N   bytes per block (default 128)
+                    --json            print {"bytes", "chunkBytes", "ids": ["<u64>", ...]}`;
+
+/** The text a request hashes: a chat body's messages, a completion's prompt, or the input itself. */
+function promptOf(input: string): string {
+  const trimmed = input.trimStart();
+  if (!trimmed.startsWith('{')) return input;
+  let body: { messages?: ChatMessage[]; prompt?: unknown };
+  try {
+    body = JSON.parse(input);
+  } catch {
+    return input; // text that happens to start with a brace
+  }
+  if (body.messages !== undefined) return promptText(body.messages, 'messages');
+  if (typeof body.prompt === 'string') return body.prompt;
+  throw new UsageError('a JSON input needs "messages" (chat) or a string "prompt" (completions)');
+}
+
+export function hashVerb(args: string[]): void {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { 'chunk-bytes': { type: 'string' }, json: { type: 'boolean' } },
+  });
+  if (positionals.length > 1) throw new UsageError('hash takes at most one FILE');
+  const chunkBytes = integerFlag(values, 'chunk-bytes', 1) ?? 128;
+  const text = promptOf(readInput(positionals[0]));
+  const ids = hashPrompt(text, { chunkBytes });
+  if (values.json) {
+    const bytes = Buffer.byteLength(text, 'utf8');
+    process.stdout.write(`${JSON.stringify({ bytes, chunkBytes, ids: Array.from(ids, String) })}\n`);
+  } else {
+    process.stdout.write(ids.length === 0 ? '' : `${Array.from(ids).join('\n')}\n`);
+  }
+}

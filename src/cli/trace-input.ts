@@ -1,0 +1,43 @@
+/** The flags every verb that reads a trace shares, and how its warnings are reported. */
+import { WARNING_KINDS, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
+import { TRACE_FORMATS } from '../trace/types.js';
+import { choiceFlag, integerFlag, type OptionValues } from './common.js';
+
+export const TRACE_INPUT_OPTIONS = {
+  format: { type: 'string' },
+  'block-size': { type: 'string' },
+  strict: { type: 'boolean' },
+  'infer-sessions': { type: 'boolean' },
+} as const;
+
+export const TRACE_INPUT_USAGE = `                    --format auto|mooncake|session   input format (default auto: session when
+                                      the first line has session_id or chat_id)
+                    --block-size B    tokens per block for lines without block_size
+                                      (default 512 mooncake, 16 session)
+                    --strict          treat length mismatches, backwards timestamps and
+                                      unknown parent_chat_id as errors
+                    --infer-sessions  Mooncake: a request extending an earlier request's
+                                      full hash_ids continues its session`;
+
+export function readerOptions(values: OptionValues): ReadTraceOptions {
+  const options: ReadTraceOptions = {
+    format: choiceFlag(values, 'format', ['auto', ...TRACE_FORMATS]) ?? 'auto',
+    strict: values.strict === true,
+    inferSessions: values['infer-sessions'] === true,
+  };
+  const blockSize = integerFlag(values, 'block-size', 1);
+  if (blockSize !== undefined) options.blockSize = blockSize;
+  return options;
+}
+
+/** One stderr line per kind of warning the reader counted. */
+export function reportWarnings(verb: string, stats: TraceReadStats): void {
+  for (const kind of WARNING_KINDS) {
+    const count = stats.warnings[kind];
+    if (count === 0) continue;
+    const lines = count === 1 ? 'line' : 'lines';
+    process.stderr.write(
+      `kvroute ${verb}: warning: ${count} ${lines} with ${kind}; first: ${stats.firstWarning[kind]}\n`,
+    );
+  }
+}
