@@ -167,10 +167,10 @@ export function renderResults(doc, command) {
         'characterizing; peak RSS is the whole process, worker threads included.',
       '',
     );
-    out.push('| workers | seconds | requests/s | peak RSS MiB |', '|---|---:|---:|---:|');
+    out.push('| `--workers` | threads | seconds | requests/s | peak RSS MiB |', '|---|---|---:|---:|---:|');
     for (const a of analysis)
       out.push(
-        `| ${a.workers === 0 ? '0 (one thread)' : a.workers} | ${f(a.seconds)} | ${Math.round(a.requests / a.seconds).toLocaleString('en-US')} | ${(a.peak_rss_bytes / MIB).toFixed(0)} |`,
+        `| ${a.workers} | ${a.workers === 0 ? 'one: reading, trie and shards in turn' : `reader + trie stage + ${a.workers} session shard${a.workers === 1 ? '' : 's'} (the default)`} | ${f(a.seconds)} | ${Math.round(a.requests / a.seconds).toLocaleString('en-US')} | ${(a.peak_rss_bytes / MIB).toFixed(0)} |`,
       );
     out.push('');
   }

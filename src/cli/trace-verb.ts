@@ -59,9 +59,31 @@ async function synthVerb(args: string[]): Promise<void> {
   set('scale', numberFlag(values, 'scale'));
   set('systemPrefixTokens', integerFlag(values, 'system-prefix', 0));
   const format = choiceFlag(values, 'to', TRACE_FORMATS) ?? 'session';
-  const { requests } = await writeTrace(synthesizeTrace(options), values.output ?? '-', format);
+  const { requests } = await writeTrace(synthesizeWithFlagNames(options), values.output ?? '-', format);
   if (values.output !== undefined)
     process.stderr.write(`kvroute trace synth: wrote ${requests} requests to ${values.output}\n`);
+}
+
+/** The generator's option names, as the flags that set them. */
+const SYNTH_FLAGS: Record<string, string> = {
+  sessions: '--sessions',
+  duration: '--duration',
+  seed: '--seed',
+  blockSize: '--block-size',
+  scale: '--scale',
+  systemPrefixTokens: '--system-prefix',
+};
+
+/** Validates now (the generator is lazy), naming a bad option by its flag. */
+function synthesizeWithFlagNames(options: SynthOptions): ReturnType<typeof synthesizeTrace> {
+  try {
+    return synthesizeTrace(options);
+  } catch (error) {
+    const field = /^(\w+) /.exec((error as Error).message)?.[1];
+    const flag = field === undefined ? undefined : SYNTH_FLAGS[field];
+    if (flag !== undefined) (error as Error).message = (error as Error).message.replace(field!, flag);
+    throw error;
+  }
 }
 
 async function transformVerb(args: string[]): Promise<void> {

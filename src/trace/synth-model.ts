@@ -4,7 +4,7 @@
  * value comes from and which calibration target it moves.
  *
  * Two session classes: quick tasks (1–8 turns, small prompts) and long-running agent loops
- * (9+ turns, large context from the start, kept between ~55k and ~128k tokens by compaction).
+ * (9+ turns, large context from the start, kept between ~59k and ~128k tokens by compaction).
  * The mixture is what the window-1 numbers require: half the requests are under 20k tokens
  * while the mean is 44k, and a third of the requests lie past turn 8.
  *
@@ -30,7 +30,10 @@ export interface SessionClass {
    * the bounds), drawn from stratified uniforms.
    */
   turns: LogNormalSpec;
-  /** Fresh tokens of a root session's first prompt (task, repo context, tool schemas); clamped. */
+  /**
+   * Fresh tokens of a root session's first prompt (task, repo context, tool schemas); clamped,
+   * and at most the context limit minus the system prefix.
+   */
   initialTokens: LogNormalSpec;
   /** Tool-result tokens appended after each turn's output (file reads, test logs, diffs); clamped. */
   toolTokens: LogNormalSpec;
@@ -58,7 +61,10 @@ export interface SynthModel {
    * within the limit.
    */
   compactionTrigger: { min: number; max: number };
-  /** A compacted prompt keeps a summary of this fraction of the context limit (fresh tokens). */
+  /**
+   * A compacted prompt keeps a summary of this fraction of the context limit (fresh tokens).
+   * With max <= 0.75 the summary plus the system prefix (<= 1/4 of the limit) always fits.
+   */
   compactionSummary: { min: number; max: number };
   /** Instruction tokens a sub-agent appends to its parent's context. */
   subagentTaskTokens: { min: number; max: number };
@@ -83,20 +89,20 @@ export interface SynthModel {
 
 export const SYNTH_MODEL: Readonly<SynthModel> = Object.freeze({
   short: {
-    turns: { median: 1.6, sigma: 1.2, min: 1, max: 8 },
-    initialTokens: { median: 7_000, sigma: 0.7, min: 500, max: 60_000 },
+    turns: { median: 1.8, sigma: 0.8, min: 1, max: 8 },
+    initialTokens: { median: 6_300, sigma: 0.65, min: 500, max: 60_000 },
     toolTokens: { median: 1_500, sigma: 1.0, min: 16, max: 60_000 },
   },
   long: {
-    turns: { median: 30, sigma: 0.7, min: 9, max: 200 },
-    initialTokens: { median: 45_000, sigma: 0.3, min: 8_000, max: 100_000 },
-    toolTokens: { median: 2_000, sigma: 1.0, min: 16, max: 60_000 },
+    turns: { median: 58, sigma: 0.45, min: 9, max: 200 },
+    initialTokens: { median: 64_000, sigma: 0.3, min: 8_000, max: 100_000 },
+    toolTokens: { median: 3_200, sigma: 1.0, min: 16, max: 60_000 },
   },
-  longShare: 0.05,
+  longShare: 0.03,
   outputTokens: { median: 250, sigma: 1.0, min: 1, max: 8_192 },
-  tailRewrite: { min: 0, max: 0.12 },
-  compactionTrigger: { min: 0.6, max: 1 },
-  compactionSummary: { min: 0.4, max: 0.5 },
+  tailRewrite: { min: 0, max: 0.02 },
+  compactionTrigger: { min: 0.5, max: 0.98 },
+  compactionSummary: { min: 0.45, max: 0.48 },
   subagentTaskTokens: { min: 500, max: 3_000 },
   forkTurnMax: 2,
   maxForksPerParent: 3,

@@ -24,11 +24,11 @@ export interface SynthOptions {
   scale?: number;
   /** Tokens of the system prefix shared by the sessions that use it (0: none). Default 512. */
   systemPrefixTokens?: number;
-  /** Fraction of root sessions whose prompts start with the shared system prefix. Default 0.09. */
+  /** Fraction of root sessions (of each class, rounded) that start with the system prefix. Default 0.09. */
   systemPrefixShare?: number;
   /** Fraction of sessions that are sub-agents forked from a parent session's context. Default 0.088. */
   subagentShare?: number;
-  /** Prompt tokens above which a session compacts its context into a fresh summary. Default 131072. */
+  /** Prompt limit (a 128k-context model): sessions compact before reaching it. Default 131072. */
   contextTokens?: number;
 }
 
@@ -45,8 +45,8 @@ export const SYNTH_DEFAULTS: Readonly<Required<SynthOptions>> = Object.freeze({
 });
 
 /**
- * The plan's typed arrays index sessions with 32-bit integers and cost ~25 bytes per session
- * up front; this bound keeps the plan under ~1 GiB.
+ * The plan's typed arrays index sessions with 32-bit integers and cost ~26 bytes per session
+ * (plus ~28 while it is built); this bound keeps it around 1 GiB.
  */
 export const MAX_SYNTH_SESSIONS = 1 << 25;
 

@@ -11,13 +11,12 @@
  *   (forks) and the rest roots. Plan index: roots 0..roots-1 in start order, then forks.
  * - Root start times: independent uniforms over [0, duration), sorted (a Poisson process
  *   conditioned on its count).
- * - Class and turns from one stratified uniform u per session (roots and forks stratified
- *   separately): u < 1 - longShare is a short session, the rest long; within the class, u is
- *   rescaled and mapped through the class's truncated log-normal quantile. Stratification pins
- *   the number of long sessions and the spread of their lengths, so the heavy tail does not
- *   swing the request count from seed to seed.
- * - System prefix: each root independently with probability `systemPrefixShare`; a fork
- *   inherits its parent's.
+ * - Class: exactly round(n × longShare) sessions (roots and forks alike, at random plan
+ *   indices) are long, the rest short. Turns: the class's truncated log-normal quantile of
+ *   stratified uniforms. Fixing the long count and stratifying their lengths keeps the heavy
+ *   tail from swinging the request count (and the percentiles) from seed to seed.
+ * - System prefix: exactly round(share × count) roots of each class (see assignSystemPrefix);
+ *   a fork inherits its parent's.
  * - Each fork picks a parent root uniformly among those with spare fork slots
  *   (maxForksPerParent) and a fork turn uniform in 1..min(parent turns, forkTurnMax).
  *   `forkOffsets`/`forkOrder` list each root's forks sorted by fork turn (CSR layout).
@@ -62,16 +61,49 @@ export function truncatedTurns(spec: LogNormalSpec, u: number): number {
   return Math.min(spec.max, Math.max(spec.min, turns)); // guards the CDF approximation's error
 }
 
-function drawSessions(rng: SynthRandom, count: number, model: SynthModel, plan: SynthPlan, offset: number): void {
-  const u = stratifiedUniforms(rng, count);
-  const shortShare = 1 - model.longShare;
-  for (let i = 0; i < count; i += 1) {
-    const v = u[i]!;
-    const long = v >= shortShare;
-    plan.long[offset + i] = long ? 1 : 0;
-    plan.turns[offset + i] = long
-      ? truncatedTurns(model.long.turns, (v - shortShare) / model.longShare)
-      : truncatedTurns(model.short.turns, v / shortShare);
+/**
+ * Class and turns for every plan index: exactly round(longShare × count) long sessions at
+ * random plan indices, each class's turns from its own stratified uniforms.
+ */
+function drawSessions(rng: SynthRandom, count: number, model: SynthModel, plan: SynthPlan): void {
+  const longCount = Math.round(model.longShare * count);
+  const order = new Uint32Array(count);
+  for (let i = 0; i < count; i += 1) order[i] = i;
+  for (let i = count - 1; i > 0; i -= 1) {
+    const j = rng.int(0, i);
+    const swap = order[i]!;
+    order[i] = order[j]!;
+    order[j] = swap;
+  }
+  const longU = stratifiedUniforms(rng, longCount);
+  const shortU = stratifiedUniforms(rng, count - longCount);
+  for (let k = 0; k < count; k += 1) {
+    const i = order[k]!;
+    const long = k < longCount;
+    plan.long[i] = long ? 1 : 0;
+    plan.turns[i] = long
+      ? truncatedTurns(model.long.turns, longU[k]!)
+      : truncatedTurns(model.short.turns, shortU[k - longCount]!);
+  }
+}
+
+/**
+ * Exactly round(share × n) of the n short roots and round(share × m) of the m long roots use
+ * the system prefix, picked uniformly (partial Fisher–Yates): per class, so a long session
+ * (which holds ~8× a short one's requests) does not swing the prefix's request share.
+ */
+function assignSystemPrefix(rng: SynthRandom, plan: SynthPlan, share: number): void {
+  for (const long of [0, 1]) {
+    const members: number[] = [];
+    for (let r = 0; r < plan.roots; r += 1) if (plan.long[r] === long) members.push(r);
+    const picks = Math.round(share * members.length);
+    for (let k = 0; k < picks; k += 1) {
+      const j = rng.int(k, members.length - 1);
+      const chosen = members[j]!;
+      members[j] = members[k]!;
+      members[k] = chosen;
+      plan.systemPrefix[chosen] = 1;
+    }
   }
 }
 
@@ -126,9 +158,8 @@ export function buildPlan(options: Required<SynthOptions>, model: SynthModel): S
   };
   for (let r = 0; r < roots; r += 1) plan.start[r] = rng.next() * options.duration;
   plan.start.sort();
-  drawSessions(rng, roots, model, plan, 0);
-  drawSessions(rng, forks, model, plan, roots);
-  for (let r = 0; r < roots; r += 1) plan.systemPrefix[r] = rng.next() < options.systemPrefixShare ? 1 : 0;
+  drawSessions(rng, total, model, plan);
+  assignSystemPrefix(rng, plan, options.systemPrefixShare);
   assignForks(rng, plan, model);
   return plan;
 }

@@ -114,7 +114,8 @@ export class SynthSession {
   static root(ctx: SessionContext, traits: SessionTraits, systemPrefix: boolean, start: number): SynthSession {
     const s = new SynthSession(traits, systemPrefix, ctx);
     s.time = start;
-    s.resetPrompt(logNormalTokens(s.kind.initialTokens, s.rng.normal()));
+    const room = ctx.options.contextTokens - (systemPrefix ? ctx.options.systemPrefixTokens : 0);
+    s.resetPrompt(Math.min(room, logNormalTokens(s.kind.initialTokens, s.rng.normal())));
     return s;
   }
 

@@ -5,12 +5,13 @@
  * reuse structure (per-session prefix growth, a heavy tail of long sessions, a little
  * cross-session sharing) at any size, reproducibly.
  *
- * Model: sessions start uniformly over `duration`; each turn's prompt is the previous prompt +
- * its output + a tool result, with compaction at the context limit; a few sessions use a
- * shared system prefix; a few are sub-agents forked from a parent's context (synth-plan.ts,
- * synth-session.ts, constants in synth-model.ts).
+ * Model: root sessions start uniformly over `duration`, in two classes (quick tasks and a few
+ * long-running loops); each turn's prompt is the previous prompt + its output + a tool result,
+ * minus a re-rendered tail, with compaction before the context limit; some sessions share a
+ * system prefix; some are sub-agents forked from a parent's context. Plan: synth-plan.ts;
+ * per-session prompts, ids and timing: synth-session.ts; constants: synth-model.ts.
  *
- * Streaming: the plan (per-session start, turn count, forks; ~25 bytes per session) is built
+ * Streaming: the plan (per-session start, class, turns, forks; ~26 bytes per session) is built
  * up front; requests are produced lazily by merging the root start times with a heap of
  * active sessions, so memory is O(sessions + active sessions' id runs), never O(hash ids).
  * Yields in non-decreasing `arrival`; the same options give the same requests.
