@@ -11,7 +11,8 @@ import { readerOptions, reportWarnings, TRACE_INPUT_OPTIONS, TRACE_INPUT_USAGE }
 export const ANALYZE_USAGE = `  analyze trace IN  characterize a workload: counts, APC ceilings, reuse, KV footprint
                     --json            print the summary as JSON
                     --model M         KV preset: ${Object.keys(MODEL_PRESETS).join(', ')}
-                    --workers N       Piscina threads, one session shard each (0: this thread)
+                    --workers N       session shards, a Piscina thread each, beside one trie-stage
+                                      thread (default: cores - 1; 0: everything in one thread)
                     --shared-min-sessions N   sessions that make a prefix "shared" (default 8)
 ${TRACE_INPUT_USAGE}`;
 

@@ -23,7 +23,14 @@
  *
  * Complexity: O(n log n) time (the sort), ~26 bytes per session.
  */
-import { SynthRandom, mixSeed, normalCdf, normalQuantile, stratifiedUniforms } from './synth-random.js';
+import {
+  SynthRandom,
+  mixSeed,
+  normalCdf,
+  normalQuantile,
+  shuffledIndices,
+  stratifiedUniforms,
+} from './synth-random.js';
 import type { LogNormalSpec, SynthModel } from './synth-model.js';
 import { scaledSessionCount, type SynthOptions } from './synth-options.js';
 
@@ -67,14 +74,7 @@ export function truncatedTurns(spec: LogNormalSpec, u: number): number {
  */
 function drawSessions(rng: SynthRandom, count: number, model: SynthModel, plan: SynthPlan): void {
   const longCount = Math.round(model.longShare * count);
-  const order = new Uint32Array(count);
-  for (let i = 0; i < count; i += 1) order[i] = i;
-  for (let i = count - 1; i > 0; i -= 1) {
-    const j = rng.int(0, i);
-    const swap = order[i]!;
-    order[i] = order[j]!;
-    order[j] = swap;
-  }
+  const order = shuffledIndices(rng, count);
   const longU = stratifiedUniforms(rng, longCount);
   const shortU = stratifiedUniforms(rng, count - longCount);
   for (let k = 0; k < count; k += 1) {

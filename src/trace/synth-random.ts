@@ -131,13 +131,8 @@ export function normalCdf(x: number): number {
   return x >= 0 ? 0.5 * (1 + erf) : 0.5 * (1 - erf);
 }
 
-/**
- * `count` stratified uniforms in (0, 1), in random order: value i lies in stratum perm(i) of
- * `count` equal strata. Compared with independent draws this removes most of the sampling noise
- * of a heavy-tailed quantity (turns per session) at small counts, so the defaults calibrate on
- * any seed. Memory: 12 bytes per value while building.
- */
-export function stratifiedUniforms(rng: SynthRandom, count: number): Float64Array {
+/** 0 … count-1 in a uniformly random order (Fisher–Yates). */
+export function shuffledIndices(rng: SynthRandom, count: number): Uint32Array {
   const order = new Uint32Array(count);
   for (let i = 0; i < count; i += 1) order[i] = i;
   for (let i = count - 1; i > 0; i -= 1) {
@@ -146,6 +141,17 @@ export function stratifiedUniforms(rng: SynthRandom, count: number): Float64Arra
     order[i] = order[j]!;
     order[j] = swap;
   }
+  return order;
+}
+
+/**
+ * `count` stratified uniforms in (0, 1), in random order: value i lies in stratum perm(i) of
+ * `count` equal strata. Compared with independent draws this removes most of the sampling noise
+ * of a heavy-tailed quantity (turns per session) at small counts, so the defaults calibrate on
+ * any seed. Memory: 12 bytes per value while building.
+ */
+export function stratifiedUniforms(rng: SynthRandom, count: number): Float64Array {
+  const order = shuffledIndices(rng, count);
   const out = new Float64Array(count);
   // Strictly inside the stratum: normalQuantile(0) would be -Infinity.
   for (let i = 0; i < count; i += 1) out[i] = (order[i]! + 0.001 + 0.998 * rng.next()) / count;

@@ -1,18 +1,19 @@
-/** Seeded randomness for reproducible generated fixtures (mulberry32). */
+/**
+ * Seeded randomness for reproducible generated fixtures: mulberry32, the generator the
+ * synthetic traces use (SynthRandom), with the helpers tests want.
+ */
+import { SynthRandom } from '../../src/trace/synth-random.js';
+
 export class Rng {
-  private state: number;
+  private readonly source: SynthRandom;
 
   constructor(seed: number) {
-    this.state = seed >>> 0;
+    this.source = new SynthRandom(seed);
   }
 
   /** Uniform in [0, 1). */
   next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    return this.source.next();
   }
 
   /** Integer in [min, max]. */
