@@ -12,7 +12,9 @@ export type KvrouteErrorCode =
   | 'ERR_KVROUTE_DUPLICATE_INSTANCE'
   | 'ERR_KVROUTE_UNKNOWN_TICKET'
   | 'ERR_KVROUTE_NO_INSTANCE'
-  | 'ERR_KVROUTE_NATIVE_UNAVAILABLE';
+  | 'ERR_KVROUTE_NATIVE_UNAVAILABLE'
+  | 'ERR_KVROUTE_TRACE_FORMAT'
+  | 'ERR_KVROUTE_TRACE_IO';
 
 export interface KvrouteError extends Error {
   code: KvrouteErrorCode;

@@ -12,7 +12,7 @@
 import { LineFields, type JsonObject } from './line-fields.js';
 import { readLines } from './line-reader.js';
 import { SessionInference } from './session-inference.js';
-import { invalidOption } from './trace-errors.js';
+import { invalidValue } from '../core/errors.js';
 import { DEFAULT_BLOCK_SIZE, TRACE_FORMATS, type TraceFormat, type TraceRequest } from './types.js';
 
 export interface ReadTraceOptions {
@@ -71,11 +71,11 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
   ) {
     const format = options.format ?? 'auto';
     if (format !== 'auto' && !TRACE_FORMATS.includes(format))
-      throw invalidOption('format', `one of auto, ${TRACE_FORMATS.join(', ')}`, format);
+      throw invalidValue('format', `one of auto, ${TRACE_FORMATS.join(', ')}`, format);
     if (options.blockSize !== undefined && !(Number.isSafeInteger(options.blockSize) && options.blockSize >= 1))
-      throw invalidOption('blockSize', 'a positive integer', options.blockSize);
+      throw invalidValue('blockSize', 'a positive integer', options.blockSize);
     if (options.inferSessions && format === 'session')
-      throw invalidOption('inferSessions', 'used with Mooncake traces only (session traces carry sessions)', true);
+      throw invalidValue('inferSessions', 'used with Mooncake traces only (session traces carry sessions)', true);
     this.inference = options.inferSessions ? new SessionInference() : undefined;
     this.source = options.sourceName ?? (path === '-' ? 'stdin' : path);
   }

@@ -1,17 +1,12 @@
 /**
- * Errors of the trace layer. They follow the codebase's convention (a stable `code`, a message
- * that names the field and the reason) so `isKvrouteError` recognises them, but this module
- * imports nothing: `src/trace/` depends on no other kvroute module.
+ * Errors of the trace layer, in the codebase's convention (a stable `code`, a message that
+ * names the field and the reason). Bad options use core's `invalidValue`/`invalidType`: the
+ * trace layer imports only the leaf helpers `src/core/errors.ts` and `src/core/validate.ts`.
  */
-
-export type TraceErrorCode = 'ERR_KVROUTE_TRACE_FORMAT' | 'ERR_KVROUTE_INVALID_ARG_VALUE' | 'ERR_KVROUTE_TRACE_IO';
-
-export interface TraceError extends Error {
-  code: TraceErrorCode;
-}
+import type { KvrouteError } from '../core/errors.js';
 
 /** A bad line of a trace file: names the file's line number (1-based) and the field. */
-export class TraceFormatError extends Error implements TraceError {
+export class TraceFormatError extends Error implements KvrouteError {
   readonly code = 'ERR_KVROUTE_TRACE_FORMAT' as const;
   constructor(
     readonly line: number,
@@ -24,16 +19,8 @@ export class TraceFormatError extends Error implements TraceError {
   }
 }
 
-/** A bad option of a trace operation (generator, transform, reader). */
-export function invalidOption(field: string, expected: string, got: unknown): RangeError & TraceError {
-  const shown = typeof got === 'string' ? JSON.stringify(got) : Array.isArray(got) ? 'an array' : String(got);
-  return Object.assign(new RangeError(`${field} must be ${expected}, got ${shown}`), {
-    code: 'ERR_KVROUTE_INVALID_ARG_VALUE' as const,
-  });
-}
-
 /** A file that cannot be read or written, with the system's reason. */
-export function ioError(path: string, cause: unknown): Error & TraceError {
+export function ioError(path: string, cause: unknown): Error & KvrouteError {
   const reason = (cause as NodeJS.ErrnoException).code ?? (cause as Error).message;
   return Object.assign(new Error(`${path}: ${reason}`, { cause }), { code: 'ERR_KVROUTE_TRACE_IO' as const });
 }

@@ -9,7 +9,7 @@
  *   5. re-blocking      merge every k = blockSize / current blocks into one (see reblock).
  * Memory: one counter per session for the turn cap, nothing otherwise.
  */
-import { invalidOption } from './trace-errors.js';
+import { invalidValue } from '../core/errors.js';
 import type { TraceRequest } from './types.js';
 
 export interface TransformOptions {
@@ -25,19 +25,19 @@ export interface TransformOptions {
 export function validateTransformOptions(options: TransformOptions): void {
   const positive = (field: keyof TransformOptions, value: number | undefined): void => {
     if (value !== undefined && !(Number.isFinite(value) && value > 0))
-      throw invalidOption(field, 'a positive number', value);
+      throw invalidValue(field, 'a positive number', value);
   };
   const positiveInteger = (field: keyof TransformOptions, value: number | undefined): void => {
     if (value !== undefined && !(Number.isSafeInteger(value) && value > 0))
-      throw invalidOption(field, 'a positive integer', value);
+      throw invalidValue(field, 'a positive integer', value);
   };
   if (options.windowStart !== undefined && !(Number.isFinite(options.windowStart) && options.windowStart >= 0))
-    throw invalidOption('windowStart', 'a non-negative number of seconds', options.windowStart);
+    throw invalidValue('windowStart', 'a non-negative number of seconds', options.windowStart);
   positive('window', options.window);
   if (options.sampleSessions !== undefined && !(options.sampleSessions > 0 && options.sampleSessions <= 1))
-    throw invalidOption('sampleSessions', 'a fraction in (0, 1]', options.sampleSessions);
+    throw invalidValue('sampleSessions', 'a fraction in (0, 1]', options.sampleSessions);
   if (options.seed !== undefined && !Number.isSafeInteger(options.seed))
-    throw invalidOption('seed', 'an integer', options.seed);
+    throw invalidValue('seed', 'an integer', options.seed);
   positiveInteger('capTurns', options.capTurns);
   positive('timeScale', options.timeScale);
   positiveInteger('blockSize', options.blockSize);
@@ -79,7 +79,7 @@ export async function* transformTrace(
  */
 export function reblock(request: TraceRequest, blockSize: number): number[] {
   if (blockSize % request.blockSize !== 0)
-    throw invalidOption('blockSize', `a multiple of the trace's block size ${request.blockSize}`, blockSize);
+    throw invalidValue('blockSize', `a multiple of the trace's block size ${request.blockSize}`, blockSize);
   const factor = blockSize / request.blockSize;
   const ids = request.hashIds;
   const merged = new Array<number>(Math.ceil(ids.length / factor));
