@@ -50,6 +50,12 @@ describe('transformTrace', () => {
     expect(out.at(-1)!.arrival).toBe(49);
   });
 
+  it('opens the window at the first arrival when no start is given', async () => {
+    const late = input.map((r) => ({ ...r, arrival: r.arrival + 1_700_000_000 }));
+    const out = await run(late, { window: 50 });
+    expect(out).toEqual(input.slice(0, 50));
+  });
+
   it('samples whole sessions, reproducibly for a seed', async () => {
     const a = await run(input, { sampleSessions: 0.3, seed: 11 });
     const b = await run(input, { sampleSessions: 0.3, seed: 11 });

@@ -15,7 +15,8 @@ export const TRACE_USAGE = `  trace synth       write a synthetic agentic-coding
                     --system-prefix TOKENS   --to session|mooncake
   trace transform IN  window, sample, cap, rescale or re-block a trace (IN may be -)
                     -o, --output FILE  --to session|mooncake (default: the input's format)
-                    --window S [--window-start S]   keep arrivals in the window, re-based to 0
+                    --window S [--window-start T]   keep arrivals in [T, T+S), re-based to 0
+                                      (T: the first arrival unless given)
                     --sample-sessions R [--seed K]  keep each session with probability R
                     --cap-turns N     keep each session's first N requests
                     --time-scale F    multiply arrival times by F

@@ -1,7 +1,8 @@
 /**
  * Streaming trace transforms, applied in this order to a trace in arrival order:
  *   1. time window      keep arrivals in [windowStart, windowStart + window); arrivals are
- *                       re-based so the window starts at 0 s;
+ *                       re-based so the window starts at 0 s. Without windowStart the window
+ *                       opens at the first request's arrival (traces with epoch timestamps);
  *   2. session sampling keep a session when a seeded hash of its id falls below the rate, so a
  *                       session is kept or dropped whole, with no memory of earlier lines;
  *   3. turn cap         keep each session's first `capTurns` requests (the seeds' `capped`);
@@ -48,13 +49,20 @@ export async function* transformTrace(
   options: TransformOptions,
 ): AsyncGenerator<TraceRequest> {
   validateTransformOptions(options);
-  const start = options.windowStart ?? 0;
-  const end = options.window === undefined ? Infinity : start + options.window;
+  // Known once the first request is read, when the window opens at it.
+  let start = options.windowStart ?? 0;
+  let end = Infinity;
+  let opened = false;
   const rate = options.sampleSessions ?? 1;
   const seed = options.seed ?? 0;
   const scale = options.timeScale ?? 1;
   const turnsKept = options.capTurns === undefined ? undefined : new Map<string, number>();
   for await (const request of source) {
+    if (!opened) {
+      opened = true;
+      if (options.window !== undefined && options.windowStart === undefined) start = request.arrival;
+      if (options.window !== undefined) end = start + options.window;
+    }
     if (request.arrival < start) continue;
     // Arrivals are non-decreasing (the reader counts any that are not), so nothing later can
     // fall back inside the window: stop reading.
