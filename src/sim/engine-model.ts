@@ -1,0 +1,324 @@
+/**
+ * One vLLM V1 engine in virtual time: continuous batching, chunked prefill, automatic prefix
+ * caching over a bounded block pool, and recompute preemption on KV exhaustion.
+ *
+ * The caller drives time: `submit` queues a request, `step(now)` runs one scheduler step that
+ * starts at `now` and returns when it ends and what it produced. Requests submitted while a
+ * step runs join the next one, as in vLLM.
+ *
+ * A step (the issue's scheduler model): every running request that has finished its prefill
+ * decodes one token; prefill chunks take up to `maxBatchedTokens` more tokens, running requests
+ * first (oldest first), then waiting ones while blocks and the running cap allow. A request's
+ * last prefill chunk produces its first token; each later step produces one more.
+ *
+ * Memory: a sequence holds ceil(computed / blockSize) blocks. Admission reuses the longest run
+ * of cached full prompt blocks (leaving at least one token to compute, as vLLM does). When a
+ * running request needs a block and none can be had, the newest running request is preempted:
+ * its blocks are released (full prompt blocks stay cached) and it re-queues at the front of the
+ * waiting queue to recompute its prompt and the tokens it had generated.
+ */
+import { BlockPool, type CachedBlock } from './block-pool.js';
+import { capacityBlocks, stepMs, type EnginePreset, type PrefillChunk } from './engine-preset.js';
+
+export interface EngineRequest {
+  id: number;
+  hashIds: readonly number[];
+  inputLength: number;
+  outputLength: number;
+}
+
+/** A request inside the engine; the fields after `request` are its progress. */
+export interface Sequence {
+  request: EngineRequest;
+  submittedAt: number;
+  /** Tokens to compute before decoding: the prompt, plus generated tokens after a preemption. */
+  prefillTarget: number;
+  computed: number;
+  generated: number;
+  /** Prompt tokens served from the prefix cache at first admission (undefined until admitted). */
+  cachedTokens: number | undefined;
+  firstTokenAt: number | undefined;
+  finishedAt: number | undefined;
+  preemptions: number;
+  /** True once any step decoded this request while also running a prefill chunk. */
+  decodeOverlappedPrefill: boolean;
+  /** Per block: the hashed pool block, or null for an anonymous one. */
+  blocks: (CachedBlock | null)[];
+}
+
+export interface StepOutcome {
+  start: number;
+  end: number;
+  prefillTokens: number;
+  decodes: number;
+  firstTokens: Sequence[];
+  finished: Sequence[];
+  preempted: Sequence[];
+}
+
+export interface EngineState {
+  running: number;
+  waiting: number;
+  kvBlocksUsed: number;
+  kvBlocksTotal: number;
+  pendingPrefillTokens: number;
+  maxPrefillRemaining: number;
+  decodeBatch: number;
+}
+
+export interface EngineCounters {
+  steps: number;
+  preemptions: number;
+  promptTokens: number;
+  cachedTokens: number;
+  /** vLLM's prefix_cache_queries / prefix_cache_hits, in tokens. */
+  prefixQueries: number;
+  prefixHits: number;
+}
+
+export interface EngineOptions {
+  preset: EnginePreset;
+  /** Tokens per KV block; the requests' hash ids must use the same size. */
+  blockSize: number;
+  /** Overrides the preset's KV capacity. */
+  capacityBlocks?: number;
+}
+
+export class EngineModel {
+  readonly pool: BlockPool;
+  readonly blockSize: number;
+  private readonly preset: EnginePreset;
+  private readonly running: Sequence[] = [];
+  private readonly waiting: Sequence[] = [];
+  readonly counters: EngineCounters = {
+    steps: 0,
+    preemptions: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
+    prefixQueries: 0,
+    prefixHits: 0,
+  };
+
+  constructor(options: EngineOptions) {
+    this.preset = options.preset;
+    this.blockSize = options.blockSize;
+    if (!(Number.isSafeInteger(this.blockSize) && this.blockSize > 0))
+      throw new RangeError(`blockSize must be a positive integer, got ${this.blockSize}`);
+    this.pool = new BlockPool(options.capacityBlocks ?? capacityBlocks(this.preset, this.blockSize));
+  }
+
+  get idle(): boolean {
+    return this.running.length === 0 && this.waiting.length === 0;
+  }
+
+  submit(request: EngineRequest, now: number): Sequence {
+    const sequence: Sequence = {
+      request,
+      submittedAt: now,
+      prefillTarget: request.inputLength,
+      computed: 0,
+      generated: 0,
+      cachedTokens: undefined,
+      firstTokenAt: undefined,
+      finishedAt: undefined,
+      preemptions: 0,
+      decodeOverlappedPrefill: false,
+      blocks: [],
+    };
+    this.waiting.push(sequence);
+    return sequence;
+  }
+
+  /** Removes a request wherever it is, releasing its blocks. False when it is not here. */
+  abort(sequence: Sequence): boolean {
+    for (const queue of [this.running, this.waiting]) {
+      const at = queue.indexOf(sequence);
+      if (at < 0) continue;
+      queue.splice(at, 1);
+      this.releaseBlocks(sequence);
+      return true;
+    }
+    return false;
+  }
+
+  state(): EngineState {
+    let pending = 0;
+    let maxRemaining = 0;
+    let decodeBatch = 0;
+    for (const queue of [this.running, this.waiting]) {
+      for (const sequence of queue) {
+        const remaining = sequence.prefillTarget - sequence.computed;
+        if (remaining > 0) {
+          pending += remaining;
+          maxRemaining = Math.max(maxRemaining, remaining);
+        } else {
+          decodeBatch++;
+        }
+      }
+    }
+    return {
+      running: this.running.length,
+      waiting: this.waiting.length,
+      kvBlocksUsed: this.pool.referenced,
+      kvBlocksTotal: this.pool.capacity,
+      pendingPrefillTokens: pending,
+      maxPrefillRemaining: maxRemaining,
+      decodeBatch,
+    };
+  }
+
+  /** Runs one scheduler step starting at `now` (seconds); undefined when there is nothing to do. */
+  step(now: number): StepOutcome | undefined {
+    if (this.idle) return undefined;
+    const preempted: Sequence[] = [];
+    const decodes: Sequence[] = [];
+    const chunks: Array<{ sequence: Sequence } & PrefillChunk> = [];
+    let budget = this.preset.maxBatchedTokens;
+
+    // Running requests, oldest first. Preemption takes the newest, which is scheduled last.
+    for (let i = 0; i < this.running.length; i++) {
+      const sequence = this.running[i]!;
+      const remaining = sequence.prefillTarget - sequence.computed;
+      const tokens = remaining > 0 ? Math.min(remaining, budget) : 1;
+      if (tokens === 0) continue;
+      if (!this.reserve(sequence, tokens, preempted)) break; // it was preempted itself
+      if (remaining > 0) {
+        chunks.push({ sequence, tokens, context: sequence.computed });
+        budget -= tokens;
+      } else {
+        decodes.push(sequence);
+      }
+    }
+    // Waiting requests, in order, while nothing was preempted this step (as vLLM).
+    while (preempted.length === 0 && budget > 0 && this.waiting.length > 0) {
+      if (this.running.length >= this.preset.maxRunning) break;
+      const sequence = this.waiting[0]!;
+      this.acquireCachedPrefix(sequence);
+      const tokens = Math.min(sequence.prefillTarget - sequence.computed, budget);
+      if (!this.pool.allocate(this.blocksFor(sequence.computed + tokens) - sequence.blocks.length)) {
+        // Give back the cached blocks it took; it is retried next step.
+        this.releaseBlocks(sequence);
+        sequence.computed = 0;
+        break;
+      }
+      this.countAdmission(sequence);
+      this.addAnonymous(sequence, this.blocksFor(sequence.computed + tokens));
+      this.waiting.shift();
+      this.running.push(sequence);
+      chunks.push({ sequence, tokens, context: sequence.computed });
+      budget -= tokens;
+    }
+
+    const end = now + stepMs(this.preset, chunks, decodes.length) / 1000;
+    this.counters.steps++;
+    const firstTokens: Sequence[] = [];
+    const finished: Sequence[] = [];
+    for (const { sequence, tokens } of chunks) {
+      sequence.computed += tokens;
+      this.registerFullBlocks(sequence);
+      if (sequence.computed === sequence.prefillTarget) this.emit(sequence, end, firstTokens, finished);
+    }
+    for (const sequence of decodes) {
+      if (chunks.length > 0) sequence.decodeOverlappedPrefill = true;
+      sequence.computed += 1;
+      sequence.prefillTarget += 1; // the decoded token is part of the sequence now
+      this.emit(sequence, end, firstTokens, finished);
+    }
+    for (const sequence of finished) {
+      this.running.splice(this.running.indexOf(sequence), 1);
+      this.releaseBlocks(sequence);
+    }
+    const prefillTokens = chunks.reduce((sum, chunk) => sum + chunk.tokens, 0);
+    return { start: now, end, prefillTokens, decodes: decodes.length, firstTokens, finished, preempted };
+  }
+
+  /** One more generated token; the request finishes at its output length (at least one token). */
+  private emit(sequence: Sequence, end: number, firstTokens: Sequence[], finished: Sequence[]): void {
+    sequence.generated++;
+    if (sequence.firstTokenAt === undefined) {
+      sequence.firstTokenAt = end;
+      firstTokens.push(sequence);
+    }
+    if (sequence.generated >= Math.max(1, sequence.request.outputLength)) {
+      sequence.finishedAt = end;
+      finished.push(sequence);
+    }
+  }
+
+  private blocksFor(tokens: number): number {
+    return Math.ceil(tokens / this.blockSize);
+  }
+
+  /**
+   * Blocks for `tokens` more tokens of a running request, preempting the newest running
+   * requests while the pool is short. False when `sequence` itself had to go.
+   */
+  private reserve(sequence: Sequence, tokens: number, preempted: Sequence[]): boolean {
+    const needed = this.blocksFor(sequence.computed + tokens) - sequence.blocks.length;
+    while (!this.pool.allocate(needed)) {
+      const victim = this.running[this.running.length - 1]!;
+      this.preempt(victim);
+      preempted.push(victim);
+      if (victim === sequence) return false;
+    }
+    this.addAnonymous(sequence, sequence.blocks.length + needed);
+    return true;
+  }
+
+  private preempt(sequence: Sequence): void {
+    this.running.pop();
+    this.releaseBlocks(sequence);
+    sequence.computed = 0;
+    sequence.preemptions++;
+    this.counters.preemptions++;
+    this.waiting.unshift(sequence);
+  }
+
+  /** At admission: take the longest run of cached full prompt blocks as computed. */
+  private acquireCachedPrefix(sequence: Sequence): void {
+    const { request } = sequence;
+    const fullPromptBlocks = Math.floor(request.inputLength / this.blockSize);
+    // At least one token is always computed (vLLM recomputes the last one of a full hit).
+    const limit = Math.min(fullPromptBlocks, Math.floor((sequence.prefillTarget - 1) / this.blockSize));
+    const matched = this.pool.matchPrefix(request.hashIds, Math.min(limit, request.hashIds.length));
+    for (let i = 0; i < matched; i++) sequence.blocks.push(this.pool.acquire(request.hashIds[i]!));
+    sequence.computed = matched * this.blockSize;
+  }
+
+  /** Prefix-cache accounting of an admission (a re-admission after preemption queries again). */
+  private countAdmission(sequence: Sequence): void {
+    const prompt = sequence.request.inputLength;
+    if (sequence.cachedTokens === undefined) {
+      sequence.cachedTokens = sequence.computed;
+      this.counters.promptTokens += prompt;
+      this.counters.cachedTokens += sequence.computed;
+    }
+    this.counters.prefixQueries += sequence.prefillTarget;
+    this.counters.prefixHits += sequence.computed;
+  }
+
+  private addAnonymous(sequence: Sequence, blocks: number): void {
+    while (sequence.blocks.length < blocks) sequence.blocks.push(null);
+  }
+
+  /** Names the prompt blocks that just became full, so later requests can reuse them. */
+  private registerFullBlocks(sequence: Sequence): void {
+    const { hashIds, inputLength } = sequence.request;
+    const full = Math.min(Math.floor(Math.min(sequence.computed, inputLength) / this.blockSize), hashIds.length);
+    for (let i = 0; i < full; i++) {
+      if (sequence.blocks[i] !== null) continue;
+      const block = this.pool.register(hashIds[i]!);
+      if (block !== undefined) sequence.blocks[i] = block;
+    }
+  }
+
+  private releaseBlocks(sequence: Sequence): void {
+    let anonymous = 0;
+    for (const block of sequence.blocks) {
+      if (block === null) anonymous++;
+      else this.pool.release(block);
+    }
+    this.pool.releaseAnonymous(anonymous);
+    sequence.blocks = [];
+  }
+}

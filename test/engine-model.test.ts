@@ -1,0 +1,181 @@
+/**
+ * The engine model: timings within ±15% of every calibration point of the seeds' microbench
+ * (one H20, Qwen3-Coder-30B-A3B), prefix caching with LRU eviction, recompute preemption, and
+ * live state.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { BlockPool } from '../src/sim/block-pool.js';
+import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, capacityBlocks } from '../src/sim/engine-preset.js';
+import { EngineModel, type EngineRequest, type Sequence, type StepOutcome } from '../src/sim/engine-model.js';
+
+const preset = ENGINE_PRESETS[DEFAULT_ENGINE_PRESET]!;
+const BLOCK = 16;
+let nextId = 1;
+
+/** A request whose prompt blocks have fresh ids (or the given ones). */
+function request(inputLength: number, outputLength: number, ids?: number[]): EngineRequest {
+  const hashIds = ids ?? Array.from({ length: Math.ceil(inputLength / BLOCK) }, () => nextId++);
+  return { id: nextId++, hashIds, inputLength, outputLength };
+}
+
+/** Steps the engine until `done`, returning every step; time starts at `start`. */
+function runUntil(engine: EngineModel, done: () => boolean, start = 0): StepOutcome[] {
+  const steps: StepOutcome[] = [];
+  let now = start;
+  for (let guard = 0; !done() && guard < 100_000; guard++) {
+    const step = engine.step(now);
+    if (step === undefined) break;
+    steps.push(step);
+    now = step.end;
+  }
+  return steps;
+}
+
+function within(actual: number, target: number, tolerance = 0.15): void {
+  expect(actual, `${actual} vs ${target}`).toBeGreaterThanOrEqual(target * (1 - tolerance));
+  expect(actual, `${actual} vs ${target}`).toBeLessThanOrEqual(target * (1 + tolerance));
+}
+
+describe('engine timing (seeds microbench, ±15%)', () => {
+  it.each([
+    [2048, 139],
+    [8192, 589],
+    [16384, 1544],
+    [32768, 4575],
+  ])('an isolated %i-token prefill takes %i ms to its first token', (tokens, ms) => {
+    const engine = new EngineModel({ preset, blockSize: BLOCK });
+    const sequence = engine.submit(request(tokens, 1), 0);
+    runUntil(engine, () => sequence.firstTokenAt !== undefined);
+    within(sequence.firstTokenAt! * 1000, ms);
+    expect(sequence.cachedTokens).toBe(0);
+  });
+
+  it.each([
+    [1, 6.0],
+    [8, 9.3],
+  ])('decode TPOT at batch %i is %f ms', (batch, ms) => {
+    const engine = new EngineModel({ preset, blockSize: BLOCK });
+    const sequences = Array.from({ length: batch }, () => engine.submit(request(64, 50), 0));
+    const steps = runUntil(engine, () => sequences.every((s) => s.generated >= 10));
+    const decodeOnly = steps.filter((s) => s.prefillTokens === 0);
+    expect(decodeOnly.length).toBeGreaterThan(5);
+    for (const step of decodeOnly) {
+      expect(step.decodes).toBe(batch);
+      within((step.end - step.start) * 1000, ms);
+    }
+  });
+
+  it('a step with an 8,192-token chunk takes ~580 ms, and co-located decodes emit one token in it', () => {
+    const engine = new EngineModel({ preset, blockSize: BLOCK });
+    const decoding = Array.from({ length: 4 }, () => engine.submit(request(64, 1000), 0));
+    const now = runUntil(engine, () => decoding.every((s) => s.generated >= 3)).at(-1)!.end;
+    const before = decoding.map((s) => s.generated);
+    const big = engine.submit(request(32768, 1), now);
+    const steps = runUntil(engine, () => big.firstTokenAt !== undefined, now);
+    const chunkSteps = steps.filter((s) => s.prefillTokens === 8192);
+    expect(chunkSteps).toHaveLength(4);
+    within((chunkSteps[0]!.end - chunkSteps[0]!.start) * 1000, 580);
+    decoding.forEach((s, k) => expect(s.generated - before[k]!).toBe(steps.length));
+    expect(decoding.every((s) => s.decodeOverlappedPrefill)).toBe(true);
+    // Prefill compute does not depend on the decodes beside it (the seeds' observation 3).
+    within((big.firstTokenAt! - big.submittedAt) * 1000, 4575);
+  });
+});
+
+describe('prefix cache', () => {
+  it('serves a repeated prompt from cache, leaving the last token to compute', () => {
+    const engine = new EngineModel({ preset, blockSize: BLOCK });
+    const ids = Array.from({ length: 63 }, (_, i) => 10_000 + i); // 1,000 tokens: 62 full blocks
+    const first = engine.submit(request(1000, 2, ids), 0);
+    runUntil(engine, () => first.finishedAt !== undefined);
+    const again = engine.submit(request(1000, 2, ids), 10);
+    runUntil(engine, () => again.finishedAt !== undefined, 10);
+    expect(first.cachedTokens).toBe(0);
+    expect(again.cachedTokens).toBe(62 * BLOCK);
+    expect(again.firstTokenAt! - again.submittedAt).toBeLessThan(first.firstTokenAt! - first.submittedAt);
+    // An exact repeat of whole blocks still computes its last block.
+    const whole = engine.submit(request(992, 1, ids.slice(0, 62)), 20);
+    runUntil(engine, () => whole.finishedAt !== undefined, 20);
+    expect(whole.cachedTokens).toBe(61 * BLOCK);
+    expect(engine.counters.prefixHits).toBe(62 * BLOCK + 61 * BLOCK);
+    expect(engine.pool.referenced).toBe(0);
+  });
+
+  it('evicts the least recently freed blocks first, never a running request’s', () => {
+    const pool = new BlockPool(10);
+    const hold = (ids: number[]) => {
+      expect(pool.allocate(ids.length)).toBe(true);
+      return ids.map((id) => pool.register(id)!);
+    };
+    const a = hold([1, 2, 3]);
+    const b = hold([4, 5, 6]);
+    for (const block of a) pool.release(block); // A cached first (oldest)
+    for (const block of b) pool.release(block);
+    expect(pool.cached).toBe(6);
+    const c = hold([7, 8, 9, 10, 11, 12]); // 4 free + 2 evicted: A's 1 and 2
+    expect(pool.evictions).toBe(2);
+    expect(pool.matchPrefix([1, 2, 3])).toBe(0);
+    expect(pool.matchPrefix([4, 5, 6])).toBe(3);
+    // Referenced blocks are not available: 6 held by C, 4 cached.
+    expect(pool.available).toBe(4);
+    expect(pool.allocate(5)).toBe(false);
+    expect(pool.referenced).toBe(6);
+    for (const block of c) pool.release(block);
+    // Re-using a cached block makes it unevictable until released again.
+    pool.acquire(4);
+    expect(pool.allocate(9)).toBe(true);
+    expect(pool.matchPrefix([4])).toBe(1);
+  });
+});
+
+describe('preemption and state', () => {
+  it('preempts the newest running request when KV runs out, and still finishes everything', () => {
+    // 40 blocks: two requests of 10 prompt blocks each decoding 300 tokens (~19 blocks more each).
+    const engine = new EngineModel({ preset, blockSize: BLOCK, capacityBlocks: 40 });
+    const older = engine.submit(request(160, 300), 0);
+    const newer = engine.submit(request(160, 300), 0);
+    const preempted: Sequence[] = [];
+    runUntil(engine, () => older.finishedAt !== undefined && newer.finishedAt !== undefined).forEach((s) =>
+      preempted.push(...s.preempted),
+    );
+    expect(engine.counters.preemptions).toBeGreaterThan(0);
+    expect(preempted.every((s) => s === newer)).toBe(true);
+    expect(older.preemptions).toBe(0);
+    expect(newer.generated).toBe(300);
+    expect(older.finishedAt!).toBeLessThan(newer.finishedAt!);
+    expect(engine.pool.referenced).toBe(0);
+    expect(engine.idle).toBe(true);
+  });
+
+  it('reports live state, and an abort releases the request’s blocks', () => {
+    const engine = new EngineModel({ preset, blockSize: BLOCK });
+    const big = engine.submit(request(20_000, 5), 0);
+    const small = engine.submit(request(3_000, 5), 0);
+    expect(engine.state()).toMatchObject({
+      running: 0,
+      waiting: 2,
+      pendingPrefillTokens: 23_000,
+      maxPrefillRemaining: 20_000,
+    });
+    engine.step(0);
+    expect(engine.state()).toMatchObject({
+      running: 1,
+      waiting: 1,
+      pendingPrefillTokens: 23_000 - 8192,
+      maxPrefillRemaining: 20_000 - 8192,
+      kvBlocksUsed: 8192 / BLOCK,
+      kvBlocksTotal: capacityBlocks(preset, BLOCK),
+    });
+    expect(engine.abort(big)).toBe(true);
+    expect(engine.abort(big)).toBe(false);
+    expect(engine.pool.referenced).toBe(0);
+    runUntil(engine, () => small.finishedAt !== undefined);
+    expect(engine.state()).toMatchObject({ running: 0, waiting: 0, decodeBatch: 0, kvBlocksUsed: 0 });
+  });
+
+  it('derives the KV capacity from the preset: ~323k tokens on an H20 for Qwen3-Coder-30B-A3B', () => {
+    expect(capacityBlocks(preset, 512)).toBe(631);
+    within(capacityBlocks(preset, BLOCK) * BLOCK, 323_000, 0.01);
+  });
+});
