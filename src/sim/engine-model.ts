@@ -17,6 +17,7 @@
  * its blocks are released (full prompt blocks stay cached) and it re-queues at the front of the
  * waiting queue to recompute its prompt and the tokens it had generated.
  */
+import type { ObservedState } from '../core/types.js';
 import { BlockPool, type CachedBlock } from './block-pool.js';
 import { capacityBlocks, stepMs, type EnginePreset, type PrefillChunk } from './engine-preset.js';
 
@@ -56,15 +57,8 @@ export interface StepOutcome {
   preempted: Sequence[];
 }
 
-export interface EngineState {
-  running: number;
-  waiting: number;
-  kvBlocksUsed: number;
-  kvBlocksTotal: number;
-  pendingPrefillTokens: number;
-  maxPrefillRemaining: number;
-  decodeBatch: number;
-}
+/** Live engine state: exactly the fields a router observes (`Router.setObservedState`). */
+export type EngineState = Required<Omit<ObservedState, 'timestampMs'>>;
 
 export interface EngineCounters {
   steps: number;
