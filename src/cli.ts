@@ -11,6 +11,7 @@ import { isKvrouteError } from './core/errors.js';
 import { ANALYZE_USAGE, analyzeVerb } from './cli/analyze-verb.js';
 import { UsageError } from './cli/common.js';
 import { HASH_USAGE, hashVerb } from './cli/hash-verb.js';
+import { SIM_USAGE, simVerb } from './cli/sim-verb.js';
 import { TRACE_USAGE, traceVerb } from './cli/trace-verb.js';
 
 const VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
@@ -23,6 +24,7 @@ verbs:
 ${HASH_USAGE}
 ${TRACE_USAGE}
 ${ANALYZE_USAGE}
+${SIM_USAGE}
 
 options:
   -h, --help        this text
@@ -32,6 +34,7 @@ const VERBS: Record<string, (args: string[]) => void | Promise<void>> = {
   hash: hashVerb,
   trace: traceVerb,
   analyze: analyzeVerb,
+  sim: simVerb,
 };
 
 /** Data errors: the input is wrong, not the command line. */

@@ -1,0 +1,88 @@
+/**
+ * The metrics of a run, from its per-request records (the seeds' B3 definitions):
+ * - TTFT = first_token − dispatch; E2E = finish − dispatch; TPOT = (finish − first_token) ÷
+ *   (output_tokens − 1), for requests with more than one output token;
+ * - APC = Σ cached_tokens ÷ Σ input_tokens;
+ * - interference_index = TPOT p90 of requests whose decode overlapped a same-worker prefill ÷
+ *   TPOT p90 of the others (null when either group is empty);
+ * - hotspot_index = max over instances of TTFT p90 ÷ median over instances of TTFT p90;
+ * - instances_per_session = mean number of distinct instances a session's requests went to.
+ */
+import type { RequestRecord } from '../trace/records.js';
+import { percentileOfSorted } from './percentiles.js';
+
+export interface Quantiles {
+  p50: number;
+  p90: number;
+  p99: number;
+}
+
+export interface RunMetrics {
+  requests: number;
+  ttft_s: Quantiles;
+  tpot_ms: Quantiles;
+  e2e_s: Quantiles;
+  apc: number;
+  interference_index: number | null;
+  hotspot_index: number | null;
+  instances_per_session: number;
+  preempted_requests: number;
+}
+
+function sorted(values: number[]): Float64Array {
+  return Float64Array.from(values).sort();
+}
+
+function quantiles(values: number[]): Quantiles {
+  const s = sorted(values);
+  return { p50: percentileOfSorted(s, 50), p90: percentileOfSorted(s, 90), p99: percentileOfSorted(s, 99) };
+}
+
+const p90 = (values: number[]): number => percentileOfSorted(sorted(values), 90);
+
+export function runMetrics(records: readonly RequestRecord[]): RunMetrics {
+  const ttft: number[] = [];
+  const e2e: number[] = [];
+  const tpot: number[] = [];
+  const tpotOverlapped: number[] = [];
+  const tpotClean: number[] = [];
+  const ttftByInstance = new Map<number, number[]>();
+  const instancesBySession = new Map<string, Set<number>>();
+  let cached = 0;
+  let input = 0;
+  let preempted = 0;
+  for (const r of records) {
+    const firstToken = r.first_token - r.dispatch;
+    ttft.push(firstToken);
+    e2e.push(r.finish - r.dispatch);
+    if (r.output_tokens > 1) {
+      const perToken = ((r.finish - r.first_token) / (r.output_tokens - 1)) * 1000;
+      tpot.push(perToken);
+      (r.overlapped ? tpotOverlapped : tpotClean).push(perToken);
+    }
+    if (!ttftByInstance.has(r.instance)) ttftByInstance.set(r.instance, []);
+    ttftByInstance.get(r.instance)!.push(firstToken);
+    if (!instancesBySession.has(r.session)) instancesBySession.set(r.session, new Set());
+    instancesBySession.get(r.session)!.add(r.instance);
+    cached += r.cached_tokens;
+    input += r.input_tokens;
+    if (r.preemptions > 0) preempted++;
+  }
+  const workerP90 = sorted([...ttftByInstance.values()].map(p90));
+  const medianWorker = percentileOfSorted(workerP90, 50);
+  const cleanP90 = tpotClean.length === 0 ? 0 : p90(tpotClean);
+  let perSession = 0;
+  for (const instances of instancesBySession.values()) perSession += instances.size;
+  return {
+    requests: records.length,
+    ttft_s: quantiles(ttft),
+    tpot_ms: quantiles(tpot),
+    e2e_s: quantiles(e2e),
+    apc: input === 0 ? 0 : cached / input,
+    interference_index: tpotOverlapped.length === 0 || cleanP90 === 0 ? null : p90(tpotOverlapped) / cleanP90,
+    hotspot_index:
+      workerP90.length === 0 || medianWorker === 0 ? null : workerP90[workerP90.length - 1]! / medianWorker,
+    instances_per_session: instancesBySession.size === 0 ? 0 : perSession / instancesBySession.size,
+    preempted_requests: preempted,
+  };
+}
