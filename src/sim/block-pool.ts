@@ -65,16 +65,22 @@ export class BlockPool {
    */
   allocate(count: number): boolean {
     if (count > this.available) return false;
-    let free = this.capacity - this.referencedBlocks - this.evictable.size;
+    const free = this.capacity - this.referencedBlocks - this.evictable.size;
+    if (free < count) this.evict(count - free);
+    this.referencedBlocks += count;
+    return true;
+  }
+
+  /** Evicts the `count` least recently freed cached blocks. */
+  private evict(count: number): void {
+    let evicted = 0;
     for (const [id] of this.evictable) {
-      if (free >= count) break;
+      if (evicted === count) break;
       this.evictable.delete(id);
       this.byId.delete(id);
       this.evictions++;
-      free++;
+      evicted++;
     }
-    this.referencedBlocks += count;
-    return true;
   }
 
   /**

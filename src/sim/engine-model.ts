@@ -45,6 +45,8 @@ export interface Sequence {
   decodeOverlappedPrefill: boolean;
   /** Per block: the hashed pool block, or null for an anonymous one. */
   blocks: (CachedBlock | null)[];
+  /** Leading blocks already given their hash id (or left anonymous for good). */
+  named: number;
 }
 
 export interface StepOutcome {
@@ -118,6 +120,7 @@ export class EngineModel {
       preemptions: 0,
       decodeOverlappedPrefill: false,
       blocks: [],
+      named: 0,
     };
     this.waiting.push(sequence);
     return sequence;
@@ -295,15 +298,19 @@ export class EngineModel {
     while (sequence.blocks.length < blocks) sequence.blocks.push(null);
   }
 
-  /** Names the prompt blocks that just became full, so later requests can reuse them. */
+  /**
+   * Names the prompt blocks that just became full, so later requests can reuse them. A block
+   * whose id another block already holds stays anonymous for good, as in vLLM.
+   */
   private registerFullBlocks(sequence: Sequence): void {
     const { hashIds, inputLength } = sequence.request;
     const full = Math.min(Math.floor(Math.min(sequence.computed, inputLength) / this.blockSize), hashIds.length);
-    for (let i = 0; i < full; i++) {
+    for (let i = sequence.named; i < full; i++) {
       if (sequence.blocks[i] !== null) continue;
       const block = this.pool.register(hashIds[i]!);
       if (block !== undefined) sequence.blocks[i] = block;
     }
+    sequence.named = Math.max(sequence.named, full);
   }
 
   private releaseBlocks(sequence: Sequence): void {
@@ -314,5 +321,6 @@ export class EngineModel {
     }
     this.pool.releaseAnonymous(anonymous);
     sequence.blocks = [];
+    sequence.named = 0;
   }
 }
