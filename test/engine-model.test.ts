@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { BlockPool } from '../src/sim/block-pool.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, capacityBlocks } from '../src/sim/engine-preset.js';
 import { EngineModel, type EngineRequest, type Sequence, type StepOutcome } from '../src/sim/engine-model.js';
+import { interferenceTable } from '../src/sim/interference-bench.js';
 
 const preset = ENGINE_PRESETS[DEFAULT_ENGINE_PRESET]!;
 const BLOCK = 16;
@@ -177,5 +178,24 @@ describe('preemption and state', () => {
   it('derives the KV capacity from the preset: ~323k tokens on an H20 for Qwen3-Coder-30B-A3B', () => {
     expect(capacityBlocks(preset, 512)).toBe(631);
     within(capacityBlocks(preset, BLOCK) * BLOCK, 323_000, 0.01);
+  });
+});
+
+describe('the B2 interference microbench in the model', () => {
+  const cells = interferenceTable(preset);
+  const ttft = (variant: string, size: number) =>
+    cells.find((c) => c.variant === variant && c.prefill_tokens === size)!.ttft_index!;
+
+  it('leaves a decode load on another engine untouched at every prefill size', () => {
+    for (const size of [2048, 8192, 16384, 32768, 65536]) {
+      within(ttft('different', size), 1, 0.05);
+      within(cells.find((c) => c.variant === 'different' && c.prefill_tokens === size)!.tpot_index!, 1, 0.05);
+    }
+  });
+
+  it('raises a same-engine decode load’s TTFT index monotonically with prefill size, 2k to 32k', () => {
+    const sizes = [2048, 8192, 16384, 32768];
+    for (let k = 1; k < sizes.length; k++) expect(ttft('same', sizes[k]!)).toBeGreaterThan(ttft('same', sizes[k - 1]!));
+    expect(ttft('same', 2048)).toBeGreaterThan(1.5);
   });
 });

@@ -5,6 +5,7 @@ import { runMetrics, type RunMetrics } from '../analysis/run-metrics.js';
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import type { PolicyName } from '../core/types.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { interferenceTable } from '../sim/interference-bench.js';
 import { simulate, type SimulationOptions } from '../sim/simulator.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
@@ -20,11 +21,16 @@ export const SIM_USAGE = `  sim run --trace IN  replay a trace in virtual time t
                     --rate R [--seed K]   open-loop Poisson at R requests/s instead of
                                       session-sequential dispatch
                     --records OUT     write per-request records (MessagePack)
-                    --json            print the metrics as JSON`;
+                    --json            print the metrics as JSON
+  sim interference    the seeds' B2 microbench on two engine models: TTFT and TPOT indices of a
+                      steady decode load when large prefills land on the same or another engine
+                    --json            print the cells as JSON`;
 
 export async function simVerb(args: string[]): Promise<void> {
   const [sub, ...rest] = args;
-  if (sub !== 'run') throw new UsageError(`sim needs a sub-command: run${sub === undefined ? '' : `, got ${sub}`}`);
+  if (sub === 'interference') return interferenceVerb(rest);
+  if (sub !== 'run')
+    throw new UsageError(`sim needs a sub-command: run or interference${sub === undefined ? '' : `, got ${sub}`}`);
   const { values } = parseArgs({
     args: rest,
     allowPositionals: false,
@@ -66,6 +72,22 @@ export async function simVerb(args: string[]): Promise<void> {
   }
   process.stdout.write(`${renderMetrics(options, metrics, result.makespan)}\n`);
   process.stderr.write(`(${((performance.now() - started) / 1000).toFixed(1)} s wall, ${result.steps} engine steps)\n`);
+}
+
+function interferenceVerb(args: string[]): void {
+  const { values } = parseArgs({ args, allowPositionals: false, options: { json: { type: 'boolean' } } });
+  const cells = interferenceTable(ENGINE_PRESETS['h20-qwen3-coder-30b-a3b']!);
+  if (values.json) {
+    process.stdout.write(`${JSON.stringify(cells)}\n`);
+    return;
+  }
+  const index = (value: number | null): string => (value === null ? '-' : value.toFixed(2)).padStart(9);
+  const lines = ['variant     prefill  overlap  clean  TPOT idx  TTFT idx'];
+  for (const c of cells)
+    lines.push(
+      `${c.variant.padEnd(10)}${String(c.prefill_tokens).padStart(8)}${String(c.n_overlap).padStart(9)}${String(c.n_clean).padStart(7)}${index(c.tpot_index)}${index(c.ttft_index)}`,
+    );
+  process.stdout.write(`${lines.join('\n')}\n`);
 }
 
 function renderMetrics(options: SimulationOptions, m: RunMetrics, makespan: number): string {

@@ -6,9 +6,12 @@
  *   prefill: stepOverheadMs + Σ over chunks (prefillMsPerToken × n + attentionMsPerToken2 × n × (s + n/2))
  *   decode:  decodeBaseMs + decodeMsPerSeq × batch
  * for a chunk of n new tokens after s tokens already in the sequence (each new token attends to
- * all earlier ones: the quadratic term). Solving the four isolated-prefill points (139 / 589 /
- * 1,544 / 4,575 ms at 2k / 8k / 16k / 32k) gives the three prefill constants, all four within
- * 1%; TPOT 6.0 ms at batch 1 and 9.3 ms at batch 8 give the decode pair.
+ * all earlier ones: the quadratic term), with the chunk's mean context s + n/2 capped at
+ * `attentionContextCap`. Solving the four isolated-prefill points (139 / 589 / 1,544 / 4,575 ms
+ * at 2k / 8k / 16k / 32k) gives the three prefill constants. Uncapped, the quadratic term puts a
+ * 65k prefill at 15 s, where the seeds' B2 run saw about 10 s (window_1_results.md); the cap at
+ * 24k tokens of context gives 10.2 s there and keeps the four microbench points within 6%.
+ * TPOT 6.0 ms at batch 1 and 9.3 ms at batch 8 give the decode pair.
  */
 import { MODEL_PRESETS, kvBytesPerToken } from '../trace/model-presets.js';
 
@@ -19,6 +22,8 @@ export interface EnginePreset {
   stepOverheadMs: number;
   prefillMsPerToken: number;
   attentionMsPerToken2: number;
+  /** Mean context beyond which a chunk's attention cost per token stops growing (tokens). */
+  attentionContextCap: number;
   decodeBaseMs: number;
   decodeMsPerSeq: number;
   /** vLLM's max_num_batched_tokens. */
@@ -40,6 +45,7 @@ export const ENGINE_PRESETS: Readonly<Record<string, EnginePreset>> = {
     stepOverheadMs: 35.0,
     prefillMsPerToken: 0.04518,
     attentionMsPerToken2: 5.48e-6,
+    attentionContextCap: 24_576,
     decodeBaseMs: 5.529,
     decodeMsPerSeq: 0.4714,
     maxBatchedTokens: 8192,
@@ -71,7 +77,9 @@ export function stepMs(preset: EnginePreset, chunks: readonly PrefillChunk[], de
   if (chunks.length > 0) {
     ms += preset.stepOverheadMs;
     for (const { tokens, context } of chunks)
-      ms += preset.prefillMsPerToken * tokens + preset.attentionMsPerToken2 * tokens * (context + tokens / 2);
+      ms +=
+        preset.prefillMsPerToken * tokens +
+        preset.attentionMsPerToken2 * tokens * Math.min(context + tokens / 2, preset.attentionContextCap);
   }
   if (decodes > 0) ms += preset.decodeBaseMs + preset.decodeMsPerSeq * decodes;
   return ms;
