@@ -19,7 +19,7 @@ import { machineInfo, printMachine } from './lib/machine.mjs';
 import { timerOverheadUs } from './lib/measure.mjs';
 import { renderResults, targetChecks } from './lib/report.mjs';
 
-const WORKLOADS = ['mooncake', 'agentic-long', 'characterize'];
+const WORKLOADS = ['mooncake', 'agentic-long', 'characterize', 'simulate'];
 const here = dirname(fileURLToPath(import.meta.url));
 
 const { values } = parseArgs({

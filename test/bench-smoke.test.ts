@@ -44,5 +44,5 @@ it('an unknown workload is refused with a clear message', () => {
   const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
   const child = spawnSync(process.execPath, [run, '--only', 'nope'], { encoding: 'utf8' });
   expect(child.status).toBe(2);
-  expect(child.stderr).toContain('unknown workload(s): nope; known: mooncake, agentic-long, characterize');
+  expect(child.stderr).toContain('unknown workload(s): nope; known: mooncake, agentic-long, characterize, simulate');
 });

@@ -5,7 +5,8 @@
 /**
  * @typedef {import('./workload.mjs').Result} Result
  * @typedef {import('../characterize.mjs').AnalysisResult} AnalysisResult
- * @typedef {Result | AnalysisResult} AnyResult
+ * @typedef {import('../simulate.mjs').SimulationResult} SimulationResult
+ * @typedef {Result | AnalysisResult | SimulationResult} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -15,6 +16,10 @@ const routingOnly = (results) => /** @type {Result[]} */ (results.filter((r) => 
 /** @param {AnyResult[]} results @returns {AnalysisResult[]} */
 const analysisOnly = (results) =>
   /** @type {AnalysisResult[]} */ (results.filter((r) => 'kind' in r && r.kind === 'analysis'));
+
+/** @param {AnyResult[]} results @returns {SimulationResult[]} */
+const simulationOnly = (results) =>
+  /** @type {SimulationResult[]} */ (results.filter((r) => 'kind' in r && r.kind === 'simulation'));
 
 const MIB = 2 ** 20;
 
@@ -96,6 +101,14 @@ export function targetChecks(allResults) {
     check(`characterize ${size}: <= 60 s`, a.seconds, (v) => v <= 60, ' s');
     check(`characterize ${size}: peak RSS <= 2 GiB`, a.peak_rss_bytes / MIB, (v) => v <= 2048, ' MiB');
   }
+  const simulations = simulationOnly(allResults);
+  if (simulations.length > 0)
+    check(
+      `sim run, default trace, 8 instances <= 2 s (slowest of ${simulations.length} runs)`,
+      Math.max(...simulations.map((s) => s.seconds)),
+      (v) => v <= 2,
+      ' s',
+    );
   return lines;
 }
 
@@ -171,6 +184,20 @@ export function renderResults(doc, command) {
     for (const a of analysis)
       out.push(
         `| ${a.workers} | ${a.workers === 0 ? 'one: reading, trie and shards in turn' : `reader + trie stage + ${a.workers} session shard${a.workers === 1 ? '' : 's'} (the default)`} | ${f(a.seconds)} | ${Math.round(a.requests / a.seconds).toLocaleString('en-US')} | ${(a.peak_rss_bytes / MIB).toFixed(0)} |`,
+      );
+    out.push('');
+  }
+  const simulations = simulationOnly(doc.results);
+  if (simulations.length > 0) {
+    out.push('## simulate: `kvroute sim run` on the default synthetic trace, 8 instances', '');
+    out.push(
+      `${simulations[0]?.requests.toLocaleString('en-US')} requests, session-sequential dispatch, wall time of one run. The simulator is still being built (issue #4).`,
+      '',
+    );
+    out.push('| policy | engine state | engine steps | simulated s | wall s |', '|---|---|---:|---:|---:|');
+    for (const s of simulations)
+      out.push(
+        `| ${s.policy} | ${s.engine_state} | ${s.steps.toLocaleString('en-US')} | ${s.virtual_seconds.toFixed(0)} | ${f(s.seconds)} |`,
       );
     out.push('');
   }
