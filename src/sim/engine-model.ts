@@ -206,7 +206,9 @@ export class EngineModel {
       budget -= tokens;
     }
 
-    const end = now + stepMs(this.preset, chunks, decodes.length) / 1000;
+    let decodeContext = 0;
+    for (const sequence of decodes) decodeContext += sequence.computed;
+    const end = now + stepMs(this.preset, chunks, decodes.length, decodeContext) / 1000;
     this.counters.steps++;
     const firstTokens: Sequence[] = [];
     const finished: Sequence[] = [];

@@ -4,14 +4,16 @@
  * `h20-qwen3-coder-30b-a3b` is fitted to ../shared/seeds/microbench_ANALYSIS.md (one H20, TP 1,
  * chunked prefill at 8,192 tokens). A scheduler step costs
  *   prefill: stepOverheadMs + Σ over chunks (prefillMsPerToken × n + attentionMsPerToken2 × n × (s + n/2))
- *   decode:  decodeBaseMs + decodeMsPerSeq × batch
+ *   decode:  decodeBaseMs + decodeMsPerSeq × batch + decodeMsPerContextToken × Σ context
  * for a chunk of n new tokens after s tokens already in the sequence (each new token attends to
- * all earlier ones: the quadratic term), with the chunk's mean context s + n/2 capped at
- * `attentionContextCap`. Solving the four isolated-prefill points (139 / 589 / 1,544 / 4,575 ms
- * at 2k / 8k / 16k / 32k) gives the three prefill constants. Uncapped, the quadratic term puts a
- * 65k prefill at 15 s, where the seeds' B2 run saw about 10 s (window_1_results.md); the cap at
- * 24k tokens of context gives 10.2 s there and keeps the four microbench points within 6%.
- * TPOT 6.0 ms at batch 1 and 9.3 ms at batch 8 give the decode pair.
+ * all earlier ones: the quadratic term). Solving the four isolated-prefill points (139 / 589 /
+ * 1,544 / 4,575 ms at 2k / 8k / 16k / 32k) gives the three prefill constants, all four within
+ * 1%. Extrapolated, a 65k prefill takes 15 s, where the seeds' B2 text says "~10 s"; the model
+ * keeps the quadratic (attention FLOPs are quadratic) rather than fit one rough figure.
+ * TPOT 6.0 ms at batch 1 and 9.3 ms at batch 8 (short contexts) give the decode pair. A decode
+ * step also reads every decoding sequence's KV cache once: context tokens × KV bytes per token at
+ * the card's HBM bandwidth (H20: 4.0 TB/s), which the short-context microbench does not see but
+ * a 100k-token agentic context does (~2.5 ms per sequence per step).
  */
 import { MODEL_PRESETS, kvBytesPerToken } from '../trace/model-presets.js';
 
@@ -22,10 +24,10 @@ export interface EnginePreset {
   stepOverheadMs: number;
   prefillMsPerToken: number;
   attentionMsPerToken2: number;
-  /** Mean context beyond which a chunk's attention cost per token stops growing (tokens). */
-  attentionContextCap: number;
   decodeBaseMs: number;
   decodeMsPerSeq: number;
+  /** HBM bandwidth, bytes per second: a decode step reads each sequence's KV once. */
+  hbmBytesPerSecond: number;
   /** vLLM's max_num_batched_tokens. */
   maxBatchedTokens: number;
   /** vLLM's max_num_seqs. */
@@ -45,9 +47,9 @@ export const ENGINE_PRESETS: Readonly<Record<string, EnginePreset>> = {
     stepOverheadMs: 35.0,
     prefillMsPerToken: 0.04518,
     attentionMsPerToken2: 5.48e-6,
-    attentionContextCap: 24_576,
     decodeBaseMs: 5.529,
     decodeMsPerSeq: 0.4714,
+    hbmBytesPerSecond: 4.0e12,
     maxBatchedTokens: 8192,
     maxRunning: 256,
     maxModelLen: 262_144,
@@ -60,9 +62,7 @@ export const DEFAULT_ENGINE_PRESET = 'h20-qwen3-coder-30b-a3b';
 
 /** KV cache capacity in blocks of `blockSize` tokens. */
 export function capacityBlocks(preset: EnginePreset, blockSize: number): number {
-  const model = MODEL_PRESETS[preset.model];
-  if (model === undefined) throw new Error(`engine preset ${preset.name} names unknown model ${preset.model}`);
-  return Math.floor(preset.kvCacheBytes / (kvBytesPerToken(model) * blockSize));
+  return Math.floor(preset.kvCacheBytes / (kvBytesPerTokenOf(preset) * blockSize));
 }
 
 /** One prefill chunk of a step: `tokens` new tokens after `context` already computed. */
@@ -71,16 +71,32 @@ export interface PrefillChunk {
   context: number;
 }
 
-/** Duration in ms of one scheduler step. */
-export function stepMs(preset: EnginePreset, chunks: readonly PrefillChunk[], decodes: number): number {
+/**
+ * Duration in ms of one scheduler step: prefill `chunks`, and `decodes` sequences holding
+ * `decodeContext` tokens of KV between them.
+ */
+export function stepMs(
+  preset: EnginePreset,
+  chunks: readonly PrefillChunk[],
+  decodes: number,
+  decodeContext = 0,
+): number {
   let ms = 0;
   if (chunks.length > 0) {
     ms += preset.stepOverheadMs;
     for (const { tokens, context } of chunks)
-      ms +=
-        preset.prefillMsPerToken * tokens +
-        preset.attentionMsPerToken2 * tokens * Math.min(context + tokens / 2, preset.attentionContextCap);
+      ms += preset.prefillMsPerToken * tokens + preset.attentionMsPerToken2 * tokens * (context + tokens / 2);
   }
-  if (decodes > 0) ms += preset.decodeBaseMs + preset.decodeMsPerSeq * decodes;
+  if (decodes > 0)
+    ms +=
+      preset.decodeBaseMs +
+      preset.decodeMsPerSeq * decodes +
+      (decodeContext * kvBytesPerTokenOf(preset) * 1000) / preset.hbmBytesPerSecond;
   return ms;
+}
+
+function kvBytesPerTokenOf(preset: EnginePreset): number {
+  const model = MODEL_PRESETS[preset.model];
+  if (model === undefined) throw new Error(`engine preset ${preset.name} names unknown model ${preset.model}`);
+  return kvBytesPerToken(model);
 }
