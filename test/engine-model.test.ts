@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
+import { Rng } from './helpers/random.js';
 import { BlockPool } from '../src/sim/block-pool.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, capacityBlocks } from '../src/sim/engine-preset.js';
 import { EngineModel, type EngineRequest, type Sequence, type StepOutcome } from '../src/sim/engine-model.js';
@@ -127,6 +128,97 @@ describe('prefix cache', () => {
     pool.acquire(4);
     expect(pool.allocate(9)).toBe(true);
     expect(pool.matchPrefix([4])).toBe(1);
+  });
+});
+
+/** The pool's contract as plain Maps: id → refs, and cached ids in eviction order. */
+class ReferencePool {
+  readonly refs = new Map<number, number>();
+  readonly lru = new Map<number, true>();
+  referenced = 0;
+  evictions = 0;
+  constructor(readonly capacity: number) {}
+  allocate(count: number): boolean {
+    if (count > this.capacity - this.referenced) return false;
+    let free = this.capacity - this.referenced - this.lru.size;
+    for (const [id] of this.lru) {
+      if (free >= count) break;
+      this.lru.delete(id);
+      this.refs.delete(id);
+      this.evictions++;
+      free++;
+    }
+    this.referenced += count;
+    return true;
+  }
+  register(id: number): boolean {
+    if (this.refs.has(id)) return false;
+    this.refs.set(id, 1);
+    return true;
+  }
+  acquire(id: number): void {
+    const refs = this.refs.get(id)!;
+    if (refs === 0) {
+      this.lru.delete(id);
+      this.referenced++;
+    }
+    this.refs.set(id, refs + 1);
+  }
+  release(id: number): void {
+    const refs = this.refs.get(id)! - 1;
+    this.refs.set(id, refs);
+    if (refs === 0) {
+      this.referenced--;
+      this.lru.set(id, true);
+    }
+  }
+}
+
+describe('block pool against a Map model', () => {
+  it('agrees on every count and lookup over random allocate/name/acquire/release sequences', () => {
+    for (let seed = 1; seed <= 5; seed++) {
+      const rng = new Rng(seed);
+      const capacity = rng.int(8, 64);
+      const pool = new BlockPool(capacity);
+      const model = new ReferencePool(capacity);
+      // Held blocks: [id or undefined (anonymous), handle].
+      const held: Array<[number | undefined, number]> = [];
+      for (let op = 0; op < 4000; op++) {
+        const roll = rng.next();
+        if (roll < 0.35) {
+          const count = rng.int(1, 4);
+          const ok = pool.allocate(count);
+          expect(ok).toBe(model.allocate(count));
+          if (!ok) continue;
+          for (let k = 0; k < count; k++) {
+            const id = rng.int(0, 80);
+            const handle = pool.register(id);
+            expect(handle >= 0).toBe(model.register(id));
+            held.push(handle >= 0 ? [id, handle] : [undefined, -1]);
+          }
+        } else if (roll < 0.55) {
+          const id = rng.int(0, 80);
+          if (pool.matchPrefix([id]) === 1) {
+            held.push([id, pool.acquire(id)]);
+            model.acquire(id);
+          }
+        } else if (held.length > 0) {
+          const [id, handle] = held.splice(rng.int(0, held.length - 1), 1)[0]!;
+          if (id === undefined) {
+            pool.releaseAnonymous(1);
+            model.referenced--;
+          } else {
+            pool.release(handle);
+            model.release(id);
+          }
+        }
+        expect(pool.referenced).toBe(model.referenced);
+        expect(pool.cached).toBe(model.lru.size);
+        expect(pool.evictions).toBe(model.evictions);
+        const probe = rng.int(0, 80);
+        expect(pool.matchPrefix([probe])).toBe(model.refs.has(probe) ? 1 : 0);
+      }
+    }
   });
 });
 

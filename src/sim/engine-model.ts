@@ -18,8 +18,11 @@
  * waiting queue to recompute its prompt and the tokens it had generated.
  */
 import type { ObservedState } from '../core/types.js';
-import { BlockPool, type CachedBlock } from './block-pool.js';
+import { BlockPool } from './block-pool.js';
 import { capacityBlocks, stepMs, type EnginePreset, type PrefillChunk } from './engine-preset.js';
+
+/** A sequence's block that carries no hash id (partial, generated, or a duplicate). */
+const ANONYMOUS = -1;
 
 export interface EngineRequest {
   id: number;
@@ -43,8 +46,8 @@ export interface Sequence {
   preemptions: number;
   /** True once any step decoded this request while also running a prefill chunk. */
   decodeOverlappedPrefill: boolean;
-  /** Per block: the hashed pool block, or null for an anonymous one. */
-  blocks: (CachedBlock | null)[];
+  /** Per block: the pool handle of a named block, or -1 for an anonymous one. */
+  blocks: number[];
   /** Leading blocks already given their hash id (or left anonymous for good). */
   named: number;
 }
@@ -297,7 +300,7 @@ export class EngineModel {
   }
 
   private addAnonymous(sequence: Sequence, blocks: number): void {
-    while (sequence.blocks.length < blocks) sequence.blocks.push(null);
+    while (sequence.blocks.length < blocks) sequence.blocks.push(ANONYMOUS);
   }
 
   /**
@@ -308,9 +311,7 @@ export class EngineModel {
     const { hashIds, inputLength } = sequence.request;
     const full = Math.min(Math.floor(Math.min(sequence.computed, inputLength) / this.blockSize), hashIds.length);
     for (let i = sequence.named; i < full; i++) {
-      if (sequence.blocks[i] !== null) continue;
-      const block = this.pool.register(hashIds[i]!);
-      if (block !== undefined) sequence.blocks[i] = block;
+      if (sequence.blocks[i] === ANONYMOUS) sequence.blocks[i] = this.pool.register(hashIds[i]!);
     }
     sequence.named = Math.max(sequence.named, full);
   }
@@ -318,7 +319,7 @@ export class EngineModel {
   private releaseBlocks(sequence: Sequence): void {
     let anonymous = 0;
     for (const block of sequence.blocks) {
-      if (block === null) anonymous++;
+      if (block === ANONYMOUS) anonymous++;
       else this.pool.release(block);
     }
     this.pool.releaseAnonymous(anonymous);
