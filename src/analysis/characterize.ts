@@ -16,9 +16,11 @@
  */
 import type { TraceRequest } from '../trace/types.js';
 import { DEFAULT_MODEL_PRESET, MODEL_PRESETS, kvBytesPerToken } from '../trace/model-presets.js';
+import { invalidValue } from '../trace/trace-errors.js';
 import { Growable } from './growable.js';
 import { defaultWorkers, inlinePipeline, threadedPipeline, type Pipeline } from './pipeline.js';
 import { summarize, type RequestFigures, type TraceSummary } from './trace-summary.js';
+import { shardOf } from './trie-stage.js';
 
 export interface CharacterizeOptions {
   /** Session shards, each on a Piscina thread (plus one thread for the trie stage); 0 runs
@@ -34,10 +36,6 @@ export interface CharacterizeOptions {
 
 const BATCH_WORDS = 1 << 17;
 
-function invalid(message: string): RangeError {
-  return Object.assign(new RangeError(message), { code: 'ERR_KVROUTE_INVALID_ARG_VALUE' });
-}
-
 export async function characterizeTrace(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   options: CharacterizeOptions = {},
@@ -45,16 +43,14 @@ export async function characterizeTrace(
   const workers = options.workers ?? defaultWorkers();
   const modelKey = options.model ?? DEFAULT_MODEL_PRESET;
   const preset = MODEL_PRESETS[modelKey];
-  if (preset === undefined)
-    throw invalid(`model must be one of ${Object.keys(MODEL_PRESETS).join(', ')}, got ${JSON.stringify(modelKey)}`);
-  if (!Number.isSafeInteger(workers) || workers < 0)
-    throw invalid(`workers must be a non-negative integer, got ${workers}`);
+  if (preset === undefined) throw invalidValue('model', `one of ${Object.keys(MODEL_PRESETS).join(', ')}`, modelKey);
+  if (!Number.isSafeInteger(workers) || workers < 0) throw invalidValue('workers', 'a non-negative integer', workers);
   const shards = workers === 0 ? (options.shards ?? 1) : workers;
   if (!Number.isSafeInteger(shards) || shards < 1 || shards > 255)
-    throw invalid(`shards must be an integer in [1, 255], got ${shards}`);
+    throw invalidValue('shards', 'an integer in [1, 255]', shards);
   const minSessions = options.sharedMinSessions ?? 8;
   if (!Number.isSafeInteger(minSessions) || minSessions < 1)
-    throw invalid(`sharedMinSessions must be a positive integer, got ${minSessions}`);
+    throw invalidValue('sharedMinSessions', 'a positive integer', minSessions);
   const pipeline = workers === 0 ? inlinePipeline(shards) : threadedPipeline(shards);
   try {
     const figures = await read(source, pipeline, shards);
@@ -105,8 +101,7 @@ async function read(
       if (!request.sessionless) sessionNumbers.set(request.session, session);
     }
     figures.sessionRequests.raw[session]!++;
-    // The trie stage routes by the same rule.
-    figures.shard.push(session % shardCount);
+    figures.shard.push(shardOf(session, shardCount));
 
     if (words > 0 && words + 2 + ids.length > batch.length) {
       await pipeline.send(batch.subarray(0, words));

@@ -26,6 +26,11 @@ export interface TrieResult {
 
 const SHARD_BATCH_WORDS = 1 << 18;
 
+/** The shard that owns a session: the reader and the trie stage must agree on it. */
+export function shardOf(session: number, shards: number): number {
+  return session % shards;
+}
+
 export class TrieStage {
   private readonly trie = new PrefixTrie();
   private readonly anyMatch = new Growable(Uint32Array, 1 << 12);
@@ -48,7 +53,7 @@ export class TrieStage {
       if (length > this.path.length) this.path = new Uint32Array(Math.max(length, this.path.length * 2));
       this.anyMatch.push(this.trie.walk(ids, this.path));
       this.leaf.push(length === 0 ? 0 : this.path[length - 1]!);
-      const shard = session % shards;
+      const shard = shardOf(session, shards);
       const out = this.outgoing[shard]!;
       if (!out.fits(length)) await this.sinks[shard]!(out.take());
       out.append(session, this.path, length);

@@ -50,7 +50,8 @@ export function isKvrouteError(error: unknown): error is KvrouteError {
   return error instanceof Error && typeof (error as { code?: unknown }).code === 'string';
 }
 
-function describe(value: unknown): string {
+/** How an offending value is shown in a message: short, and never the whole of a big value. */
+export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
   if (typeof value === 'bigint') return `${value}n`;
   if (value === null) return 'null';

@@ -12,6 +12,7 @@
  * Events at the same instant run in the order they were scheduled, so a run is a pure function
  * of (trace, options).
  */
+import { invalidValue } from '../core/errors.js';
 import { Router } from '../core/router.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { RequestRecord } from '../trace/records.js';
@@ -60,7 +61,7 @@ export function simulate(trace: readonly TraceRequest[], options: SimulationOpti
   const presetName = options.preset ?? DEFAULT_ENGINE_PRESET;
   const preset = ENGINE_PRESETS[presetName];
   if (preset === undefined)
-    throw new RangeError(`preset must be one of ${Object.keys(ENGINE_PRESETS).join(', ')}, got ${presetName}`);
+    throw invalidValue('preset', `one of ${Object.keys(ENGINE_PRESETS).join(', ')}`, presetName);
   const blockSize = trace[0]?.blockSize ?? 16;
   const capacity = capacityBlocks(preset, blockSize);
   const engines = Array.from({ length: options.instances }, () => new EngineModel({ preset, blockSize }));

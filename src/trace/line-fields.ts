@@ -2,6 +2,7 @@
  * Field checks for one parsed trace line. Each throws a TraceFormatError naming the line, the
  * field and the reason; none coerces (a string "12" is not a length).
  */
+import { describe } from '../core/errors.js';
 import { TraceFormatError } from './trace-errors.js';
 
 export type JsonObject = Record<string, unknown>;
@@ -30,7 +31,8 @@ export class LineFields {
   /** A finite number ≥ 0. */
   time(field: string): number {
     const value = this.required(field);
-    if (typeof value !== 'number' || !Number.isFinite(value)) this.fail(field, `must be a number, got ${show(value)}`);
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      this.fail(field, `must be a number, got ${describe(value)}`);
     if (value < 0) this.fail(field, `must not be negative, got ${value}`);
     return value;
   }
@@ -48,7 +50,7 @@ export class LineFields {
   optionalId(field: string): number | undefined {
     if (!this.has(field)) return undefined;
     const value = this.object[field];
-    if (!Number.isSafeInteger(value)) this.fail(field, `must be an integer, got ${show(value)}`);
+    if (!Number.isSafeInteger(value)) this.fail(field, `must be an integer, got ${describe(value)}`);
     return value as number;
   }
 
@@ -58,35 +60,27 @@ export class LineFields {
     const value = this.object[field];
     if (typeof value === 'string' && value !== '') return value;
     if (Number.isSafeInteger(value)) return String(value);
-    return this.fail(field, `must be a non-empty string or an integer, got ${show(value)}`);
+    return this.fail(field, `must be a non-empty string or an integer, got ${describe(value)}`);
   }
 
   /** An array of safe integers, returned as parsed (not copied). */
   hashIds(field: string): number[] {
     const value = this.required(field);
-    if (!Array.isArray(value)) this.fail(field, `must be an array of integers, got ${show(value)}`);
+    if (!Array.isArray(value)) this.fail(field, `must be an array of integers, got ${describe(value)}`);
     for (let i = 0; i < value.length; i++) {
       if (!Number.isSafeInteger(value[i]))
         this.fail(
           `${field}[${i}]`,
-          `must be an integer within ±(2^53 − 1) (larger ids lose precision in JSON), got ${show(value[i])}`,
+          `must be an integer within ±(2^53 − 1) (larger ids lose precision in JSON), got ${describe(value[i])}`,
         );
     }
     return value as number[];
   }
 
   private integerAtLeast(field: string, value: unknown, min: number): number {
-    if (!Number.isSafeInteger(value)) this.fail(field, `must be an integer, got ${show(value)}`);
+    if (!Number.isSafeInteger(value)) this.fail(field, `must be an integer, got ${describe(value)}`);
     if ((value as number) < min)
       this.fail(field, min === 0 ? `must not be negative, got ${value}` : `must be at least ${min}, got ${value}`);
     return value as number;
   }
-}
-
-function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (Array.isArray(value)) return 'an array';
-  if (value === null) return 'null';
-  if (typeof value === 'object') return 'an object';
-  return String(value);
 }

@@ -5,6 +5,9 @@
  */
 import type { KvrouteError } from '../core/errors.js';
 
+/** Bad options, for the modules that may import the trace layer but not core (analysis). */
+export { invalidValue } from '../core/errors.js';
+
 /** A bad line of a trace file: names the file's line number (1-based) and the field. */
 export class TraceFormatError extends Error implements KvrouteError {
   readonly code = 'ERR_KVROUTE_TRACE_FORMAT' as const;
