@@ -66,7 +66,7 @@ export async function simVerb(args: string[]): Promise<void> {
   if (values.records !== undefined) writeRecords(values.records, result.records);
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions })}\n`,
     );
     return;
   }

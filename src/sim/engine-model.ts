@@ -182,12 +182,9 @@ export class EngineModel {
       const tokens = remaining > 0 ? Math.min(remaining, budget) : 1;
       if (tokens === 0) continue;
       if (!this.reserve(sequence, tokens, preempted)) break; // it was preempted itself
-      if (remaining > 0) {
-        chunks.push({ sequence, tokens, context: sequence.computed });
-        budget -= tokens;
-      } else {
-        decodes.push(sequence);
-      }
+      budget -= tokens; // a decode's token counts against the budget too, as in vLLM
+      if (remaining > 0) chunks.push({ sequence, tokens, context: sequence.computed });
+      else decodes.push(sequence);
     }
     // Waiting requests, in order, while nothing was preempted this step (as vLLM).
     while (preempted.length === 0 && budget > 0 && this.waiting.length > 0) {

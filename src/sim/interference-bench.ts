@@ -1,9 +1,10 @@
 /**
  * The seeds' B2 prefill–decode interference microbench, run on two engine models.
  *
- * Engine 0 serves a steady decode load: short prompts at `decodeRate` per second for
- * `durationS`. Four large one-token prefills ("injections") are sent every 12 s, either to
- * engine 0 (`same`) or to engine 1 (`different`). A decode request overlaps when its
+ * Engine 0 serves a steady decode load: 128-token prompts with 64 output tokens at `decodeRate`
+ * per second for `durationS`. Four large one-token prefills ("injections") go either to engine 0
+ * (`same`) or to engine 1 (`different`), the first at 6 s and each next one 12 s after the
+ * previous one answered. A decode request overlaps when its
  * [first token, finish] interval touches an injection's [send, first token] window. The TTFT and
  * TPOT indices are p90(overlapping) ÷ p90(clean). Every prompt is unique (no cache hits), as in
  * the seeds' corrected driver.
@@ -58,9 +59,12 @@ export function interferenceCell(options: InterferenceOptions): InterferenceCell
   type Event = { kind: 'send'; engine: number; injection: boolean } | { kind: 'step'; engine: number };
   const queue = new EventQueue<Event>();
   for (let t = 0; t < duration; t += 1 / rate) queue.push(t, { kind: 'send', engine: 0, injection: false });
+  // The injector is sequential, as the seeds' driver: it waits for an injection's response, then
+  // `every` seconds, then sends the next. (A fixed 12 s clock would chain 15 s windows at 65k into
+  // one, leaving no clean decodes; the seeds counted 110 clean there.)
   const injections = options.injections ?? 4;
-  for (let k = 0; k < injections; k++)
-    queue.push(every / 2 + k * every, { kind: 'send', engine: options.variant === 'same' ? 0 : 1, injection: true });
+  const injectionEngine = options.variant === 'same' ? 0 : 1;
+  queue.push(every / 2, { kind: 'send', engine: injectionEngine, injection: true });
   const stepping = [false, false];
   const decodes: Sequence[] = [];
   const injected: Sequence[] = [];
@@ -76,10 +80,13 @@ export function interferenceCell(options: InterferenceOptions): InterferenceCell
     if (e.kind === 'send') {
       const request = e.injection
         ? { ...fresh(options.prefillTokens), outputLength: 1 }
-        : { ...fresh(options.decodePromptTokens ?? 256), outputLength: options.decodeOutputTokens ?? 64 };
+        : { ...fresh(options.decodePromptTokens ?? 128), outputLength: options.decodeOutputTokens ?? 64 };
       (e.injection ? injected : decodes).push(engines[e.engine]!.submit(request, time));
     } else {
       stepping[e.engine] = false;
+      const last = injected[injected.length - 1];
+      if (last?.finishedAt === time && injected.length < injections)
+        queue.push(time + every, { kind: 'send', engine: injectionEngine, injection: true });
     }
     kick(e.engine, time);
   }

@@ -42,6 +42,8 @@ export interface SimulationResult {
   /** Virtual seconds from the first dispatch to the last completion. */
   makespan: number;
   preemptions: number;
+  /** Cached blocks evicted to make room, over all engines. */
+  evictions: number;
   steps: number;
 }
 
@@ -174,6 +176,7 @@ export function simulate(trace: readonly TraceRequest[], options: SimulationOpti
     records,
     makespan: records.length === 0 ? 0 : last - first,
     preemptions,
+    evictions: engines.reduce((sum, engine) => sum + engine.pool.evictions, 0),
     steps: engines.reduce((sum, engine) => sum + engine.counters.steps, 0),
   };
 }
