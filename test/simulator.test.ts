@@ -11,10 +11,11 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { runMetrics } from '../src/analysis/run-metrics.js';
-import { simulate } from '../src/sim/simulator.js';
+import { simulate, simulateStream, type SimulationOptions } from '../src/sim/simulator.js';
 import { readRecords, writeRecords } from '../src/trace/record-file.js';
 import type { RequestRecord } from '../src/trace/records.js';
 import { synthesizeTrace } from '../src/trace/synth.js';
+import { Rng } from './helpers/random.js';
 
 const trace = [...synthesizeTrace({ sessions: 40, seed: 2, duration: 60 })];
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-sim-'));
@@ -32,6 +33,53 @@ describe('simulate', () => {
       expect(a.records).toEqual(b.records);
       expect(a.records).toHaveLength(trace.length);
     }
+  });
+
+  it('runs silent steps ahead without changing a single record (randomized, against one event per step)', () => {
+    const random = new Rng(41);
+    let preemptions = 0;
+    for (let round = 0; round < 12; round++) {
+      const small = [...synthesizeTrace({ sessions: random.int(6, 25), seed: 100 + round, duration: 30 })];
+      const options: SimulationOptions = {
+        policy: random.pick(['unified+A+B', 'lmetric', 'sticky', 'load_only', 'round_robin'] as const),
+        instances: random.int(1, 5),
+        engineState: random.pick(['shadow', 'shm'] as const),
+        // Small pools in some rounds, so preemptions and evictions happen.
+        ...(random.chance(0.5) ? { capacityBlocks: random.int(8_400, 12_000) } : {}),
+        ...(random.chance(0.3) ? { dispatch: { mode: 'poisson' as const, rate: random.int(1, 8), seed: round } } : {}),
+      };
+      const ahead = simulate(small, options);
+      const stepwise = simulate(small, { ...options, runAhead: false });
+      expect(ahead.records).toEqual(stepwise.records);
+      expect([ahead.steps, ahead.preemptions, ahead.evictions]).toEqual([
+        stepwise.steps,
+        stepwise.preemptions,
+        stepwise.evictions,
+      ]);
+      preemptions += ahead.preemptions;
+    }
+    expect(preemptions).toBeGreaterThan(0); // the small pools did bite
+  });
+
+  it('refuses a request larger than an engine’s whole KV cache, naming it', () => {
+    const big = { ...trace[0]!, inputLength: 40_000, outputLength: 10 };
+    expect(() => simulate([big], { policy: 'unified', instances: 2, capacityBlocks: 2_000 })).toThrow(
+      /input_length \+ output_length of session s\d+ turn 1 must be at most 32000 tokens, the KV cache of one engine, got 40010/,
+    );
+  });
+
+  it('reads an asynchronous source lazily and gives the records an array gives', async () => {
+    const options = { policy: 'unified' as const, instances: 3 };
+    let read = 0;
+    async function* source() {
+      for (const request of trace) {
+        read++;
+        yield request;
+      }
+    }
+    const streamed = await simulateStream(source(), options);
+    expect(read).toBe(trace.length);
+    expect(streamed.records).toEqual(simulate(trace, options).records);
   });
 
   it('dispatches sessions sequentially: a turn waits for its trace time and the previous turn', () => {

@@ -6,11 +6,11 @@ import { POLICY_NAMES } from '../core/policy-spec.js';
 import type { PolicyName } from '../core/types.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { interferenceTable } from '../sim/interference-bench.js';
-import { simulate, type SimulationOptions } from '../sim/simulator.js';
+import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
-import type { TraceRequest } from '../trace/types.js';
 import { choiceFlag, integerFlag, numberFlag, UsageError } from './common.js';
+import { SIM_SERVE_USAGE, simServeVerb } from './sim-serve-verb.js';
 import { readerOptions, reportWarnings, TRACE_INPUT_OPTIONS } from './trace-input.js';
 
 export const SIM_USAGE = `  sim run --trace IN  replay a trace in virtual time through the router and N engine models
@@ -24,13 +24,17 @@ export const SIM_USAGE = `  sim run --trace IN  replay a trace in virtual time t
                     --json            print the metrics as JSON
   sim interference    the seeds' B2 microbench on two engine models: TTFT and TPOT indices of a
                       steady decode load when large prefills land on the same or another engine
-                    --json            print the cells as JSON`;
+                    --json            print the cells as JSON
+${SIM_SERVE_USAGE}`;
 
 export async function simVerb(args: string[]): Promise<void> {
   const [sub, ...rest] = args;
   if (sub === 'interference') return interferenceVerb(rest);
+  if (sub === 'serve') return simServeVerb(rest);
   if (sub !== 'run')
-    throw new UsageError(`sim needs a sub-command: run or interference${sub === undefined ? '' : `, got ${sub}`}`);
+    throw new UsageError(
+      `sim needs a sub-command: run, serve or interference${sub === undefined ? '' : `, got ${sub}`}`,
+    );
   const { values } = parseArgs({
     args: rest,
     allowPositionals: false,
@@ -56,12 +60,10 @@ export async function simVerb(args: string[]): Promise<void> {
   };
   const rate = numberFlag(values, 'rate');
   if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed: integerFlag(values, 'seed', 0) ?? 1 };
-  const reader = readTrace(values.trace, readerOptions(values));
-  const trace: TraceRequest[] = [];
-  for await (const request of reader) trace.push(request);
-  reportWarnings('sim run', reader.stats);
   const started = performance.now();
-  const result = simulate(trace, options);
+  const reader = readTrace(values.trace, readerOptions(values));
+  const result = await simulateStream(reader, options);
+  reportWarnings('sim run', reader.stats);
   const metrics = runMetrics(result.records);
   if (values.records !== undefined) writeRecords(values.records, result.records);
   if (values.json) {

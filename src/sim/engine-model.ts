@@ -23,6 +23,7 @@ import { capacityBlocks, stepMs, type EnginePreset, type PrefillChunk } from './
 
 /** A sequence's block that carries no hash id (partial, generated, or a duplicate). */
 const ANONYMOUS = -1;
+const NO_CHUNKS: readonly PrefillChunk[] = [];
 
 export interface EngineRequest {
   id: number;
@@ -89,6 +90,8 @@ export class EngineModel {
   private readonly preset: EnginePreset;
   private readonly running: Sequence[] = [];
   private readonly waiting: Sequence[] = [];
+  /** The pool version at which the waiting head was last refused (-1: not refused). */
+  private refusedAtVersion = -1;
   readonly counters: EngineCounters = {
     steps: 0,
     preemptions: 0,
@@ -110,7 +113,21 @@ export class EngineModel {
     return this.running.length === 0 && this.waiting.length === 0;
   }
 
+  /** The most tokens (prompt + output) one request can hold: the whole pool. */
+  get maxRequestTokens(): number {
+    return this.pool.capacity * this.blockSize;
+  }
+
+  /**
+   * Queues a request. One that could not fit even in an empty pool would wait forever, so it is
+   * refused here (vLLM refuses it up front too: max_model_len never exceeds the KV cache).
+   */
   submit(request: EngineRequest, now: number): Sequence {
+    const tokens = request.inputLength + Math.max(1, request.outputLength);
+    if (tokens > this.maxRequestTokens)
+      throw new RangeError(
+        `request ${request.id} needs ${tokens} tokens of KV cache; the engine holds ${this.maxRequestTokens}`,
+      );
     const sequence: Sequence = {
       request,
       submittedAt: now,
@@ -189,13 +206,16 @@ export class EngineModel {
     // Waiting requests, in order, while nothing was preempted this step (as vLLM).
     while (preempted.length === 0 && budget > 0 && this.waiting.length > 0) {
       if (this.running.length >= this.preset.maxRunning) break;
+      // A head refused for want of blocks stays refused until the pool frees or names a block.
+      if (this.refusedAtVersion === this.pool.version) break;
       const sequence = this.waiting[0]!;
       this.acquireCachedPrefix(sequence);
       const tokens = Math.min(sequence.prefillTarget - sequence.computed, budget);
       if (!this.pool.allocate(this.blocksFor(sequence.computed + tokens) - sequence.blocks.length)) {
-        // Give back the cached blocks it took; it is retried next step.
+        // Give back the cached blocks it took; it is retried once the pool changes.
         this.releaseBlocks(sequence);
         sequence.computed = 0;
+        this.refusedAtVersion = this.pool.version;
         break;
       }
       this.countAdmission(sequence);
@@ -229,6 +249,71 @@ export class EngineModel {
     }
     const prefillTokens = chunks.reduce((sum, chunk) => sum + chunk.tokens, 0);
     return { start: now, end, prefillTokens, decodes: decodes.length, firstTokens, finished, preempted };
+  }
+
+  /**
+   * Runs, at once, the decode-only steps from `now` that step() would run next when nothing else
+   * happens: every running request is decoding, none is waiting, no step finishes a request, and
+   * each step ends before `limit`. Their blocks are taken in one allocation (the same blocks, in
+   * the same eviction order, as one per step); if the pool cannot give them, nothing is run.
+   * Returns the end of the last step run, or `now` when none was. Times are bit-identical to
+   * stepping one by one.
+   */
+  fastForward(now: number, limit: number): number {
+    if (this.waiting.length > 0 || this.running.length === 0) return now;
+    let stepsLeft = Infinity;
+    let context = 0;
+    for (const sequence of this.running) {
+      if (sequence.prefillTarget > sequence.computed) return now;
+      // The step producing a request's last token finishes it, so it is not run here.
+      stepsLeft = Math.min(stepsLeft, Math.max(1, sequence.request.outputLength) - sequence.generated - 1);
+      context += sequence.computed;
+    }
+    const batch = this.running.length;
+    let steps = 0;
+    let end = now;
+    for (; steps < stepsLeft; steps++) {
+      const next = end + stepMs(this.preset, NO_CHUNKS, batch, context + steps * batch) / 1000;
+      if (next >= limit) break;
+      end = next;
+    }
+    if (steps === 0) return now;
+    let needed = 0;
+    for (const sequence of this.running) needed += this.blocksFor(sequence.computed + steps) - sequence.blocks.length;
+    if (!this.pool.allocate(needed)) return now;
+    for (const sequence of this.running) {
+      this.addAnonymous(sequence, this.blocksFor(sequence.computed + steps));
+      sequence.computed += steps;
+      sequence.prefillTarget += steps;
+      sequence.generated += steps;
+    }
+    this.counters.steps += steps;
+    return end;
+  }
+
+  /**
+   * The earliest time, stepping from `from`, at which this engine can next report a first token,
+   * a finish or a preemption if nothing is submitted meanwhile: when it is only decoding and has
+   * the blocks for it, the end of the step that finishes its first request; Infinity when idle;
+   * otherwise `from`. A lower bound the simulator uses to let other engines run ahead.
+   */
+  quietUntil(from: number): number {
+    if (this.idle) return Infinity;
+    if (this.waiting.length > 0) return from;
+    let steps = Infinity;
+    let context = 0;
+    let needed = 0;
+    for (const sequence of this.running) {
+      if (sequence.prefillTarget > sequence.computed) return from;
+      steps = Math.min(steps, Math.max(1, sequence.request.outputLength) - sequence.generated);
+      context += sequence.computed;
+    }
+    for (const sequence of this.running) needed += this.blocksFor(sequence.computed + steps) - sequence.blocks.length;
+    if (needed > this.pool.available) return from;
+    const batch = this.running.length;
+    let end = from;
+    for (let m = 0; m < steps; m++) end += stepMs(this.preset, NO_CHUNKS, batch, context + m * batch) / 1000;
+    return end;
   }
 
   /** One more generated token; the request finishes at its output length (at least one token). */
@@ -279,8 +364,7 @@ export class EngineModel {
     const fullPromptBlocks = Math.floor(request.inputLength / this.blockSize);
     // At least one token is always computed (vLLM recomputes the last one of a full hit).
     const limit = Math.min(fullPromptBlocks, Math.floor((sequence.prefillTarget - 1) / this.blockSize));
-    const matched = this.pool.matchPrefix(request.hashIds, Math.min(limit, request.hashIds.length));
-    for (let i = 0; i < matched; i++) sequence.blocks.push(this.pool.acquire(request.hashIds[i]!));
+    const matched = this.pool.acquirePrefix(request.hashIds, Math.min(limit, request.hashIds.length), sequence.blocks);
     sequence.computed = matched * this.blockSize;
   }
 
@@ -314,12 +398,7 @@ export class EngineModel {
   }
 
   private releaseBlocks(sequence: Sequence): void {
-    let anonymous = 0;
-    for (const block of sequence.blocks) {
-      if (block === ANONYMOUS) anonymous++;
-      else this.pool.release(block);
-    }
-    this.pool.releaseAnonymous(anonymous);
+    this.pool.releaseAll(sequence.blocks);
     sequence.blocks = [];
     sequence.named = 0;
   }

@@ -25,6 +25,11 @@ export class EventQueue<E> {
     }
   }
 
+  /** The time of the earliest event; undefined when empty. */
+  peekTime(): number | undefined {
+    return this.times[0];
+  }
+
   /** The earliest event and its time, removed; undefined when empty. */
   pop(): { time: number; event: E } | undefined {
     if (this.events.length === 0) return undefined;
@@ -52,8 +57,15 @@ export class EventQueue<E> {
   }
 
   private swap(a: number, b: number): void {
-    [this.times[a], this.times[b]] = [this.times[b]!, this.times[a]!];
-    [this.orders[a], this.orders[b]] = [this.orders[b]!, this.orders[a]!];
-    [this.events[a], this.events[b]] = [this.events[b]!, this.events[a]!];
+    const { times, orders, events } = this;
+    const time = times[a]!;
+    times[a] = times[b]!;
+    times[b] = time;
+    const order = orders[a]!;
+    orders[a] = orders[b]!;
+    orders[b] = order;
+    const event = events[a]!;
+    events[a] = events[b]!;
+    events[b] = event;
   }
 }

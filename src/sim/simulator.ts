@@ -9,8 +9,11 @@
  * Engine state: `shadow` leaves the router with its own counters; `shm` publishes every engine's
  * true state to the router every `publishMs` (the seeds' es1 fed it through /dev/shm at ~50 ms).
  *
- * Events at the same instant run in the order they were scheduled, so a run is a pure function
- * of (trace, options).
+ * The trace is read lazily: a request is taken from the source only when virtual time reaches
+ * its arrival, and dropped once its record is written, so memory follows the requests in flight
+ * (and each session's queued turns), never the trace. Events at the same instant run in the
+ * order they were scheduled, and a request is read before any event at or after its arrival, so
+ * a run is a pure function of (trace, options).
  */
 import { invalidValue } from '../core/errors.js';
 import { Router } from '../core/router.js';
@@ -19,7 +22,7 @@ import type { RequestRecord } from '../trace/records.js';
 import { SynthRandom } from '../trace/synth-random.js';
 import type { TraceRequest } from '../trace/types.js';
 import { EngineModel, type Sequence, type StepOutcome } from './engine-model.js';
-import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, capacityBlocks } from './engine-preset.js';
+import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, capacityBlocks, type EnginePreset } from './engine-preset.js';
 import { EventQueue } from './event-queue.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
@@ -32,12 +35,20 @@ export interface SimulationOptions {
   publishMs?: number;
   /** ENGINE_PRESETS key. */
   preset?: string;
+  /** KV blocks per engine; default: the preset's KV bytes at the trace's block size. */
+  capacityBlocks?: number;
   dispatch?: Dispatch;
   /** false runs the TypeScript reference router. */
   native?: boolean;
+  /**
+   * false queues every engine step as its own event instead of running silent steps ahead
+   * (kick). The records are identical either way (a test holds them so); only speed differs.
+   */
+  runAhead?: boolean;
 }
 
 export interface SimulationResult {
+  /** One per request, in completion order. */
   records: RequestRecord[];
   /** Virtual seconds from the first dispatch to the last completion. */
   makespan: number;
@@ -47,136 +58,296 @@ export interface SimulationResult {
   steps: number;
 }
 
+/** Replays `trace` (in arrival order) and returns every request's record. */
+export function simulate(trace: Iterable<TraceRequest>, options: SimulationOptions): SimulationResult {
+  const simulation = new Simulation(options);
+  const source = trace[Symbol.iterator]();
+  for (let next = source.next(); !next.done; next = source.next()) {
+    const at = simulation.admissionTime(next.value);
+    simulation.runBefore(at);
+    simulation.admit(next.value, at);
+  }
+  simulation.runBefore(Infinity);
+  return simulation.result();
+}
+
+/** `simulate` over an asynchronous source, such as `readTrace`. */
+export async function simulateStream(
+  trace: AsyncIterable<TraceRequest>,
+  options: SimulationOptions,
+): Promise<SimulationResult> {
+  const simulation = new Simulation(options);
+  for await (const request of trace) {
+    const at = simulation.admissionTime(request);
+    simulation.runBefore(at);
+    simulation.admit(request, at);
+  }
+  simulation.runBefore(Infinity);
+  return simulation.result();
+}
+
 type SimEvent =
-  | { kind: 'dispatch'; request: number }
+  | { kind: 'dispatch'; request: TraceRequest }
   | { kind: 'step'; instance: number; outcome: StepOutcome }
   | { kind: 'publish' };
 
 interface InFlight {
-  request: number;
+  request: TraceRequest;
   ticket: number;
   instance: number;
   dispatch: number;
 }
 
-export function simulate(trace: readonly TraceRequest[], options: SimulationOptions): SimulationResult {
-  const presetName = options.preset ?? DEFAULT_ENGINE_PRESET;
-  const preset = ENGINE_PRESETS[presetName];
-  if (preset === undefined)
-    throw invalidValue('preset', `one of ${Object.keys(ENGINE_PRESETS).join(', ')}`, presetName);
-  const blockSize = trace[0]?.blockSize ?? 16;
-  const capacity = capacityBlocks(preset, blockSize);
-  const engines = Array.from({ length: options.instances }, () => new EngineModel({ preset, blockSize }));
-  const routerOptions = { instances: options.instances, policy: options.policy, blockSize, capacityBlocks: capacity };
-  const router = new Router({
-    ...routerOptions,
-    clock: 'manual',
-    ...(options.native === undefined ? {} : { native: options.native }),
-  });
-  const instanceIds = router.instances();
-  const queue = new EventQueue<SimEvent>();
-  const stepping = new Array<boolean>(options.instances).fill(false);
-  const inFlight = new Map<Sequence, InFlight>();
-  const records: RequestRecord[] = [];
-  let preemptions = 0;
+/** A session with a turn in flight, and the turns read while it runs, in order. */
+interface SessionQueue {
+  waiting: TraceRequest[];
+}
 
-  // Session-sequential: each session's requests in order; the next is released by completion.
-  const nextInSession = new Map<number, number>();
-  const dispatch = options.dispatch ?? { mode: 'session' };
-  if (dispatch.mode === 'session') {
-    const lastOf = new Map<string, number>();
-    trace.forEach((request, index) => {
-      const previous = lastOf.get(request.session);
-      if (previous === undefined || request.sessionless)
-        queue.push(request.arrival, { kind: 'dispatch', request: index });
-      else nextInSession.set(previous, index);
-      lastOf.set(request.session, index);
-    });
-  } else {
-    const random = new SynthRandom(dispatch.seed);
-    let time = 0;
-    trace.forEach((_, index) => {
-      time += -Math.log(1 - random.next()) / dispatch.rate;
-      queue.push(time, { kind: 'dispatch', request: index });
-    });
+/** A step that gives the router nothing to hear: no first token, finish or preemption. */
+function isSilent(outcome: StepOutcome): boolean {
+  return outcome.firstTokens.length + outcome.finished.length + outcome.preempted.length === 0;
+}
+
+/** Dispatches and publishes can reach any engine; steps are bounded per engine instead. */
+function isExternal(event: SimEvent): boolean {
+  return event.kind !== 'step';
+}
+
+/** The simulation's state; the drivers above feed it requests in arrival order. */
+class Simulation {
+  private readonly preset: EnginePreset;
+  private readonly dispatch: Dispatch;
+  private readonly random: SynthRandom | undefined;
+  private poissonTime = 0;
+  private fleet: { router: Router; engines: EngineModel[]; instanceIds: string[] } | undefined;
+  private readonly queue = new EventQueue<SimEvent>();
+  /**
+   * Barriers: an engine may run its own silent steps (no first token, finish or preemption)
+   * ahead of the queue up to the first time anything could reach it. That is the first queued
+   * dispatch or publish (`external`, popped in step with `queue`: both order by time, then
+   * insertion), or the first time another engine could report something (`quietUntil`), since
+   * only a report can lead to a dispatch.
+   */
+  private readonly external = new EventQueue<null>();
+  private readonly quietUntil: Float64Array;
+  private readonly stepping: boolean[];
+  private readonly inFlight = new Map<Sequence, InFlight>();
+  /** Sessions with a turn in flight; a session absent here is idle. */
+  private readonly busySessions = new Map<string, SessionQueue>();
+  private readonly records: RequestRecord[] = [];
+  private preemptions = 0;
+  private first = Infinity;
+  private last = 0;
+  private publishing = false;
+  private routerTime = Number.NaN;
+  /** Events at or after this time wait for requests not read yet (see runBefore). */
+  private horizon = Infinity;
+
+  constructor(private readonly options: SimulationOptions) {
+    const presetName = options.preset ?? DEFAULT_ENGINE_PRESET;
+    const preset = ENGINE_PRESETS[presetName];
+    if (preset === undefined)
+      throw invalidValue('preset', `one of ${Object.keys(ENGINE_PRESETS).join(', ')}`, presetName);
+    this.preset = preset;
+    this.dispatch = options.dispatch ?? { mode: 'session' };
+    this.random = this.dispatch.mode === 'poisson' ? new SynthRandom(this.dispatch.seed) : undefined;
+    this.stepping = new Array<boolean>(options.instances).fill(false);
+    this.quietUntil = new Float64Array(options.instances).fill(Infinity);
   }
-  if (options.engineState === 'shm') queue.push(0, { kind: 'publish' });
 
-  const kick = (instance: number, now: number): void => {
-    if (stepping[instance]) return;
-    const outcome = engines[instance]!.step(now);
-    if (outcome === undefined) return;
-    stepping[instance] = true;
-    queue.push(outcome.end, { kind: 'step', instance, outcome });
-  };
+  /** When `request` enters the system: its trace time, or the next Poisson arrival. */
+  admissionTime(request: TraceRequest): number {
+    if (this.dispatch.mode === 'session') return request.arrival;
+    this.poissonTime += -Math.log(1 - this.random!.next()) / this.dispatch.rate;
+    return this.poissonTime;
+  }
 
-  let first = Infinity;
-  let last = 0;
-  let open = trace.length;
-  for (let event = queue.pop(); event !== undefined; event = queue.pop()) {
-    const now = event.time;
-    router.setTime(now * 1000);
-    const e = event.event;
-    if (e.kind === 'dispatch') {
-      const request = trace[e.request]!;
-      const ticket = router.route({
-        hashIds: request.hashIds,
-        session: request.session,
-        inputTokens: request.inputLength,
-      });
-      const instance = router.decision.index;
-      const sequence = engines[instance]!.submit(
-        {
-          id: e.request,
-          hashIds: request.hashIds,
-          inputLength: request.inputLength,
-          outputLength: request.outputLength,
-        },
-        now,
-      );
-      inFlight.set(sequence, { request: e.request, ticket, instance, dispatch: now });
-      first = Math.min(first, now);
-      kick(instance, now);
-    } else if (e.kind === 'step') {
-      stepping[e.instance] = false;
-      preemptions += e.outcome.preempted.length;
-      for (const sequence of e.outcome.firstTokens) router.onFirstToken(inFlight.get(sequence)!.ticket);
-      for (const sequence of e.outcome.finished) {
-        const flight = inFlight.get(sequence)!;
-        inFlight.delete(sequence);
-        router.complete(flight.ticket);
-        const request = trace[flight.request]!;
-        records.push({
-          session: request.session,
-          turn: request.turn,
-          instance: flight.instance,
-          dispatch: flight.dispatch,
-          first_token: sequence.firstTokenAt!,
-          finish: now,
-          input_tokens: request.inputLength,
-          cached_tokens: sequence.cachedTokens ?? 0,
-          output_tokens: Math.max(1, request.outputLength),
-          overlapped: sequence.decodeOverlappedPrefill,
-          preemptions: sequence.preemptions,
-        });
-        open--;
-        last = now;
-        const next = nextInSession.get(flight.request);
-        if (next !== undefined) queue.push(Math.max(now, trace[next]!.arrival), { kind: 'dispatch', request: next });
-      }
-      kick(e.instance, now);
-    } else {
-      engines.forEach((engine, instance) =>
-        router.setObservedState(instanceIds[instance]!, { timestampMs: now * 1000, ...engine.state() }),
-      );
-      if (open > 0) queue.push(now + (options.publishMs ?? 50) / 1000, { kind: 'publish' });
+  /** Takes `request` into the system at `time` (not earlier than any event already run). */
+  admit(request: TraceRequest, time: number): void {
+    this.fleetFor(request.blockSize);
+    if (this.dispatch.mode === 'poisson' || request.sessionless) {
+      this.schedule(time, { kind: 'dispatch', request });
+      return;
+    }
+    const busy = this.busySessions.get(request.session);
+    if (busy !== undefined) busy.waiting.push(request);
+    else {
+      this.busySessions.set(request.session, { waiting: [] });
+      this.schedule(time, { kind: 'dispatch', request });
     }
   }
-  return {
-    records,
-    makespan: records.length === 0 ? 0 : last - first,
-    preemptions,
-    evictions: engines.reduce((sum, engine) => sum + engine.pool.evictions, 0),
-    steps: engines.reduce((sum, engine) => sum + engine.counters.steps, 0),
-  };
+
+  /** Runs every event strictly before `time`. */
+  runBefore(time: number): void {
+    this.horizon = time;
+    for (let at = this.queue.peekTime(); at !== undefined && at < time; at = this.queue.peekTime()) {
+      const { event } = this.queue.pop()!;
+      if (isExternal(event)) this.external.pop();
+      this.handle(event, at);
+    }
+  }
+
+  result(): SimulationResult {
+    const engines = this.fleet?.engines ?? [];
+    return {
+      records: this.records,
+      makespan: this.records.length === 0 ? 0 : this.last - this.first,
+      preemptions: this.preemptions,
+      evictions: engines.reduce((sum, engine) => sum + engine.pool.evictions, 0),
+      steps: engines.reduce((sum, engine) => sum + engine.counters.steps, 0),
+    };
+  }
+
+  /** The router and engines, built on the first request (whose block size they take). */
+  private fleetFor(blockSize: number): NonNullable<Simulation['fleet']> {
+    if (this.fleet !== undefined) {
+      if (blockSize !== this.fleet.engines[0]!.blockSize)
+        throw invalidValue('blockSize', `${this.fleet.engines[0]!.blockSize} throughout the trace`, blockSize);
+      return this.fleet;
+    }
+    const { instances } = this.options;
+    const capacity = this.options.capacityBlocks ?? capacityBlocks(this.preset, blockSize);
+    const router = new Router({
+      instances,
+      policy: this.options.policy,
+      blockSize,
+      capacityBlocks: capacity,
+      clock: 'manual',
+      ...(this.options.native === undefined ? {} : { native: this.options.native }),
+    });
+    const engines = Array.from(
+      { length: instances },
+      () => new EngineModel({ preset: this.preset, blockSize, capacityBlocks: capacity }),
+    );
+    this.fleet = { router, engines, instanceIds: router.instances() };
+    if (this.options.engineState === 'shm') this.schedulePublish(0);
+    return this.fleet;
+  }
+
+  private handle(event: SimEvent, now: number): void {
+    // The router's clock moves only when the router is about to be told something.
+    const touchesRouter =
+      event.kind !== 'step' || event.outcome.firstTokens.length > 0 || event.outcome.finished.length > 0;
+    if (touchesRouter && now !== this.routerTime) {
+      this.fleet!.router.setTime(now * 1000);
+      this.routerTime = now;
+    }
+    if (event.kind === 'dispatch') this.dispatchRequest(event.request, now);
+    else if (event.kind === 'step') this.completeStep(event.instance, event.outcome, now);
+    else this.publish(now);
+  }
+
+  private dispatchRequest(request: TraceRequest, now: number): void {
+    const { router, engines } = this.fleet!;
+    const tokens = request.inputLength + Math.max(1, request.outputLength);
+    if (tokens > engines[0]!.maxRequestTokens)
+      throw invalidValue(
+        `input_length + output_length of session ${request.session} turn ${request.turn}`,
+        `at most ${engines[0]!.maxRequestTokens} tokens, the KV cache of one engine`,
+        tokens,
+      );
+    const ticket = router.route({
+      hashIds: request.hashIds,
+      session: request.session,
+      inputTokens: request.inputLength,
+    });
+    const instance = router.decision.index;
+    const sequence = engines[instance]!.submit(
+      { id: ticket, hashIds: request.hashIds, inputLength: request.inputLength, outputLength: request.outputLength },
+      now,
+    );
+    this.inFlight.set(sequence, { request, ticket, instance, dispatch: now });
+    this.first = Math.min(this.first, now);
+    this.kick(instance, now);
+    if (!this.publishing && this.options.engineState === 'shm') this.schedulePublish(now);
+  }
+
+  private completeStep(instance: number, outcome: StepOutcome, now: number): void {
+    const { router } = this.fleet!;
+    this.stepping[instance] = false;
+    this.quietUntil[instance] = now; // until kick below says otherwise
+    this.preemptions += outcome.preempted.length;
+    for (const sequence of outcome.firstTokens) router.onFirstToken(this.inFlight.get(sequence)!.ticket);
+    for (const sequence of outcome.finished) {
+      const flight = this.inFlight.get(sequence)!;
+      this.inFlight.delete(sequence);
+      router.complete(flight.ticket);
+      this.record(flight, sequence, now);
+      this.releaseNextTurn(flight.request, now);
+    }
+    this.kick(instance, now);
+  }
+
+  private record(flight: InFlight, sequence: Sequence, now: number): void {
+    const { request } = flight;
+    this.records.push({
+      session: request.session,
+      turn: request.turn,
+      instance: flight.instance,
+      dispatch: flight.dispatch,
+      first_token: sequence.firstTokenAt!,
+      finish: now,
+      input_tokens: request.inputLength,
+      cached_tokens: sequence.cachedTokens ?? 0,
+      output_tokens: Math.max(1, request.outputLength),
+      overlapped: sequence.decodeOverlappedPrefill,
+      preemptions: sequence.preemptions,
+    });
+    this.last = now;
+  }
+
+  /** Session-sequential dispatch: the finished turn releases the session's next one, if read. */
+  private releaseNextTurn(finished: TraceRequest, now: number): void {
+    if (this.dispatch.mode === 'poisson' || finished.sessionless) return;
+    const busy = this.busySessions.get(finished.session)!;
+    const next = busy.waiting.shift();
+    if (next === undefined) this.busySessions.delete(finished.session);
+    else this.schedule(Math.max(now, next.arrival), { kind: 'dispatch', request: next });
+  }
+
+  /**
+   * Starts the engine's next step if it is idle. A step that tells the router nothing (no first
+   * token, no finish, no preemption) and ends before the next barrier and before the next
+   * request still to be read is run on the spot, as are runs of such decode-only steps
+   * (fastForward): nothing can reach this engine before they end, so queueing them would change
+   * nothing. (At an equal time the other event goes first, so the step is queued then.)
+   */
+  private kick(instance: number, now: number): void {
+    if (this.stepping[instance]) return;
+    const engine = this.fleet!.engines[instance]!;
+    let limit =
+      this.options.runAhead === false ? -Infinity : Math.min(this.external.peekTime() ?? Infinity, this.horizon);
+    for (let other = 0; other < this.quietUntil.length; other++)
+      if (other !== instance) limit = Math.min(limit, this.quietUntil[other]!);
+    for (let outcome = engine.step(engine.fastForward(now, limit)); outcome !== undefined;) {
+      if (!isSilent(outcome) || outcome.end >= limit) {
+        this.stepping[instance] = true;
+        this.quietUntil[instance] = isSilent(outcome) ? engine.quietUntil(outcome.end) : outcome.end;
+        this.schedule(outcome.end, { kind: 'step', instance, outcome });
+        return;
+      }
+      outcome = engine.step(engine.fastForward(outcome.end, limit));
+    }
+    this.quietUntil[instance] = Infinity; // idle: only a dispatch can wake it
+  }
+
+  /** The shm feed publishes while requests are in flight, and pauses when the fleet is idle. */
+  private publish(now: number): void {
+    const { router, engines, instanceIds } = this.fleet!;
+    engines.forEach((engine, instance) =>
+      router.setObservedState(instanceIds[instance]!, { timestampMs: now * 1000, ...engine.state() }),
+    );
+    this.publishing = false;
+    if (this.inFlight.size > 0) this.schedulePublish(now + (this.options.publishMs ?? 50) / 1000);
+  }
+
+  private schedulePublish(time: number): void {
+    this.publishing = true;
+    this.schedule(time, { kind: 'publish' });
+  }
+
+  private schedule(time: number, event: SimEvent): void {
+    this.queue.push(time, event);
+    if (isExternal(event)) this.external.push(time, null);
+  }
 }

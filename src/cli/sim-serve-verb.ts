@@ -1,0 +1,74 @@
+/** `kvroute sim serve`: N simulated vLLM engines over HTTP until SIGINT or SIGTERM (docs/sim-serve.md). */
+import { parseArgs } from 'node:util';
+
+import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { SIM_FLEET_DEFAULTS, startSimFleet } from '../sim/sim-fleet.js';
+import { choiceFlag, integerFlag, numberFlag, UsageError } from './common.js';
+
+export const SIM_SERVE_USAGE = `  sim serve           simulated vLLM engines over HTTP (OpenAI API, /metrics), one per port
+                    --instances N     engines (default ${SIM_FLEET_DEFAULTS.instances})
+                    --port P          engines on P .. P+N-1 (default ${SIM_FLEET_DEFAULTS.port}; 0: free ports)
+                    --host H          listen address (default ${SIM_FLEET_DEFAULTS.host})
+                    --speed X         run the model X times faster than real time (default 1)
+                    --preset NAME     ${Object.keys(ENGINE_PRESETS).join(', ')}
+                    --block-size B    tokens per KV block (default ${SIM_FLEET_DEFAULTS.blockSize})
+                    --model NAME      served model name (default the preset's model)`;
+
+export interface SimServeHooks {
+  /** Stops the fleet when aborted, besides SIGINT and SIGTERM. */
+  signal?: AbortSignal;
+}
+
+export async function simServeVerb(args: string[], hooks: SimServeHooks = {}): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    allowPositionals: false,
+    options: {
+      instances: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      speed: { type: 'string' },
+      preset: { type: 'string' },
+      'block-size': { type: 'string' },
+      model: { type: 'string' },
+    },
+  });
+  const instances = integerFlag(values, 'instances', 1);
+  const port = integerFlag(values, 'port', 0);
+  if (port !== undefined && port !== 0 && port + (instances ?? SIM_FLEET_DEFAULTS.instances) - 1 > 65535)
+    throw new UsageError(
+      `--port ${port} leaves no room for ${instances ?? SIM_FLEET_DEFAULTS.instances} engines below 65536`,
+    );
+  if (values.model === '') throw new UsageError('--model must not be empty');
+  const fleet = await startSimFleet({
+    instances,
+    port,
+    host: values.host,
+    speed: numberFlag(values, 'speed'),
+    preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)),
+    blockSize: integerFlag(values, 'block-size', 1),
+    model: values.model,
+  }).catch((error: NodeJS.ErrnoException) => {
+    if (['EADDRINUSE', 'EACCES', 'EADDRNOTAVAIL', 'ENOTFOUND'].includes(error.code ?? ''))
+      throw new UsageError(`cannot listen: ${error.message}`);
+    throw error;
+  });
+  const engine = fleet.engines[0]!;
+  process.stderr.write(
+    `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}× · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
+  );
+  process.stdout.write(`${fleet.urls.join('\n')}\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      hooks.signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    if (hooks.signal?.aborted) stop();
+    else hooks.signal?.addEventListener('abort', stop);
+  });
+  await fleet.close();
+}

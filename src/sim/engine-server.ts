@@ -1,0 +1,214 @@
+/**
+ * One simulated vLLM engine over HTTP (Node's `http`): an EngineModel run in real time behind
+ * vLLM's OpenAI-compatible routes (docs/sim-serve.md).
+ *
+ *   POST /v1/chat/completions, /v1/completions   streaming (SSE) and not
+ *   GET  /v1/models, /health, /metrics
+ *
+ * Every failure is answered with vLLM's error body and the process never throws on input: a
+ * body that is not JSON or fails a check is a 400 naming the field, a body over `maxBodyBytes`
+ * a 413, another model a 404, an unknown path a 404 and a known path with the wrong method a
+ * 405. An unexpected exception in a handler becomes a 500 and is logged.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+import { isKvrouteError } from '../core/errors.js';
+import { CompletionExchange } from './completion-exchange.js';
+import { ApiError, parseCompletionRequest, type Endpoint } from './completion-request.js';
+import { errorBody, modelList } from './completion-response.js';
+import { EngineMetrics } from './engine-metrics.js';
+import { EngineModel } from './engine-model.js';
+import type { EnginePreset } from './engine-preset.js';
+import { RealtimeEngine } from './realtime-engine.js';
+
+/** Request bodies above this are refused with 413 (agentic prompts reach a few MB). */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 2 ** 20;
+
+export interface EngineServerOptions {
+  /** Position in the fleet: the `engine` metric label, and part of response ids. */
+  index: number;
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  preset: EnginePreset;
+  /** Tokens per KV block. */
+  blockSize: number;
+  /** Virtual seconds per wall second. */
+  speed: number;
+  /** The served model name (`/v1/models`, the `model_name` label). */
+  model: string;
+  maxBodyBytes?: number;
+}
+
+type Route = 'chat' | 'completion' | 'models' | 'health' | 'metrics';
+
+const ROUTES: Record<string, { method: 'GET' | 'POST'; route: Route }> = {
+  '/v1/chat/completions': { method: 'POST', route: 'chat' },
+  '/v1/completions': { method: 'POST', route: 'completion' },
+  '/v1/models': { method: 'GET', route: 'models' },
+  '/health': { method: 'GET', route: 'health' },
+  '/metrics': { method: 'GET', route: 'metrics' },
+};
+
+export class EngineServer {
+  readonly engine: EngineModel;
+  readonly realtime: RealtimeEngine;
+  readonly metrics: EngineMetrics;
+  /** vLLM's max_model_len: the preset's, capped at what the KV cache holds. */
+  readonly maxModelLen: number;
+  private readonly server: Server;
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly maxBodyBytes: number;
+  private nextRequest = 0;
+  private address: AddressInfo | undefined;
+
+  private constructor(private readonly options: EngineServerOptions) {
+    this.engine = new EngineModel({ preset: options.preset, blockSize: options.blockSize });
+    this.realtime = new RealtimeEngine(this.engine, { speed: options.speed });
+    this.metrics = new EngineMetrics(this.engine, this.realtime, {
+      model_name: options.model,
+      engine: String(options.index),
+    });
+    this.maxModelLen = Math.min(options.preset.maxModelLen, this.engine.pool.capacity * options.blockSize);
+    this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch((error: unknown) => this.fail(res, error));
+    });
+  }
+
+  /** Starts an engine and resolves once it listens. */
+  static async start(options: EngineServerOptions): Promise<EngineServer> {
+    const engine = new EngineServer(options);
+    await new Promise<void>((resolve, reject) => {
+      engine.server.once('error', reject);
+      engine.server.listen(options.port, options.host, () => {
+        engine.server.off('error', reject);
+        resolve();
+      });
+    });
+    engine.address = engine.server.address() as AddressInfo;
+    return engine;
+  }
+
+  get model(): string {
+    return this.options.model;
+  }
+
+  get port(): number {
+    return this.address!.port;
+  }
+
+  /** `http://host:port`, IPv6 hosts in brackets. */
+  get url(): string {
+    const host = this.options.host.includes(':') ? `[${this.options.host}]` : this.options.host;
+    return `http://${host}:${this.port}`;
+  }
+
+  /** Stops the engine's clock, drops every connection (aborting what runs) and stops listening. */
+  async close(): Promise<void> {
+    this.realtime.close();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    await closed;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?', 1)[0]!;
+    const entry = ROUTES[path];
+    if (entry === undefined) return this.error(res, 404, 'NotFoundError', `Not Found: no route ${path}`);
+    // HEAD is GET without a body (Node drops the body of a HEAD response).
+    const method = req.method === 'HEAD' && entry.method === 'GET' ? 'GET' : req.method;
+    if (method !== entry.method) {
+      res.setHeader('Allow', entry.method);
+      return this.error(res, 405, 'MethodNotAllowedError', `Method Not Allowed: ${path} takes ${entry.method}`);
+    }
+    switch (entry.route) {
+      case 'health':
+        res.writeHead(200).end();
+        return;
+      case 'models':
+        return this.json(res, 200, modelList(this.options.model, this.created, this.maxModelLen));
+      case 'metrics': {
+        const text = await this.metrics.text();
+        res.writeHead(200, { 'Content-Type': this.metrics.contentType }).end(text);
+        return;
+      }
+      default:
+        return this.complete(req, res, entry.route);
+    }
+  }
+
+  private async complete(req: IncomingMessage, res: ServerResponse, endpoint: Endpoint): Promise<void> {
+    let body: unknown;
+    try {
+      body = JSON.parse((await readBody(req, this.maxBodyBytes)).toString('utf8'));
+    } catch (error) {
+      if (error instanceof ApiError) throw error;
+      if (req.destroyed && !req.complete) return; // the client went away mid-upload
+      throw new ApiError(400, 'BadRequestError', `the request body is not valid JSON: ${(error as Error).message}`);
+    }
+    const request = parseCompletionRequest(endpoint, body, {
+      model: this.options.model,
+      blockSize: this.options.blockSize,
+      maxModelLen: this.maxModelLen,
+    });
+    const n = this.nextRequest++;
+    const head = {
+      endpoint,
+      id: `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${this.options.index}-${n}`,
+      created: Math.floor(Date.now() / 1000),
+      model: request.model,
+    };
+    new CompletionExchange(res, request, head, n, { realtime: this.realtime, metrics: this.metrics }).start();
+  }
+
+  private fail(res: ServerResponse, error: unknown): void {
+    if (error instanceof ApiError) {
+      if (error.status === 413) res.setHeader('Connection', 'close');
+      return this.error(res, error.status, error.type, error.message);
+    }
+    if (isKvrouteError(error)) return this.error(res, 400, 'BadRequestError', error.message);
+    process.stderr.write(`kvroute sim serve: engine ${this.options.index}: ${(error as Error).stack ?? error}\n`);
+    if (!res.headersSent) this.error(res, 500, 'InternalServerError', 'internal error in the simulated engine');
+    else res.destroy();
+  }
+
+  private error(res: ServerResponse, status: number, type: string, message: string): void {
+    this.json(res, status, errorBody(status, type, message));
+  }
+
+  private json(res: ServerResponse, status: number, value: object): void {
+    if (res.destroyed || res.headersSent) return;
+    res.writeHead(status, { 'Content-Type': 'application/json' }).end(JSON.stringify(value));
+  }
+}
+
+/** The whole body, or an ApiError 413 as soon as it passes `limit` bytes (the rest is drained). */
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const tooLarge = () => new ApiError(413, 'PayloadTooLargeError', `the request body exceeds ${limit} bytes`);
+    if (Number(req.headers['content-length']) > limit) {
+      req.resume();
+      reject(tooLarge());
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        req.off('data', onData);
+        req.resume();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+    // Settles the promise when the client disconnects mid-upload; a no-op after `end`.
+    req.on('close', () => reject(new Error('the client closed the connection')));
+  });
+}
