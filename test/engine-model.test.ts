@@ -7,7 +7,13 @@ import { describe, expect, it } from 'vitest';
 
 import { Rng } from './helpers/random.js';
 import { BlockPool } from '../src/sim/block-pool.js';
-import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, capacityBlocks } from '../src/sim/engine-preset.js';
+import {
+  DEFAULT_ENGINE_PRESET,
+  ENGINE_PRESETS,
+  capacityBlocks,
+  decodeStepsMsAtLeast,
+  stepMs,
+} from '../src/sim/engine-preset.js';
 import { EngineModel, type EngineRequest, type Sequence, type StepOutcome } from '../src/sim/engine-model.js';
 import { interferenceTable } from '../src/sim/interference-bench.js';
 
@@ -273,6 +279,22 @@ describe('preemption and state', () => {
   it('derives the KV capacity from the preset: ~323k tokens on an H20 for Qwen3-Coder-30B-A3B', () => {
     expect(capacityBlocks(preset, 512)).toBe(631);
     within(capacityBlocks(preset, BLOCK) * BLOCK, 323_000, 0.01);
+  });
+});
+
+describe('decode runs in closed form', () => {
+  it('never exceeds, and stays within 1e-6 of, the step-by-step sum (randomized)', () => {
+    const random = new Rng(5);
+    for (let round = 0; round < 500; round++) {
+      const batch = random.int(1, 64);
+      const context = random.int(0, 3_000_000);
+      const steps = random.int(1, 2_000);
+      let sum = 0;
+      for (let m = 0; m < steps; m++) sum += stepMs(preset, [], batch, context + m * batch);
+      const bound = decodeStepsMsAtLeast(preset, batch, context, steps);
+      expect(bound).toBeLessThanOrEqual(sum);
+      expect(bound).toBeGreaterThan(sum * (1 - 1e-6));
+    }
   });
 });
 

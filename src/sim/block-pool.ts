@@ -220,8 +220,13 @@ export class BlockPool {
    * lines instead of one per block; random ids (hashed text) spread as well as before.
    */
   private home(id: number): number {
-    const group = Math.floor(id / 8);
-    const mixed = (group | 0) ^ Math.imul(Math.floor(group / TWO_32) | 0, 0x85ebca77);
+    let mixed: number;
+    if (id >>> 0 === id)
+      mixed = id >>> 3; // ids below 2^32: integer arithmetic only
+    else {
+      const group = Math.floor(id / 8);
+      mixed = (group | 0) ^ Math.imul(Math.floor(group / TWO_32) | 0, 0x85ebca77);
+    }
     return ((Math.imul(mixed, 0x9e3779b1) >>> this.groupShift) << 3) | (id & 7);
   }
 

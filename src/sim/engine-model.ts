@@ -19,7 +19,7 @@
  */
 import type { ObservedState } from '../core/types.js';
 import { BlockPool } from './block-pool.js';
-import { capacityBlocks, stepMs, type EnginePreset, type PrefillChunk } from './engine-preset.js';
+import { capacityBlocks, decodeStepsMsAtLeast, stepMs, type EnginePreset, type PrefillChunk } from './engine-preset.js';
 
 /** A sequence's block that carries no hash id (partial, generated, or a duplicate). */
 const ANONYMOUS = -1;
@@ -310,10 +310,7 @@ export class EngineModel {
     }
     for (const sequence of this.running) needed += this.blocksFor(sequence.computed + steps) - sequence.blocks.length;
     if (needed > this.pool.available) return from;
-    const batch = this.running.length;
-    let end = from;
-    for (let m = 0; m < steps; m++) end += stepMs(this.preset, NO_CHUNKS, batch, context + m * batch) / 1000;
-    return end;
+    return from + decodeStepsMsAtLeast(this.preset, this.running.length, context, steps) / 1000;
   }
 
   /** One more generated token; the request finishes at its output length (at least one token). */

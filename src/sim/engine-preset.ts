@@ -88,10 +88,31 @@ export function stepMs(
       ms += preset.prefillMsPerToken * tokens + preset.attentionMsPerToken2 * tokens * (context + tokens / 2);
   }
   if (decodes > 0)
-    ms +=
-      preset.decodeBaseMs +
-      preset.decodeMsPerSeq * decodes +
-      (decodeContext * kvBytesPerTokenOf(preset) * 1000) / preset.hbmBytesPerSecond;
+    ms += preset.decodeBaseMs + preset.decodeMsPerSeq * decodes + decodeContext * decodeMsPerContextToken(preset);
+  return ms;
+}
+
+/**
+ * A lower bound, in ms, on `steps` consecutive decode-only steps of `batch` sequences holding
+ * `context` tokens at the first (each step adds `batch`): the closed form of the sum of stepMs,
+ * less a rounding margin, so it never exceeds the step-by-step sum.
+ */
+export function decodeStepsMsAtLeast(preset: EnginePreset, batch: number, context: number, steps: number): number {
+  const perStep = preset.decodeBaseMs + preset.decodeMsPerSeq * batch;
+  const contextTokens = steps * context + (batch * steps * (steps - 1)) / 2;
+  const exact = steps * perStep + contextTokens * decodeMsPerContextToken(preset);
+  return exact * (1 - 1e-9);
+}
+
+const contextCost = new WeakMap<EnginePreset, number>();
+
+/** ms a decode step spends per token of KV it reads: KV bytes per token at HBM bandwidth. */
+function decodeMsPerContextToken(preset: EnginePreset): number {
+  let ms = contextCost.get(preset);
+  if (ms === undefined) {
+    ms = (kvBytesPerTokenOf(preset) * 1000) / preset.hbmBytesPerSecond;
+    contextCost.set(preset, ms);
+  }
   return ms;
 }
 
