@@ -17,7 +17,7 @@
  */
 import { invalidValue } from '../core/errors.js';
 import { Router } from '../core/router.js';
-import type { PolicyName, PolicySpec } from '../core/types.js';
+import type { ObservedState, PolicyName, PolicySpec } from '../core/types.js';
 import type { RequestRecord } from '../trace/records.js';
 import { SynthRandom } from '../trace/synth-random.js';
 import type { TraceRequest } from '../trace/types.js';
@@ -139,6 +139,8 @@ class Simulation {
   private first = Infinity;
   private last = 0;
   private publishing = false;
+  /** The latest feed snapshots, not yet handed to the router. */
+  private published: ObservedState[] | undefined;
   private routerTime = Number.NaN;
   /** Events at or after this time wait for requests not read yet (see runBefore). */
   private horizon = Infinity;
@@ -246,6 +248,7 @@ class Simulation {
         `at most ${engines[0]!.maxRequestTokens} tokens, the KV cache of one engine`,
         tokens,
       );
+    this.deliverPublished();
     const ticket = router.route({
       hashIds: request.hashIds,
       session: request.session,
@@ -332,13 +335,23 @@ class Simulation {
   }
 
   /** The shm feed publishes while requests are in flight, and pauses when the fleet is idle. */
+  /**
+   * Takes every engine's state as the feed would publish it. The router reads observed state only
+   * inside route(), so the snapshots are handed over just before the next dispatch
+   * (deliverPublished): the same decisions as handing them over now, without a native call per
+   * engine per tick while nothing is routed.
+   */
   private publish(now: number): void {
-    const { router, engines, instanceIds } = this.fleet!;
-    engines.forEach((engine, instance) =>
-      router.setObservedState(instanceIds[instance]!, { timestampMs: now * 1000, ...engine.state() }),
-    );
+    this.published = this.fleet!.engines.map((engine) => ({ timestampMs: now * 1000, ...engine.state() }));
     this.publishing = false;
     if (this.inFlight.size > 0) this.schedulePublish(now + (this.options.publishMs ?? 50) / 1000);
+  }
+
+  private deliverPublished(): void {
+    if (this.published === undefined) return;
+    const { router, instanceIds } = this.fleet!;
+    this.published.forEach((state, instance) => router.setObservedState(instanceIds[instance]!, state));
+    this.published = undefined;
   }
 
   private schedulePublish(time: number): void {
