@@ -6,8 +6,11 @@
 // the routing workloads with the native addon and the TypeScript reference side
 // by side, and the trace characterization workload; then prints their figures,
 // the native/reference ratios and the targets of issues #2 and #3.
-// --json writes { machine, quick, timer_overhead_us, results: [...] };
-// --update-results rewrites bench/RESULTS.md from this run.
+// --json writes { machine, quick, timer_overhead_us, results: [...] }; every result carries the
+// date it was measured.
+// --update-results rewrites bench/RESULTS.md from this run. With --only it refreshes just those
+// workloads: their results replace the same workloads' in bench/results.json, the others keep
+// theirs (and their dates), and the merged document is written back to bench/results.json.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,7 +76,9 @@ try {
       console.error(`${workload} failed (exit ${child.status ?? child.signal})`);
       process.exit(1);
     }
-    results.push(...JSON.parse(readFileSync(out, 'utf8')));
+    /** @type {import('./lib/report.mjs').AnyResult[]} */
+    const produced = JSON.parse(readFileSync(out, 'utf8'));
+    results.push(...produced.map((r) => ({ ...r, date: machine.date })));
   }
 } finally {
   rmSync(scratch, { recursive: true, force: true });
@@ -88,7 +93,27 @@ if (values.json) {
   console.log(`\nwrote ${values.json}`);
 }
 if (values['update-results']) {
-  const command = `npm run bench${values.quick ? ' -- --quick' : ''}`;
-  writeFileSync(join(here, 'RESULTS.md'), renderResults(document, command));
+  const recorded = only ? mergeIntoSaved(document, only) : document;
+  if (only) {
+    writeFileSync(join(here, 'results.json'), `${JSON.stringify(recorded, null, 2)}\n`);
+    console.log('wrote bench/results.json (merged)');
+  }
+  writeFileSync(join(here, 'RESULTS.md'), renderResults(recorded, `npm run bench${values.quick ? ' -- --quick' : ''}`));
   console.log('wrote bench/RESULTS.md');
+}
+
+/**
+ * The saved bench/results.json with `workloads` replaced by this run's results. Saved results
+ * without a date take their document's.
+ * @param {import('./lib/report.mjs').BenchDocument} run
+ * @param {string[]} workloads
+ * @returns {import('./lib/report.mjs').BenchDocument}
+ */
+function mergeIntoSaved(run, workloads) {
+  /** @type {import('./lib/report.mjs').BenchDocument} */
+  const saved = JSON.parse(readFileSync(join(here, 'results.json'), 'utf8'));
+  const kept = saved.results
+    .filter((r) => !workloads.includes(r.workload))
+    .map((r) => ({ ...r, date: r.date ?? saved.machine.date }));
+  return { ...run, quick: run.quick || saved.quick, results: [...kept, ...run.results] };
 }

@@ -6,7 +6,7 @@
  * @typedef {import('./workload.mjs').Result} Result
  * @typedef {import('../characterize.mjs').AnalysisResult} AnalysisResult
  * @typedef {import('../simulate.mjs').SimulationResult} SimulationResult
- * @typedef {Result | AnalysisResult | SimulationResult} AnyResult
+ * @typedef {(Result | AnalysisResult | SimulationResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -121,6 +121,23 @@ export function targetChecks(allResults) {
 }
 
 /**
+ * "mooncake, agentic-long on 2026-11-29; simulate on 2026-11-30": each workload's run date.
+ * @param {BenchDocument} doc
+ */
+function runDates(doc) {
+  /** @type {Map<string, Set<string>>} */
+  const byDate = new Map();
+  for (const r of doc.results) {
+    const date = r.date ?? doc.machine.date;
+    byDate.set(date, (byDate.get(date) ?? new Set()).add(r.workload));
+  }
+  return [...byDate]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([date, workloads]) => `${[...workloads].join(', ')} on ${date}`)
+    .join('; ');
+}
+
+/**
  * @param {BenchDocument} doc
  * @param {string} command
  */
@@ -129,11 +146,11 @@ export function renderResults(doc, command) {
   const out = [
     '# Benchmark results',
     '',
-    `Latest run: ${m.date}, \`${command}\`.`,
+    `Recorded with \`${command}\` (one workload refreshes with \`-- --only NAME --update-results\`): ${runDates(doc)}.`,
     '',
     `- Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`,
     `- Node ${m.node}; native addon ${m.native ? 'on' : 'OFF'}`,
-    `- Timer: ${(doc.timer_overhead_us * 1000).toFixed(0)} ns per performance.now() pair, measured at start and subtracted from every sample of both implementations`,
+    `- Timer: ${(doc.timer_overhead_us * 1000).toFixed(0)} ns per performance.now() pair in the ${doc.machine.date} run, measured at its start and subtracted from every sample of both implementations`,
     '',
     'Each figure times one `route()` plus one `complete()` (of the oldest request in flight) through the',
     'public `Router`, on a replay that keeps requests in flight so load-aware policies see moving load.',
