@@ -6,6 +6,7 @@
         "native/addon.cc",
         "native/js-router.cc",
         "native/js-hash.cc",
+        "native/js-shm-feed.cc",
         "native/xxhash64.cc",
         "native/prompt-hash.cc",
         "native/robin-hood-map.cc",
@@ -13,7 +14,8 @@
         "native/match-many.cc",
         "native/session-table.cc",
         "native/hash-ring.cc",
-        "native/router.cc"
+        "native/router.cc",
+        "native/shm-feed.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")", "native"],
       "defines": [

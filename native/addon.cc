@@ -7,12 +7,15 @@
 
 #include "js-hash.h"
 #include "js-router.h"
+#include "js-shm-feed.h"
 #include "policy.h"
 
 namespace kvroute {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("NativeRouter", JsRouter::Define(env));
+  exports.Set("FeedWriter", JsFeedWriter::Define(env));
+  exports.Set("FeedReader", JsFeedReader::Define(env));
   exports.Set("hashPrompt", Napi::Function::New(env, JsHashPrompt, "hashPrompt"));
   exports.Set("xxhash64", Napi::Function::New(env, JsXxHash64, "xxhash64"));
   exports.Set("reasonCount", Napi::Number::New(env, kReasonCount));

@@ -14,8 +14,29 @@ import { POLICY_KINDS, REASONS } from './codes.js';
 import type { CoreRouterConstructor } from './core-router.js';
 import { stateError, type KvrouteError } from './errors.js';
 
+/** The shared-memory feed's writer (native/js-shm-feed.h); values as FEED_FIELDS in src/state. */
+export interface NativeFeedWriter {
+  publish(slot: number, values: Float64Array, instance: string): void;
+  /** [slot count, generation] */
+  info(): [number, bigint];
+  close(): void;
+}
+
+/** The shared-memory feed's reader (native/js-shm-feed.h). */
+export interface NativeFeedReader {
+  /** Re-checks the file when due (or `force`); returns the status code. */
+  refresh(force: boolean): number;
+  /** [status code, slot count, generation] */
+  info(): [number, number, bigint];
+  /** Fills `out` and returns the instance id, or null without a consistent snapshot. */
+  read(slot: number, out: Float64Array): string | null;
+  close(): void;
+}
+
 export interface NativeAddon {
   NativeRouter: CoreRouterConstructor;
+  FeedWriter: new (path: string, slots: number, recreate: boolean) => NativeFeedWriter;
+  FeedReader: new (path: string, recheckMs: number) => NativeFeedReader;
   /** Chained XXH64 ids of `text`'s UTF-8 bytes in `chunkBytes` chunks. */
   hashPrompt(text: string, chunkBytes: number): BigUint64Array;
   xxhash64(bytes: Uint8Array, seed: bigint): bigint;

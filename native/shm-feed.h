@@ -1,0 +1,128 @@
+// shm-feed — the engine-state feed in shared memory (docs/shm-layout.md).
+//
+// Why it exists: the router must see each engine's real state on its hot path
+// without locks or system calls. Engines (or a publisher) write fixed-size
+// slots guarded by a seqlock; the router maps the file once and copies a slot
+// in a few dozen nanoseconds.
+//
+// Hazards:
+// - Reading a mapped page past the end of its file raises SIGBUS. The reader
+//   therefore checks the file (path identity and size) before every map, and
+//   again at most every `recheckMs` (a stat, never per read). A writer must not
+//   truncate a live file in place: re-create it by renaming a new file over it,
+//   which leaves the old mapping valid until the reader re-maps.
+// - One writer per slot. Two writers on one slot break the seqlock.
+// - The ordering uses the GCC/Clang __atomic builtins (C++17 has no
+//   atomic_ref); every field access in the slot is an atomic access, so
+//   concurrent readers and writers never race in the C++ sense.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kvroute::shm {
+
+constexpr char kMagic[8] = {'K', 'V', 'R', 'S', 'T', 'A', 'T', 'E'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 64;
+constexpr uint32_t kSlotBytes = 128;
+constexpr size_t kInstanceIdBytes = 48;
+constexpr int kReadAttempts = 8;
+constexpr uint32_t kMaxSlots = 1u << 16;
+
+// Field offsets inside a slot (docs/shm-layout.md).
+namespace slot {
+constexpr size_t kSeq = 0, kTimestampNs = 8, kRunning = 16, kWaiting = 20, kKvUsed = 24, kKvTotal = 32,
+                 kPendingPrefill = 40, kMaxPrefillRemaining = 48, kDecodeBatch = 56, kFlags = 60, kPrefixQueries = 64,
+                 kPrefixHits = 72, kInstance = 80;
+}
+
+constexpr uint32_t kFlagUnreachable = 1;
+
+// One slot's values, as written and as read.
+struct SlotValues {
+  int64_t timestampNs = 0;
+  uint32_t running = 0;
+  uint32_t waiting = 0;
+  uint64_t kvBlocksUsed = 0;
+  uint64_t kvBlocksTotal = 0;
+  uint64_t pendingPrefillTokens = 0;
+  uint64_t maxPrefillRemaining = 0;
+  uint32_t decodeBatch = 0;
+  uint32_t flags = 0;
+  uint64_t prefixCacheQueries = 0;
+  uint64_t prefixCacheHits = 0;
+  char instance[kInstanceIdBytes] = {};
+};
+
+// Why a reader is not reading. Each is reported once per transition.
+enum class FeedStatus : int {
+  kOk = 0,
+  kMissing = 1,     // the file does not exist or cannot be opened
+  kBadMagic = 2,    // not a kvroute state file
+  kBadVersion = 3,  // another layout version
+  kBadSize = 4,     // slot size, slot count and file size disagree
+};
+
+const char* statusName(FeedStatus status);
+
+// Nanoseconds since the Unix epoch (CLOCK_REALTIME; vDSO, no system call).
+int64_t realtimeNs();
+
+class FeedReader {
+ public:
+  explicit FeedReader(std::string path, double recheckMs = 100);
+  ~FeedReader();
+  FeedReader(const FeedReader&) = delete;
+  FeedReader& operator=(const FeedReader&) = delete;
+
+  // Re-checks the file if `recheckMs` passed since the last check (or `force`),
+  // re-mapping when it was replaced, resized or re-generated. Cheap otherwise.
+  FeedStatus refresh(bool force = false);
+  FeedStatus status() const { return status_; }
+  uint32_t slotCount() const { return status_ == FeedStatus::kOk ? slotCount_ : 0; }
+  uint64_t generation() const { return generation_; }
+
+  // One consistent snapshot of `slot`, or false: not mapped, out of range,
+  // never published, or a writer kept it busy for every attempt.
+  bool read(uint32_t slot, SlotValues& out) const;
+
+ private:
+  void unmap();
+  FeedStatus mapFile();
+
+  std::string path_;
+  double recheckMs_;
+  int64_t lastCheckNs_ = 0;
+  FeedStatus status_ = FeedStatus::kMissing;
+  uint8_t* base_ = nullptr;
+  size_t mappedBytes_ = 0;
+  uint64_t inode_ = 0, device_ = 0;
+  uint32_t slotCount_ = 0;
+  uint64_t generation_ = 0;
+};
+
+class FeedWriter {
+ public:
+  // Opens `path` for publishing into `slots` slots. An existing file with the
+  // same layout and slot count is joined (its slots keep their values); any
+  // other file, or `recreate`, is replaced by a fresh one (new generation),
+  // renamed into place so readers never map a half-written header.
+  FeedWriter(const std::string& path, uint32_t slots, bool recreate);
+  ~FeedWriter();
+  FeedWriter(const FeedWriter&) = delete;
+  FeedWriter& operator=(const FeedWriter&) = delete;
+
+  uint32_t slotCount() const { return slotCount_; }
+  uint64_t generation() const { return generation_; }
+  void publish(uint32_t slot, const SlotValues& values);
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+  uint32_t slotCount_ = 0;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace kvroute::shm

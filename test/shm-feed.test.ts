@@ -1,0 +1,278 @@
+/**
+ * The shared-memory engine-state feed (docs/shm-layout.md): the addon's writer and reader, the
+ * Python writer, torn reads across processes, and every malformed-file case.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, mkdtempSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { StateFeedReader, StateFeedWriter, feedPath } from '../src/state/shm-feed.js';
+
+const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'kvroute-feed-test-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+const fresh = () => join(dir, `feed-${files++}`);
+
+const COUNTS = {
+  running: 5,
+  waiting: 2,
+  kvBlocksUsed: 9_000,
+  kvBlocksTotal: 20_194,
+  pendingPrefillTokens: 12_000,
+  maxPrefillRemaining: 8_000,
+  decodeBatch: 4,
+  prefixCacheQueries: 123_456,
+  prefixCacheHits: 100_000,
+};
+
+function silentReader(path: string, recheckMs = 100) {
+  const warnings: string[] = [];
+  const reader = new StateFeedReader(path, { recheckMs, warn: (m) => warnings.push(m) });
+  return { reader, warnings };
+}
+
+describe('the addon writer and reader', () => {
+  it('round-trips every field and the instance id; an unpublished slot reads as nothing', () => {
+    const path = fresh();
+    const writer = new StateFeedWriter(path, { slots: 4 });
+    const before = Date.now();
+    writer.publish(2, 'engine-2', COUNTS);
+    const { reader, warnings } = silentReader(path);
+    expect(reader.status).toBe('ok');
+    expect(reader.slots).toBe(4);
+    expect(reader.generation).toBe(writer.generation);
+    expect(reader.generation).not.toBe(0n);
+    const snapshot = reader.read(2)!;
+    expect(snapshot).toMatchObject({ instance: 'engine-2', unreachable: false, ...COUNTS });
+    expect(snapshot.timestampMs).toBeGreaterThanOrEqual(before - 1);
+    expect(snapshot.timestampMs).toBeLessThanOrEqual(Date.now() + 1);
+    expect(reader.read(0)).toBeUndefined();
+    expect(reader.read(9)).toBeUndefined();
+    expect(warnings).toEqual([]);
+    writer.close();
+    reader.close();
+  });
+
+  it('joins a feed of the same shape, and re-creating it gives a new generation the reader follows', () => {
+    const path = fresh();
+    const first = new StateFeedWriter(path, { slots: 2 });
+    first.publish(0, 'a', COUNTS, { unreachable: true });
+    const joined = new StateFeedWriter(path, { slots: 2 });
+    expect(joined.generation).toBe(first.generation);
+    const { reader } = silentReader(path);
+    expect(reader.read(0)).toMatchObject({ instance: 'a', unreachable: true });
+    const recreated = new StateFeedWriter(path, { slots: 3, recreate: true });
+    expect(recreated.generation).not.toBe(first.generation);
+    expect(reader.refresh(true)).toBe('ok');
+    expect(reader.slots).toBe(3);
+    expect(reader.generation).toBe(recreated.generation);
+    expect(reader.read(0)).toBeUndefined(); // the new file starts empty
+    for (const w of [first, joined, recreated]) w.close();
+    reader.close();
+  });
+
+  it('keeps at most 47 bytes of the instance id', () => {
+    const path = fresh();
+    const writer = new StateFeedWriter(path, { slots: 1 });
+    writer.publish(0, 'x'.repeat(80), COUNTS);
+    const { reader } = silentReader(path);
+    expect(reader.read(0)!.instance).toBe('x'.repeat(47));
+    writer.close();
+    reader.close();
+  });
+
+  it('refuses bad values, naming the field, and writes nothing', () => {
+    const path = fresh();
+    const writer = new StateFeedWriter(path, { slots: 1 });
+    expect(() => writer.publish(0, 'e', { ...COUNTS, running: -1 })).toThrow(/running/);
+    expect(() => writer.publish(0, 'e', { ...COUNTS, kvBlocksUsed: 1.5 })).toThrow(/kvBlocksUsed/);
+    expect(() => writer.publish(0, 'e', { ...COUNTS, decodeBatch: 2 ** 32 })).toThrow(/decodeBatch/);
+    expect(() => writer.publish(1, 'e', COUNTS)).toThrow(/slot/);
+    expect(() => new StateFeedWriter(fresh(), { slots: 0 })).toThrow(/slots/);
+    const { reader } = silentReader(path);
+    expect(reader.read(0)).toBeUndefined();
+    writer.close();
+    expect(() => writer.publish(0, 'e', COUNTS)).toThrow(/closed/);
+    reader.close();
+  });
+
+  it('names /dev/shm for a bare feed name and keeps a path as it is', () => {
+    expect(feedPath('x/y')).toBe('x/y');
+    expect(feedPath('kv')).toMatch(/\/kv$/);
+    expect(() => feedPath('')).toThrow(/shm/);
+  });
+});
+
+describe('malformed and missing feeds', () => {
+  const bytes = (
+    header: Partial<{ magic: string; version: number; slots: number; slotSize: number }>,
+    size?: number,
+  ) => {
+    const slots = header.slots ?? 2;
+    const buffer = Buffer.alloc(size ?? 64 + slots * 128);
+    buffer.write(header.magic ?? 'KVRSTATE', 0, 'latin1');
+    buffer.writeUInt32LE(header.version ?? 1, 8);
+    buffer.writeUInt32LE(slots, 12);
+    buffer.writeUInt32LE(header.slotSize ?? 128, 16);
+    buffer.writeBigUInt64LE(7n, 24);
+    return buffer;
+  };
+
+  for (const [name, content, status] of [
+    ['a wrong magic', bytes({ magic: 'NOTSTATE' }), 'bad-magic'],
+    ['a wrong version', bytes({ version: 2 }), 'bad-version'],
+    ['a wrong slot size', bytes({ slotSize: 64 }), 'bad-size'],
+    ['a file shorter than its header says', bytes({ slots: 4 }, 64 + 2 * 128), 'bad-size'],
+    ['a file shorter than a header', Buffer.from('KVRS'), 'bad-size'],
+  ] as const) {
+    it(`falls back on ${name}: reads give nothing, one warning`, () => {
+      const path = fresh();
+      writeFileSync(path, content);
+      const { reader, warnings } = silentReader(path, 0);
+      expect(reader.status).toBe(status);
+      expect(reader.read(0)).toBeUndefined();
+      for (let i = 0; i < 5; i++) reader.refresh(true);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(path);
+      expect(warnings[0]).toContain('using shadow state');
+      reader.close();
+    });
+  }
+
+  it('warns once about a missing file, and picks the feed up when it appears', () => {
+    const path = fresh();
+    const { reader, warnings } = silentReader(path, 0);
+    expect(reader.status).toBe('missing');
+    expect(reader.read(0)).toBeUndefined();
+    reader.refresh(true);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/does not exist/);
+    const writer = new StateFeedWriter(path, { slots: 1 });
+    writer.publish(0, 'late', COUNTS);
+    expect(reader.refresh(true)).toBe('ok');
+    expect(reader.read(0)?.instance).toBe('late');
+    writer.close();
+    reader.close();
+  });
+
+  it('drops a file truncated while mapped at the next check, without a fault', () => {
+    const path = fresh();
+    const writer = new StateFeedWriter(path, { slots: 2 });
+    writer.publish(1, 'e', COUNTS);
+    const { reader, warnings } = silentReader(path, 0);
+    expect(reader.read(1)?.instance).toBe('e');
+    truncateSync(path, 64);
+    expect(reader.refresh(true)).toBe('bad-size');
+    expect(reader.read(1)).toBeUndefined();
+    expect(warnings).toHaveLength(1);
+    // Rewritten whole (magic, version, slot count) to a good state: read again.
+    const fd = openSync(path, 'r+');
+    writeSync(fd, Buffer.alloc(2 * 128), 0, 2 * 128, 64);
+    closeSync(fd);
+    expect(reader.refresh(true)).toBe('ok');
+    writer.close();
+    reader.close();
+  });
+});
+
+describe('across processes', () => {
+  it('accepts zero torn snapshots in 1M reads while another process writes flat out', async () => {
+    const path = fresh();
+    new StateFeedWriter(path, { slots: 2 }).close();
+    const script = fileURLToPath(new URL('./fixtures/feed-writer.mjs', import.meta.url));
+    const child = spawn(process.execPath, [script, path], { stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.once('data', () => resolve());
+        child.once('exit', (code) => reject(new Error(`writer exited early (${code})`)));
+      });
+      const { reader } = silentReader(path);
+      let reads = 0;
+      let torn = 0;
+      let last = 0;
+      let changes = 0;
+      const deadline = Date.now() + 60_000;
+      while (reads < 1_000_000 && Date.now() < deadline) {
+        const s = reader.read(0);
+        if (s === undefined) continue; // busy for every attempt: not a value, not torn
+        reads++;
+        const c = s.kvBlocksUsed / 3;
+        const consistent =
+          Number.isInteger(c) &&
+          s.running === c % 2 ** 32 &&
+          s.waiting === (c * 7) % 2 ** 32 &&
+          s.kvBlocksTotal === c * 3 + 11 &&
+          s.pendingPrefillTokens === c * 5 &&
+          s.maxPrefillRemaining === c * 4 &&
+          s.decodeBatch === (c * 13) % 2 ** 32 &&
+          s.prefixCacheQueries === c * 17 &&
+          s.prefixCacheHits === c * 19 &&
+          Math.abs(s.timestampMs - (1e12 + c)) < 1e-3 && // ms → int64 ns → ms rounds at 1e12 ms
+          s.instance === `w${c}` &&
+          c >= last;
+        if (!consistent) torn++;
+        if (c !== last) changes++;
+        last = c;
+      }
+      reader.close();
+      expect(reads).toBe(1_000_000);
+      expect(torn).toBe(0);
+      expect(changes).toBeGreaterThan(1_000); // the writer really was writing meanwhile
+    } finally {
+      child.stdin.end();
+      await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined)));
+    }
+  }, 120_000);
+
+  const python = fileURLToPath(new URL('../python/kvroute_state.py', import.meta.url));
+  const hasPython = spawnSync('python3', ['--version']).status === 0;
+
+  it.runIf(hasPython)('reads what the Python writer published, field for field', () => {
+    const path = fresh();
+    const run = spawnSync(
+      'python3',
+      [
+        python,
+        ...['--shm', path, '--slots', '4', '--instance', '3', '--id', 'vllm-3'],
+        ...['--running', '5', '--waiting', '2', '--kv-used', '9000', '--kv-total', '20194'],
+        ...['--pending-prefill', '12000', '--max-prefill-remaining', '8000', '--decode-batch', '4'],
+        ...['--prefix-queries', '123456', '--prefix-hits', '100000'],
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    const { reader, warnings } = silentReader(path);
+    expect(reader.slots).toBe(4);
+    const snapshot = reader.read(3)!;
+    expect(snapshot).toMatchObject({ instance: 'vllm-3', unreachable: false, ...COUNTS });
+    expect(Math.abs(snapshot.timestampMs - Date.now())).toBeLessThan(60_000);
+    expect(warnings).toEqual([]);
+    // The Python writer joins a feed the addon created, keeping its generation.
+    const writer = new StateFeedWriter(path, { slots: 4 });
+    expect(writer.generation).toBe(reader.generation);
+    writer.close();
+    reader.close();
+  });
+
+  it.runIf(hasPython)('the Python script refuses bad input with a message, writing nothing', () => {
+    const path = fresh();
+    const args = ['--shm', path, '--slots', '2', '--instance', '0', '--waiting', '0', '--kv-used', '0'];
+    const rest = ['--kv-total', '1', '--pending-prefill', '0', '--max-prefill-remaining', '0', '--decode-batch', '0'];
+    const negative = spawnSync('python3', [python, ...args, '--running', '-1', ...rest], { encoding: 'utf8' });
+    expect(negative.status).toBe(1);
+    expect(negative.stderr).toMatch(/running must be an integer/);
+    const { reader } = silentReader(path);
+    expect(reader.read(0)).toBeUndefined();
+    reader.close();
+    const slot = spawnSync('python3', [python, ...args.slice(0, 5), '5', ...args.slice(6), '--running', '1', ...rest], {
+      encoding: 'utf8',
+    });
+    expect(slot.status).toBe(1);
+    expect(slot.stderr).toMatch(/slot must be an integer in \[0, 1\]/);
+  });
+});
