@@ -12,6 +12,7 @@ import { ANALYZE_USAGE, analyzeVerb } from './cli/analyze-verb.js';
 import { UsageError } from './cli/common.js';
 import { HASH_USAGE, hashVerb } from './cli/hash-verb.js';
 import { SIM_USAGE, simVerb } from './cli/sim-verb.js';
+import { STATE_USAGE, stateVerb } from './cli/state-verb.js';
 import { TRACE_USAGE, traceVerb } from './cli/trace-verb.js';
 
 const VERSION: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
@@ -25,6 +26,7 @@ ${HASH_USAGE}
 ${TRACE_USAGE}
 ${ANALYZE_USAGE}
 ${SIM_USAGE}
+${STATE_USAGE}
 
 options:
   -h, --help        this text
@@ -35,10 +37,11 @@ const VERBS: Record<string, (args: string[]) => void | Promise<void>> = {
   trace: traceVerb,
   analyze: analyzeVerb,
   sim: simVerb,
+  state: stateVerb,
 };
 
 /** Data errors: the input is wrong, not the command line. */
-const DATA_ERRORS = new Set(['ERR_KVROUTE_TRACE_FORMAT', 'ERR_KVROUTE_TRACE_IO']);
+const DATA_ERRORS = new Set(['ERR_KVROUTE_TRACE_FORMAT', 'ERR_KVROUTE_TRACE_IO', 'ERR_KVROUTE_STATE_FEED']);
 
 async function main(argv: string[]): Promise<number> {
   const [verb, ...rest] = argv;

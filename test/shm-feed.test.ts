@@ -276,3 +276,82 @@ describe('across processes', () => {
     expect(slot.stderr).toMatch(/slot must be an integer in \[0, 1\]/);
   });
 });
+
+describe('kvroute state watch and sim serve --shm', () => {
+  const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+  const kvroute = (args: string[]) =>
+    spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 30_000 });
+
+  it('prints one reading as JSON with the issue’s keys, and exits 1 on a missing feed', () => {
+    const path = fresh();
+    const writer = new StateFeedWriter(path, { slots: 3 });
+    writer.publish(1, 'engine-1', COUNTS);
+    const run = kvroute(['state', 'watch', path, '--once', '--json']);
+    expect(run.status).toBe(0);
+    const doc = JSON.parse(run.stdout);
+    expect(doc.generation).toBe(writer.generation.toString());
+    expect(doc.instances).toHaveLength(1);
+    expect(doc.instances[0]).toMatchObject({
+      slot: 1,
+      instance: 'engine-1',
+      running: 5,
+      waiting: 2,
+      kv_blocks_used: 9_000,
+      kv_blocks_total: 20_194,
+      pending_prefill_tokens: 12_000,
+      max_prefill_remaining: 8_000,
+      decode_batch: 4,
+    });
+    expect(doc.instances[0].age_ms).toBeGreaterThanOrEqual(0);
+    expect(kvroute(['state', 'watch', path, '--once']).stdout).toMatch(/engine-1/);
+    writer.close();
+    const missing = kvroute(['state', 'watch', join(dir, 'nothing-here'), '--once']);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/nothing-here does not exist/);
+    expect(kvroute(['state', 'peek']).status).toBe(2);
+  });
+
+  it('sim serve --shm publishes every engine’s state, slot i for engine i', async () => {
+    const path = fresh();
+    const child = spawn(
+      process.execPath,
+      [cli, 'sim', 'serve', '--instances', '2', '--port', '0', '--shm', path, '--publish-ms', '20'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    try {
+      let stdout = '';
+      const urls = await new Promise<string[]>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no URLs in time: ${stdout}`)), 20_000);
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          const found = stdout.match(/http:\/\/127\.0\.0\.1:\d+/g) ?? [];
+          if (found.length === 2) {
+            clearTimeout(timer);
+            resolve(found);
+          }
+        });
+      });
+      const body = JSON.stringify({ model: 'qwen3-coder-30b-a3b', prompt: 'x'.repeat(400), max_tokens: 400 });
+      const pending = fetch(`${urls[1]}/v1/completions`, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
+      const { reader } = silentReader(path, 0);
+      let seen: ReturnType<StateFeedReader['read']>;
+      for (let i = 0; i < 200 && !(seen?.running === 1); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        reader.refresh(true);
+        seen = reader.read(1);
+      }
+      expect(seen).toMatchObject({ instance: new URL(urls[1]!).host, running: 1 });
+      expect(reader.read(0)).toMatchObject({ instance: new URL(urls[0]!).host, running: 0 });
+      expect(Date.now() - seen!.timestampMs).toBeLessThan(2_000);
+      reader.close();
+      expect((await pending).status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined)));
+    }
+  }, 60_000);
+});

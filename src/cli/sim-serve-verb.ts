@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS, startSimFleet } from '../sim/sim-fleet.js';
 import { choiceFlag, integerFlag, numberFlag, UsageError } from './common.js';
+import { publishFleetState } from './fleet-feed.js';
 
 export const SIM_SERVE_USAGE = `  sim serve           simulated vLLM engines over HTTP (OpenAI API, /metrics), one per port
                     --instances N     engines (default ${SIM_FLEET_DEFAULTS.instances})
@@ -12,7 +13,9 @@ export const SIM_SERVE_USAGE = `  sim serve           simulated vLLM engines ove
                     --speed X         run the model X times faster than real time (default 1)
                     --preset NAME     ${Object.keys(ENGINE_PRESETS).join(', ')}
                     --block-size B    tokens per KV block (default ${SIM_FLEET_DEFAULTS.blockSize})
-                    --model NAME      served model name (default the preset's model)`;
+                    --model NAME      served model name (default the preset's model)
+                    --shm NAME        publish each engine's state to the feed /dev/shm/NAME (slot i =
+                                      engine i) every --publish-ms (default 50)`;
 
 export interface SimServeHooks {
   /** Stops the fleet when aborted, besides SIGINT and SIGTERM. */
@@ -31,6 +34,8 @@ export async function simServeVerb(args: string[], hooks: SimServeHooks = {}): P
       preset: { type: 'string' },
       'block-size': { type: 'string' },
       model: { type: 'string' },
+      shm: { type: 'string' },
+      'publish-ms': { type: 'string' },
     },
   });
   const instances = integerFlag(values, 'instances', 1);
@@ -58,6 +63,11 @@ export async function simServeVerb(args: string[], hooks: SimServeHooks = {}): P
     `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}× · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
   );
   process.stdout.write(`${fleet.urls.join('\n')}\n`);
+  const feed =
+    values.shm === undefined
+      ? undefined
+      : publishFleetState(fleet, values.shm, integerFlag(values, 'publish-ms', 1) ?? 50);
+  if (feed !== undefined) process.stderr.write(`kvroute sim serve: publishing engine state to ${feed.path}\n`);
   await new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop);
@@ -70,5 +80,6 @@ export async function simServeVerb(args: string[], hooks: SimServeHooks = {}): P
     if (hooks.signal?.aborted) stop();
     else hooks.signal?.addEventListener('abort', stop);
   });
+  feed?.stop();
   await fleet.close();
 }

@@ -58,6 +58,14 @@ export interface PublishOptions {
 export type FeedStatus = 'ok' | 'missing' | 'bad-magic' | 'bad-version' | 'bad-size';
 const STATUS_NAMES: readonly FeedStatus[] = ['ok', 'missing', 'bad-magic', 'bad-version', 'bad-size'];
 
+/** Why a feed is not readable, completing "the feed PATH …". */
+export const FEED_STATUS_REASONS: Readonly<Record<Exclude<FeedStatus, 'ok'>, string>> = {
+  missing: 'does not exist or cannot be opened',
+  'bad-magic': 'is not a kvroute engine-state file (wrong magic)',
+  'bad-version': 'has another layout version than 1',
+  'bad-size': 'has a slot size, slot count and file size that disagree',
+};
+
 const FLAG_UNREACHABLE = 1;
 const U32_MAX = 2 ** 32 - 1;
 
@@ -196,14 +204,8 @@ export class StateFeedReader {
   private report(): FeedStatus {
     const status = this.status;
     if (status !== this.reported && status !== 'ok') {
-      const why: Record<Exclude<FeedStatus, 'ok'>, string> = {
-        missing: 'does not exist or cannot be opened',
-        'bad-magic': 'is not a kvroute engine-state file (wrong magic)',
-        'bad-version': 'has another layout version than 1',
-        'bad-size': 'has a slot size, slot count and file size that disagree',
-      };
       (this.options.warn ?? ((m: string) => process.emitWarning(m, { code: 'KVROUTE_STATE_FEED' })))(
-        `kvroute: engine-state feed ${this.path} ${why[status]}; using shadow state`,
+        `kvroute: engine-state feed ${this.path} ${FEED_STATUS_REASONS[status]}; using shadow state`,
       );
     }
     this.reported = status;
