@@ -68,6 +68,7 @@ Napi::Function JsRouter::Define(Napi::Env env) {
                          InstanceMethod("counts", &JsRouter::Counts),
                          InstanceMethod("checkInvariants", &JsRouter::CheckInvariants),
                          InstanceMethod("drainEvents", &JsRouter::DrainEvents),
+                         InstanceMethod("feedStatus", &JsRouter::FeedStatus),
                      });
 }
 
@@ -86,6 +87,7 @@ JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(
   rc.stalenessMs = requireInRange(config.Get("stalenessMs"), "stalenessMs", 0, 1e12);
   rc.maxSessions = static_cast<uint32_t>(requireInteger(config.Get("maxSessions"), "maxSessions", 1, 4294967295.0));
   rc.manualClock = config.Get("manualClock").ToBoolean().Value();
+  if (config.Get("feedPath").IsString()) rc.feedPath = config.Get("feedPath").As<Napi::String>().Utf8Value();
   chunkBytes_ = requireInteger(config.Get("chunkBytes"), "hashChunkBytes", 1, 1 << 24);
   blockTokens_ = rc.blockTokens;
 
@@ -463,6 +465,11 @@ Napi::Value JsRouter::Counts(const Napi::CallbackInfo& info) {
 
 Napi::Value JsRouter::CheckInvariants(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), core().checkInvariants());
+}
+
+// feedStatus() -> -1 without a feed, else shm::FeedStatus
+Napi::Value JsRouter::FeedStatus(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), router_->feedStatus());
 }
 
 }  // namespace kvroute

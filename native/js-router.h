@@ -78,6 +78,7 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   // Applies and clears the queued ticket events; returns the router.
   Router& core();
   Napi::Value DrainEvents(const Napi::CallbackInfo& info);
+  Napi::Value FeedStatus(const Napi::CallbackInfo& info);
   // Resolves the ids argument (typed array, prompt string or undefined) into
   // `in.ids`/`in.n`, filling defaults for the token fields.
   void readRequest(const Napi::Value& ids, RouteInput& in);

@@ -10,7 +10,25 @@
 
 namespace kvroute {
 
-Router::Router(const RouterConfig& config) : config_(config), sessions_(config.maxSessions) {}
+Router::Router(const RouterConfig& config) : config_(config), sessions_(config.maxSessions) {
+  if (!config.feedPath.empty()) feed_ = std::make_unique<shm::FeedReader>(config.feedPath, config.feedRecheckMs);
+}
+
+bool Router::readFeed(uint32_t s, int64_t nowNs, ObservedState& out) const {
+  shm::SlotValues v;
+  if (!feed_->read(s, v) || (v.flags & shm::kFlagUnreachable) != 0) return false;
+  if (static_cast<double>(nowNs - v.timestampNs) > config_.stalenessMs * 1e6) return false;
+  out.present = true;
+  out.timestampMs = static_cast<double>(v.timestampNs) / 1e6;
+  out.running = v.running;
+  out.waiting = v.waiting;
+  out.kvBlocksUsed = static_cast<double>(v.kvBlocksUsed);
+  out.kvBlocksTotal = static_cast<double>(v.kvBlocksTotal);
+  out.pendingPrefillTokens = static_cast<double>(v.pendingPrefillTokens);
+  out.maxPrefillRemaining = static_cast<double>(v.maxPrefillRemaining);
+  out.decodeBatch = v.decodeBatch;
+  return true;
+}
 
 double Router::now() const {
   if (config_.manualClock) return manualNowMs_;
@@ -127,6 +145,11 @@ int32_t Router::roundRobin(bool dryRun) {
 RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores) {
   // The clock matters only for observed-state freshness.
   const double nowMs = observedCount_ > 0 ? now() : 0;
+  int64_t feedNowNs = 0;
+  if (feed_) {
+    feed_->refresh();  // a stat at most every feedRecheckMs, else one clock read
+    feedNowNs = shm::realtimeNs();
+  }
   match(in.ids, in.n, matched);
   std::fill(scores, scores + instances_.size(), NAN);
   // One pass over the routable instances: state, uncached tokens, score.
@@ -135,9 +158,15 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   for (uint32_t s : routableSlots_) {
     EffectiveState& e = eff_[s];
     const Instance& inst = instances_[s];
-    effectiveStateInto(e, inst.shadow, inst.observed,
-                       observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs),
-                       static_cast<double>(inst.index->capacity()));
+    // A fresh feed snapshot stands in for the instance's own observed one.
+    ObservedState fromFeed;
+    if (feed_ && readFeed(s, feedNowNs, fromFeed)) {
+      effectiveStateInto(e, inst.shadow, fromFeed, true, static_cast<double>(inst.index->capacity()));
+    } else {
+      effectiveStateInto(e, inst.shadow, inst.observed,
+                         observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs),
+                         static_cast<double>(inst.index->capacity()));
+    }
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
     const double uncached = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
     uncached_[s] = uncached;

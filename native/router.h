@@ -27,6 +27,7 @@
 #include "hash-ring.h"
 #include "policy.h"
 #include "session-table.h"
+#include "shm-feed.h"
 #include "ticket-table.h"
 
 namespace kvroute {
@@ -37,6 +38,11 @@ struct RouterConfig {
   double stalenessMs = 2000;  // observed snapshots older than this are ignored
   uint32_t maxSessions = 1u << 20;
   bool manualClock = false;  // time only moves through setTime() (simulation)
+  // The shared-memory engine-state feed (docs/shm-layout.md); empty = shadow only.
+  // Feed slot i is the instance in router slot i. Freshness is judged on the
+  // wall clock (CLOCK_REALTIME), whatever `manualClock` says.
+  std::string feedPath;
+  double feedRecheckMs = 100;
 };
 
 struct RouteInput {
@@ -88,6 +94,8 @@ class Router {
   bool onTicket(double ticket, TicketEvent event);
 
   void setObserved(uint32_t slot, const ObservedState& observed);
+  // -1 without a feed, else the reader's shm::FeedStatus.
+  int feedStatus() const { return feed_ ? static_cast<int>(feed_->status()) : -1; }
   void setTime(double nowMs) { manualNowMs_ = nowMs; }
   double now() const;
   void setPolicy(const PolicyConfig& policy);
@@ -153,6 +161,10 @@ class Router {
   uint32_t observedCount_ = 0;  // live instances holding an observed snapshot
   double manualNowMs_ = 0;
   std::array<uint64_t, kReasonCount> reasonCounts_{};
+  std::unique_ptr<shm::FeedReader> feed_;
+  // Reads slot `s` of the feed into `out` when it holds a fresh snapshot of a
+  // reachable engine at `nowNs`; a busy or stale slot leaves the caller on shadow.
+  bool readFeed(uint32_t s, int64_t nowNs, ObservedState& out) const;
 };
 
 }  // namespace kvroute

@@ -191,6 +191,7 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     stalenessMs: 2000,
     maxSessions: 10,
     manualClock: true,
+    feedPath: null,
   };
   const buffers = () => ({
     request: Float64Array.of(NaN, 0, 0),
@@ -271,7 +272,7 @@ describe('a route() function kept after its router is gone', () => {
       import { loadNative } from ${JSON.stringify(native)};
       const { NativeRouter } = loadNative();
       const config = { policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
-        blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true };
+        blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true, feedPath: null };
       const make = () => {
         const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0), decision: new Int32Array(2), events: new Float64Array(9) });
         c.setExplainBuffers(new Int32Array(8), new Float64Array(8));

@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
+import { Router } from '../src/core/router.js';
 import { StateFeedReader, StateFeedWriter, feedPath } from '../src/state/shm-feed.js';
+import { Rng } from './helpers/random.js';
 
 const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'kvroute-feed-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -354,4 +356,118 @@ describe('kvroute state watch and sim serve --shm', () => {
       await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined)));
     }
   }, 60_000);
+});
+
+describe('the router reads the feed', () => {
+  const ids = (n: number, base: number) => Array.from({ length: n }, (_, i) => base + i);
+
+  for (const native of [true, false]) {
+    const impl = native ? 'native' : 'reference';
+
+    it(`${impl}: a fresh snapshot moves the decision, a stale or unreachable one does not`, () => {
+      const path = fresh();
+      const writer = new StateFeedWriter(path, { slots: 2 });
+      const warnings: string[] = [];
+      const router = new Router({
+        instances: 2,
+        policy: 'load_only',
+        native,
+        engineState: { shm: path },
+        onWarning: (m) => warnings.push(m),
+      });
+      const route = () => {
+        const ticket = router.route({ hashIds: ids(4, 1) });
+        const chosen = router.decision.index;
+        router.complete(ticket);
+        return chosen;
+      };
+      expect(route()).toBe(0); // nothing published: shadow only, ties to the lowest index
+      writer.publish(0, 'a', { ...COUNTS, running: 10, waiting: 0 });
+      expect(route()).toBe(1);
+      writer.publish(0, 'a', { ...COUNTS, running: 10, waiting: 0 }, { timestampMs: Date.now() - 5_000 });
+      expect(route()).toBe(0); // older than stalenessMs (2 s)
+      writer.publish(0, 'a', { ...COUNTS, running: 10, waiting: 0 }, { unreachable: true });
+      expect(route()).toBe(0);
+      expect(warnings).toEqual([]);
+      writer.close();
+    });
+
+    it(`${impl}: a missing or malformed feed routes on shadow and warns once`, async () => {
+      const path = fresh();
+      const warnings: string[] = [];
+      const options = { instances: 3, policy: 'lmetric' as const, native };
+      const router = new Router({ ...options, engineState: { shm: path }, onWarning: (m) => warnings.push(m) });
+      const shadow = new Router(options);
+      for (let i = 0; i < 600; i++) {
+        const request = { hashIds: ids(1 + (i % 7), i * 10), session: `s${i % 5}` };
+        router.route(request);
+        shadow.route(request);
+        expect(router.decision.index).toBe(shadow.decision.index);
+      }
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/does not exist.*using shadow state/);
+      // The feed appears: picked up at the reader's next check (at most 100 ms later).
+      const writer = new StateFeedWriter(path, { slots: 3 });
+      for (const slot of [0, 1]) writer.publish(slot, `e${slot}`, { ...COUNTS, running: 50 });
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      const loadOnly = new Router({ instances: 3, policy: 'load_only', native, engineState: { shm: path } });
+      loadOnly.route({ hashIds: ids(3, 7) });
+      expect(loadOnly.decision.index).toBe(2);
+      writer.close();
+      writeFileSync(join(dir, 'garbage'), Buffer.alloc(64 + 128));
+      const garbage: string[] = [];
+      const broken = new Router({
+        ...options,
+        engineState: { shm: join(dir, 'garbage') },
+        onWarning: (m) => garbage.push(m),
+      });
+      broken.route({ hashIds: ids(2, 3) });
+      expect(garbage).toEqual([expect.stringMatching(/wrong magic/)]);
+    });
+  }
+
+  it('native and reference make the same decisions on the same feed (randomized)', () => {
+    const path = fresh();
+    const writer = new StateFeedWriter(path, { slots: 4 });
+    const random = new Rng(17);
+    for (const policy of ['lmetric', 'unified+A+B', 'load_only', 'unified_kv_both'] as const) {
+      const make = (native: boolean) => new Router({ instances: 4, policy, native, engineState: { shm: path } });
+      const [a, b] = [make(true), make(false)];
+      for (let i = 0; i < 300; i++) {
+        if (random.chance(0.3)) {
+          const slot = random.int(0, 3);
+          writer.publish(slot, `e${slot}`, {
+            running: random.int(0, 20),
+            waiting: random.int(0, 20),
+            kvBlocksUsed: random.int(0, 1000),
+            kvBlocksTotal: 1000,
+            pendingPrefillTokens: random.int(0, 50_000),
+            maxPrefillRemaining: random.int(0, 8192),
+            decodeBatch: random.int(0, 20),
+          });
+        }
+        // Ids as real prompts have them: a conversation's blocks, so prefixes are shared, never shifted.
+        const conversation = random.int(0, 9);
+        const request = { hashIds: ids(random.int(1, 20), conversation * 1000), session: `s${conversation}` };
+        const [ta, tb] = [a.route(request), b.route(request)];
+        expect([b.decision.index, b.decision.reason]).toEqual([a.decision.index, a.decision.reason]);
+        if (random.chance(0.5)) {
+          a.complete(ta);
+          b.complete(tb);
+        }
+      }
+    }
+    writer.close();
+  });
+});
+
+describe('feed options refused with the field named', () => {
+  it.each([
+    [{ engineState: 42 }, /options.engineState must be an object/],
+    [{ engineState: { shm: 5 } }, /options.engineState.shm must be a feed name or path/],
+    [{ engineState: { shm: '' } }, /shm must be a feed name or a path/],
+    [{ onWarning: 'loud' }, /options.onWarning must be a function/],
+  ])('%j', (extra, message) => {
+    expect(() => new Router({ instances: 1, ...(extra as object) })).toThrow(message);
+  });
 });

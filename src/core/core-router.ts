@@ -29,6 +29,8 @@ export interface CoreConfig {
   stalenessMs: number;
   maxSessions: number;
   manualClock: boolean;
+  /** The shared-memory engine-state feed to read (docs/shm-layout.md); null: shadow only. */
+  feedPath: string | null;
 }
 
 export interface CoreBuffers {
@@ -126,6 +128,8 @@ export interface CoreRouter {
   checkInvariants(): string;
   /** Applies the queued ticket events now (every other method does so first). */
   drainEvents(): void;
+  /** -1 without a feed; else the feed reader's status code (0 = ok). */
+  feedStatus(): number;
 }
 
 export type CoreRouterConstructor = new (config: CoreConfig, buffers: CoreBuffers) => CoreRouter;

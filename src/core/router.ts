@@ -30,6 +30,7 @@ import {
   type CoreRouter,
 } from './core-router.js';
 import { invalidType, rangeError, stateError } from './errors.js';
+import { FEED_STATUSES, feedPath, feedWarning, type FeedStatus } from './feed.js';
 import { loadNative, nativeDisabledByEnv } from './native.js';
 import { resolvePolicy, toCorePolicy } from './policy-spec.js';
 import { promptText } from './prompt-text.js';
@@ -54,6 +55,8 @@ const DEFAULT_BLOCK_SIZE = 16;
 const DEFAULT_CHUNK_BYTES = 128;
 const DEFAULT_STALENESS_MS = 2_000;
 const DEFAULT_MAX_SESSIONS = 1 << 20;
+/** Routes between two looks at the feed's status (a warning may come this late). */
+const FEED_CHECK_EVERY = 256;
 /** Ticket events queued before the core applies them (see CoreBuffers.events). */
 const EVENT_QUEUE = 256;
 /** A ticket is generation * 2^32 + slab index (native/ticket-table.h). */
@@ -108,6 +111,10 @@ export class Router {
   private readonly countsBuf = new Float64Array(COUNT_FIELDS);
   private lastRouted = false;
   private manualNowMs = 0;
+  private readonly warn: (message: string) => void;
+  private readonly feedPath: string | undefined;
+  private feedReported: FeedStatus = 'ok';
+  private routesSinceFeedCheck = 0;
 
   constructor(options: RouterOptions) {
     const o = checkObject('options', options);
@@ -140,6 +147,12 @@ export class Router {
     this.isNative = o.native ?? !nativeDisabledByEnv();
     const instances = this.instanceSpecs(o.instances);
 
+    const feed = this.feedOption(o.engineState);
+    if (o.onWarning !== undefined && typeof o.onWarning !== 'function')
+      throw invalidType('options.onWarning', 'a function', o.onWarning);
+    this.warn =
+      (o.onWarning as ((message: string) => void) | undefined) ??
+      ((message) => process.emitWarning(message, { code: 'KVROUTE_STATE_FEED' }));
     const config = {
       policy: toCorePolicy(this.resolvedPolicy),
       blockTokens: blockSize,
@@ -147,6 +160,7 @@ export class Router {
       stalenessMs,
       maxSessions,
       manualClock: this.manualClock,
+      feedPath: feed ?? null,
     };
     const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
@@ -155,6 +169,27 @@ export class Router {
     this.decision = this.view;
     this.decisionBuf[0] = -1;
     for (const spec of instances) this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks });
+    this.feedPath = feed;
+    if (feed !== undefined) this.checkFeed();
+  }
+
+  /** The feed path of `options.engineState`, or undefined for shadow state. */
+  private feedOption(engineState: unknown): string | undefined {
+    if (engineState === undefined || engineState === 'shadow') return undefined;
+    const spec = checkObject('options.engineState', engineState);
+    if (typeof spec.shm !== 'string')
+      throw invalidType('options.engineState.shm', 'a feed name or path (or engineState "shadow")', spec.shm);
+    return feedPath(spec.shm);
+  }
+
+  /**
+   * Warns once when the feed becomes unreadable (and again if it recovers and breaks anew). The
+   * core keeps routing on shadow state meanwhile; this only looks every FEED_CHECK_EVERY routes.
+   */
+  private checkFeed(): void {
+    const status = FEED_STATUSES[this.core.feedStatus()] ?? 'missing';
+    if (status !== 'ok' && status !== this.feedReported) this.warn(feedWarning(this.feedPath!, status));
+    this.feedReported = status;
   }
 
   /** True when the native addon routes; false for the TypeScript reference. */
@@ -182,6 +217,10 @@ export class Router {
     this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
     this.request[REQUEST_FLAGS] = 0;
     const ticket = this.core.route(ids, this.session(request));
+    if (this.feedPath !== undefined && ++this.routesSinceFeedCheck >= FEED_CHECK_EVERY) {
+      this.routesSinceFeedCheck = 0;
+      this.checkFeed();
+    }
     this.lastRouted = true;
     this.view.ticket = ticket;
     if (ticket < 0)

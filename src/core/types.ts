@@ -82,6 +82,16 @@ export interface RouterOptions {
   clock?: 'real' | 'manual';
   /** false selects the TypeScript reference. Default: the addon unless KVROUTE_NATIVE=0. */
   native?: boolean;
+  /**
+   * Where real engine state comes from besides the router's shadow counters. `shadow` (default):
+   * nowhere. `{ shm }`: the shared-memory feed at /dev/shm/NAME (or a path), read on every
+   * decision; feed slot i is the i-th instance. A snapshot counts while younger than
+   * `stalenessMs` on the wall clock. A missing or malformed feed leaves every instance on shadow
+   * and calls `onWarning` once when the condition starts.
+   */
+  engineState?: 'shadow' | { shm: string };
+  /** Hears the router's warnings (default: process.emitWarning). */
+  onWarning?: (message: string) => void;
 }
 
 /** A snapshot of an engine's real state (from /metrics or shared memory). Omitted fields are unknown. */

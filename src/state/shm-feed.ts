@@ -6,10 +6,8 @@
  * Values cross the addon as one Float64Array in FEED_FIELDS order. Counts must be non-negative
  * integers below 2^53; the file keeps 32-bit counts for running, waiting and the decode batch.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-
 import { invalidType, invalidValue } from '../core/errors.js';
+import { FEED_STATUSES, FEED_STATUS_REASONS, feedPath, feedWarning, type FeedStatus } from '../core/feed.js';
 import { loadNative, type NativeFeedReader, type NativeFeedWriter } from '../core/native.js';
 
 /** The order of the values in the addon's Float64Array. */
@@ -55,26 +53,10 @@ export interface PublishOptions {
   unreachable?: boolean;
 }
 
-export type FeedStatus = 'ok' | 'missing' | 'bad-magic' | 'bad-version' | 'bad-size';
-const STATUS_NAMES: readonly FeedStatus[] = ['ok', 'missing', 'bad-magic', 'bad-version', 'bad-size'];
-
-/** Why a feed is not readable, completing "the feed PATH …". */
-export const FEED_STATUS_REASONS: Readonly<Record<Exclude<FeedStatus, 'ok'>, string>> = {
-  missing: 'does not exist or cannot be opened',
-  'bad-magic': 'is not a kvroute engine-state file (wrong magic)',
-  'bad-version': 'has another layout version than 1',
-  'bad-size': 'has a slot size, slot count and file size that disagree',
-};
+export { feedPath, FEED_STATUS_REASONS, type FeedStatus };
 
 const FLAG_UNREACHABLE = 1;
 const U32_MAX = 2 ** 32 - 1;
-
-/** `/dev/shm/NAME` for a bare name (tmpdir-like fallback where /dev/shm is absent); a path as is. */
-export function feedPath(name: string): string {
-  if (typeof name !== 'string' || name === '') throw invalidValue('shm', 'a name or a path', name);
-  if (name.includes('/')) return name;
-  return join(existsSync('/dev/shm') ? '/dev/shm' : '/tmp', name);
-}
 
 export class StateFeedWriter {
   private native: NativeFeedWriter | undefined;
@@ -158,7 +140,7 @@ export class StateFeedReader {
   }
 
   get status(): FeedStatus {
-    return STATUS_NAMES[this.reader().info()[0]] ?? 'missing';
+    return FEED_STATUSES[this.reader().info()[0]] ?? 'missing';
   }
 
   get slots(): number {
@@ -205,7 +187,7 @@ export class StateFeedReader {
     const status = this.status;
     if (status !== this.reported && status !== 'ok') {
       (this.options.warn ?? ((m: string) => process.emitWarning(m, { code: 'KVROUTE_STATE_FEED' })))(
-        `kvroute: engine-state feed ${this.path} ${FEED_STATUS_REASONS[status]}; using shadow state`,
+        feedWarning(this.path, status),
       );
     }
     this.reported = status;

@@ -22,6 +22,7 @@ import {
 } from '../core-router.js';
 import { REASONS } from '../codes.js';
 import { invalidType, invalidValue, rangeError } from '../errors.js';
+import { loadNative, type NativeFeedReader } from '../native.js';
 import { ReferenceBlockIndex } from './block-index.js';
 import { effectiveState, isFresh, type EffectiveState, type Observed, type ShadowCounters } from './engine-state.js';
 import { ReferenceHashRing } from './hash-ring.js';
@@ -69,12 +70,41 @@ export class ReferenceRouter implements CoreRouter {
   private rrCursor = 0;
   private manualNowMs = 0;
 
+  /**
+   * The feed, read through the addon's reader: mapping shared memory is not something plain
+   * TypeScript can do. Everything after the copy (freshness, max with shadow) is the reference's.
+   */
+  private readonly feed: NativeFeedReader | undefined;
+  private readonly feedValues = new Float64Array(11);
+
   constructor(
     private readonly config: CoreConfig,
     private readonly buffers: CoreBuffers,
   ) {
     this.policy = { ...config.policy };
     this.sessions = new ReferenceSessionTable(config.maxSessions);
+    if (config.feedPath !== null) this.feed = new (loadNative().FeedReader)(config.feedPath, 100);
+  }
+
+  feedStatus(): number {
+    return this.feed === undefined ? -1 : this.feed.info()[0];
+  }
+
+  /** Slot `s` of the feed as an observed snapshot, when fresh on the wall clock at `nowMs`. */
+  private fromFeed(s: number, nowMs: number): Observed | null {
+    const v = this.feedValues;
+    if (this.feed!.read(s, v) === null || (v[8]! & 1) !== 0) return null; // flags bit 0: unreachable
+    if (nowMs - v[0]! > this.config.stalenessMs) return null;
+    return {
+      timestampMs: v[0]!,
+      running: v[1]!,
+      waiting: v[2]!,
+      kvBlocksUsed: v[3]!,
+      kvBlocksTotal: v[4]!,
+      pendingPrefillTokens: v[5]!,
+      maxPrefillRemaining: v[6]!,
+      decodeBatch: v[7]!,
+    };
   }
 
   addInstance(id: string, capacityBlocks: number): number {
@@ -124,6 +154,8 @@ export class ReferenceRouter implements CoreRouter {
     const req = this.resolve(this.viewOf(ids));
     if (session !== undefined && typeof session !== 'string') throw invalidType('session', 'a string', session);
     const nowMs = this.now();
+    this.feed?.refresh(false);
+    const feedNowMs = Date.now();
     this.matchInto(req.ids);
     const eff: EffectiveState[] = [];
     const uncached: number[] = [];
@@ -131,12 +163,17 @@ export class ReferenceRouter implements CoreRouter {
       this.scores[s] = NaN;
       if (!this.routable(s)) continue;
       const inst = this.instances[s]!;
-      eff[s] = effectiveState(
-        inst.shadow,
-        inst.observed,
-        isFresh(inst.observed, nowMs, this.config.stalenessMs),
-        inst.index.capacity,
-      );
+      // A fresh feed snapshot stands in for the instance's own observed one.
+      const fed = this.feed === undefined ? null : this.fromFeed(s, feedNowMs);
+      eff[s] =
+        fed !== null
+          ? effectiveState(inst.shadow, fed, true, inst.index.capacity)
+          : effectiveState(
+              inst.shadow,
+              inst.observed,
+              isFresh(inst.observed, nowMs, this.config.stalenessMs),
+              inst.index.capacity,
+            );
       const cachedTokens = this.matched[s]! * req.blockTokens;
       uncached[s] = req.inputTokens > cachedTokens ? req.inputTokens - cachedTokens : 0;
     }
