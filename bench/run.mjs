@@ -22,7 +22,7 @@ import { machineInfo, printMachine } from './lib/machine.mjs';
 import { timerOverheadUs } from './lib/measure.mjs';
 import { renderResults, targetChecks } from './lib/report.mjs';
 
-const WORKLOADS = ['mooncake', 'agentic-long', 'characterize', 'simulate'];
+const WORKLOADS = ['mooncake', 'agentic-long', 'characterize', 'simulate', 'feed'];
 const here = dirname(fileURLToPath(import.meta.url));
 
 const { values } = parseArgs({

@@ -16,7 +16,7 @@ Router::Router(const RouterConfig& config) : config_(config), sessions_(config.m
 
 bool Router::readFeed(uint32_t s, int64_t nowNs, ObservedState& out) const {
   shm::SlotValues v;
-  if (!feed_->read(s, v) || (v.flags & shm::kFlagUnreachable) != 0) return false;
+  if (!feed_->read(s, v, false) || (v.flags & shm::kFlagUnreachable) != 0) return false;
   if (static_cast<double>(nowNs - v.timestampNs) > config_.stalenessMs * 1e6) return false;
   out.present = true;
   out.timestampMs = static_cast<double>(v.timestampNs) / 1e6;
@@ -147,8 +147,8 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   const double nowMs = observedCount_ > 0 ? now() : 0;
   int64_t feedNowNs = 0;
   if (feed_) {
-    feed_->refresh();  // a stat at most every feedRecheckMs, else one clock read
     feedNowNs = shm::realtimeNs();
+    feed_->refreshAt(feedNowNs);  // a stat at most every feedRecheckMs
   }
   match(in.ids, in.n, matched);
   std::fill(scores, scores + instances_.size(), NAN);

@@ -99,8 +99,9 @@ void FeedReader::unmap() {
   slotCount_ = 0;
 }
 
-FeedStatus FeedReader::refresh(bool force) {
-  const int64_t now = monotonicNs();
+int64_t FeedReader::monotonicNow() { return monotonicNs(); }
+
+FeedStatus FeedReader::refreshAt(int64_t now, bool force) {
   if (!force && static_cast<double>(now - lastCheckNs_) < recheckMs_ * 1e6) return status_;
   lastCheckNs_ = now;
   struct stat st {};
@@ -147,7 +148,7 @@ FeedStatus FeedReader::mapFile() {
   return verdict;
 }
 
-bool FeedReader::read(uint32_t slotIndex, SlotValues& out) const {
+bool FeedReader::read(uint32_t slotIndex, SlotValues& out, bool withInstance) const {
   if (base_ == nullptr || slotIndex >= slotCount_) return false;
   const uint8_t* p = base_ + kHeaderBytes + static_cast<size_t>(slotIndex) * kSlotBytes;
   const auto* seq = reinterpret_cast<const uint64_t*>(p + slot::kSeq);
@@ -165,7 +166,7 @@ bool FeedReader::read(uint32_t slotIndex, SlotValues& out) const {
     out.flags = loadRelaxed<uint32_t>(p, slot::kFlags);
     out.prefixCacheQueries = loadRelaxed<uint64_t>(p, slot::kPrefixQueries);
     out.prefixCacheHits = loadRelaxed<uint64_t>(p, slot::kPrefixHits);
-    for (size_t word = 0; word < kInstanceIdBytes / 8; ++word) {
+    for (size_t word = 0; withInstance && word < kInstanceIdBytes / 8; ++word) {
       const uint64_t bytes = loadRelaxed<uint64_t>(p, slot::kInstance + word * 8);
       std::memcpy(out.instance + word * 8, &bytes, 8);
     }

@@ -79,16 +79,21 @@ class FeedReader {
 
   // Re-checks the file if `recheckMs` passed since the last check (or `force`),
   // re-mapping when it was replaced, resized or re-generated. Cheap otherwise.
-  FeedStatus refresh(bool force = false);
+  FeedStatus refresh(bool force = false) { return refreshAt(monotonicNow(), force); }
+  // refresh() at a caller's clock reading (any monotonic-enough ns clock; the
+  // router passes its CLOCK_REALTIME reading to save a second clock call).
+  FeedStatus refreshAt(int64_t nowNs, bool force = false);
   FeedStatus status() const { return status_; }
   uint32_t slotCount() const { return status_ == FeedStatus::kOk ? slotCount_ : 0; }
   uint64_t generation() const { return generation_; }
 
   // One consistent snapshot of `slot`, or false: not mapped, out of range,
   // never published, or a writer kept it busy for every attempt.
-  bool read(uint32_t slot, SlotValues& out) const;
+  // `withInstance` false skips the 48-byte instance id (the router never needs it).
+  bool read(uint32_t slot, SlotValues& out, bool withInstance = true) const;
 
  private:
+  static int64_t monotonicNow();
   void unmap();
   FeedStatus mapFile();
 
