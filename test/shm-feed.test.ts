@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Router } from '../src/core/router.js';
 import { StateFeedReader, StateFeedWriter, feedPath } from '../src/state/shm-feed.js';
 import { Rng } from './helpers/random.js';
+import { startSimServe } from './helpers/sim-serve-child.js';
 
 const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'kvroute-feed-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -315,24 +316,9 @@ describe('kvroute state watch and sim serve --shm', () => {
 
   it('sim serve --shm publishes every engine’s state, slot i for engine i', async () => {
     const path = fresh();
-    const child = spawn(
-      process.execPath,
-      [cli, 'sim', 'serve', '--instances', '2', '--port', '0', '--shm', path, '--publish-ms', '20'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const serve = await startSimServe(2, ['--shm', path, '--publish-ms', '20']);
+    const { urls } = serve;
     try {
-      let stdout = '';
-      const urls = await new Promise<string[]>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no URLs in time: ${stdout}`)), 20_000);
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString();
-          const found = stdout.match(/http:\/\/127\.0\.0\.1:\d+/g) ?? [];
-          if (found.length === 2) {
-            clearTimeout(timer);
-            resolve(found);
-          }
-        });
-      });
       const body = JSON.stringify({ model: 'qwen3-coder-30b-a3b', prompt: 'x'.repeat(400), max_tokens: 400 });
       const pending = fetch(`${urls[1]}/v1/completions`, {
         method: 'POST',
@@ -352,8 +338,7 @@ describe('kvroute state watch and sim serve --shm', () => {
       reader.close();
       expect((await pending).status).toBe(200);
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => (child.exitCode === null ? child.once('exit', resolve) : resolve(undefined)));
+      expect(await serve.stop()).toBe(0);
     }
   }, 60_000);
 });

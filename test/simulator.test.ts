@@ -2,7 +2,7 @@
  * The discrete-event simulator and run metrics: determinism, session-sequential dispatch,
  * Poisson open-loop dispatch, records, and the metric definitions on hand-made records.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,7 @@ import { readRecords, writeRecords } from '../src/trace/record-file.js';
 import type { RequestRecord } from '../src/trace/records.js';
 import { synthesizeTrace } from '../src/trace/synth.js';
 import { Rng } from './helpers/random.js';
+import { startSimServe } from './helpers/sim-serve-child.js';
 
 const trace = [...synthesizeTrace({ sessions: 40, seed: 2, duration: 60 })];
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-sim-'));
@@ -188,29 +189,11 @@ describe('record files and kvroute sim run', () => {
   });
 
   it('kvroute sim serve starts engines that answer, and exits 0 on SIGTERM', async () => {
-    const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-    const child = spawn(process.execPath, [cli, 'sim', 'serve', '--instances', '2', '--port', '0'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const serve = await startSimServe(2);
     try {
-      let stdout = '';
-      const urls = await new Promise<string[]>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no URLs in time: ${stdout}`)), 20_000);
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString();
-          const found = stdout.match(/http:\/\/127\.0\.0\.1:\d+/g) ?? [];
-          if (found.length === 2) {
-            clearTimeout(timer);
-            resolve(found);
-          }
-        });
-      });
-      for (const url of urls) expect((await fetch(`${url}/health`)).status).toBe(200);
-      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
+      for (const url of serve.urls) expect((await fetch(`${url}/health`)).status).toBe(200);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
+      expect(await serve.stop()).toBe(0);
     }
   });
 });
