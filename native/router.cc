@@ -12,22 +12,36 @@ namespace kvroute {
 
 Router::Router(const RouterConfig& config) : config_(config), sessions_(config.maxSessions) {
   if (!config.feedPath.empty()) feed_ = std::make_unique<shm::FeedReader>(config.feedPath, config.feedRecheckMs);
+  feedStaleNs_ = static_cast<int64_t>(std::min(config.stalenessMs, 1e12) * 1e6);
 }
 
-bool Router::readFeed(uint32_t s, int64_t nowNs, ObservedState& out) const {
-  shm::SlotValues v;
-  if (!feed_->read(s, v, false) || (v.flags & shm::kFlagUnreachable) != 0) return false;
-  if (static_cast<double>(nowNs - v.timestampNs) > config_.stalenessMs * 1e6) return false;
-  out.present = true;
-  out.timestampMs = static_cast<double>(v.timestampNs) / 1e6;
-  out.running = v.running;
-  out.waiting = v.waiting;
-  out.kvBlocksUsed = static_cast<double>(v.kvBlocksUsed);
-  out.kvBlocksTotal = static_cast<double>(v.kvBlocksTotal);
-  out.pendingPrefillTokens = static_cast<double>(v.pendingPrefillTokens);
-  out.maxPrefillRemaining = static_cast<double>(v.maxPrefillRemaining);
-  out.decodeBatch = v.decodeBatch;
-  return true;
+const ObservedState* Router::readFeed(uint32_t s, int64_t nowNs) {
+  if (s >= feedCache_.size()) feedCache_.resize(instances_.size());
+  FeedCache& c = feedCache_[s];
+  if (c.epoch != feed_->mapEpoch() || c.seq != feed_->sequence(s)) {
+    shm::SlotValues v;
+    uint64_t seq = 1;
+    if (!feed_->read(s, v, false, &seq)) {
+      c.seq = 1;  // busy or never published: try again next decision
+      return nullptr;
+    }
+    c.epoch = feed_->mapEpoch();
+    c.seq = seq;
+    c.usable = (v.flags & shm::kFlagUnreachable) == 0;
+    c.timestampNs = v.timestampNs;
+    ObservedState& o = c.observed;
+    o.present = true;
+    o.timestampMs = static_cast<double>(v.timestampNs) / 1e6;
+    o.running = v.running;
+    o.waiting = v.waiting;
+    o.kvBlocksUsed = static_cast<double>(v.kvBlocksUsed);
+    o.kvBlocksTotal = static_cast<double>(v.kvBlocksTotal);
+    o.pendingPrefillTokens = static_cast<double>(v.pendingPrefillTokens);
+    o.maxPrefillRemaining = static_cast<double>(v.maxPrefillRemaining);
+    o.decodeBatch = v.decodeBatch;
+  }
+  if (!c.usable || nowNs - c.timestampNs > feedStaleNs_) return nullptr;
+  return &c.observed;
 }
 
 double Router::now() const {
@@ -147,8 +161,8 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   const double nowMs = observedCount_ > 0 ? now() : 0;
   int64_t feedNowNs = 0;
   if (feed_) {
-    feedNowNs = shm::realtimeNs();
-    feed_->refreshAt(feedNowNs);  // a stat at most every feedRecheckMs
+    feedNowNs = shm::realtimeCoarseNs();  // ms resolution is plenty against a staleness of seconds
+    feed_->refreshAt(feedNowNs);          // a stat at most every feedRecheckMs
   }
   match(in.ids, in.n, matched);
   std::fill(scores, scores + instances_.size(), NAN);
@@ -159,9 +173,9 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
     EffectiveState& e = eff_[s];
     const Instance& inst = instances_[s];
     // A fresh feed snapshot stands in for the instance's own observed one.
-    ObservedState fromFeed;
-    if (feed_ && readFeed(s, feedNowNs, fromFeed)) {
-      effectiveStateInto(e, inst.shadow, fromFeed, true, static_cast<double>(inst.index->capacity()));
+    const ObservedState* fed = feed_ ? readFeed(s, feedNowNs) : nullptr;
+    if (fed != nullptr) {
+      effectiveStateInto(e, inst.shadow, *fed, true, static_cast<double>(inst.index->capacity()));
     } else {
       effectiveStateInto(e, inst.shadow, inst.observed,
                          observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs),

@@ -162,9 +162,22 @@ class Router {
   double manualNowMs_ = 0;
   std::array<uint64_t, kReasonCount> reasonCounts_{};
   std::unique_ptr<shm::FeedReader> feed_;
-  // Reads slot `s` of the feed into `out` when it holds a fresh snapshot of a
-  // reachable engine at `nowNs`; a busy or stale slot leaves the caller on shadow.
-  bool readFeed(uint32_t s, int64_t nowNs, ObservedState& out) const;
+  // The last snapshot taken of each feed slot, keyed by (mapping, sequence):
+  // while the sequence is unchanged the copy is reused, so a decision pays one
+  // load per slot, not a seqlock read.
+  struct FeedCache {
+    uint64_t epoch = 0;
+    uint64_t seq = 1;  // odd: matches no settled slot
+    bool usable = false;
+    int64_t timestampNs = 0;
+    ObservedState observed;
+  };
+  std::vector<FeedCache> feedCache_;
+  int64_t feedStaleNs_ = 0;  // stalenessMs in ns
+  // Slot `s` of the feed when it holds a fresh snapshot of a reachable engine
+  // at `nowNs` (valid until the next call for `s`); null leaves the caller on
+  // shadow: busy, never published, stale or unreachable.
+  const ObservedState* readFeed(uint32_t s, int64_t nowNs);
 };
 
 }  // namespace kvroute

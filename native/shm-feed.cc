@@ -78,6 +78,12 @@ const char* statusName(FeedStatus status) {
   return "unknown";
 }
 
+int64_t realtimeCoarseNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 int64_t realtimeNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -142,13 +148,14 @@ FeedStatus FeedReader::mapFile() {
       device_ = static_cast<uint64_t>(st.st_dev);
       slotCount_ = slots;
       generation_ = generation;
+      ++mapEpoch_;
     }
   }
   close(fd);
   return verdict;
 }
 
-bool FeedReader::read(uint32_t slotIndex, SlotValues& out, bool withInstance) const {
+bool FeedReader::read(uint32_t slotIndex, SlotValues& out, bool withInstance, uint64_t* seqOut) const {
   if (base_ == nullptr || slotIndex >= slotCount_) return false;
   const uint8_t* p = base_ + kHeaderBytes + static_cast<size_t>(slotIndex) * kSlotBytes;
   const auto* seq = reinterpret_cast<const uint64_t*>(p + slot::kSeq);
@@ -171,7 +178,10 @@ bool FeedReader::read(uint32_t slotIndex, SlotValues& out, bool withInstance) co
       std::memcpy(out.instance + word * 8, &bytes, 8);
     }
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(seq, __ATOMIC_RELAXED) == before) return out.timestampNs != 0;
+    if (__atomic_load_n(seq, __ATOMIC_RELAXED) == before) {
+      if (seqOut != nullptr) *seqOut = before;
+      return out.timestampNs != 0;
+    }
   }
   return false;
 }

@@ -69,6 +69,9 @@ const char* statusName(FeedStatus status);
 
 // Nanoseconds since the Unix epoch (CLOCK_REALTIME; vDSO, no system call).
 int64_t realtimeNs();
+// The same at the kernel tick's resolution (CLOCK_REALTIME_COARSE, a few ms):
+// several times cheaper, and plenty for a staleness of seconds.
+int64_t realtimeCoarseNs();
 
 class FeedReader {
  public:
@@ -90,7 +93,19 @@ class FeedReader {
   // One consistent snapshot of `slot`, or false: not mapped, out of range,
   // never published, or a writer kept it busy for every attempt.
   // `withInstance` false skips the 48-byte instance id (the router never needs it).
-  bool read(uint32_t slot, SlotValues& out, bool withInstance = true) const;
+  // `seqOut`, when given, receives the (even) sequence the snapshot was taken at.
+  bool read(uint32_t slot, SlotValues& out, bool withInstance = true, uint64_t* seqOut = nullptr) const;
+
+  // The slot's sequence now (acquire); odd (busy) when unmapped or out of range.
+  // A writer moves it on every publish, so an unchanged even sequence within
+  // one mapping (mapEpoch) means unchanged contents.
+  uint64_t sequence(uint32_t slot) const {
+    if (base_ == nullptr || slot >= slotCount_) return 1;
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(base_ + kHeaderBytes + size_t{slot} * kSlotBytes),
+                           __ATOMIC_ACQUIRE);
+  }
+  // Counts successful maps, so a reader's cached snapshots die with their mapping.
+  uint64_t mapEpoch() const { return mapEpoch_; }
 
  private:
   static int64_t monotonicNow();
@@ -106,6 +121,7 @@ class FeedReader {
   uint64_t inode_ = 0, device_ = 0;
   uint32_t slotCount_ = 0;
   uint64_t generation_ = 0;
+  uint64_t mapEpoch_ = 0;
 };
 
 class FeedWriter {
