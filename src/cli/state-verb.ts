@@ -3,18 +3,25 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 
 import { stateError } from '../core/errors.js';
-import { FEED_STATUS_REASONS, StateFeedReader, type EngineSnapshot } from '../state/shm-feed.js';
+import { publishEngineMetrics } from '../state/metrics-publisher.js';
+import { FEED_STATUS_REASONS, StateFeedReader, feedPath, type EngineSnapshot } from '../state/shm-feed.js';
 import { integerFlag, UsageError } from './common.js';
 
 export const STATE_USAGE = `  state watch NAME    the engine-state feed /dev/shm/NAME (or a path), one row per published slot
                     --once            one reading, then exit (1 when the feed is missing or malformed)
                     --json            print readings as JSON
-                    --interval MS     refresh period of the live table (default 500)`;
+                    --interval MS     refresh period of the live table (default 500)
+  state publish       scrape engines' /metrics (vLLM or SGLang) into the feed, slot i = engine i
+                    --engines URL[,URL…]  --shm NAME
+                    --interval MS     scrape period (default 50)
+                    --timeout MS      an engine slower than this is marked unreachable (default 1000)
+                    --rounds N        stop after N rounds (default: until SIGINT or SIGTERM)`;
 
 export async function stateVerb(args: string[]): Promise<void> {
   const [sub, ...rest] = args;
+  if (sub === 'publish') return publishVerb(rest);
   if (sub !== 'watch')
-    throw new UsageError(`state needs a sub-command: watch${sub === undefined ? '' : `, got ${sub}`}`);
+    throw new UsageError(`state needs a sub-command: watch or publish${sub === undefined ? '' : `, got ${sub}`}`);
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
@@ -117,4 +124,55 @@ function table(reader: StateFeedReader): string {
     cells.map((c, i) => (i === 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   const title = `${reader.path} · generation ${reader.generation} · ${reader.slots} slots, ${body.length} published`;
   return [title, line(head), ...body.map(line)].join('\n');
+}
+
+async function publishVerb(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    allowPositionals: false,
+    options: {
+      engines: { type: 'string' },
+      shm: { type: 'string' },
+      interval: { type: 'string' },
+      timeout: { type: 'string' },
+      rounds: { type: 'string' },
+    },
+  });
+  if (values.engines === undefined) throw new UsageError('state publish needs --engines URL[,URL…]');
+  if (values.shm === undefined) throw new UsageError('state publish needs --shm NAME');
+  const engines = values.engines.split(',').filter((url) => url !== '');
+  for (const url of engines) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(url);
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === undefined || !['http:', 'https:'].includes(parsed.protocol))
+      throw new UsageError(`--engines must be http(s) URLs, got ${url}`);
+  }
+  if (engines.length === 0) throw new UsageError('--engines must name at least one URL');
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  const rounds = integerFlag(values, 'rounds', 1);
+  process.stderr.write(`kvroute state publish: ${engines.length} engines into ${feedPath(values.shm)}\n`);
+  try {
+    await publishEngineMetrics({
+      engines,
+      shm: values.shm,
+      intervalMs: integerFlag(values, 'interval', 1) ?? 50,
+      timeoutMs: integerFlag(values, 'timeout', 1) ?? 1_000,
+      ...(rounds === undefined ? {} : { rounds }),
+      signal: controller.signal,
+      onChange: (engine, reachable, why) =>
+        process.stderr.write(
+          `kvroute state publish: ${engine} ${reachable ? 'answers again' : `unreachable: ${why}`}\n`,
+        ),
+    });
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+  }
 }

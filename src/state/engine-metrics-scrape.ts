@@ -1,0 +1,75 @@
+/**
+ * Engine state from an engine's Prometheus `/metrics`: vLLM's names (`vllm:num_requests_running`,
+ * `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`, the prefix-cache counters) or SGLang's
+ * (`sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:token_usage`).
+ *
+ * Metrics carry no pending-prefill figures, so those publish as 0, and the decode batch is the
+ * running count. KV usage comes as a fraction; it is published against KV_BLOCKS_SCALE blocks
+ * unless vLLM's `vllm:cache_config_info` names `num_gpu_blocks`.
+ */
+import type { EngineCounts } from './shm-feed.js';
+
+/** Blocks a usage fraction is published against when the engine does not say (0.01% steps). */
+export const KV_BLOCKS_SCALE = 10_000;
+
+/** One sample of the text exposition format: name, labels, value. */
+export interface MetricSample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+-?\d+)?$/;
+const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+
+/**
+ * The samples of a Prometheus text exposition (version 0.0.4). Comments and lines that are not
+ * samples are skipped; values parse as Prometheus writes them (`NaN`, `+Inf`, `-Inf` included).
+ */
+export function parseExposition(text: string): MetricSample[] {
+  const samples: MetricSample[] = [];
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) continue;
+    const match = SAMPLE.exec(line);
+    if (match === null) continue;
+    const labels: Record<string, string> = {};
+    for (const [, key, value] of (match[3] ?? '').matchAll(LABEL))
+      labels[key!] = value!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    const text = match[4]!;
+    const value = text === '+Inf' ? Infinity : text === '-Inf' ? -Infinity : Number(text);
+    if (Number.isNaN(value) && text !== 'NaN') continue; // not a number: not a sample
+    samples.push({ name: match[1]!, labels, value });
+  }
+  return samples;
+}
+
+/**
+ * An engine's counts from its samples, summed over label sets (several engines behind one
+ * endpoint count as one); undefined when the text has neither vLLM's nor SGLang's gauges.
+ */
+export function countsFromMetrics(samples: readonly MetricSample[]): EngineCounts | undefined {
+  const sum = (name: string): number | undefined => {
+    let total: number | undefined;
+    for (const s of samples) if (s.name === name && Number.isFinite(s.value)) total = (total ?? 0) + s.value;
+    return total;
+  };
+  const running = sum('vllm:num_requests_running') ?? sum('sglang:num_running_reqs');
+  const waiting = sum('vllm:num_requests_waiting') ?? sum('sglang:num_queue_reqs');
+  if (running === undefined && waiting === undefined) return undefined;
+  const usage = sum('vllm:kv_cache_usage_perc') ?? sum('vllm:gpu_cache_usage_perc') ?? sum('sglang:token_usage') ?? 0;
+  const declared = samples.find((s) => s.name === 'vllm:cache_config_info')?.labels.num_gpu_blocks;
+  const totalBlocks = declared !== undefined && Number(declared) > 0 ? Math.round(Number(declared)) : KV_BLOCKS_SCALE;
+  const count = (x: number | undefined) => Math.max(0, Math.round(x ?? 0));
+  return {
+    running: count(running),
+    waiting: count(waiting),
+    kvBlocksUsed: Math.min(totalBlocks, count(Math.min(1, Math.max(0, usage)) * totalBlocks)),
+    kvBlocksTotal: totalBlocks,
+    pendingPrefillTokens: 0,
+    maxPrefillRemaining: 0,
+    decodeBatch: count(running),
+    prefixCacheQueries: count(sum('vllm:prefix_cache_queries_total')),
+    prefixCacheHits: count(sum('vllm:prefix_cache_hits_total')),
+  };
+}
