@@ -141,16 +141,9 @@ async function publishVerb(args: string[]): Promise<void> {
   if (values.engines === undefined) throw new UsageError('state publish needs --engines URL[,URL…]');
   if (values.shm === undefined) throw new UsageError('state publish needs --shm NAME');
   const engines = values.engines.split(',').filter((url) => url !== '');
-  for (const url of engines) {
-    let parsed: URL | undefined;
-    try {
-      parsed = new URL(url);
-    } catch {
-      parsed = undefined;
-    }
-    if (parsed === undefined || !['http:', 'https:'].includes(parsed.protocol))
+  for (const url of engines)
+    if (!URL.canParse(url) || !['http:', 'https:'].includes(new URL(url).protocol))
       throw new UsageError(`--engines must be http(s) URLs, got ${url}`);
-  }
   if (engines.length === 0) throw new UsageError('--engines must name at least one URL');
   const controller = new AbortController();
   const stop = () => controller.abort();
