@@ -14,6 +14,12 @@ export { POLICY_NAMES } from './core/policy-spec.js';
 export { REASONS, type ReasonName } from './core/codes.js';
 export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core/errors.js';
 export { nativePath } from './core/native.js';
+export {
+  ShadowReconciler,
+  DEFAULT_RECONCILE_MS,
+  type ReconcilerOptions,
+  type ReconcileResult,
+} from './state/shadow-reconciler.js';
 export type {
   CandidateExplanation,
   ChatMessage,

@@ -343,6 +343,53 @@ describe('kvroute state watch and sim serve --shm', () => {
   }, 60_000);
 });
 
+describe('kvroute state freshness', () => {
+  const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+  const freshness = (args: string[]) =>
+    new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [cli, 'state', 'freshness', ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d));
+      child.stderr.on('data', (d: Buffer) => (stderr += d));
+      child.on('close', (status) => resolve({ status, stdout, stderr }));
+    });
+
+  it('reports ages under a live 50 ms publisher as fresh, and a dead one as all stale', async () => {
+    const path = fresh();
+    const serve = await startSimServe(2, ['--shm', path, '--publish-ms', '50']);
+    let stopped = false;
+    try {
+      const live = await freshness([path, '--duration', '1500', '--json']);
+      expect(live.status).toBe(0);
+      const doc = JSON.parse(live.stdout);
+      expect(doc.instances.map((i: { slot: number }) => i.slot)).toEqual([0, 1]);
+      expect(doc.samples).toBeGreaterThan(20);
+      // Publishing every 50 ms gives ages of 0-50 ms (median ~25); the bound leaves room for a
+      // loaded machine while still failing a publisher that stopped or a clock mix-up.
+      expect(doc.median_ms).toBeGreaterThanOrEqual(0);
+      expect(doc.median_ms).toBeLessThan(500);
+      expect(doc.pct_stale).toBe(0);
+      expect(await serve.stop()).toBe(0);
+      stopped = true;
+      // The writer is gone: every age now exceeds a 1 ms staleness.
+      const dead = await freshness([path, '--duration', '300', '--staleness', '1', '--json']);
+      expect(dead.status).toBe(0);
+      expect(JSON.parse(dead.stdout).pct_stale).toBe(100);
+      const table = await freshness([path, '--duration', '100']);
+      expect(table.stdout).toMatch(/median age .* ms, p99 .* ms, .*% older than 2000 ms/);
+    } finally {
+      if (!stopped) await serve.stop();
+    }
+    const missing = await freshness([join(dir, 'no-such-feed'), '--duration', '100']);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/no-such-feed does not exist/);
+    expect((await freshness([path, '--duration', 'soon'])).stderr).toMatch(/--duration must be a positive integer/);
+  });
+});
+
 describe('the router reads the feed', () => {
   const ids = (n: number, base: number) => Array.from({ length: n }, (_, i) => base + i);
 

@@ -6,6 +6,7 @@ import { stateError } from '../core/errors.js';
 import { publishEngineMetrics } from '../state/metrics-publisher.js';
 import { FEED_STATUS_REASONS, StateFeedReader, feedPath, type EngineSnapshot } from '../state/shm-feed.js';
 import { integerFlag, UsageError } from './common.js';
+import { freshnessVerb, STATE_FRESHNESS_USAGE } from './state-freshness-verb.js';
 
 export const STATE_USAGE = `  state watch NAME    the engine-state feed /dev/shm/NAME (or a path), one row per published slot
                     --once            one reading, then exit (1 when the feed is missing or malformed)
@@ -15,13 +16,17 @@ export const STATE_USAGE = `  state watch NAME    the engine-state feed /dev/shm
                     --engines URL[,URL…]  --shm NAME
                     --interval MS     scrape period (default 50)
                     --timeout MS      an engine slower than this is marked unreachable (default 1000)
-                    --rounds N        stop after N rounds (default: until SIGINT or SIGTERM)`;
+                    --rounds N        stop after N rounds (default: until SIGINT or SIGTERM)
+${STATE_FRESHNESS_USAGE}`;
 
 export async function stateVerb(args: string[]): Promise<void> {
   const [sub, ...rest] = args;
   if (sub === 'publish') return publishVerb(rest);
+  if (sub === 'freshness') return freshnessVerb(rest);
   if (sub !== 'watch')
-    throw new UsageError(`state needs a sub-command: watch or publish${sub === undefined ? '' : `, got ${sub}`}`);
+    throw new UsageError(
+      `state needs a sub-command: watch, publish or freshness${sub === undefined ? '' : `, got ${sub}`}`,
+    );
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,

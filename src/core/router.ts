@@ -65,6 +65,8 @@ const PHASE_CLOSED = 0;
 /** The slab index of a ticket; floor arithmetic, as `%` on a double above the Smi range is slow. */
 const indexOfTicket = (ticket: number): number => ticket - Math.floor(ticket / TICKET_INDEX_RANGE) * TICKET_INDEX_RANGE;
 const PHASE_WAITING = 1;
+/** Released tickets remembered for their callers' late complete(); the oldest are forgotten past this. */
+const MAX_RELEASED = 65_536;
 const PHASE_DECODING = 2;
 
 /** The last decision, read from the decision array without allocating. */
@@ -103,6 +105,14 @@ export class Router {
    * friends validate and queue without a call into the core. */
   private ticketAt: Float64Array = new Float64Array(64).fill(-1);
   private phaseAt: Uint8Array = new Uint8Array(64);
+  /** The instance slot and the route count at which each open ticket was dispatched (for reconcile()). */
+  private slotAt: Int32Array = new Int32Array(64);
+  private routedAt: Float64Array = new Float64Array(64);
+  private routeCount = 0;
+  /** Per slot: the route count and the unexplained excess at its last reconcile(). */
+  private readonly lastReconcile = new Map<number, { routeCount: number; excess: number }>();
+  /** Tickets reconcile() released, so the caller's later complete()/abort() are no-ops (insertion order = age). */
+  private readonly released = new Set<number>();
   private readonly view: DecisionView;
   private matched: Int32Array = new Int32Array(8);
   private scores: Float64Array = new Float64Array(8);
@@ -273,7 +283,7 @@ export class Router {
   /** The request produced its first token: it moves from waiting to decoding. Repeats are no-ops. */
   onFirstToken(ticket: number): void {
     const index = this.openIndex(ticket);
-    if (this.phaseAt[index] !== PHASE_WAITING) return;
+    if (index < 0 || this.phaseAt[index] !== PHASE_WAITING) return;
     this.phaseAt[index] = PHASE_DECODING;
     this.enqueue(ticket, EVENT_FIRST_TOKEN);
   }
@@ -286,6 +296,46 @@ export class Router {
   /** The request was cancelled: like complete(), counted as aborted. */
   abort(ticket: number): void {
     this.close(ticket, EVENT_ABORT);
+  }
+
+  /**
+   * Reconciles the shadow counters with the engine's own count of its requests (running + waiting,
+   * from its /metrics): releases open tickets the engine no longer has, as if aborted, and returns
+   * how many. The shadow counters only ever count this router's open tickets, so the one way they
+   * drift is a ticket whose complete()/abort() never comes; load from elsewhere is not drift (the
+   * feed and setObservedState() carry it).
+   *
+   * A request in transit (dispatched but not yet at the engine, or finished at the engine but not
+   * yet relayed) makes the engine's count briefly differ, so a ticket is released only when an
+   * excess of open tickets over the engine's count persists from this instance's previous
+   * reconcile() and the ticket was already open then; the oldest go first. A released ticket's
+   * later onFirstToken()/complete()/abort() are no-ops.
+   */
+  reconcile(instance: string, engineRequests: number): number {
+    const slot = this.slotOf(instance);
+    const count = checkInteger('engineRequests', engineRequests, 0);
+    const previous = this.lastReconcile.get(slot);
+    const open: number[] = [];
+    for (let index = 0; index < this.ticketAt.length; index++)
+      if (this.phaseAt[index] !== PHASE_CLOSED && this.slotAt[index] === slot) open.push(index);
+    const excess = open.length - count;
+    let release = 0;
+    if (previous !== undefined && excess > 0 && previous.excess > 0) {
+      const eligible = open.filter((index) => this.routedAt[index]! <= previous.routeCount);
+      eligible.sort((a, b) => this.routedAt[a]! - this.routedAt[b]!);
+      release = Math.min(excess, previous.excess, eligible.length);
+      for (const index of eligible.slice(0, release)) {
+        const ticket = this.ticketAt[index]!;
+        this.close(ticket, EVENT_ABORT);
+        this.released.add(ticket);
+      }
+      for (const ticket of this.released) {
+        if (this.released.size <= MAX_RELEASED) break;
+        this.released.delete(ticket);
+      }
+    }
+    this.lastReconcile.set(slot, { routeCount: this.routeCount, excess: excess - release });
+    return release;
   }
 
   /** Feeds an engine's real state (null clears it); used while fresh, as max(shadow, observed). */
@@ -351,6 +401,9 @@ export class Router {
   removeInstance(id: string): void {
     const slot = this.slotOf(id);
     this.core.removeInstance(slot);
+    this.lastReconcile.delete(slot);
+    // Open tickets on it stay valid but belong to no slot: a new instance may reuse the slot.
+    for (let index = 0; index < this.slotAt.length; index++) if (this.slotAt[index] === slot) this.slotAt[index] = -1;
     this.names[slot] = undefined;
     this.slots.delete(id);
   }
@@ -426,24 +479,41 @@ export class Router {
       ticketAt.set(this.ticketAt);
       const phaseAt = new Uint8Array(ticketAt.length);
       phaseAt.set(this.phaseAt);
+      const slotAt = new Int32Array(ticketAt.length);
+      slotAt.set(this.slotAt);
+      const routedAt = new Float64Array(ticketAt.length);
+      routedAt.set(this.routedAt);
       this.ticketAt = ticketAt;
       this.phaseAt = phaseAt;
+      this.slotAt = slotAt;
+      this.routedAt = routedAt;
     }
     this.ticketAt[index] = ticket;
     this.phaseAt[index] = PHASE_WAITING;
+    this.slotAt[index] = this.decisionBuf[0]!;
+    this.routedAt[index] = ++this.routeCount;
   }
 
-  /** The slab index of an open ticket; throws ERR_KVROUTE_UNKNOWN_TICKET otherwise. */
+  /**
+   * The slab index of an open ticket, or -1 for one reconcile() released; throws
+   * ERR_KVROUTE_UNKNOWN_TICKET otherwise.
+   */
   private openIndex(ticket: number): number {
     if (typeof ticket !== 'number') throw invalidType('ticket', 'a number', ticket);
     const index = Number.isSafeInteger(ticket) && ticket >= 0 ? indexOfTicket(ticket) : -1;
-    if (index < 0 || this.ticketAt[index] !== ticket || this.phaseAt[index] === PHASE_CLOSED)
+    if (index < 0 || this.ticketAt[index] !== ticket || this.phaseAt[index] === PHASE_CLOSED) {
+      if (this.released.size > 0 && this.released.has(ticket)) return -1;
       throw unknownTicket(ticket);
+    }
     return index;
   }
 
   private close(ticket: number, kind: number): void {
     const index = this.openIndex(ticket);
+    if (index < 0) {
+      this.released.delete(ticket); // the caller's own close of a released ticket: done with it
+      return;
+    }
     this.phaseAt[index] = PHASE_CLOSED;
     this.ticketAt[index] = -1;
     this.enqueue(ticket, kind);

@@ -73,3 +73,16 @@ export function countsFromMetrics(samples: readonly MetricSample[]): EngineCount
     prefixCacheHits: count(sum('vllm:prefix_cache_hits_total')),
   };
 }
+
+/** GETs the engine's `/metrics` and reads its counts; a string says why there are none. */
+export async function scrapeEngineCounts(url: string, timeoutMs: number): Promise<EngineCounts | string> {
+  try {
+    const response = await fetch(new URL('/metrics', url), { signal: AbortSignal.timeout(timeoutMs) });
+    if (!response.ok) return `GET /metrics answered ${response.status}`;
+    const counts = countsFromMetrics(parseExposition(await response.text()));
+    return counts ?? 'its /metrics has neither vLLM nor SGLang request gauges';
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause?.code;
+    return `GET /metrics failed: ${cause ?? (error as Error).name}`;
+  }
+}

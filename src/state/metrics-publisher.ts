@@ -8,7 +8,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 
-import { countsFromMetrics, parseExposition } from './engine-metrics-scrape.js';
+import { scrapeEngineCounts } from './engine-metrics-scrape.js';
 import { StateFeedWriter, type EngineCounts } from './shm-feed.js';
 
 export interface PublisherOptions {
@@ -51,7 +51,7 @@ export async function publishEngineMetrics(options: PublisherOptions): Promise<v
       const started = performance.now();
       await Promise.all(
         engines.map(async (url, slot) => {
-          const result = await scrape(url, options.timeoutMs ?? 1_000);
+          const result = await scrapeEngineCounts(url, options.timeoutMs ?? 1_000);
           const ok = typeof result !== 'string';
           if (ok) last[slot] = result;
           if (ok !== reachable[slot]) options.onChange?.(url, ok, ok ? 'answers again' : result);
@@ -64,19 +64,6 @@ export async function publishEngineMetrics(options: PublisherOptions): Promise<v
     }
   } finally {
     writer.close();
-  }
-}
-
-/** The engine's counts, or why there are none. */
-async function scrape(url: string, timeoutMs: number): Promise<EngineCounts | string> {
-  try {
-    const response = await fetch(new URL('/metrics', url), { signal: AbortSignal.timeout(timeoutMs) });
-    if (!response.ok) return `GET /metrics answered ${response.status}`;
-    const counts = countsFromMetrics(parseExposition(await response.text()));
-    return counts ?? 'its /metrics has neither vLLM nor SGLang request gauges';
-  } catch (error) {
-    const cause = (error as { cause?: { code?: string } }).cause?.code;
-    return `GET /metrics failed: ${cause ?? (error as Error).name}`;
   }
 }
 

@@ -1,0 +1,98 @@
+/** `kvroute state freshness NAME`: how old the feed's snapshots are when the router reads them. */
+import { parseArgs } from 'node:util';
+
+import { percentileOfSorted } from '../analysis/percentiles.js';
+import { stateError } from '../core/errors.js';
+import { sampleFeedFreshness, type SlotAges } from '../state/feed-freshness.js';
+import { FEED_STATUS_REASONS, StateFeedReader } from '../state/shm-feed.js';
+import { integerFlag, UsageError } from './common.js';
+
+export const STATE_FRESHNESS_USAGE = `  state freshness NAME  sample the age of each snapshot at read time: median, p99, % older than the staleness
+                    --duration MS     how long to sample (default 10000)
+                    --sample MS       mean ms between readings, jittered (default 10)
+                    --staleness MS    the router's staleness limit (default 2000)
+                    --json            one JSON object instead of the table`;
+
+interface AgeSummary {
+  samples: number;
+  median_ms: number;
+  p99_ms: number;
+  max_ms: number;
+  pct_stale: number;
+}
+
+export async function freshnessVerb(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      duration: { type: 'string' },
+      sample: { type: 'string' },
+      staleness: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+  });
+  if (positionals.length !== 1) throw new UsageError('state freshness needs one feed NAME (or path)');
+  const durationMs = integerFlag(values, 'duration', 1) ?? 10_000;
+  const sampleMs = integerFlag(values, 'sample', 1) ?? 10;
+  const stalenessMs = integerFlag(values, 'staleness', 0) ?? 2_000;
+  const reader = new StateFeedReader(positionals[0]!, { recheckMs: 100, warn: () => {} });
+  const controller = new AbortController();
+  const stop = () => controller.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    const { status } = reader;
+    if (status !== 'ok')
+      throw stateError('ERR_KVROUTE_STATE_FEED', `the feed ${reader.path} ${FEED_STATUS_REASONS[status]}`);
+    const slots = await sampleFeedFreshness(reader, { durationMs, sampleMs, signal: controller.signal });
+    if (slots.length === 0)
+      throw stateError('ERR_KVROUTE_STATE_FEED', `the feed ${reader.path} has no published slot to sample`);
+    const report = {
+      feed: reader.path,
+      duration_ms: durationMs,
+      staleness_ms: stalenessMs,
+      ...summarize(
+        slots.flatMap((s) => s.ages),
+        stalenessMs,
+      ),
+      instances: slots.map((s) => ({
+        slot: s.slot,
+        instance: s.instance,
+        ...summarize(s.ages, stalenessMs),
+        unreadable: s.unreadable,
+        unreachable: s.unreachable,
+      })),
+    };
+    process.stdout.write(`${values.json ? JSON.stringify(report) : table(report, slots)}\n`);
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+    reader.close();
+  }
+}
+
+function summarize(ages: readonly number[], stalenessMs: number): AgeSummary {
+  const sorted = Float64Array.from(ages).sort();
+  const round = (x: number) => Math.round(x * 10) / 10;
+  const stale = ages.reduce((n, age) => n + (age > stalenessMs ? 1 : 0), 0);
+  return {
+    samples: ages.length,
+    median_ms: round(percentileOfSorted(sorted, 50)),
+    p99_ms: round(percentileOfSorted(sorted, 99)),
+    max_ms: round(sorted.length === 0 ? 0 : sorted[sorted.length - 1]!),
+    pct_stale: ages.length === 0 ? 0 : round((100 * stale) / ages.length),
+  };
+}
+
+function table(report: AgeSummary & { feed: string; staleness_ms: number }, slots: SlotAges[]): string {
+  const rows = slots.map((s) => {
+    const r = summarize(s.ages, report.staleness_ms);
+    return `${String(s.slot).padStart(4)}  ${s.instance.padEnd(24)}  ${String(r.samples).padStart(7)}  ${r.median_ms.toFixed(1).padStart(9)}  ${r.p99_ms.toFixed(1).padStart(8)}  ${r.pct_stale.toFixed(1).padStart(7)}`;
+  });
+  return [
+    `${report.feed}: ${report.samples} readings, median age ${report.median_ms} ms, p99 ${report.p99_ms} ms, ${report.pct_stale}% older than ${report.staleness_ms} ms`,
+    `slot  ${'instance'.padEnd(24)}  samples  median ms    p99 ms  % stale`,
+    ...rows,
+  ].join('\n');
+}
