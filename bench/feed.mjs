@@ -78,7 +78,9 @@ workloadMain('feed', ({ quick, native }) => {
       const on = summarize(runs.on).p50_us;
       // The feed's cost is the median over repetitions of (on p50 − off p50), each pair run back to
       // back, so a burst of load from elsewhere on the machine shifts one pair, not the figure.
-      const paired = runs.on.map((samples, k) => summarize([samples]).p50_us - summarize([runs.off[k]]).p50_us);
+      const paired = runs.on.map(
+        (samples, k) => summarize([samples]).p50_us - summarize([/** @type {Float64Array} */ (runs.off[k])]).p50_us,
+      );
       const overheadNs = median(paired) * 1000;
       const result = {
         workload: /** @type {const} */ ('feed'),
@@ -105,9 +107,10 @@ workloadMain('feed', ({ quick, native }) => {
 
 /** @param {number[]} values */
 function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
+  const sorted = Float64Array.from(values).sort();
   const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  const at = (/** @type {number} */ i) => /** @type {number} */ (sorted[i]);
+  return sorted.length % 2 === 1 ? at(mid) : (at(mid - 1) + at(mid)) / 2;
 }
 
 /**

@@ -192,7 +192,7 @@ Napi::Value JsRouter::AddInstance(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::DrainInstance(const Napi::CallbackInfo& info) {
-  core().drainInstance(requireSlot(info[0]));
+  core().drainInstance(requireSlot(info[0]), info.Length() < 2 || info[1].ToBoolean().Value());
   return info.Env().Undefined();
 }
 

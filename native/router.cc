@@ -70,8 +70,8 @@ uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
   return slot;
 }
 
-void Router::drainInstance(uint32_t slot) {
-  instances_[slot].drained = true;
+void Router::drainInstance(uint32_t slot, bool drained) {
+  instances_[slot].drained = drained;
   refreshLiveList();
 }
 

@@ -81,7 +81,8 @@ class Router {
 
   // Adds an instance in the lowest free slot and returns the slot.
   uint32_t addInstance(const std::string& name, uint64_t capacityBlocks);
-  void drainInstance(uint32_t slot);
+  // drained = false puts a drained instance back into routing, its cache model and counters intact.
+  void drainInstance(uint32_t slot, bool drained = true);
   void removeInstance(uint32_t slot);
 
   // matched[] and scores[] have slotCount() entries. matched gets every live

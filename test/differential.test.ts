@@ -125,6 +125,10 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
       const instance = rng.pick(ids);
       both((r) => r.drainInstance(instance));
     }
+    if (rng.chance(0.002)) {
+      const instance = rng.pick(ids);
+      both((r) => r.resumeInstance(instance));
+    }
     if (rng.chance(0.002) && ids.length > 2) {
       const instance = rng.pick(ids);
       both((r) => r.removeInstance(instance));

@@ -133,6 +133,16 @@ describe.each(IMPLEMENTATIONS)('engine state ($impl)', ({ native }) => {
     expect(r.match({ hashIds: chain(100, 20) })['engine-1']).toBe(20);
     r.complete(onOne);
     expect(r.stats().instances[1]).toMatchObject({ drained: true, completed: 1 });
+    // Resumed, it takes its round-robin turns again with its cache as it was.
+    r.resumeInstance('engine-1');
+    const resumed = [0, 1, 2].map(() => {
+      r.route({});
+      return r.decision.instance;
+    });
+    expect(resumed).toContain('engine-1');
+    expect(r.match({ hashIds: chain(100, 20) })['engine-1']).toBe(20);
+    expect(r.stats().instances[1]!.drained).toBe(false);
+    r.drainInstance('engine-1');
 
     r.removeInstance('engine-0');
     expect(r.instances()).toEqual(['engine-1', 'late']);

@@ -106,7 +106,8 @@ export const MAX_REQUEST_IDS = 16_777_215;
 
 export interface CoreRouter {
   addInstance(id: string, capacityBlocks: number): number;
-  drainInstance(slot: number): void;
+  /** drained false puts the instance back into routing. */
+  drainInstance(slot: number, drained?: boolean): void;
   removeInstance(slot: number): void;
   setExplainBuffers(matched: Int32Array, scores: Float64Array): void;
   /** Returns the ticket, or -1 for a dry run or when no instance is routable. */

@@ -397,6 +397,11 @@ export class Router {
     this.core.drainInstance(this.slotOf(id));
   }
 
+  /** Puts a drained instance back into routing, its cache model, counters and pins as they were. */
+  resumeInstance(id: string): void {
+    this.core.drainInstance(this.slotOf(id), false);
+  }
+
   /** Forgets the instance, its cache and its counters; open tickets on it stay valid. */
   removeInstance(id: string): void {
     const slot = this.slotOf(id);

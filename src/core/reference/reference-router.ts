@@ -128,9 +128,9 @@ export class ReferenceRouter implements CoreRouter {
     return slot;
   }
 
-  drainInstance(slot: number): void {
+  drainInstance(slot: number, drained = true): void {
     this.drainEvents();
-    this.live(slot).drained = true;
+    this.live(slot).drained = drained;
   }
 
   removeInstance(slot: number): void {
