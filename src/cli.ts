@@ -11,6 +11,7 @@ import { isKvrouteError } from './core/errors.js';
 import { ANALYZE_USAGE, analyzeVerb } from './cli/analyze-verb.js';
 import { UsageError } from './cli/common.js';
 import { HASH_USAGE, hashVerb } from './cli/hash-verb.js';
+import { SERVE_USAGE, serveVerb } from './cli/serve-verb.js';
 import { SIM_USAGE, simVerb } from './cli/sim-verb.js';
 import { STATE_USAGE, stateVerb } from './cli/state-verb.js';
 import { TRACE_USAGE, traceVerb } from './cli/trace-verb.js';
@@ -27,6 +28,7 @@ ${TRACE_USAGE}
 ${ANALYZE_USAGE}
 ${SIM_USAGE}
 ${STATE_USAGE}
+${SERVE_USAGE}
 
 options:
   -h, --help        this text
@@ -38,6 +40,7 @@ const VERBS: Record<string, (args: string[]) => void | Promise<void>> = {
   analyze: analyzeVerb,
   sim: simVerb,
   state: stateVerb,
+  serve: serveVerb,
 };
 
 /** Data errors: the input is wrong, not the command line. */

@@ -46,3 +46,14 @@ export { MODEL_PRESETS, kvBytesPerToken, type ModelPreset } from './trace/model-
 export type { TraceRequest, TraceFormat } from './trace/types.js';
 export { characterizeTrace, type CharacterizeOptions } from './analysis/characterize.js';
 export type { TraceSummary } from './analysis/trace-summary.js';
+
+// The proxy (src/proxy/): an OpenAI-compatible routing server on uWebSockets.js.
+export { createProxy, type NodeHandler, type Proxy } from './proxy/proxy-server.js';
+export { kvrouteFastify, type FastifyPlugin } from './proxy/fastify-plugin.js';
+export { createProxyMetrics, type ProxyMetrics, type ProxyMetricsOptions } from './proxy/proxy-metrics.js';
+export { adminMount } from './proxy/admin-api.js';
+export { createDashboard, type Dashboard, type DashboardOptions } from './proxy/dashboard/dashboard.js';
+export type { DashboardFrame, InstanceFrame } from './proxy/dashboard/dashboard-frame.js';
+export { PROXY_DEFAULTS, type ProxyMount, type ProxyOptions } from './proxy/proxy-options.js';
+export type { ProxyObserver, UpstreamErrorKind, UsageCounts } from './proxy/proxy-observer.js';
+export type { BackendSnapshot, ProxyState } from './proxy/proxy-state.js';

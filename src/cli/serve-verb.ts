@@ -1,0 +1,173 @@
+/**
+ * `kvroute serve`: the routing proxy (docs/proxy.md) until SIGINT or SIGTERM.
+ *
+ * Configuration comes from flags, KVROUTE_* variables and a YAML file (src/proxy/serve-config.ts);
+ * any bad value is a usage error naming its source (exit 2). With no backends anywhere it starts
+ * the embedded default, 4 simulated engines in this process, so `npm start` shows routing with
+ * nothing else installed; the proxy itself never knows (DESIGN.md: the CLI wires the fleet).
+ *
+ * Output contract: stdout gets exactly one line, `kvroute serve: listening on http://HOST:PORT`
+ * (benchmarks and tests parse it; with --port 0 it shows the real port); everything else goes
+ * to stderr.
+ */
+import { parseArgs } from 'node:util';
+
+import { adminMount } from '../proxy/admin-api.js';
+import { createDashboard } from '../proxy/dashboard/dashboard.js';
+import { createProxyMetrics } from '../proxy/proxy-metrics.js';
+import { createProxy, type Proxy } from '../proxy/proxy-server.js';
+import { ShadowReconciler } from '../state/shadow-reconciler.js';
+import { ConfigError, envName, resolveServeConfig, SERVE_DEFAULTS, SETTINGS } from '../proxy/serve-config.js';
+import { PROXY_DEFAULTS } from '../proxy/proxy-options.js';
+import { POLICY_NAMES } from '../core/policy-spec.js';
+import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
+import { UsageError } from './common.js';
+
+export const SERVE_USAGE = `  serve               the routing proxy: OpenAI-compatible, cache-aware (docs/proxy.md)
+                    --backends URL,…   engines to route to (none: 4 simulated engines in-process)
+                    --policy NAME      routing policy (default ${PROXY_DEFAULTS.policy}):
+                                       ${POLICY_NAMES.join(', ')}
+                    --port P           listen port (default ${SERVE_DEFAULTS.port}; 0: a free port)
+                    --host H           listen address (default ${SERVE_DEFAULTS.host})
+                    --config FILE      YAML settings, keys named like the flags
+                    --session-header H session id header (default ${PROXY_DEFAULTS.sessionHeader}; else body "user")
+                    --strip-extensions remove kvroute's body fields (hash_ids) before forwarding
+                    --retries N        re-routes after a failure before the first byte (default ${PROXY_DEFAULTS.retries})
+                    --max-body SIZE    request body cap, e.g. 64MiB (default)
+                    --engine-state S   shadow (default) or shm:NAME (the engine-state feed)
+                    --block-size B     tokens per hash_ids block (default ${PROXY_DEFAULTS.blockSize})
+                    --connections N    connection cap per backend (default ${PROXY_DEFAULTS.connections})
+                    --connect-timeout MS, --first-byte-timeout MS, --idle-timeout MS
+                                       (defaults ${PROXY_DEFAULTS.connectTimeoutMs}, ${PROXY_DEFAULTS.firstByteTimeoutMs}, ${PROXY_DEFAULTS.idleTimeoutMs})
+                    --admin-token T    turns on /admin/* with Authorization: Bearer T (≥ 16 characters;
+                                       prefer KVROUTE_ADMIN_TOKEN, flags show in ps)
+                    --reconcile-interval MS  reconcile the shadow counters with the backends'
+                                       /metrics (default ${SERVE_DEFAULTS.reconcileMs}; 0: off)
+                    GET / is the live dashboard, GET /metrics Prometheus
+                    every flag also as KVROUTE_<FLAG> (e.g. KVROUTE_BACKENDS); flags beat
+                    variables, which beat the file`;
+
+export interface ServeHooks {
+  /** Stops the server when aborted, besides SIGINT and SIGTERM. */
+  signal?: AbortSignal;
+}
+
+const EMBEDDED_ENGINES = 4;
+
+function parseFlags(args: string[]): Record<string, string | boolean | undefined> {
+  const options: Record<string, { type: 'string' | 'boolean' }> = { config: { type: 'string' } };
+  for (const s of SETTINGS) options[s.flag] = { type: s.kind === 'bool' ? 'boolean' : 'string' };
+  return parseArgs({ args, allowPositionals: false, strict: true, options }).values as Record<
+    string,
+    string | boolean | undefined
+  >;
+}
+
+function embeddedBanner(fleet: SimFleet, base: string): string {
+  const model = fleet.engines[0]!.model;
+  return `kvroute serve: no backends configured (--backends, ${envName('backends')} or --config), so this is the
+embedded default: ${fleet.urls.length} simulated vLLM engines in this process (${fleet.urls.join(', ')}).
+
+Try it:
+
+  curl -s ${base}/v1/chat/completions -H 'content-type: application/json' \\
+    -H 'x-session-id: demo-1' \\
+    -d '{"model": "${model}", "messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 8}' -i
+
+  // node, with \`npm install openai\`
+  import OpenAI from 'openai';
+  const client = new OpenAI({ baseURL: '${base}/v1', apiKey: 'unused' });
+  const reply = await client.chat.completions.create({
+    model: '${model}',
+    messages: [{ role: 'user', content: 'Hello!' }],
+    max_tokens: 8,
+  });
+  console.log(reply.choices[0].message.content, reply.usage);
+
+The x-kvroute-instance and x-kvroute-reason response headers say where each request went and why.
+`;
+}
+
+export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise<void> {
+  let config;
+  try {
+    config = resolveServeConfig(parseFlags(args), process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new UsageError(error.message);
+    throw error;
+  }
+  const fleet =
+    config.backends.length === 0 ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 }) : undefined;
+  const metrics = createProxyMetrics();
+  const dashboard = createDashboard();
+  let proxy: Proxy;
+  try {
+    proxy = createProxy({
+      ...config.proxy,
+      backends: fleet?.urls ?? config.backends,
+      observers: [metrics.observer, dashboard.observer],
+      mounts: [metrics.mount, dashboard.mount, adminMount(config.adminToken)],
+    });
+  } catch (error) {
+    dashboard.close();
+    await fleet?.close();
+    throw error;
+  }
+  const reconciler =
+    config.reconcileMs > 0
+      ? new ShadowReconciler({
+          router: proxy.router,
+          intervalMs: config.reconcileMs,
+          onRound: (results) => {
+            for (const r of results)
+              if (r.released > 0)
+                process.stderr.write(
+                  `kvroute serve: released ${r.released} requests ${r.instance} no longer has (its /metrics counts ${r.engineRequests})\n`,
+                );
+          },
+        })
+      : undefined;
+  let port: number;
+  try {
+    ({ port } = await proxy.listen(config.port, config.host));
+  } catch (error) {
+    dashboard.close();
+    await proxy.close({ graceMs: 0 });
+    await fleet?.close();
+    throw new UsageError(`cannot listen on ${config.host}:${config.port} (${(error as Error).message})`);
+  }
+  const host = config.host.includes(':') ? `[${config.host}]` : config.host;
+  const base = `http://${host}:${port}`;
+  if (fleet !== undefined) process.stderr.write(embeddedBanner(fleet, base));
+  else
+    process.stderr.write(
+      `kvroute serve: ${config.backends.length} backends · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'}\n`,
+    );
+  process.stderr.write(
+    `kvroute serve: dashboard ${base}/ · metrics ${base}/metrics · admin API ${config.adminToken === undefined ? 'off (--admin-token)' : 'on'}\n`,
+  );
+  reconciler?.start();
+  process.stdout.write(`kvroute serve: listening on ${base}\n`);
+
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      hooks.signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    if (hooks.signal?.aborted) stop();
+    else hooks.signal?.addEventListener('abort', stop);
+  });
+  process.stderr.write('kvroute serve: stopping (in-flight requests get 10 s)\n');
+  dashboard.close();
+  await reconciler?.stop();
+  await proxy.close({ graceMs: 10_000 });
+  await fleet?.close();
+  // Idle keep-alive client connections may hold uWS's loop open for its idle timeout; the work is
+  // done, so the command does not wait for them (an unref'd timer fires only if something else
+  // keeps the loop alive). Embedders stopping through `signal` keep their process.
+  if (hooks.signal === undefined) setTimeout(() => process.exit(process.exitCode ?? 0), 500).unref();
+}

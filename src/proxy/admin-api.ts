@@ -1,0 +1,190 @@
+/**
+ * The admin API: a ProxyMount serving /admin/*.
+ *
+ *   GET  /admin/state                  policy, every backend (health, drain, in-flight) and router stats
+ *   GET  /admin/instances              the backends
+ *   POST /admin/instances/add          {"url": "http://h:8000"}   → 201, it takes requests at once
+ *   POST /admin/instances/drain        {"url": …}                 → no new requests; in-flight ones finish
+ *   POST /admin/instances/remove       {"url": …}                 → forgotten; in-flight ones finish
+ *   GET  /admin/policy                 the live policy
+ *   POST /admin/policy                 {"policy": "sticky"} or a policy spec → switched live
+ *
+ * Security: without a token every /admin route answers 403 (the API is off). With one, a request
+ * must carry `Authorization: Bearer <token>`; anything else gets 401 with `WWW-Authenticate`.
+ * Tokens are compared in constant time: both sides are hashed to SHA-256 digests of equal length
+ * and compared with crypto.timingSafeEqual, so neither the length nor a matching prefix leaks
+ * through timing.
+ *
+ * Hazard (uWS): the request object is valid only inside the handler, so the Authorization header
+ * is read before any await; a body arrives in onData chunks that are copied before the callback
+ * returns; after onAborted nothing touches the response.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+
+import type uWS from 'uWebSockets.js';
+
+import { isKvrouteError } from '../core/errors.js';
+import { POLICY_NAMES } from '../core/policy-spec.js';
+import type { PolicyName, PolicySpec } from '../core/types.js';
+import { errorJson } from './error-body.js';
+import { normaliseBackend, type ProxyMount } from './proxy-options.js';
+import type { ProxyState } from './proxy-state.js';
+
+/** Admin request bodies are a URL or a policy: this is generous. */
+const MAX_ADMIN_BODY = 64 * 1024;
+
+interface Reply {
+  /** The status line, e.g. `201 Created`. */
+  status: string;
+  /** The serialized JSON body. */
+  json: string;
+  headers?: Record<string, string>;
+}
+
+const ok = (body: unknown): Reply => ({ status: '200 OK', json: JSON.stringify(body) });
+const refuse = (status: string, message: string, headers?: Record<string, string>): Reply => ({
+  status,
+  json: errorJson(message, status.startsWith('5') ? 'server_error' : 'invalid_request_error', null),
+  ...(headers === undefined ? {} : { headers }),
+});
+
+/** A ProxyMount for /admin/*; `token` undefined turns the API off (403). */
+export function adminMount(token: string | undefined): ProxyMount {
+  const expected = token === undefined ? undefined : digest(token);
+  return (app: uWS.TemplatedApp, state: ProxyState) => {
+    const route = (method: 'get' | 'post', path: string, handle: (body: unknown) => Reply | Promise<Reply>) => {
+      app[method](path, (res, req) => {
+        let aborted = false;
+        res.onAborted(() => (aborted = true));
+        const send = (reply: Reply) => {
+          if (aborted) return;
+          res.cork(() => {
+            res.writeStatus(reply.status).writeHeader('content-type', 'application/json');
+            for (const [name, value] of Object.entries(reply.headers ?? {})) res.writeHeader(name, value);
+            res.end(reply.json);
+          });
+        };
+        const refused = authorize(expected, req.getHeader('authorization'));
+        if (refused !== undefined) {
+          if (method === 'post') res.onData(() => {}); // let the body drain; answered below
+          send(refused);
+          return;
+        }
+        const run = (body: unknown) =>
+          Promise.resolve()
+            .then(() => handle(body))
+            .then(send, (error: unknown) => send(failure(error)));
+        if (method === 'get') {
+          void run(undefined);
+          return;
+        }
+        readJson(res, (body) =>
+          body instanceof Error ? send(refuse('400 Bad Request', body.message)) : void run(body),
+        );
+      });
+    };
+
+    route('get', '/admin/state', () =>
+      ok({ policy: state.router.policy, backends: state.snapshot(), router: state.router.stats() }),
+    );
+    route('get', '/admin/instances', () => ok({ instances: state.snapshot() }));
+    route('post', '/admin/instances/add', (body) => {
+      const id = backendField(body);
+      if (state.backend(id) !== undefined) return refuse('409 Conflict', `backend ${id} already exists`);
+      state.addBackend(id);
+      return { ...ok({ added: id, instances: state.snapshot() }), status: '201 Created' };
+    });
+    route('post', '/admin/instances/drain', (body) => {
+      const id = knownBackend(state, body);
+      if (typeof id !== 'string') return id;
+      state.drainBackend(id);
+      return ok({ drained: id, instances: state.snapshot() });
+    });
+    route('post', '/admin/instances/remove', (body) => {
+      const id = knownBackend(state, body);
+      if (typeof id !== 'string') return id;
+      // Answer once the backend is out of routing; its in-flight requests finish in the background.
+      state.removeBackend(id).catch(() => {});
+      return ok({ removed: id, instances: state.snapshot() });
+    });
+    route('get', '/admin/policy', () => ok({ policy: state.router.policy }));
+    route('post', '/admin/policy', (body) => {
+      state.setPolicy(policyField(body));
+      return ok({ policy: state.router.policy });
+    });
+  };
+}
+
+function digest(token: string): Buffer {
+  return createHash('sha256').update(token, 'utf8').digest();
+}
+
+/** undefined when allowed; else the refusal. */
+function authorize(expected: Buffer | undefined, header: string): Reply | undefined {
+  if (expected === undefined)
+    return refuse('403 Forbidden', 'the admin API is off: start kvroute serve with --admin-token');
+  const match = /^Bearer\s+(.+)$/i.exec(header);
+  const given = digest(match?.[1]?.trim() ?? '');
+  if (match !== null && timingSafeEqual(given, expected)) return undefined;
+  return refuse(
+    '401 Unauthorized',
+    match === null ? 'the admin API needs Authorization: Bearer <token>' : 'the admin token is wrong',
+    { 'www-authenticate': 'Bearer realm="kvroute admin"' },
+  );
+}
+
+/** Reads a JSON body (at most MAX_ADMIN_BODY bytes); hands an Error for anything else. */
+function readJson(res: uWS.HttpResponse, done: (body: unknown) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  res.onData((chunk, isLast) => {
+    size += chunk.byteLength;
+    if (size > MAX_ADMIN_BODY) over = true;
+    else chunks.push(Buffer.from(chunk.slice(0))); // copy: uWS reuses the chunk after this returns
+    if (!isLast) return;
+    if (over) return done(new Error(`the admin request body is over ${MAX_ADMIN_BODY} bytes`));
+    try {
+      done(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+    } catch {
+      done(new Error('the admin request body is not valid JSON'));
+    }
+  });
+}
+
+class AdminInputError extends Error {}
+
+/** The body's `url`, normalised as the proxy keys backends. */
+function backendField(body: unknown): string {
+  const url = (body as { url?: unknown } | null)?.url;
+  if (typeof url !== 'string' || url === '')
+    throw new AdminInputError('the body must be {"url": "http://host:port"}: field url is missing or not a string');
+  try {
+    return normaliseBackend(url, 'url');
+  } catch (error) {
+    throw new AdminInputError((error as Error).message);
+  }
+}
+
+/** The body's backend id, or a 404 reply when the proxy has no such backend. */
+function knownBackend(state: ProxyState, body: unknown): string | Reply {
+  const id = backendField(body);
+  return state.backend(id) === undefined ? refuse('404 Not Found', `backend ${id} is not known`) : id;
+}
+
+function policyField(body: unknown): PolicyName | PolicySpec {
+  const policy = (body as { policy?: unknown } | null)?.policy;
+  if (typeof policy === 'string' || (typeof policy === 'object' && policy !== null))
+    return policy as PolicyName | PolicySpec;
+  throw new AdminInputError(
+    `the body must be {"policy": NAME or {"name": NAME, …}}; names: ${POLICY_NAMES.join(', ')}`,
+  );
+}
+
+/** A failed admin operation: the caller's mistake (bad field, unknown policy) is 400, anything else 500. */
+function failure(error: unknown): Reply {
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof AdminInputError || isKvrouteError(error) || error instanceof RangeError)
+    return refuse('400 Bad Request', message);
+  return refuse('500 Internal Server Error', message);
+}

@@ -1,0 +1,42 @@
+/**
+ * Small writers for whole responses on a uWS HttpResponse. Each one corks (so it is safe
+ * outside the route handler: after an await, in an undici callback) and writes status,
+ * headers and body in one go. Callers guarantee the response is neither aborted nor ended.
+ */
+
+import type { ClientResponse } from './client-io.js';
+import { ClientError, errorJson, statusLine, type ProxyErrorCode } from './error-body.js';
+
+/** Writes a complete JSON response. `closeConnection` for refusals whose body was never read. */
+export function sendJson(
+  res: ClientResponse,
+  status: number,
+  body: string,
+  headers?: readonly string[],
+  closeConnection = false,
+): void {
+  res.cork(() => {
+    res.writeStatus(statusLine(status)).writeHeader('content-type', 'application/json');
+    if (headers !== undefined)
+      for (let i = 0; i + 1 < headers.length; i += 2) res.writeHeader(headers[i]!, headers[i + 1]!);
+    res.end(body, closeConnection);
+  });
+}
+
+/** Sends a ClientError (4xx/5xx with its OpenAI error body). */
+export function sendClientError(res: ClientResponse, error: ClientError, closeConnection = false): void {
+  sendJson(res, error.status, error.body(), error.status === 503 ? RETRY_AFTER : undefined, closeConnection);
+}
+
+/** Sent with every 503: clients (and the openai SDK) wait this many seconds before retrying. */
+export const RETRY_AFTER = ['retry-after', '1'] as const;
+
+/** The 503 the proxy sends when no backend can take a request. */
+export function noBackendError(): ClientError {
+  return new ClientError(503, 'no healthy backend can take the request; retry shortly', 'no_healthy_backend');
+}
+
+/** A server-side failure body (502/504) with its code. */
+export function serverError(message: string, code: ProxyErrorCode): string {
+  return errorJson(message, 'server_error', code);
+}

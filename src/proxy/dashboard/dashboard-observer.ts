@@ -1,0 +1,118 @@
+/**
+ * The dashboard's ears: a ProxyObserver that keeps the numbers the page shows and the router
+ * does not already know (requests, tokens from the engines' usage, TTFT, request rate).
+ *
+ * Every callback is O(1) and allocation-free in steady state: one Map lookup by instance id, a
+ * few additions, one slot of a per-second ring (sliding-window.ts). Instance totals are
+ * cumulative since the proxy started, like the Prometheus counters they mirror; the rate and
+ * the TTFT p90 are over sliding windows.
+ *
+ * Hazard: an instance's entry outlives its removal from the proxy (a few numbers per backend
+ * URL ever configured); the frame lists only the backends the proxy still has.
+ */
+import type { ProxyObserver, UsageCounts } from '../proxy-observer.js';
+import { QuantileWindow, RateWindow } from './sliding-window.js';
+
+/** Cumulative counts of one backend, or of the whole fleet. */
+export interface RequestTotals {
+  /** Requests finished (any status). */
+  requests: number;
+  /** Finished with a status ≥ 400 (499: the client went away). */
+  errors: number;
+  /** Upstream attempts that failed (refused, timed out, reset). */
+  upstreamErrors: number;
+  /** From the engines' `usage`; requests without usage add nothing. */
+  promptTokens: number;
+  cachedTokens: number;
+}
+
+export interface DashboardObserverOptions {
+  /** Seconds the request rate is averaged over (default 5). */
+  rateWindowSeconds?: number;
+  /** Seconds the TTFT p90 is taken over (default 30). */
+  ttftWindowSeconds?: number;
+  /** Milliseconds clock (default Date.now); tests pass a manual one. */
+  now?: () => number;
+}
+
+const emptyTotals = (): RequestTotals => ({
+  requests: 0,
+  errors: 0,
+  upstreamErrors: 0,
+  promptTokens: 0,
+  cachedTokens: 0,
+});
+
+export class DashboardObserver implements ProxyObserver {
+  /** Whole-fleet totals; requests that never reached a backend count here only. */
+  readonly fleet = emptyTotals();
+  private readonly perInstance = new Map<string, RequestTotals>();
+  private readonly finished: RateWindow;
+  private readonly ttft: QuantileWindow;
+  readonly now: () => number;
+
+  constructor(options: DashboardObserverOptions = {}) {
+    this.finished = new RateWindow(options.rateWindowSeconds ?? 5);
+    this.ttft = new QuantileWindow(options.ttftWindowSeconds ?? 30);
+    this.now = options.now ?? Date.now;
+  }
+
+  onFirstByte(_instance: string, ttftMs: number): void {
+    this.ttft.add(this.now(), ttftMs);
+  }
+
+  onFinished(instance: string | undefined, status: number, _e2eMs: number, usage: UsageCounts | undefined): void {
+    this.finished.add(this.now());
+    const failed = status >= 400;
+    // Engines' numbers are parsed from text: keep a bogus one (negative, infinite, cached >
+    // prompt) from poisoning the totals for the proxy's lifetime.
+    const prompt =
+      usage !== undefined && usage.prompt_tokens > 0 && usage.prompt_tokens < 2 ** 40 ? usage.prompt_tokens : 0;
+    const cached = prompt > 0 && usage!.cached_tokens > 0 ? Math.min(usage!.cached_tokens, prompt) : 0;
+    add(this.fleet, failed, prompt, cached);
+    if (instance !== undefined) add(this.instance(instance), failed, prompt, cached);
+  }
+
+  onUpstreamError(instance: string): void {
+    this.fleet.upstreamErrors++;
+    this.instance(instance).upstreamErrors++;
+  }
+
+  /** Totals of one backend (zeros if it has seen nothing). Read-only for callers. */
+  totals(instance: string): Readonly<RequestTotals> {
+    return this.perInstance.get(instance) ?? EMPTY;
+  }
+
+  /** Requests finished per second over the rate window. */
+  requestRate(nowMs = this.now()): number {
+    return this.finished.rate(nowMs);
+  }
+
+  /** TTFT p90 (ms) over the TTFT window, null with no samples, and the sample count. */
+  ttftP90(nowMs = this.now()): { value: number | null; samples: number } {
+    return this.ttft.quantile(nowMs, 0.9);
+  }
+
+  private instance(id: string): RequestTotals {
+    let totals = this.perInstance.get(id);
+    if (totals === undefined) {
+      totals = emptyTotals();
+      this.perInstance.set(id, totals);
+    }
+    return totals;
+  }
+}
+
+const EMPTY: Readonly<RequestTotals> = Object.freeze(emptyTotals());
+
+function add(totals: RequestTotals, failed: boolean, prompt: number, cached: number): void {
+  totals.requests++;
+  if (failed) totals.errors++;
+  totals.promptTokens += prompt;
+  totals.cachedTokens += cached;
+}
+
+/** cached / prompt, or null before any usage arrived. */
+export function hitRate(totals: Readonly<RequestTotals>): number | null {
+  return totals.promptTokens > 0 ? totals.cachedTokens / totals.promptTokens : null;
+}

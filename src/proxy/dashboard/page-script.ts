@@ -1,0 +1,211 @@
+/**
+ * The dashboard page's script, served as /dashboard/app.js: plain browser JavaScript (no build
+ * step), kept as a string module so that `tsc` ships it. It opens an EventSource on
+ * /dashboard/events and, per frame, updates the tiles, two uPlot time series (request rate,
+ * TTFT p90; the last HISTORY frames) and the instance and decision tables.
+ *
+ * Invariants:
+ * - Everything from a frame reaches the DOM through textContent, dataset or style.width of
+ *   elements built with createElement: never innerHTML. Instance ids are URLs an operator
+ *   typed; reasons come from the router; neither is trusted as markup.
+ * - Rows are keyed by id in a Map (no CSS selector is built from an id) and reused across
+ *   frames, so a frame costs a few text updates, not a table rebuild.
+ *
+ * Hazard: this text is not linted or type-checked (tsconfig has no DOM types); the browser
+ * test fails on any page error, and test/dashboard.test.ts compiles it in Node as a syntax
+ * check. Keep it free of template literals so it can live in this string.
+ */
+export const PAGE_SCRIPT = String.raw`'use strict';
+(function () {
+  var HISTORY = 300; // frames kept for the charts: five minutes at one a second
+  var STALE_MS = 5000; // no frame for this long: say so
+  var byId = function (id) { return document.getElementById(id); };
+  var intFmt = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+  var oneFmt = new Intl.NumberFormat('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  function fmtInt(v) { return v === null || v === undefined ? '–' : intFmt.format(v); }
+  function fmtRate(v) { return v === null || v === undefined ? '–' : oneFmt.format(v); }
+  function fmtMs(v) { return v === null || v === undefined ? '–' : v < 100 ? oneFmt.format(v) : intFmt.format(v); }
+  function fmtPct(v) { return v === null || v === undefined ? '–' : oneFmt.format(v * 100) + '%'; }
+  function setValue(el, raw, text) {
+    el.dataset.value = raw === null || raw === undefined ? '' : String(raw);
+    if (el.textContent !== text) el.textContent = text;
+  }
+
+  // ---- status -------------------------------------------------------------------------------
+  var statusEl = byId('status');
+  var lastFrameAt = 0;
+  function setStatus(state, text) {
+    statusEl.className = 'status ' + state;
+    setValue(statusEl, state, text);
+  }
+  setInterval(function () {
+    if (lastFrameAt !== 0 && Date.now() - lastFrameAt > STALE_MS && statusEl.dataset.value === 'live')
+      setStatus('stale', 'no data for ' + Math.round((Date.now() - lastFrameAt) / 1000) + ' s');
+  }, 1000);
+
+  // ---- charts -------------------------------------------------------------------------------
+  var times = [], rates = [], ttfts = [];
+  function chart(el, label, color, fmt) {
+    var opts = {
+      width: Math.max(200, el.clientWidth),
+      height: 200,
+      scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, (max || 0) * 1.15)]; } } },
+      series: [
+        {},
+        { label: label, stroke: color, width: 2, fill: color + '22',
+          value: function (u, v) { return v === null || v === undefined ? '–' : fmt(v); } },
+      ],
+      axes: [{}, { size: 60, values: function (u, splits) { return splits.map(fmt); } }],
+      cursor: { drag: { x: false, y: false } },
+    };
+    return new uPlot(opts, [times, []], el);
+  }
+  var rateEl = byId('chart-rate'), ttftEl = byId('chart-ttft');
+  var rateChart = chart(rateEl, 'req/s', '#2f6fde', fmtRate);
+  var ttftChart = chart(ttftEl, 'TTFT p90 ms', '#c2410c', fmtMs);
+  window.addEventListener('resize', function () {
+    rateChart.setSize({ width: Math.max(200, rateEl.clientWidth), height: 200 });
+    ttftChart.setSize({ width: Math.max(200, ttftEl.clientWidth), height: 200 });
+  });
+
+  // ---- tables -------------------------------------------------------------------------------
+  function cell(tr, cls) {
+    var td = document.createElement('td');
+    td.className = cls;
+    tr.appendChild(td);
+    return td;
+  }
+  function meterCell(tr, cls) {
+    var td = cell(tr, cls);
+    var meter = document.createElement('span');
+    meter.className = 'meter';
+    var fill = document.createElement('span');
+    meter.appendChild(fill);
+    var text = document.createElement('span');
+    text.className = 'value';
+    td.appendChild(meter);
+    td.appendChild(text);
+    return { td: td, fill: fill, text: text };
+  }
+  function setMeter(m, fraction, text) {
+    var w = fraction === null || fraction === undefined ? 0 : Math.max(0, Math.min(1, fraction));
+    m.fill.style.width = (w * 100).toFixed(1) + '%';
+    m.td.dataset.value = fraction === null || fraction === undefined ? '' : String(fraction);
+    if (m.text.textContent !== text) m.text.textContent = text;
+  }
+  // Keeps tbody's rows in the given order, removing rows not in it.
+  function place(tbody, rows, order) {
+    for (var i = 0; i < order.length; i++) {
+      var row = rows.get(order[i]).tr;
+      if (tbody.children[i] !== row) tbody.insertBefore(row, tbody.children[i] || null);
+    }
+    while (tbody.children.length > order.length) tbody.removeChild(tbody.lastChild);
+  }
+
+  var instanceRows = new Map();
+  var instancesBody = byId('instances');
+  function instanceRow(id) {
+    var tr = document.createElement('tr');
+    tr.dataset.instance = id;
+    var r = { tr: tr, id: cell(tr, 'id'), health: cell(tr, 'health'), inFlight: cell(tr, 'in-flight'),
+      kv: meterCell(tr, 'kv-usage'), hit: meterCell(tr, 'hit-rate'), requests: cell(tr, 'requests'), errors: cell(tr, 'errors') };
+    r.id.textContent = id;
+    r.id.title = id;
+    return r;
+  }
+  function renderInstances(list) {
+    var seen = new Set(), order = [];
+    for (var i = 0; i < list.length; i++) {
+      var inst = list[i];
+      var r = instanceRows.get(inst.id);
+      if (r === undefined) { r = instanceRow(inst.id); instanceRows.set(inst.id, r); }
+      seen.add(inst.id);
+      order.push(inst.id);
+      var health = inst.drained ? 'drained' : inst.healthy ? 'ok' : 'bad';
+      r.health.className = 'health ' + health;
+      setValue(r.health, health, inst.drained ? 'drained' : inst.healthy ? 'healthy' : 'unhealthy');
+      setValue(r.inFlight, inst.inFlight, fmtInt(inst.inFlight));
+      setMeter(r.kv, inst.kvUsage, fmtPct(inst.kvUsage));
+      setMeter(r.hit, inst.hitRate, fmtPct(inst.hitRate));
+      setValue(r.requests, inst.requests, fmtInt(inst.requests));
+      setValue(r.errors, inst.errors + inst.upstreamErrors, fmtInt(inst.errors) +
+        (inst.upstreamErrors > 0 ? ' (+' + fmtInt(inst.upstreamErrors) + ' upstream)' : ''));
+    }
+    instanceRows.forEach(function (r, id) { if (!seen.has(id)) instanceRows.delete(id); });
+    if (order.length === 0) {
+      instancesBody.replaceChildren();
+      var tr = document.createElement('tr');
+      tr.className = 'empty';
+      var td = cell(tr, 'none');
+      td.colSpan = 7;
+      td.textContent = 'no backends';
+      instancesBody.appendChild(tr);
+      return;
+    }
+    place(instancesBody, instanceRows, order);
+  }
+
+  var decisionRows = new Map();
+  var decisionsBody = byId('decisions');
+  function renderDecisions(decisions) {
+    // Only reasons that occurred: each policy uses a few of the router's dozen.
+    var reasons = Object.keys(decisions).filter(function (k) { return decisions[k] > 0; }).sort();
+    var total = 0;
+    for (var i = 0; i < reasons.length; i++) total += decisions[reasons[i]];
+    for (var j = 0; j < reasons.length; j++) {
+      var reason = reasons[j], count = decisions[reason];
+      var r = decisionRows.get(reason);
+      if (r === undefined) {
+        var tr = document.createElement('tr');
+        tr.dataset.reason = reason;
+        r = { tr: tr, reason: cell(tr, 'reason'), count: cell(tr, 'count'), share: meterCell(tr, 'share') };
+        r.reason.textContent = reason;
+        decisionRows.set(reason, r);
+      }
+      setValue(r.count, count, fmtInt(count));
+      setMeter(r.share, total > 0 ? count / total : null, total > 0 ? fmtPct(count / total) : '–');
+    }
+    decisionRows.forEach(function (r, reason) { if (!(decisions[reason] > 0)) decisionRows.delete(reason); });
+    place(decisionsBody, decisionRows, reasons);
+    if (reasons.length === 0) {
+      var tr = document.createElement('tr');
+      tr.className = 'empty';
+      var td = cell(tr, 'none');
+      td.colSpan = 3;
+      td.textContent = 'no decisions yet';
+      decisionsBody.appendChild(tr);
+    }
+  }
+
+  // ---- frames -------------------------------------------------------------------------------
+  function onFrame(f) {
+    lastFrameAt = Date.now();
+    setStatus('live', 'live');
+    setValue(byId('policy'), f.policy, f.policy);
+    setValue(byId('requests-total'), f.requestsTotal, fmtInt(f.requestsTotal));
+    setValue(byId('request-rate'), f.requestRate, fmtRate(f.requestRate));
+    setValue(byId('ttft-p90'), f.ttftP90Ms, fmtMs(f.ttftP90Ms));
+    setValue(byId('hit-rate'), f.hitRate, fmtPct(f.hitRate));
+    setValue(byId('errors-total'), f.errorsTotal, fmtInt(f.errorsTotal));
+    if (times.length === 0 || f.t / 1000 > times[times.length - 1]) {
+      times.push(f.t / 1000);
+      rates.push(f.requestRate);
+      ttfts.push(f.ttftP90Ms);
+      if (times.length > HISTORY) { times.shift(); rates.shift(); ttfts.shift(); }
+      rateChart.setData([times, rates]);
+      ttftChart.setData([times, ttfts]);
+    }
+    renderInstances(f.instances);
+    renderDecisions(f.decisions);
+  }
+
+  var source = new EventSource('/dashboard/events');
+  source.onopen = function () { setStatus('live', 'live'); };
+  source.onerror = function () { setStatus('reconnecting', 'reconnecting…'); };
+  source.onmessage = function (e) {
+    var frame;
+    try { frame = JSON.parse(e.data); } catch (err) { return; }
+    onFrame(frame);
+  };
+})();
+`;

@@ -1,0 +1,78 @@
+/**
+ * Which headers cross the proxy, each way.
+ *
+ * Request → engine: everything except hop-by-hop headers (connection, keep-alive,
+ * transfer-encoding, upgrade, te, trailer, proxy-*, and any header the Connection header
+ * names), host (undici sets the backend's), content-length and expect (undici frames the body
+ * it sends, which may be re-serialised), and every incoming `x-kvroute-*` header (those are the
+ * proxy's to set; a client must not spoof them to an engine or a log).
+ *
+ * Engine → client: the same hop-by-hop set, plus content-length (uWS frames the response) and
+ * date (uWS writes its own); `x-kvroute-*` from upstream is replaced by the proxy's own.
+ *
+ * The request side runs inside the uWS handler (the HttpRequest is valid only there) and
+ * builds one flat [name, value, …] array, the form undici takes without conversion.
+ */
+import type { ClientRequestHead } from './client-io.js';
+
+const DROPPED = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'trailer',
+  'host',
+  'content-length',
+  'expect',
+]);
+
+const DROPPED_RESPONSE = new Set([...DROPPED, 'date']);
+
+function isDropped(name: string, set: Set<string>): boolean {
+  return set.has(name) || name.startsWith('proxy-') || name.startsWith('x-kvroute-');
+}
+
+export interface IncomingHead {
+  /** Flat [name, value, …] to forward. */
+  headers: string[];
+  /** The session header's value ('' if absent). */
+  session: string;
+  /** The declared body length, or -1. */
+  contentLength: number;
+}
+
+/** Copies what the upstream request needs out of a uWS request (call synchronously in the handler). */
+export function readIncomingHead(req: ClientRequestHead, sessionHeader: string): IncomingHead {
+  const headers: string[] = [];
+  let session = '';
+  let contentLength = -1;
+  let connection = '';
+  req.forEach((name, value) => {
+    if (name === sessionHeader) session = value;
+    if (name === 'content-length') contentLength = /^\d+$/.test(value) ? Number(value) : -1;
+    else if (name === 'connection') connection = value;
+    if (!isDropped(name, DROPPED)) headers.push(name, value);
+  });
+  if (connection !== '' && connection !== 'keep-alive' && connection !== 'close') {
+    // Headers the client declared hop-by-hop (RFC 9110 §7.6.1) are not forwarded either.
+    const named = new Set(
+      connection
+        .toLowerCase()
+        .split(',')
+        .map((t) => t.trim()),
+    );
+    for (let i = headers.length - 2; i >= 0; i -= 2) if (named.has(headers[i]!)) headers.splice(i, 2);
+  }
+  return { headers, session, contentLength };
+}
+
+/** The upstream response's headers worth relaying, as [name, value, …] (lowercase names). */
+export function relayedResponseHeaders(raw: Buffer[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toString('latin1').toLowerCase();
+    if (!isDropped(name, DROPPED_RESPONSE)) out.push(name, raw[i + 1]!.toString('latin1'));
+  }
+  return out;
+}

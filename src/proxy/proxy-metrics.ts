@@ -1,0 +1,206 @@
+/**
+ * The proxy's Prometheus metrics (prom-client): a ProxyObserver that counts every request's
+ * lifecycle, and a ProxyMount that serves them at GET /metrics in the text exposition format.
+ *
+ * Names follow `kvroute_<noun>_total` / `_seconds`, labelled by `instance` (the backend URL) and
+ * `policy`; the routing-decision histogram is in microseconds because the issue and operators
+ * read it so (a decision takes 1–10 µs, where second-based buckets would all read 0.00000x).
+ * Gauges that mirror state (in-flight, health, KV usage, hit ratio) are read from the proxy's
+ * state when scraped, never kept up to date per request.
+ *
+ * Cost per request: a few counter/histogram updates keyed by label values; prom-client caches a
+ * label set's series, so steady state allocates nothing but the label-key string it hashes.
+ *
+ * Hazard: `status` is the status sent to the client. Engine statuses pass through unchanged, so
+ * the label's values are bounded by HTTP's, not by anything a client controls.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+import type { ProxyObserver, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
+import type { ProxyMount } from './proxy-options.js';
+import type { ProxyState } from './proxy-state.js';
+
+/** vLLM's TTFT buckets (seconds), so the two dashboards line up. */
+const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
+/** vLLM's end-to-end latency buckets (seconds). */
+const E2E_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
+/** Routing decision time (µs): the addon's route() is ~1 µs; the tail shows event-loop stalls. */
+const DECISION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000];
+
+export interface ProxyMetrics {
+  /** Hears the proxy's requests; pass it in `createProxy({ observers })`. */
+  readonly observer: ProxyObserver;
+  /** Serves GET /metrics; pass it in `createProxy({ mounts })`. */
+  readonly mount: ProxyMount;
+  readonly registry: Registry;
+}
+
+export interface ProxyMetricsOptions {
+  /** Register into this registry (default: a new one, so two proxies in one process don't collide). */
+  registry?: Registry;
+  /** Also export prom-client's process and Node.js metrics (default true). */
+  defaultMetrics?: boolean;
+}
+
+export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetrics {
+  const registry = options.registry ?? new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  let state: ProxyState | undefined;
+  let policy = '';
+  const registers = [registry];
+
+  const requests = new Counter({
+    name: 'kvroute_requests_total',
+    help: 'Requests finished, by the instance that served them (none: never routed), policy and HTTP status.',
+    labelNames: ['instance', 'policy', 'status'] as const,
+    registers,
+  });
+  const decisions = new Counter({
+    name: 'kvroute_routing_decisions_total',
+    help: 'Routing decisions (one per attempt, retries included), by instance, policy and reason.',
+    labelNames: ['instance', 'policy', 'reason'] as const,
+    registers,
+  });
+  const decisionMicros = new Histogram({
+    name: 'kvroute_routing_decision_microseconds',
+    help: 'Wall time of one routing decision (the router call), in microseconds.',
+    labelNames: ['policy'] as const,
+    buckets: DECISION_BUCKETS,
+    registers,
+  });
+  const ttft = new Histogram({
+    name: 'kvroute_time_to_first_token_seconds',
+    help: 'From the request arriving to the first upstream body byte.',
+    labelNames: ['instance'] as const,
+    buckets: TTFT_BUCKETS,
+    registers,
+  });
+  const e2e = new Histogram({
+    name: 'kvroute_e2e_request_latency_seconds',
+    help: 'From the request arriving to its last byte sent (or its failure).',
+    labelNames: ['instance'] as const,
+    buckets: E2E_BUCKETS,
+    registers,
+  });
+  const promptTokens = new Counter({
+    name: 'kvroute_prompt_tokens_total',
+    help: "Prompt tokens of finished requests, from the engines' usage.",
+    labelNames: ['instance'] as const,
+    registers,
+  });
+  const cachedTokens = new Counter({
+    name: 'kvroute_cached_tokens_total',
+    help: 'Prompt tokens the engines served from their prefix cache (usage.prompt_tokens_details.cached_tokens).',
+    labelNames: ['instance'] as const,
+    registers,
+  });
+  const upstreamErrors = new Counter({
+    name: 'kvroute_upstream_errors_total',
+    help: 'Failed upstream attempts, by instance, kind and whether the client had already got bytes.',
+    labelNames: ['instance', 'kind', 'after_first_byte'] as const,
+    registers,
+  });
+  const retries = new Counter({
+    name: 'kvroute_retries_total',
+    help: 'Requests routed again after failing on `instance` before their first byte.',
+    labelNames: ['instance'] as const,
+    registers,
+  });
+  const hitRatios = new Map<string, { prompt: number; cached: number }>();
+  new Gauge({
+    name: 'kvroute_prefix_cache_hit_ratio',
+    help: 'APC: cached / prompt tokens since start, from the engines’ usage (absent until a request reports usage).',
+    labelNames: ['instance'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const [instance, t] of hitRatios) if (t.prompt > 0) this.set({ instance }, t.cached / t.prompt);
+    },
+  });
+  new Gauge({
+    name: 'kvroute_in_flight_requests',
+    help: 'Requests dispatched to the instance and not yet finished.',
+    labelNames: ['instance'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const b of state?.snapshot() ?? []) this.set({ instance: b.id }, b.inFlight);
+    },
+  });
+  new Gauge({
+    name: 'kvroute_backend_healthy',
+    help: '1 while the backend takes requests (circuit breaker closed, not drained), else 0.',
+    labelNames: ['instance'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const b of state?.snapshot() ?? []) this.set({ instance: b.id }, b.healthy && !b.drained ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'kvroute_kv_usage_ratio',
+    help: "The router's effective KV usage of the instance: max(shadow, fresh engine state), 0-1.",
+    labelNames: ['instance'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const i of state?.router.stats().instances ?? []) this.set({ instance: i.instance }, i.effective.kvUsage);
+    },
+  });
+
+  const observer: ProxyObserver = {
+    onRouted(instance: string, reason: string, routedPolicy: string, micros: number) {
+      policy = routedPolicy;
+      decisions.inc({ instance, policy: routedPolicy, reason });
+      decisionMicros.observe({ policy: routedPolicy }, micros);
+    },
+    onFirstByte(instance: string, ttftMs: number) {
+      ttft.observe({ instance }, ttftMs / 1000);
+    },
+    onFinished(instance: string | undefined, status: number, e2eMs: number, usage: UsageCounts | undefined) {
+      const label = instance ?? 'none';
+      // The policy of the request's last decision, or the router's now when it was never routed.
+      requests.inc({ instance: label, policy: instance === undefined ? currentPolicy() : policy, status });
+      if (instance === undefined) return;
+      e2e.observe({ instance }, e2eMs / 1000);
+      if (usage === undefined) return;
+      promptTokens.inc({ instance }, usage.prompt_tokens);
+      cachedTokens.inc({ instance }, usage.cached_tokens);
+      const t = hitRatios.get(instance) ?? { prompt: 0, cached: 0 };
+      t.prompt += usage.prompt_tokens;
+      t.cached += usage.cached_tokens;
+      hitRatios.set(instance, t);
+    },
+    onUpstreamError(instance: string, kind: UpstreamErrorKind, afterFirstByte: boolean) {
+      upstreamErrors.inc({ instance, kind, after_first_byte: afterFirstByte ? 'true' : 'false' });
+    },
+    onRetry(instance: string) {
+      retries.inc({ instance });
+    },
+  };
+  const currentPolicy = () => state?.router.policy.name ?? policy;
+
+  const mount: ProxyMount = (app, proxyState) => {
+    state = proxyState;
+    app.get('/metrics', (res) => {
+      let aborted = false;
+      res.onAborted(() => (aborted = true));
+      registry.metrics().then(
+        (text) => {
+          if (aborted) return;
+          res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', registry.contentType).end(text));
+        },
+        (error: unknown) => {
+          if (aborted) return;
+          res.cork(() =>
+            res
+              .writeStatus('500 Internal Server Error')
+              .writeHeader('content-type', 'text/plain; charset=utf-8')
+              .end(`collecting metrics failed: ${String(error)}\n`),
+          );
+        },
+      );
+    });
+  };
+  return { observer, mount, registry };
+}

@@ -1,0 +1,133 @@
+/**
+ * The seam for everything that watches the proxy without being on its critical path: Prometheus
+ * /metrics, request logs, the dashboard. createProxy({ observers }) takes any number of these;
+ * the server calls them synchronously at each lifecycle point of a request.
+ *
+ * Contract for implementers:
+ * - Every callback is optional and runs on the proxy's event loop: keep it O(1) (bump a
+ *   counter, observe a histogram). Anything slower belongs in a queue drained elsewhere.
+ * - An observer that throws is a bug in the observer; the proxy catches it, warns once per
+ *   observer, and carries on, so a metrics bug can never fail a request.
+ * - Per request: onRouted once per attempt (a retry routes again), then at most one onFirstByte,
+ *   then exactly one onFinished. onUpstreamError/onRetry come between attempts.
+ * - `instance` is the backend URL as configured (the router's instance id); undefined in
+ *   onFinished when the request never reached routing (bad input, no healthy backend).
+ */
+
+/** Why an upstream attempt failed. */
+export type UpstreamErrorKind =
+  | 'refused' // connection refused or the host unreachable
+  | 'connect_timeout' // TCP connect took longer than --connect-timeout
+  | 'first_byte_timeout' // no response headers within --first-byte-timeout
+  | 'idle_timeout' // the body went silent for --idle-timeout
+  | 'reset' // the connection closed or reset mid-exchange
+  | 'error'; // anything else undici reported
+
+/** Token counts from the engine's `usage` (non-streaming body, or the SSE usage chunk). */
+export interface UsageCounts {
+  prompt_tokens: number;
+  /** `usage.prompt_tokens_details.cached_tokens`; 0 when the engine omits it. */
+  cached_tokens: number;
+}
+
+export interface ProxyObserver {
+  /** The router placed an attempt. decisionMicros: the route() call's wall time. */
+  onRouted?(instance: string, reason: string, policy: string, decisionMicros: number): void;
+  /** The first upstream body byte arrived; ttftMs counts from the request's arrival. */
+  onFirstByte?(instance: string, ttftMs: number): void;
+  /**
+   * The request is over. status: the HTTP status sent to the client (499 when the client went
+   * away first). usage: when the response carried it.
+   */
+  onFinished?(instance: string | undefined, status: number, e2eMs: number, usage: UsageCounts | undefined): void;
+  /** An upstream attempt failed; `afterFirstByte` says whether the client already got bytes. */
+  onUpstreamError?(instance: string, kind: UpstreamErrorKind, afterFirstByte: boolean): void;
+  /** A request that failed on `instance` before its first byte is routed again. */
+  onRetry?(instance: string): void;
+  /** A backend's health changed (the circuit breaker opened or closed). */
+  onBackendHealth?(instance: string, healthy: boolean): void;
+}
+
+type Callbacks = Required<ProxyObserver>;
+
+/**
+ * Fans one call out to every observer. Built once; each method is a plain loop with no
+ * allocation when there are no observers.
+ */
+export class ObserverList implements Callbacks {
+  private readonly warned = new Set<ProxyObserver>();
+  readonly any: boolean;
+
+  constructor(
+    private readonly observers: readonly ProxyObserver[],
+    private readonly warn: (message: string) => void,
+  ) {
+    this.any = observers.length > 0;
+  }
+
+  private failed(observer: ProxyObserver, hook: string, error: unknown): void {
+    if (this.warned.has(observer)) return;
+    this.warned.add(observer);
+    this.warn(`kvroute proxy: an observer's ${hook} threw (further errors of it are ignored): ${String(error)}`);
+  }
+
+  onRouted(instance: string, reason: string, policy: string, decisionMicros: number): void {
+    for (const o of this.observers) {
+      try {
+        o.onRouted?.(instance, reason, policy, decisionMicros);
+      } catch (error) {
+        this.failed(o, 'onRouted', error);
+      }
+    }
+  }
+
+  onFirstByte(instance: string, ttftMs: number): void {
+    for (const o of this.observers) {
+      try {
+        o.onFirstByte?.(instance, ttftMs);
+      } catch (error) {
+        this.failed(o, 'onFirstByte', error);
+      }
+    }
+  }
+
+  onFinished(instance: string | undefined, status: number, e2eMs: number, usage: UsageCounts | undefined): void {
+    for (const o of this.observers) {
+      try {
+        o.onFinished?.(instance, status, e2eMs, usage);
+      } catch (error) {
+        this.failed(o, 'onFinished', error);
+      }
+    }
+  }
+
+  onUpstreamError(instance: string, kind: UpstreamErrorKind, afterFirstByte: boolean): void {
+    for (const o of this.observers) {
+      try {
+        o.onUpstreamError?.(instance, kind, afterFirstByte);
+      } catch (error) {
+        this.failed(o, 'onUpstreamError', error);
+      }
+    }
+  }
+
+  onRetry(instance: string): void {
+    for (const o of this.observers) {
+      try {
+        o.onRetry?.(instance);
+      } catch (error) {
+        this.failed(o, 'onRetry', error);
+      }
+    }
+  }
+
+  onBackendHealth(instance: string, healthy: boolean): void {
+    for (const o of this.observers) {
+      try {
+        o.onBackendHealth?.(instance, healthy);
+      } catch (error) {
+        this.failed(o, 'onBackendHealth', error);
+      }
+    }
+  }
+}

@@ -1,0 +1,230 @@
+/**
+ * `kvroute serve` configuration from three layers: command-line flags beat environment
+ * variables, which beat the YAML file (`--config` / KVROUTE_CONFIG), which beats the defaults.
+ *
+ * One table (SETTINGS) names every setting once: its flag, its environment variable
+ * (KVROUTE_ + the flag in upper snake case) and its YAML key (the flag's name, kebab-case).
+ * Every bad value is a ConfigError whose message starts with where it came from (`--port`,
+ * `KVROUTE_PORT`, `kvroute.yaml: port`) and says what was expected, so the CLI can print it as
+ * a usage error (exit 2). Unknown YAML keys are errors too: a typo must not silently fall back.
+ */
+import { readFileSync } from 'node:fs';
+
+import { parse as parseYaml } from 'yaml';
+
+import { POLICY_NAMES } from '../core/policy-spec.js';
+import type { PolicyName } from '../core/types.js';
+import { normaliseBackend, PROXY_DEFAULTS, ProxyOptionError, type ProxyOptions } from './proxy-options.js';
+
+/** A configuration value that is wrong; the message names its source. */
+export class ConfigError extends Error {}
+
+export interface ServeConfig {
+  /** Empty: the CLI starts the embedded simulated fleet. */
+  backends: string[];
+  port: number;
+  host: string;
+  proxy: Omit<ProxyOptions, 'backends' | 'observers' | 'mounts'>;
+  /** Where the YAML file came from, if any. */
+  configFile: string | undefined;
+  /** The admin API's bearer token; undefined leaves the API off (403). */
+  adminToken: string | undefined;
+  /** ms between reconciliations of the shadow counters with the backends' /metrics; 0: off. */
+  reconcileMs: number;
+}
+
+type Kind =
+  'urls' | 'policy' | 'port' | 'host' | 'header' | 'bool' | 'count' | 'size' | 'engine-state' | 'ms' | 'token';
+
+interface Setting {
+  flag: string;
+  kind: Kind;
+  /** Minimum for count and ms kinds. */
+  min?: number;
+}
+
+/** Every setting, by flag name. The YAML key is the flag name; the variable is KVROUTE_<FLAG>. */
+export const SETTINGS: readonly Setting[] = [
+  { flag: 'backends', kind: 'urls' },
+  { flag: 'policy', kind: 'policy' },
+  { flag: 'port', kind: 'port' },
+  { flag: 'host', kind: 'host' },
+  { flag: 'session-header', kind: 'header' },
+  { flag: 'strip-extensions', kind: 'bool' },
+  { flag: 'retries', kind: 'count', min: 0 },
+  { flag: 'max-body', kind: 'size' },
+  { flag: 'engine-state', kind: 'engine-state' },
+  { flag: 'block-size', kind: 'count', min: 1 },
+  { flag: 'connections', kind: 'count', min: 1 },
+  { flag: 'connect-timeout', kind: 'ms', min: 1 },
+  { flag: 'first-byte-timeout', kind: 'ms', min: 1 },
+  { flag: 'idle-timeout', kind: 'ms', min: 1 },
+  { flag: 'admin-token', kind: 'token' },
+  { flag: 'reconcile-interval', kind: 'ms', min: 0 },
+];
+
+export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
+
+export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', reconcileMs: 30_000 };
+
+/** Admin tokens shorter than this are refused: a guessable token is no protection. */
+const MIN_TOKEN_LENGTH = 16;
+
+const SIZE_UNITS: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kb: 1000,
+  kib: 1024,
+  m: 2 ** 20,
+  mb: 1e6,
+  mib: 2 ** 20,
+  g: 2 ** 30,
+  gb: 1e9,
+  gib: 2 ** 30,
+};
+
+type Value = string | number | boolean | string[] | { shm: string } | undefined;
+
+/** Parses one raw value (a flag's or variable's string, or a YAML scalar or list) of a setting. */
+function parseValue(setting: Setting, raw: unknown, source: string): Value {
+  const fail = (expected: string): never => {
+    throw new ConfigError(`${source} must be ${expected}, got ${JSON.stringify(raw)}`);
+  };
+  const text = typeof raw === 'number' ? String(raw) : raw;
+  switch (setting.kind) {
+    case 'urls': {
+      const list = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : fail('a list of URLs');
+      const urls = (list as unknown[]).map((u) => (typeof u === 'string' ? u.trim() : u)).filter((u) => u !== '');
+      try {
+        const normalised = urls.map((u) => normaliseBackend(u, source));
+        if (new Set(normalised).size !== normalised.length)
+          throw new ConfigError(`${source} lists the same backend twice`);
+        return normalised;
+      } catch (error) {
+        if (error instanceof ProxyOptionError) throw new ConfigError(error.message);
+        throw error;
+      }
+    }
+    case 'policy':
+      if (typeof text !== 'string' || !POLICY_NAMES.includes(text as PolicyName))
+        fail(`one of ${POLICY_NAMES.join(', ')}`);
+      return text as string;
+    case 'port': {
+      if (typeof text !== 'string' || !/^\d+$/.test(text) || Number(text) > 65535)
+        fail('a TCP port 0..65535 (0: a free port)');
+      return Number(text);
+    }
+    case 'host':
+      if (typeof text !== 'string' || text.trim() === '' || /\s/.test(text)) fail('a host name or address');
+      return text as string;
+    case 'header':
+      if (typeof text !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(text)) fail('an HTTP header name');
+      return (text as string).toLowerCase();
+    case 'bool': {
+      if (typeof raw === 'boolean') return raw;
+      const t = typeof text === 'string' ? text.toLowerCase() : '';
+      if (['1', 'true', 'yes', 'on'].includes(t)) return true;
+      if (['0', 'false', 'no', 'off'].includes(t)) return false;
+      return fail('true or false (1/0, yes/no)');
+    }
+    case 'count':
+    case 'ms': {
+      const min = setting.min ?? 0;
+      const unit = setting.kind === 'ms' ? ' (milliseconds)' : '';
+      if (typeof text !== 'string' || !/^\d+$/.test(text) || !Number.isSafeInteger(Number(text)) || Number(text) < min)
+        fail(`an integer ≥ ${min}${unit}`);
+      return Number(text);
+    }
+    case 'size': {
+      const match = typeof text === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text) : null;
+      const unit = match === null ? undefined : SIZE_UNITS[match[2]!.toLowerCase()];
+      const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
+      if (!(bytes >= 1 && Number.isSafeInteger(bytes))) fail('a size in bytes ≥ 1, e.g. 65536, 512KiB, 64MiB');
+      return bytes;
+    }
+    case 'token':
+      // The value is a secret: the error does not echo it.
+      if (typeof text !== 'string' || text.length < MIN_TOKEN_LENGTH || /\s/.test(text))
+        throw new ConfigError(`${source} must be a token of at least ${MIN_TOKEN_LENGTH} characters without spaces`);
+      return text as string;
+    case 'engine-state': {
+      if (text === 'shadow') return 'shadow';
+      if (typeof text === 'string' && text.startsWith('shm:') && text.length > 4) return { shm: text.slice(4) };
+      return fail('shadow or shm:NAME (or shm:/dev/shm/NAME)');
+    }
+  }
+}
+
+/** The YAML file's settings, keyed by flag name; unknown keys are errors. */
+function readConfigFile(path: string): Map<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`cannot read config ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (error) {
+    throw new ConfigError(`config ${path} is not valid YAML: ${(error as Error).message.split('\n', 1)[0]}`);
+  }
+  const out = new Map<string, unknown>();
+  if (doc === null || doc === undefined) return out;
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    throw new ConfigError(`config ${path} must be a mapping of settings (e.g. "port: 8000")`);
+  const known = new Set(SETTINGS.map((s) => s.flag));
+  for (const [key, value] of Object.entries(doc)) {
+    if (!known.has(key)) throw new ConfigError(`config ${path}: unknown key "${key}"; known: ${[...known].join(', ')}`);
+    out.set(key, value);
+  }
+  return out;
+}
+
+/**
+ * Resolves the configuration. `flags` are parseArgs values (strings, booleans for
+ * --strip-extensions); `env` is usually process.env.
+ */
+export function resolveServeConfig(
+  flags: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv,
+): ServeConfig {
+  const flagConfig = flags.config;
+  const configFile =
+    typeof flagConfig === 'string' ? flagConfig : env.KVROUTE_CONFIG !== undefined ? env.KVROUTE_CONFIG : undefined;
+  if (configFile === '')
+    throw new ConfigError(`${typeof flagConfig === 'string' ? '--config' : 'KVROUTE_CONFIG'} must not be empty`);
+  const file = configFile === undefined ? new Map<string, unknown>() : readConfigFile(configFile);
+  const values = new Map<string, Value>();
+  for (const setting of SETTINGS) {
+    const flag = flags[setting.flag];
+    const envValue = env[envName(setting.flag)];
+    if (flag !== undefined) values.set(setting.flag, parseValue(setting, flag, `--${setting.flag}`));
+    else if (envValue !== undefined) values.set(setting.flag, parseValue(setting, envValue, envName(setting.flag)));
+    else if (file.has(setting.flag) && file.get(setting.flag) !== null)
+      values.set(setting.flag, parseValue(setting, file.get(setting.flag), `config ${configFile}: ${setting.flag}`));
+  }
+  const get = <T extends Value>(flag: string): T | undefined => values.get(flag) as T | undefined;
+  return {
+    backends: get<string[]>('backends') ?? [],
+    port: get<number>('port') ?? SERVE_DEFAULTS.port,
+    host: get<string>('host') ?? SERVE_DEFAULTS.host,
+    configFile,
+    adminToken: get<string>('admin-token'),
+    reconcileMs: get<number>('reconcile-interval') ?? SERVE_DEFAULTS.reconcileMs,
+    proxy: {
+      policy: get<PolicyName>('policy') ?? PROXY_DEFAULTS.policy,
+      sessionHeader: get<string>('session-header'),
+      stripExtensions: get<boolean>('strip-extensions'),
+      retries: get<number>('retries'),
+      maxBodyBytes: get<number>('max-body'),
+      engineState: get<'shadow' | { shm: string }>('engine-state'),
+      blockSize: get<number>('block-size'),
+      connections: get<number>('connections'),
+      connectTimeoutMs: get<number>('connect-timeout'),
+      firstByteTimeoutMs: get<number>('first-byte-timeout'),
+      idleTimeoutMs: get<number>('idle-timeout'),
+    },
+  };
+}

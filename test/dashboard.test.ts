@@ -1,0 +1,416 @@
+/**
+ * The live dashboard (src/proxy/dashboard/): its rolling windows and observer against a manual
+ * clock, the SSE hub's uWS discipline against a fake response (backpressure, abort, close), and
+ * the page itself in a real browser: headless Chromium (Debian's `chromium`, driven by
+ * playwright-core) opens the page of a proxy in front of two simulated engines and sees the
+ * request counter move after requests go through the proxy.
+ *
+ * Set KVROUTE_DASHBOARD_SCREENSHOT=path.png to save the page as the test leaves it;
+ * KVROUTE_SKIP_BROWSER=1 skips the browser test on a machine without /usr/bin/chromium.
+ */
+import { existsSync } from 'node:fs';
+
+import { chromium, type Browser } from 'playwright-core';
+import type uWS from 'uWebSockets.js';
+import { describe, expect, it, vi } from 'vitest';
+
+import { createDashboard } from '../src/proxy/dashboard/dashboard.js';
+import type { DashboardFrame } from '../src/proxy/dashboard/dashboard-frame.js';
+import { DashboardObserver } from '../src/proxy/dashboard/dashboard-observer.js';
+import { PAGE_SCRIPT } from '../src/proxy/dashboard/page-script.js';
+import { binOf, binValue, QuantileWindow, RateWindow } from '../src/proxy/dashboard/sliding-window.js';
+import { MAX_SKIPPED, SseHub } from '../src/proxy/dashboard/sse-hub.js';
+import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
+import type { ProxyState } from '../src/proxy/proxy-state.js';
+import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+
+/** The page's DOM, as much as the functions run in the browser below use (tsconfig has no DOM lib). */
+interface PageElement {
+  getAttribute(name: string): string | null;
+}
+declare const document: {
+  querySelector(selector: string): PageElement | null;
+  querySelectorAll(selector: string): Iterable<PageElement>;
+};
+const MODEL = 'qwen3-coder-30b-a3b'; // the simulated engines' default preset
+
+/** `promise`, or a rejection naming `what` after `ms`. */
+async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe('rolling windows', () => {
+  it('rate counts the last W complete seconds only', () => {
+    const w = new RateWindow(5);
+    for (let i = 0; i < 10; i++) w.add(10_000 + i * 100); // 10 events in second 10
+    w.add(11_500, 5); // 5 in second 11
+    expect(w.rate(11_900)).toBe(10 / 5); // second 11 is still running
+    expect(w.rate(12_000)).toBe(15 / 5);
+    expect(w.rate(15_999)).toBe(15 / 5);
+    expect(w.rate(16_000)).toBe(5 / 5); // second 10 left the window
+    expect(w.rate(17_000)).toBe(0);
+    w.add(10_000 + 6_000); // reuses second 10's slot: cleared first
+    expect(w.rate(17_000)).toBe(1 / 5);
+  });
+
+  it('p90 is within 2% of the exact nearest-rank quantile and ages out', () => {
+    const w = new QuantileWindow(30);
+    const samples: number[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const ms = 5 + ((i * 7919) % 1000) * 3.7; // 5..3,700 ms, scrambled
+      samples.push(ms);
+      w.add(100_000 + i * 20, ms); // spread over 20 s
+    }
+    const exact = [...samples].sort((a, b) => a - b)[Math.ceil(0.9 * samples.length) - 1]!;
+    const p90 = w.quantile(120_000, 0.9);
+    expect(p90.samples).toBe(1000);
+    expect(Math.abs(p90.value! - exact) / exact).toBeLessThan(0.021);
+    expect(w.quantile(150_500, 0.9)).toEqual({ value: null, samples: 0 });
+    for (const ms of [0.2, 1, 42, 1_000, 600_000]) expect(Math.abs(binValue(binOf(ms)) - ms) / ms).toBeLessThan(0.021);
+    expect(binValue(binOf(0.01))).toBe(0.1); // below MIN_MS: bin 0
+    expect(binOf(Number.NaN)).toBe(0);
+    expect(binOf(1e12)).toBe(binOf(1e13)); // the last bin holds everything beyond
+  });
+
+  it('the observer keeps per-instance totals and a clamped hit rate', () => {
+    let now = 50_000;
+    const o = new DashboardObserver({ now: () => now });
+    o.onFinished('http://a', 200, 10, { prompt_tokens: 100, cached_tokens: 40 });
+    o.onFinished('http://a', 200, 10, { prompt_tokens: 100, cached_tokens: 500 }); // bogus: clamped to prompt
+    o.onFinished('http://b', 502, 10, undefined);
+    o.onFinished(undefined, 400, 1, undefined);
+    o.onUpstreamError('http://b');
+    o.onFirstByte('http://a', 120);
+    expect(o.totals('http://a')).toMatchObject({ requests: 2, promptTokens: 200, cachedTokens: 140, errors: 0 });
+    expect(o.totals('http://b')).toMatchObject({ requests: 1, errors: 1, upstreamErrors: 1, promptTokens: 0 });
+    expect(o.totals('http://never')).toMatchObject({ requests: 0 });
+    expect(o.fleet).toMatchObject({ requests: 4, errors: 2 });
+    now = 51_000;
+    expect(o.requestRate()).toBe(4 / 5);
+    expect(Math.abs(o.ttftP90().value! - 120) / 120).toBeLessThan(0.021);
+  });
+});
+
+/** A stand-in for uWS.HttpResponse that records calls and fails loudly when touched after abort. */
+class FakeResponse {
+  readonly calls: string[] = [];
+  written = '';
+  writeOk = true;
+  aborted = false;
+  onAbortedHandler: (() => void) | undefined;
+  onWritableHandler: ((offset: number) => boolean) | undefined;
+
+  private touch(name: string): void {
+    if (this.aborted) throw new Error(`${name} on an aborted response`);
+    this.calls.push(name);
+  }
+  onAborted(h: () => void): this {
+    this.onAbortedHandler = h;
+    return this;
+  }
+  onWritable(h: (offset: number) => boolean): this {
+    this.onWritableHandler = h;
+    return this;
+  }
+  writeStatus(): this {
+    this.touch('writeStatus');
+    return this;
+  }
+  writeHeader(): this {
+    this.touch('writeHeader');
+    return this;
+  }
+  write(chunk: string): boolean {
+    this.touch('write');
+    this.written += chunk;
+    return this.writeOk;
+  }
+  cork(cb: () => void): this {
+    this.touch('cork');
+    cb();
+    return this;
+  }
+  end(): this {
+    this.touch('end');
+    return this;
+  }
+  close(): this {
+    this.touch('close');
+    this.abort();
+    return this;
+  }
+  abort(): void {
+    this.aborted = true;
+    this.onAbortedHandler?.();
+  }
+}
+
+describe('SSE hub', () => {
+  const asRes = (fake: FakeResponse) => fake as unknown as uWS.HttpResponse;
+
+  it('writes frames corked, skips a backed-up subscriber, then closes it', () => {
+    const counts: number[] = [];
+    const hub = new SseHub((n) => counts.push(n));
+    const slow = new FakeResponse();
+    const fast = new FakeResponse();
+    hub.subscribe(asRes(slow), '{"n":0}');
+    hub.subscribe(asRes(fast), undefined);
+    expect(slow.written).toBe('retry: 1000\n\ndata: {"n":0}\n\n');
+    expect(slow.onAbortedHandler).toBeDefined();
+    slow.writeOk = false;
+    hub.broadcast('{"n":1}'); // buffered by uWS; slow is now backed up
+    expect(slow.calls.slice(-2)).toEqual(['cork', 'write']);
+    const writes = () => slow.calls.filter((c) => c === 'write').length;
+    const before = writes();
+    for (let i = 0; i < MAX_SKIPPED; i++) hub.broadcast(`{"n":${i + 2}}`);
+    expect(writes()).toBe(before); // nothing more piles up on it
+    expect(slow.onWritableHandler!(0)).toBe(true); // drained: frames resume
+    slow.writeOk = true;
+    hub.broadcast('{"n":9}');
+    expect(writes()).toBe(before + 1);
+    slow.writeOk = false;
+    hub.broadcast('{"n":10}');
+    for (let i = 0; i <= MAX_SKIPPED; i++) hub.broadcast('{}');
+    expect(slow.aborted).toBe(true); // closed, and not touched after
+    expect(slow.calls.at(-1)).toBe('close');
+    expect(hub.size).toBe(1);
+    expect(fast.written).toContain('data: {"n":10}\n\n');
+    expect(counts).toEqual([1, 2, 1]);
+  });
+
+  it('never touches an aborted response, and close() ends the rest', () => {
+    const counts: number[] = [];
+    const hub = new SseHub((n) => counts.push(n));
+    const a = new FakeResponse();
+    const b = new FakeResponse();
+    hub.subscribe(asRes(a), undefined);
+    hub.subscribe(asRes(b), undefined);
+    a.abort();
+    hub.broadcast('{}'); // would throw if it wrote to `a`
+    hub.close();
+    expect(b.calls.slice(-2)).toEqual(['cork', 'end']);
+    expect(hub.size).toBe(0);
+    expect(counts).toEqual([1, 2, 1, 0]);
+  });
+});
+
+describe('the page', () => {
+  it('ships a script that parses', () => {
+    expect(() => new Function(PAGE_SCRIPT)).not.toThrow();
+  });
+
+  it('mounts on one proxy only, and a frame that fails to build never throws into uWS', () => {
+    const warnings: string[] = [];
+    const dashboard = createDashboard({ onWarning: (m) => warnings.push(m) });
+    const handlers = new Map<string, (res: uWS.HttpResponse) => void>();
+    const app = {
+      get(pattern: string, handler: (res: uWS.HttpResponse) => void) {
+        handlers.set(pattern, handler);
+        return app;
+      },
+    } as unknown as uWS.TemplatedApp;
+    const broken = () => {
+      throw new Error('stats exploded');
+    };
+    const state = { router: { stats: broken }, snapshot: () => [] } as unknown as ProxyState;
+    dashboard.mount(app, state);
+    const routes = [...handlers.keys()];
+    expect(routes).toEqual(expect.arrayContaining(['/', '/dashboard/app.js', '/dashboard/events', '/dashboard/frame']));
+    expect(routes.some((r) => /^\/dashboard\/uplot-\d+\.\d+\.\d+\.min\.js$/.test(r))).toBe(true);
+    expect(() => dashboard.mount(app, state)).toThrow(/already mounted/);
+
+    let body: unknown;
+    const res = new FakeResponse();
+    Object.assign(res, { end: (b: unknown) => ((body = b), res) });
+    for (let i = 0; i < 2; i++) handlers.get('/dashboard/frame')!(res as unknown as uWS.HttpResponse);
+    expect(body).toBe('{}');
+    expect(warnings).toEqual([expect.stringMatching(/building a frame failed.*stats exploded/)]); // once
+    dashboard.close();
+  });
+
+  it('streams frames over SSE on the proxy, forgets an aborted reader, ends streams on close', async () => {
+    const dashboard = createDashboard({ intervalMs: 50 });
+    const backends = ['http://127.0.0.1:9', 'http://127.0.0.1:10'];
+    const proxy = createProxy({ backends, observers: [dashboard.observer], mounts: [dashboard.mount] });
+    const readers: Array<ReadableStreamDefaultReader<Uint8Array>> = [];
+    try {
+      const { port } = await proxy.listen(0, '127.0.0.1');
+      const base = `http://127.0.0.1:${port}`;
+      const open = async (signal?: AbortSignal) => {
+        const response = await fetch(`${base}/dashboard/events`, { signal });
+        expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+        const reader = response.body!.getReader();
+        readers.push(reader);
+        return reader;
+      };
+      /** The next `n` frames of a stream (an event may span reads, a read may hold several). */
+      const frames = async (reader: ReadableStreamDefaultReader<Uint8Array>, n: number) => {
+        const decoder = new TextDecoder();
+        let text = '';
+        const out: DashboardFrame[] = [];
+        while (out.length < n) {
+          const { value, done } = await reader.read();
+          if (done) throw new Error('the stream ended');
+          text += decoder.decode(value, { stream: true });
+          let end;
+          while ((end = text.indexOf('\n\n')) >= 0) {
+            const event = text.slice(0, end);
+            text = text.slice(end + 2);
+            if (event.startsWith('data: ')) out.push(JSON.parse(event.slice(6)) as DashboardFrame);
+          }
+        }
+        return out;
+      };
+
+      const abort = new AbortController();
+      const first = await open(abort.signal);
+      const second = await open();
+      const [a, b] = await frames(first, 2); // the one written on connect, then a tick
+      expect(a!.instances.map((i) => i.id)).toEqual(backends);
+      expect(a!).toMatchObject({ policy: 'unified', requestsTotal: 0, ttftP90Ms: null, hitRate: null });
+      expect(b!.t).toBeGreaterThanOrEqual(a!.t);
+      expect(dashboard.subscribers).toBe(2);
+
+      abort.abort(); // the client goes away: uWS reports the abort, the hub forgets it
+      await vi.waitFor(() => expect(dashboard.subscribers).toBe(1), { timeout: 5_000, interval: 20 });
+      expect((await frames(second, 2)).length).toBeGreaterThanOrEqual(2); // the other stream is unaffected
+
+      const json = (await (await fetch(`${base}/dashboard/frame`)).json()) as DashboardFrame;
+      expect(json.instances).toHaveLength(2);
+      const page = await fetch(`${base}/`);
+      expect(page.headers.get('content-security-policy')).toContain("default-src 'self'");
+      expect(await page.text()).toContain('id="requests-total"');
+
+      dashboard.close(); // ends the open stream
+      const ended = (async () => {
+        while (!(await second.read()).done); // frames already in flight, then the end
+      })();
+      await within(5_000, ended, 'the event stream to end after close()');
+      expect(dashboard.subscribers).toBe(0);
+      expect((await fetch(`${base}/dashboard/events`)).status).toBe(503);
+    } finally {
+      for (const r of readers) await r.cancel().catch(() => undefined);
+      dashboard.close();
+      await proxy.close({ graceMs: 0 });
+    }
+  });
+
+  // No silent skip: .ci/run installs chromium; KVROUTE_SKIP_BROWSER=1 opts out on a machine without it.
+  it.skipIf(process.env.KVROUTE_SKIP_BROWSER === '1')('shows live numbers in headless Chromium', async () => {
+    expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (or KVROUTE_SKIP_BROWSER=1)`).toBe(
+      true,
+    );
+    let fleet: SimFleet | undefined;
+    let proxy: Proxy | undefined;
+    let browser: Browser | undefined;
+    const dashboard = createDashboard();
+    try {
+      fleet = await startSimFleet({ instances: 2, port: 0, speed: 50 });
+      proxy = createProxy({ backends: fleet.urls, observers: [dashboard.observer], mounts: [dashboard.mount] });
+      const { port } = await proxy.listen(0, '127.0.0.1');
+      const base = `http://127.0.0.1:${port}`;
+
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        timeout: 30_000, // playwright gives it a fresh temporary profile and removes it on close
+        args: [
+          '--headless=new',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
+      });
+      const page = await browser.newPage({ viewport: { width: 1280, height: 960 } });
+      const pageErrors: string[] = [];
+      page.on('pageerror', (error) => pageErrors.push(String(error)));
+      page.on('console', (m) => {
+        if (m.type() === 'error') pageErrors.push(m.text());
+      });
+      page.on('response', (r) => {
+        if (r.status() >= 400) pageErrors.push(`${r.status()} ${r.url()}`);
+      });
+      page.setDefaultTimeout(15_000);
+      await page.goto(`${base}/`, { waitUntil: 'load' });
+
+      // The first frame arrives on connect: both backends listed, the counter at 0.
+      await page.waitForFunction(() => document.querySelector('#requests-total')?.getAttribute('data-value') !== '');
+      const before = Number(await page.getAttribute('#requests-total', 'data-value'));
+      expect(before).toBe(0);
+      for (const url of fleet.urls) {
+        await page.waitForSelector(`#instances tr[data-instance="${url}"]`);
+        expect(await page.textContent(`#instances tr[data-instance="${url}"] .in-flight`)).toBe('0');
+      }
+      expect(await page.textContent('#status')).toBe('live');
+      expect(await page.locator('#chart-rate canvas').count()).toBe(1); // uPlot drew a chart
+
+      // Requests through the proxy: a session's turns (cache hits on one engine) and fresh prompts.
+      const send = async (session: string, content: string): Promise<void> => {
+        const response = await fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-session-id': session },
+          body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 8 }),
+        });
+        expect(response.status).toBe(200);
+        await response.arrayBuffer();
+      };
+      const context = 'You are a coding agent. '.repeat(200);
+      for (let turn = 1; turn <= 3; turn++) await send('s1', `${context} turn ${turn}`);
+      await Promise.all([1, 2, 3].map((k) => send(`s${k + 1}`, `fresh prompt ${k} `.repeat(50 * k))));
+
+      await page.waitForFunction(
+        (previous) => Number(document.querySelector('#requests-total')?.getAttribute('data-value')) > previous,
+        before,
+        { timeout: 15_000, polling: 100 },
+      );
+      await page.waitForFunction(
+        () => Number(document.querySelector('#requests-total')?.getAttribute('data-value')) === 6,
+      );
+      // The session's later turns hit the cache: some engine reports a hit rate above 0.
+      await page.waitForFunction(() =>
+        [...document.querySelectorAll('#instances td.hit-rate')].some(
+          (td) => Number(td.getAttribute('data-value')) > 0,
+        ),
+      );
+      const rows = await page.$$eval('#instances tr[data-instance]', (trs) =>
+        trs.map((tr) => ({
+          id: tr.getAttribute('data-instance'),
+          requests: Number(tr.querySelector('.requests')?.getAttribute('data-value')),
+          kv: tr.querySelector('.kv-usage')?.getAttribute('data-value'),
+        })),
+      );
+      expect(rows.map((r) => r.id).sort()).toEqual([...fleet.urls].sort());
+      expect(rows.reduce((n, r) => n + r.requests, 0)).toBe(6);
+      for (const r of rows) expect(Number(r.kv)).toBeGreaterThanOrEqual(0);
+      const decisions = await page.$$eval('#decisions tr[data-reason] .count', (tds) =>
+        tds.reduce((n, td) => n + Number(td.getAttribute('data-value')), 0),
+      );
+      expect(decisions).toBe(6);
+      // The TTFT p90 and the request rate reach the tiles (the rate needs one complete second).
+      await page.waitForFunction(() => document.querySelector('#ttft-p90')?.getAttribute('data-value') !== '');
+      await page.waitForFunction(() => Number(document.querySelector('#request-rate')?.getAttribute('data-value')) > 0);
+
+      const shot = process.env.KVROUTE_DASHBOARD_SCREENSHOT;
+      if (shot) await page.screenshot({ path: shot, fullPage: true });
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await browser?.close();
+      dashboard.close();
+      await proxy?.close({ graceMs: 0 });
+      await fleet?.close();
+    }
+  });
+});

@@ -1,0 +1,185 @@
+/**
+ * Plumbing for the proxy tests: a proxy in front of simulated engines, hand-written node:http
+ * stub upstreams that misbehave on purpose, an observer that records every lifecycle event,
+ * and bounded waits on events (never sleeps).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+import OpenAI from 'openai';
+
+import { createProxy, type Proxy } from '../../src/proxy/proxy-server.js';
+import type { ProxyOptions } from '../../src/proxy/proxy-options.js';
+import type { ProxyObserver } from '../../src/proxy/proxy-observer.js';
+import { startSimFleet, type SimFleet } from '../../src/sim/sim-fleet.js';
+
+export const MODEL = 'qwen3-coder-30b-a3b';
+
+/** Every observer callback, in order, as [name, ...args]. */
+export class RecordingObserver implements ProxyObserver {
+  readonly events: Array<[string, ...unknown[]]> = [];
+  private waiters: Array<() => void> = [];
+
+  private push(event: [string, ...unknown[]]): void {
+    this.events.push(event);
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  onRouted(instance: string, reason: string, policy: string, decisionMicros: number): void {
+    this.push(['routed', instance, reason, policy, decisionMicros]);
+  }
+  onFirstByte(instance: string, ttftMs: number): void {
+    this.push(['firstByte', instance, ttftMs]);
+  }
+  onFinished(instance: string | undefined, status: number, e2eMs: number, usage: unknown): void {
+    this.push(['finished', instance, status, e2eMs, usage]);
+  }
+  onUpstreamError(instance: string, kind: string, afterFirstByte: boolean): void {
+    this.push(['upstreamError', instance, kind, afterFirstByte]);
+  }
+  onRetry(instance: string): void {
+    this.push(['retry', instance]);
+  }
+  onBackendHealth(instance: string, healthy: boolean): void {
+    this.push(['health', instance, healthy]);
+  }
+
+  named(name: string): Array<[string, ...unknown[]]> {
+    return this.events.filter((e) => e[0] === name);
+  }
+
+  /** Resolves when `predicate` holds after some event; rejects after `timeoutMs`. */
+  async until(predicate: () => boolean, timeoutMs = 5_000, what = 'an observer event'): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate()) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(this.events.slice(-10))}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+}
+
+export interface ProxyRig {
+  proxy: Proxy;
+  base: string;
+  client: OpenAI;
+  observer: RecordingObserver;
+  close(): Promise<void>;
+}
+
+/** A proxy on a free loopback port in front of `backends`, with a recording observer. */
+export async function startProxy(options: Partial<ProxyOptions> & { backends: string[] }): Promise<ProxyRig> {
+  const observer = new RecordingObserver();
+  const warnings: string[] = [];
+  const proxy = createProxy({
+    onWarning: (m) => warnings.push(m),
+    ...options,
+    observers: [observer, ...(options.observers ?? [])],
+  });
+  const { port } = await proxy.listen(0, '127.0.0.1');
+  const base = `http://127.0.0.1:${port}`;
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 20_000 });
+  return { proxy, base, client, observer, close: () => proxy.close({ graceMs: 1_000 }) };
+}
+
+/** Simulated engines plus a proxy in front of them. */
+export async function startFleetProxy(
+  instances: number,
+  options: Partial<ProxyOptions> = {},
+  speed = 50,
+): Promise<ProxyRig & { fleet: SimFleet }> {
+  const fleet = await startSimFleet({ instances, port: 0, speed });
+  const rig = await startProxy({ ...options, backends: fleet.urls });
+  return {
+    ...rig,
+    fleet,
+    close: async () => {
+      await rig.close();
+      await fleet.close();
+    },
+  };
+}
+
+export interface StubUpstream {
+  url: string;
+  server: Server;
+  /** Requests seen, with their headers and bodies. */
+  requests: Array<{ url: string; headers: IncomingMessage['headers']; body: Buffer }>;
+  close(): Promise<void>;
+}
+
+/** A node:http upstream whose handler the test writes; it gets the whole request body. */
+export async function startStub(
+  handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void,
+  port = 0,
+): Promise<StubUpstream> {
+  const requests: StubUpstream['requests'] = [];
+  const sockets = new Set<Socket>();
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      requests.push({ url: req.url ?? '', headers: req.headers, body });
+      handler(req, res, body);
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.once('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    server,
+    requests,
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A loopback URL where nothing listens (connections are refused). */
+export async function refusingUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
+
+/** POSTs JSON (or raw bytes) to the proxy with fetch. */
+export function post(base: string, path: string, body: unknown, headers: Record<string, string> = {}) {
+  return fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
+  });
+}
+
+/** Resolves with `emitter`'s event, or rejects after `timeoutMs`. */
+export function eventWithin<T = unknown>(
+  emitter: { once(event: string, fn: (...args: never[]) => void): unknown },
+  event: string,
+  timeoutMs: number,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${event} within ${timeoutMs} ms`)), timeoutMs);
+    emitter.once(event, ((value: T) => {
+      clearTimeout(timer);
+      resolve(value);
+    }) as (...args: never[]) => void);
+  });
+}

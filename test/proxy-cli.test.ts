@@ -1,0 +1,139 @@
+/**
+ * `kvroute serve`: configuration layers (flags > environment > YAML file > defaults), errors that
+ * name the flag, variable or key, and the command itself end to end: the embedded default (4
+ * simulated engines) answers a request and SIGTERM exits 0; real --backends are proxied.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { ConfigError, resolveServeConfig } from '../src/proxy/serve-config.js';
+import { MODEL, post, startStub } from './helpers/proxy-harness.js';
+import { serveFailure, startServe } from './helpers/proxy-serve-child.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'kvroute-serve-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const file = (name: string, text: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+
+describe('serve configuration', () => {
+  it('defaults: no backends, 127.0.0.1:8000, unified', () => {
+    const c = resolveServeConfig({}, {});
+    expect(c).toMatchObject({ backends: [], port: 8000, host: '127.0.0.1', proxy: { policy: 'unified' } });
+  });
+
+  it('flags beat environment variables, which beat the file', () => {
+    const config = file(
+      'layers.yaml',
+      [
+        'backends: [http://a:1, "http://b:2/"]',
+        'port: 9000',
+        'policy: sticky',
+        'retries: 5',
+        'max-body: 1MiB',
+        'strip-extensions: true',
+        'engine-state: shm:feed',
+        'first-byte-timeout: 1234',
+      ].join('\n'),
+    );
+    const fromFile = resolveServeConfig({ config }, {});
+    expect(fromFile.backends).toEqual(['http://a:1', 'http://b:2']);
+    expect(fromFile.port).toBe(9000);
+    expect(fromFile.proxy).toMatchObject({
+      policy: 'sticky',
+      retries: 5,
+      maxBodyBytes: 2 ** 20,
+      stripExtensions: true,
+      engineState: { shm: 'feed' },
+      firstByteTimeoutMs: 1234,
+    });
+    const env = { KVROUTE_CONFIG: config, KVROUTE_PORT: '9100', KVROUTE_RETRIES: '0', KVROUTE_STRIP_EXTENSIONS: 'no' };
+    const fromEnv = resolveServeConfig({}, env);
+    expect(fromEnv.port).toBe(9100);
+    expect(fromEnv.proxy).toMatchObject({ policy: 'sticky', retries: 0, stripExtensions: false });
+    const fromFlags = resolveServeConfig({ port: '9200', backends: 'http://c:3,http://d:4' }, env);
+    expect(fromFlags.port).toBe(9200);
+    expect(fromFlags.backends).toEqual(['http://c:3', 'http://d:4']);
+    expect(fromFlags.proxy.retries).toBe(0);
+  });
+
+  it('every bad value names its flag, variable or key, and the reason', () => {
+    const bad = (flags: Record<string, string | boolean>, env: NodeJS.ProcessEnv, pattern: RegExp): void => {
+      expect(() => resolveServeConfig(flags, env)).toThrow(ConfigError);
+      expect(() => resolveServeConfig(flags, env)).toThrow(pattern);
+    };
+    bad({ port: 'eighty' }, {}, /^--port must be a TCP port/);
+    bad({ port: '70000' }, {}, /^--port must be a TCP port/);
+    bad({}, { KVROUTE_RETRIES: '-1' }, /^KVROUTE_RETRIES must be an integer ≥ 0/);
+    bad({ 'max-body': '0' }, {}, /^--max-body must be a size/);
+    bad({ 'max-body': '12 parsecs' }, {}, /^--max-body must be a size/);
+    bad({ policy: 'fastest' }, {}, /^--policy must be one of .*unified/);
+    bad({ backends: 'ftp://x' }, {}, /^--backends must be an http/);
+    bad({ backends: 'http://a:1,http://a:1/' }, {}, /--backends lists the same backend twice/);
+    bad({ 'engine-state': 'redis' }, {}, /^--engine-state must be shadow or shm:NAME/);
+    bad({ 'session-header': 'bad header' }, {}, /^--session-header must be an HTTP header name/);
+    bad({}, { KVROUTE_STRIP_EXTENSIONS: 'maybe' }, /^KVROUTE_STRIP_EXTENSIONS must be true or false/);
+    bad({ 'connect-timeout': '0' }, {}, /^--connect-timeout must be an integer ≥ 1 \(milliseconds\)/);
+    bad({ config: join(dir, 'absent.yaml') }, {}, /cannot read config .*absent\.yaml: ENOENT/);
+    bad({ config: file('typo.yaml', 'prot: 80\n') }, {}, /unknown key "prot"/);
+    bad({ config: file('badval.yaml', 'retries: lots\n') }, {}, /^config .*badval\.yaml: retries must be an integer/);
+    bad({ config: file('broken.yaml', 'port: [1,\n') }, {}, /is not valid YAML/);
+    bad({ config: file('list.yaml', '- 1\n- 2\n') }, {}, /must be a mapping/);
+  });
+});
+
+describe('kvroute serve', () => {
+  it('with no backends: the embedded default answers, prints its examples, and SIGTERM exits 0', async () => {
+    const serve = await startServe(['--port', '0']);
+    try {
+      expect(serve.stdout()).toMatch(/^kvroute serve: listening on http:\/\/127\.0\.0\.1:\d+\n$/);
+      const response = await post(serve.base, '/v1/chat/completions', {
+        model: MODEL,
+        messages: [{ role: 'user', content: 'Hello!' }],
+        max_tokens: 2,
+      });
+      expect(response.status).toBe(200);
+      expect(((await response.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(2);
+      expect(response.headers.get('x-kvroute-instance')).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(serve.stderr()).toMatch(/embedded default: 4 simulated vLLM engines/);
+      expect(serve.stderr()).toContain(`curl -s ${serve.base}/v1/chat/completions`);
+      expect(serve.stderr()).toContain(`baseURL: '${serve.base}/v1'`);
+    } finally {
+      expect(await serve.stop()).toBe(0);
+    }
+  });
+
+  it('proxies to --backends given in the environment', async () => {
+    const upstream = await startStub((_req, res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}'),
+    );
+    const serve = await startServe(['--port', '0', '--policy', 'round_robin'], { KVROUTE_BACKENDS: upstream.url });
+    try {
+      const response = await post(serve.base, '/v1/completions', { model: 'm', prompt: 'p' });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('x-kvroute-instance')).toBe(upstream.url);
+      expect(response.headers.get('x-kvroute-reason')).toBe('round_robin');
+      expect(upstream.requests).toHaveLength(1);
+    } finally {
+      expect(await serve.stop()).toBe(0);
+      await upstream.close();
+    }
+  });
+
+  it('a bad value is a usage error: exit 2, the flag named', async () => {
+    const { code, stderr } = await serveFailure(['--port', 'x']);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/^kvroute serve: --port must be a TCP port/);
+    const env = await serveFailure([], { KVROUTE_IDLE_TIMEOUT: 'soon' });
+    expect(env.code).toBe(2);
+    expect(env.stderr).toMatch(/KVROUTE_IDLE_TIMEOUT must be an integer/);
+    const unknown = await serveFailure(['--bogus']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/--bogus/);
+  });
+});
