@@ -47,6 +47,9 @@ export type { TraceRequest, TraceFormat } from './trace/types.js';
 export { characterizeTrace, type CharacterizeOptions } from './analysis/characterize.js';
 export type { TraceSummary } from './analysis/trace-summary.js';
 
+// Simulated vLLM engines over HTTP (src/sim/): for demos and tests of anything OpenAI-shaped.
+export { startSimFleet, type SimFleet, type SimFleetOptions } from './sim/sim-fleet.js';
+
 // The proxy (src/proxy/): an OpenAI-compatible routing server on uWebSockets.js.
 export { createProxy, type NodeHandler, type Proxy } from './proxy/proxy-server.js';
 export { kvrouteFastify, type FastifyPlugin } from './proxy/fastify-plugin.js';

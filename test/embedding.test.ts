@@ -3,8 +3,10 @@
  * Express middleware, and `kvrouteFastify(proxy)` in Fastify. Each serves the OpenAI routes
  * (stream and not, through the official client) while the host keeps its own routes.
  */
+import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 
 import express from 'express';
 import Fastify from 'fastify';
@@ -127,6 +129,37 @@ describe('proxy.handleNode', () => {
       expect(busy()).toBe(false);
     } finally {
       await close(server);
+    }
+  });
+});
+
+describe('examples/embed-http-server.mjs', () => {
+  it('starts, routes a request and stops on SIGTERM', async () => {
+    const script = fileURLToPath(new URL('../examples/embed-http-server.mjs', import.meta.url));
+    const child = spawn(process.execPath, [script], { env: { ...process.env, PORT: '0' }, stdio: 'pipe' });
+    try {
+      const base = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => {
+          out += d;
+          const match = /listening on (http:\/\/\S+)/.exec(out);
+          if (match !== null) resolve(match[1]!);
+        });
+        child.once('exit', (code) => reject(new Error(`the example exited with ${code}`)));
+      });
+      expect(await (await fetch(`${base}/`)).text()).toMatch(/my app/);
+      const response = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 }),
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('x-kvroute-reason')).toBeTruthy();
+      await response.json();
+    } finally {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
     }
   });
 });
