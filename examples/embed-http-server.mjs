@@ -12,7 +12,8 @@ import { createProxy, startSimFleet } from '../dist/index.js';
 
 const given = process.argv[2]?.split(',').filter(Boolean);
 const fleet = given === undefined ? await startSimFleet({ instances: 2, port: 0 }) : undefined;
-const proxy = createProxy({ backends: given ?? fleet.urls, policy: 'unified' });
+const backends = given ?? /** @type {NonNullable<typeof fleet>} */ (fleet).urls;
+const proxy = createProxy({ backends, policy: 'unified' });
 
 const server = createServer((req, res) => {
   if (req.url === '/') {
@@ -24,7 +25,7 @@ const server = createServer((req, res) => {
 });
 
 server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', () => {
-  const { port } = server.address();
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
   console.log(`listening on http://127.0.0.1:${port}`);
   console.error(`try: curl -s http://127.0.0.1:${port}/v1/chat/completions -H 'content-type: application/json' \\
   -d '{"model": "qwen3-coder-30b-a3b", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}' -i`);
