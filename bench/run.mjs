@@ -12,7 +12,7 @@
 // workloads: their results replace the same workloads' in bench/results.json, the others keep
 // theirs (and their dates), and the merged document is written back to bench/results.json.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,7 @@ import { machineInfo, printMachine } from './lib/machine.mjs';
 import { timerOverheadUs } from './lib/measure.mjs';
 import { renderResults, targetChecks } from './lib/report.mjs';
 
-const WORKLOADS = ['mooncake', 'agentic-long', 'characterize', 'simulate', 'feed'];
+const WORKLOADS = ['mooncake', 'agentic-long', 'characterize', 'simulate', 'feed', 'proxy'];
 const here = dirname(fileURLToPath(import.meta.url));
 
 const { values } = parseArgs({
@@ -69,7 +69,11 @@ const results = [];
 try {
   for (const workload of WORKLOADS.filter((w) => !only || only.includes(w))) {
     const out = join(scratch, `${workload}.json`);
-    const args = ['--expose-gc', join(here, `${workload}.mjs`), '--out', out, ...(values.quick ? ['--quick'] : [])];
+    // A .ts workload (Node 20 strips no types) runs through tsx's loader.
+    const script = existsSync(join(here, `${workload}.ts`))
+      ? ['--import', import.meta.resolve('tsx'), join(here, `${workload}.ts`)]
+      : [join(here, `${workload}.mjs`)];
+    const args = ['--expose-gc', ...script, '--out', out, ...(values.quick ? ['--quick'] : [])];
     console.log(`${workload}:`);
     const child = spawnSync(process.execPath, args, { stdio: 'inherit' });
     if (child.status !== 0) {

@@ -1,13 +1,15 @@
 // @ts-check
 // Turns benchmark results into the target checks of issue #2 and the
 // markdown of bench/RESULTS.md.
+import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 
 /**
  * @typedef {import('./workload.mjs').Result} Result
  * @typedef {import('../characterize.mjs').AnalysisResult} AnalysisResult
  * @typedef {import('../simulate.mjs').SimulationResult} SimulationResult
  * @typedef {import('../feed.mjs').FeedResult} FeedResult
- * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult) & { date?: string }} AnyResult
+ * @typedef {import('./proxy-report.mjs').ProxyResult} ProxyResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -129,6 +131,7 @@ export function targetChecks(allResults) {
       (v) => v <= 60,
       ' s',
     );
+  lines.push(...proxyTargetChecks(allResults));
   return lines;
 }
 
@@ -258,5 +261,6 @@ export function renderResults(doc, command) {
       );
     out.push('');
   }
+  out.push(...renderProxyResults(doc.results));
   return out.join('\n');
 }

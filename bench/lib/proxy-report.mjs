@@ -1,0 +1,116 @@
+// @ts-check
+// The proxy workload's (issue #6) target checks and its section of bench/RESULTS.md.
+
+/**
+ * One leg of one scenario. `rps` is req/s (streams: completed streams/s); latencies are µs,
+ * request written → response parsed (streams: → [DONE]); `cpu_us_per_req` is the server
+ * process's user+system CPU per request (nginx: its worker; direct: the stub); `others_cpu_pct` the
+ * share of the machine's CPU that processes outside the bench used during the run.
+ * @typedef {{
+ *   workload: 'proxy', kind: 'proxy',
+ *   scenario: 'latency' | 'rps' | 'stream-rps' | 'streams',
+ *   target: 'direct' | 'nginx' | 'kvroute',
+ *   connections: number, streaming: boolean,
+ *   requests: number, errors: number, incomplete?: number,
+ *   rps: number, p50_us: number, p99_us: number,
+ *   ttfb_p50_us?: number, ttfb_p99_us?: number,
+ *   cpu_us_per_req: number, others_cpu_pct: number, date?: string,
+ * }} ProxyResult
+ */
+
+/** @param {readonly object[]} results @returns {ProxyResult[]} */
+export const proxyOnly = (results) =>
+  /** @type {ProxyResult[]} */ (results.filter((r) => 'kind' in r && r.kind === 'proxy'));
+
+/** @param {ProxyResult[]} rs @param {ProxyResult['scenario']} scenario @param {ProxyResult['target']} target */
+const find = (rs, scenario, target) => rs.find((r) => r.scenario === scenario && r.target === target);
+
+/** @param {number} x */
+const f = (x) => (x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0));
+
+/**
+ * MET/MISS lines for issue #6's targets; a SKIP line for a leg that did not run.
+ * @param {readonly object[]} allResults
+ */
+export function proxyTargetChecks(allResults) {
+  const rs = proxyOnly(allResults);
+  if (rs.length === 0) return [];
+  /** @type {string[]} */
+  const lines = [];
+  const mark = (/** @type {boolean} */ ok) => (ok ? 'MET ' : 'MISS');
+  const direct = find(rs, 'latency', 'direct');
+  const nginxLatency = find(rs, 'latency', 'nginx');
+  const kvLatency = find(rs, 'latency', 'kvroute');
+  if (!kvLatency) lines.push('  SKIP  proxy: no kvroute leg (dist/cli.js had no `serve` verb)');
+  if (!find(rs, 'latency', 'nginx')) lines.push('  SKIP  proxy: no nginx leg (nginx not installed)');
+  if (direct && kvLatency) {
+    const added = kvLatency.p50_us - direct.p50_us;
+    lines.push(
+      `  ${mark(added <= 100)}  proxy adds <= 100 µs at p50 (1 connection, non-streaming): ${f(added)} µs` +
+        (nginxLatency ? ` (nginx adds ${f(nginxLatency.p50_us - direct.p50_us)} µs)` : ''),
+    );
+  }
+  for (const scenario of /** @type {const} */ (['rps', 'stream-rps'])) {
+    const kv = find(rs, scenario, 'kvroute');
+    const nginx = find(rs, scenario, 'nginx');
+    if (!kv || !nginx) continue;
+    const ratio = kv.rps / nginx.rps;
+    lines.push(
+      `  ${mark(ratio >= 1)}  kvroute/nginx req/s >= 1.0 (64 connections, ${scenario === 'rps' ? 'non-streaming' : 'streaming'}): ${ratio.toFixed(2)}x` +
+        ` (${Math.round(kv.rps).toLocaleString('en-US')} vs ${Math.round(nginx.rps).toLocaleString('en-US')})`,
+    );
+  }
+  const streams = find(rs, 'streams', 'kvroute');
+  if (streams) {
+    const failed = streams.errors + (streams.incomplete ?? 0);
+    lines.push(
+      `  ${mark(failed === 0)}  zero errors at 1,000 concurrent streams through kvroute: ${streams.errors} errors, ${streams.incomplete ?? 0} incomplete of ${(streams.requests + failed).toLocaleString('en-US')}`,
+    );
+  }
+  return lines;
+}
+
+/** µs below 1 ms, else ms; signed when `sign`. @param {number} us @param {boolean} [sign] */
+const time = (us, sign = false) => {
+  const prefix = sign ? (us < 0 ? '−' : '+') : '';
+  const a = Math.abs(us);
+  return `${prefix}${a < 1000 ? `${f(a)} µs` : `${f(a / 1000)} ms`}`;
+};
+
+/**
+ * The RESULTS.md section, or nothing without proxy results.
+ * @param {readonly object[]} allResults
+ */
+export function renderProxyResults(allResults) {
+  const rs = proxyOnly(allResults);
+  if (rs.length === 0) return [];
+  const out = ['## proxy: kvroute serve vs nginx vs straight to a stub backend (issue #6)', ''];
+  out.push(
+    'All on loopback on the machine above, legs interleaved. Added latency = the leg’s p50 (p99) minus direct’s, at 1 connection (no queueing). nginx: Debian’s, `worker_processes 1`, upstream keepalive, `proxy_buffering off`. Server CPU is the server process’s user+system time per request (nginx: its worker); others’ CPU is the share of the machine’s CPU that processes outside the bench (other sessions’ builds and tests) used during the run. 2 shared cores: the stub, the proxy and the load generator compete for them. Method: [bench/README.md](README.md#proxy-issue-6).',
+    '',
+  );
+  if (!rs.some((r) => r.target === 'kvroute'))
+    out.push('**kvroute leg not measured**: `kvroute serve` did not exist when these were recorded.', '');
+  out.push(
+    '| scenario | leg | req/s | p50 | p99 | added p50 | added p99 | errors | server CPU µs/req | others’ CPU | date |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+  );
+  const label = {
+    latency: 'latency, 1 conn',
+    rps: '64 conn, non-streaming',
+    'stream-rps': '64 conn, streaming',
+    streams: '1,000 streams, streams/s, time to [DONE]',
+  };
+  for (const r of rs) {
+    const direct = find(rs, r.scenario, 'direct');
+    const added = (/** @type {number} */ a, /** @type {number} */ b) =>
+      direct && r.target !== 'direct' ? time(a - b, true) : '–';
+    const errors = r.incomplete === undefined ? `${r.errors}` : `${r.errors} + ${r.incomplete} incomplete`;
+    out.push(
+      `| ${label[r.scenario]} | ${r.target} | ${Math.round(r.rps).toLocaleString('en-US')} | ${time(r.p50_us)} | ${time(r.p99_us)} | ` +
+        `${added(r.p50_us, direct?.p50_us ?? 0)} | ${added(r.p99_us, direct?.p99_us ?? 0)} | ${errors} | ${f(r.cpu_us_per_req)} | ${r.others_cpu_pct.toFixed(0)}% | ${r.date ?? ''} |`,
+    );
+  }
+  out.push('');
+  return out;
+}
