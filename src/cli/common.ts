@@ -49,3 +49,19 @@ export function choiceFlag<T extends string>(values: OptionValues, name: string,
   if (!choices.includes(raw as T)) throw new UsageError(`--${name} must be one of ${choices.join(', ')}, got ${raw}`);
   return raw as T;
 }
+
+/** Resolves on SIGINT, SIGTERM or `signal` aborting, whichever comes first; removes its listeners. */
+export function untilStopped(signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    if (signal?.aborted) stop();
+    else signal?.addEventListener('abort', stop);
+  });
+}

@@ -21,7 +21,7 @@ import { ConfigError, envName, resolveServeConfig, SERVE_DEFAULTS, SETTINGS } fr
 import { PROXY_DEFAULTS } from '../proxy/proxy-options.js';
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
-import { UsageError } from './common.js';
+import { untilStopped, UsageError } from './common.js';
 
 export const SERVE_USAGE = `  serve               the routing proxy: OpenAI-compatible, cache-aware (docs/proxy.md)
                     --backends URL,…   engines to route to (none: 4 simulated engines in-process)
@@ -149,18 +149,7 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
   reconciler?.start();
   process.stdout.write(`kvroute serve: listening on ${base}\n`);
 
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      hooks.signal?.removeEventListener('abort', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    if (hooks.signal?.aborted) stop();
-    else hooks.signal?.addEventListener('abort', stop);
-  });
+  await untilStopped(hooks.signal);
   process.stderr.write('kvroute serve: stopping (in-flight requests get 10 s)\n');
   dashboard.close();
   await reconciler?.stop();

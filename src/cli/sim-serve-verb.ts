@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS, startSimFleet } from '../sim/sim-fleet.js';
-import { choiceFlag, integerFlag, numberFlag, UsageError } from './common.js';
+import { choiceFlag, integerFlag, numberFlag, untilStopped, UsageError } from './common.js';
 import { publishFleetState } from './fleet-feed.js';
 
 export const SIM_SERVE_USAGE = `  sim serve           simulated vLLM engines over HTTP (OpenAI API, /metrics), one per port
@@ -68,18 +68,7 @@ export async function simServeVerb(args: string[], hooks: SimServeHooks = {}): P
       ? undefined
       : publishFleetState(fleet, values.shm, integerFlag(values, 'publish-ms', 1) ?? 50);
   if (feed !== undefined) process.stderr.write(`kvroute sim serve: publishing engine state to ${feed.path}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      hooks.signal?.removeEventListener('abort', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    if (hooks.signal?.aborted) stop();
-    else hooks.signal?.addEventListener('abort', stop);
-  });
+  await untilStopped(hooks.signal);
   feed?.stop();
   await fleet.close();
 }

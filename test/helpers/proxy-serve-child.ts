@@ -5,6 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
+import { childStopper } from './child-stop.js';
+
 export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
 export interface ServeChild {
@@ -24,15 +26,7 @@ export async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): P
   let stdout = '';
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const stop = async (graceMs = 15_000): Promise<number | null> => {
-    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    const code = await exited;
-    clearTimeout(timer);
-    return code;
-  };
+  const stop = childStopper(child, 15_000);
   try {
     const base = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no listening line in 20 s: ${stdout} ${stderr}`)), 20_000);

@@ -5,6 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
+import { childStopper } from './child-stop.js';
+
 export interface SimServeChild {
   child: ChildProcess;
   urls: string[];
@@ -22,15 +24,7 @@ export async function startSimServe(instances: number, args: string[] = []): Pro
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-  const stop = async (graceMs = 10_000): Promise<number | null> => {
-    if (child.exitCode !== null) return child.exitCode;
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    const code = await exited;
-    clearTimeout(timer);
-    return code;
-  };
+  const stop = childStopper(child, 10_000);
   try {
     let stdout = '';
     const urls = await new Promise<string[]>((resolve, reject) => {
