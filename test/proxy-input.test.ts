@@ -9,6 +9,8 @@ import { connect } from 'node:net';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { relayedResponseHeaders } from '../src/proxy/forward-headers.js';
+
 import { MODEL, post, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
 
 let upstream: StubUpstream;
@@ -255,5 +257,20 @@ describe('proxy: what is forwarded', () => {
       await hashed.close();
       await second.close();
     }
+  });
+});
+
+describe('relayed response headers', () => {
+  it('drop hop-by-hop ones and those uWS writes itself, keep the rest', () => {
+    const raw = [
+      ['Content-Type', 'application/json'],
+      ['Content-Length', '12'],
+      ['uWebSockets', '20'],
+      ['Date', 'Mon, 30 Nov 2026 07:00:00 GMT'],
+      ['Connection', 'keep-alive'],
+      ['X-Kvroute-Instance', 'spoofed'],
+      ['x-request-id', 'abc'],
+    ].flatMap(([name, value]) => [Buffer.from(name!), Buffer.from(value!)]);
+    expect(relayedResponseHeaders(raw)).toEqual(['content-type', 'application/json', 'x-request-id', 'abc']);
   });
 });

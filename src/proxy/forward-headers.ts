@@ -27,7 +27,8 @@ const DROPPED = new Set([
   'expect',
 ]);
 
-const DROPPED_RESPONSE = new Set([...DROPPED, 'date']);
+// uWS writes its own `date` and `uWebSockets` headers; an engine's copies (a uWS upstream) would repeat them.
+const DROPPED_RESPONSE = new Set([...DROPPED, 'date', 'uwebsockets']);
 
 function isDropped(name: string, set: Set<string>): boolean {
   return set.has(name) || name.startsWith('proxy-') || name.startsWith('x-kvroute-');
