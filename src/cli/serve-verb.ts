@@ -39,6 +39,7 @@ export const SERVE_USAGE = `  serve               the routing proxy: OpenAI-comp
                     --connections N    connection cap per backend (default ${PROXY_DEFAULTS.connections})
                     --connect-timeout MS, --first-byte-timeout MS, --idle-timeout MS
                                        (defaults ${PROXY_DEFAULTS.connectTimeoutMs}, ${PROXY_DEFAULTS.firstByteTimeoutMs}, ${PROXY_DEFAULTS.idleTimeoutMs})
+                    --upstream C       completion requests' upstream client: undici or h1 (default ${PROXY_DEFAULTS.upstream})
                     --admin-token T    turns on /admin/* with Authorization: Bearer T (≥ 16 characters;
                                        prefer KVROUTE_ADMIN_TOKEN, flags show in ps)
                     --reconcile-interval MS  reconcile the shadow counters with the backends'

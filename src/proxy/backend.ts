@@ -18,6 +18,8 @@
  */
 import { Pool } from 'undici';
 
+import { H1Pool } from './h1-pool.js';
+
 export interface BackendTimeouts {
   connections: number;
   connectTimeoutMs: number;
@@ -25,6 +27,8 @@ export interface BackendTimeouts {
   idleTimeoutMs: number;
   healthBackoffMs: number;
   healthMaxBackoffMs: number;
+  /** The completion hot path's client: undici's Pool or the lean H1Pool (http: backends only). */
+  upstream?: 'undici' | 'h1';
 }
 
 /** A probe gets at most this long per phase, whatever the request timeouts are. */
@@ -37,6 +41,8 @@ export class Backend {
   /** Path prefix before /v1/... ('' for a bare origin). */
   readonly basePath: string;
   readonly pool: Pool;
+  /** Where completion requests go: `pool` itself, or an H1Pool (`upstream: 'h1'`, http: only). */
+  readonly upstream: Pick<Pool, 'dispatch'> | H1Pool;
   /** Requests dispatched here and not yet finished (including ones started before a drain). */
   inFlight = 0;
   /** False while the circuit breaker is open. */
@@ -67,6 +73,8 @@ export class Backend {
       headersTimeout: timeouts.firstByteTimeoutMs,
       bodyTimeout: timeouts.idleTimeoutMs,
     });
+    this.upstream =
+      timeouts.upstream === 'h1' && url.protocol === 'http:' ? new H1Pool(this.origin, timeouts) : this.pool;
   }
 
   /** Opens the breaker (if closed) and schedules the first probe. Returns true when it was closed. */
@@ -90,15 +98,19 @@ export class Backend {
   async close(graceMs: number): Promise<void> {
     this.removed = true;
     this.clearProbe();
-    const timer = setTimeout(() => void this.pool.destroy().catch(() => {}), graceMs);
+    const h1 = this.upstream instanceof H1Pool ? this.upstream : undefined;
+    const timer = setTimeout(() => {
+      void this.pool.destroy().catch(() => {});
+      void h1?.destroy();
+    }, graceMs);
     timer.unref();
     try {
-      await this.pool.close();
+      await Promise.all([this.pool.close(), h1?.close()]);
     } catch {
       // destroyed meanwhile: the destroy() below settles it
     }
     clearTimeout(timer);
-    await this.pool.destroy().catch(() => {});
+    await Promise.all([this.pool.destroy().catch(() => {}), h1?.destroy()]);
   }
 
   private clearProbe(): void {

@@ -216,7 +216,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
     if (observers.any)
       observers.onRouted(instance, this.reason, state.policyName, (performance.now() - started) * 1000);
     this.resetAttempt();
-    backend.pool.dispatch(
+    backend.upstream.dispatch(
       { path: backend.basePath + this.path, method: 'POST', headers: this.headers, body: parsed.body },
       this,
     );

@@ -44,6 +44,8 @@ export interface ProxyOptions {
   healthBackoffMs?: number;
   /** Longest delay between health probes (default 10,000). */
   healthMaxBackoffMs?: number;
+  /** Completion requests' upstream client: `undici` (default) or `h1`, the lean keep-alive client (http: backends). */
+  upstream?: 'undici' | 'h1';
   /** Hear every request's lifecycle (metrics, logs, the dashboard). */
   observers?: readonly ProxyObserver[];
   /** Extra routes; each is called once with the uWS app before the proxy's own routes. */
@@ -70,6 +72,7 @@ export const PROXY_DEFAULTS = {
   idleTimeoutMs: 300_000,
   healthBackoffMs: 250,
   healthMaxBackoffMs: 10_000,
+  upstream: 'undici' as 'undici' | 'h1',
 };
 
 /** A bad option of createProxy(): names the field. */
@@ -81,6 +84,13 @@ function positiveInteger(field: string, value: number | undefined, fallback: num
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < min)
     throw new ProxyOptionError(`${field} must be an integer ≥ ${min}, got ${String(value)}`);
+  return value;
+}
+
+function upstreamOption(value: unknown): 'undici' | 'h1' {
+  if (value === undefined) return PROXY_DEFAULTS.upstream;
+  if (value !== 'undici' && value !== 'h1')
+    throw new ProxyOptionError(`options.upstream must be 'undici' or 'h1', got ${String(value)}`);
   return value;
 }
 
@@ -110,6 +120,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     idleTimeoutMs: positiveInteger('options.idleTimeoutMs', options.idleTimeoutMs, d.idleTimeoutMs),
     healthBackoffMs: positiveInteger('options.healthBackoffMs', options.healthBackoffMs, d.healthBackoffMs),
     healthMaxBackoffMs: positiveInteger('options.healthMaxBackoffMs', options.healthMaxBackoffMs, d.healthMaxBackoffMs),
+    upstream: upstreamOption(options.upstream),
     observers: options.observers ?? [],
     mounts: options.mounts ?? [],
     onWarning: options.onWarning ?? ((message) => process.emitWarning(message, { code: 'KVROUTE_PROXY' })),

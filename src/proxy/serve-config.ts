@@ -34,7 +34,18 @@ export interface ServeConfig {
 }
 
 type Kind =
-  'urls' | 'policy' | 'port' | 'host' | 'header' | 'bool' | 'count' | 'size' | 'engine-state' | 'ms' | 'token';
+  | 'urls'
+  | 'policy'
+  | 'port'
+  | 'host'
+  | 'header'
+  | 'bool'
+  | 'count'
+  | 'size'
+  | 'engine-state'
+  | 'ms'
+  | 'token'
+  | 'upstream';
 
 interface Setting {
   flag: string;
@@ -61,6 +72,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'idle-timeout', kind: 'ms', min: 1 },
   { flag: 'admin-token', kind: 'token' },
   { flag: 'reconcile-interval', kind: 'ms', min: 0 },
+  { flag: 'upstream', kind: 'upstream' },
 ];
 
 export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
@@ -148,6 +160,9 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       if (typeof text !== 'string' || text.length < MIN_TOKEN_LENGTH || /\s/.test(text))
         throw new ConfigError(`${source} must be a token of at least ${MIN_TOKEN_LENGTH} characters without spaces`);
       return text as string;
+    case 'upstream':
+      if (text !== 'undici' && text !== 'h1') fail('undici or h1');
+      return text as string;
     case 'engine-state': {
       if (text === 'shadow') return 'shadow';
       if (typeof text === 'string' && text.startsWith('shm:') && text.length > 4) return { shm: text.slice(4) };
@@ -225,6 +240,7 @@ export function resolveServeConfig(
       connectTimeoutMs: get<number>('connect-timeout'),
       firstByteTimeoutMs: get<number>('first-byte-timeout'),
       idleTimeoutMs: get<number>('idle-timeout'),
+      upstream: get<'undici' | 'h1'>('upstream'),
     },
   };
 }
