@@ -110,6 +110,9 @@ describe('GET /metrics', () => {
     for (const url of fleet.urls) {
       expect(total(after, 'kvroute_in_flight_requests', { instance: url })).toBe(0);
       expect(total(after, 'kvroute_backend_healthy', { instance: url })).toBe(1);
+      const kv = after.find((m) => m.name === 'kvroute_kv_usage_ratio' && m.labels.instance === url);
+      expect(kv!.value).toBeGreaterThanOrEqual(0);
+      expect(kv!.value).toBeLessThanOrEqual(1);
     }
     expect(after.some((s) => s.name === 'process_cpu_user_seconds_total')).toBe(true);
   });

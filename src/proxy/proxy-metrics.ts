@@ -125,46 +125,37 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     registers,
   });
   const hitRatios = new Map<string, { prompt: number; cached: number }>();
-  new Gauge({
-    name: 'kvroute_prefix_cache_hit_ratio',
-    help: 'APC: cached / prompt tokens since start, from the engines’ usage (absent until a request reports usage).',
-    labelNames: ['instance'] as const,
-    registers,
-    collect() {
-      this.reset();
-      for (const [instance, t] of hitRatios) if (t.prompt > 0) this.set({ instance }, t.cached / t.prompt);
-    },
-  });
-  new Gauge({
-    name: 'kvroute_in_flight_requests',
-    help: 'Requests dispatched to the instance and not yet finished.',
-    labelNames: ['instance'] as const,
-    registers,
-    collect() {
-      this.reset();
-      for (const b of state?.snapshot() ?? []) this.set({ instance: b.id }, b.inFlight);
-    },
-  });
-  new Gauge({
-    name: 'kvroute_backend_healthy',
-    help: '1 while the backend takes requests (circuit breaker closed, not drained), else 0.',
-    labelNames: ['instance'] as const,
-    registers,
-    collect() {
-      this.reset();
-      for (const b of state?.snapshot() ?? []) this.set({ instance: b.id }, b.healthy && !b.drained ? 1 : 0);
-    },
-  });
-  new Gauge({
-    name: 'kvroute_kv_usage_ratio',
-    help: "The router's effective KV usage of the instance: max(shadow, fresh engine state), 0-1.",
-    labelNames: ['instance'] as const,
-    registers,
-    collect() {
-      this.reset();
-      for (const i of state?.router.stats().instances ?? []) this.set({ instance: i.instance }, i.effective.kvUsage);
-    },
-  });
+  /** A per-instance gauge whose values are read from state at scrape time. */
+  const stateGauge = (name: string, help: string, read: () => Iterable<[string, number]>) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['instance'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const [instance, value] of read()) this.set({ instance }, value);
+      },
+    });
+  const backends = () => state?.snapshot() ?? [];
+  stateGauge(
+    'kvroute_prefix_cache_hit_ratio',
+    'APC: cached / prompt tokens since start, from the engines’ usage (absent until a request reports usage).',
+    () => [...hitRatios].filter(([, t]) => t.prompt > 0).map(([instance, t]) => [instance, t.cached / t.prompt]),
+  );
+  stateGauge('kvroute_in_flight_requests', 'Requests dispatched to the instance and not yet finished.', () =>
+    backends().map((b) => [b.id, b.inFlight]),
+  );
+  stateGauge(
+    'kvroute_backend_healthy',
+    '1 while the backend takes requests (circuit breaker closed, not drained), else 0.',
+    () => backends().map((b) => [b.id, b.healthy && !b.drained ? 1 : 0]),
+  );
+  stateGauge(
+    'kvroute_kv_usage_ratio',
+    "The router's effective KV usage of the instance: max(shadow, fresh engine state), 0-1.",
+    () => (state?.router.stats().instances ?? []).map((i) => [i.instance, i.effective.kvUsage]),
+  );
 
   const decisionsOf = memo((instance, routedPolicy, reason) => decisions.labels(instance, routedPolicy, reason));
   const decisionMicrosOf = memo((routedPolicy) => decisionMicros.labels(routedPolicy));
