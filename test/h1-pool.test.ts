@@ -370,31 +370,26 @@ describe('H1Pool against undici', () => {
     ]);
   });
 
-  it('reuses one keep-alive connection across sequential requests', async () => {
+  // How a response's connection headers decide reuse: [case, headers, server ends the socket, requests, connections].
+  // (undici's Pool may open extra connections where h1 reuses one: its client still counts as busy
+  // right after onComplete, so connection counts are h1's.)
+  it.each([
+    ['reuses one keep-alive connection across sequential requests', ['Keep-Alive: timeout=5'], false, 5, 1],
+    ['drops a connection whose Keep-Alive hint is too short to reuse', ['Keep-Alive: timeout=1'], false, 3, 3],
+    ['honours Connection: close (a new connection per request)', ['Connection: close'], true, 3, 3],
+  ] as const)('%s', async (_case, headers, endSocket, requests, connections) => {
     const r = await both(
       () =>
         ({ socket }) => {
-          socket.write(head('200 OK', ['Content-Length: 2', 'Keep-Alive: timeout=5']) + 'ok');
+          const response = head('200 OK', ['Content-Length: 2', ...headers]) + 'ok';
+          if (endSocket) socket.end(response);
+          else socket.write(response);
         },
       {},
-      5,
+      requests,
     );
     same(r);
-    expect(r.h1.server.connections()).toBe(1);
-    // (undici's Pool may open a second one: its client still counts as busy right after onComplete.)
-  });
-
-  it('drops a connection whose Keep-Alive hint is too short to reuse', async () => {
-    const r = await both(
-      () =>
-        ({ socket }) => {
-          socket.write(head('200 OK', ['Content-Length: 2', 'Keep-Alive: timeout=1']) + 'ok');
-        },
-      {},
-      3,
-    );
-    same(r);
-    expect(r.h1.server.connections()).toBe(3);
+    expect(r.h1.server.connections()).toBe(connections);
   });
 
   it('a pause requested by onHeaders holds the body until resume()', async () => {
@@ -411,19 +406,6 @@ describe('H1Pool against undici', () => {
     const [events] = same(r);
     expect(events!.find((e) => e[0] === 'data')?.[1]).toBe(body);
     expect(r.h1.recs[0]!.violations).toBe(0);
-  });
-
-  it('honours Connection: close (a new connection per request)', async () => {
-    const r = await both(
-      () =>
-        ({ socket }) => {
-          socket.end(head('200 OK', ['Content-Length: 2', 'Connection: close']) + 'ok');
-        },
-      {},
-      3,
-    );
-    same(r);
-    expect(r.h1.server.connections()).toBe(3);
   });
 
   it('a server closing an idle connection between requests', async () => {
