@@ -8,13 +8,15 @@
  * Gauges that mirror state (in-flight, health, KV usage, hit ratio) are read from the proxy's
  * state when scraped, never kept up to date per request.
  *
- * Cost per request: a few counter/histogram updates keyed by label values; prom-client caches a
- * label set's series, so steady state allocates nothing but the label-key string it hashes.
+ * Cost per request: a few additions into label-set cells (hot-metrics.ts), which prom-client reads
+ * when scraped; steady state allocates nothing but the label-key string of a cell lookup.
  *
  * Hazard: `status` is the status sent to the client. Engine statuses pass through unchanged, so
  * the label's values are bounded by HTTP's, not by anything a client controls.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+
+import { hotCounter, hotHistogram } from './hot-metrics.js';
 
 import type { ProxyObserver, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
 import type { ProxyMount } from './proxy-options.js';
@@ -26,24 +28,6 @@ const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5
 const E2E_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
 /** Routing decision time (µs): the addon's route() is ~1 µs; the tail shows event-loop stalls. */
 const DECISION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000];
-
-/**
- * One prom-client child per label set, cached: the hot path then skips prom-client's per-call
- * label hashing (it sorts and joins the label object each time; 2–5% of the proxy's CPU in a
- * profile under load). Label sets are bounded by instances × policies × reasons × statuses.
- */
-function memo<C>(make: (...values: string[]) => C): (...values: string[]) => C {
-  const cache = new Map<string, C>();
-  return (...values) => {
-    const key = values.length === 1 ? values[0]! : values.join('\u0000');
-    let child = cache.get(key);
-    if (child === undefined) {
-      child = make(...values);
-      cache.set(key, child);
-    }
-    return child;
-  };
-}
 
 export interface ProxyMetrics {
   /** Hears the proxy's requests; pass it in `createProxy({ observers })`. */
@@ -67,50 +51,50 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
   let policy = '';
   const registers = [registry];
 
-  const requests = new Counter({
+  const requests = hotCounter({
     name: 'kvroute_requests_total',
     help: 'Requests finished, by the instance that served them (none: never routed), policy and HTTP status.',
     labelNames: ['instance', 'policy', 'status'] as const,
-    registers,
+    registry,
   });
-  const decisions = new Counter({
+  const decisions = hotCounter({
     name: 'kvroute_routing_decisions_total',
     help: 'Routing decisions (one per attempt, retries included), by instance, policy and reason.',
     labelNames: ['instance', 'policy', 'reason'] as const,
-    registers,
+    registry,
   });
-  const decisionMicros = new Histogram({
+  const decisionMicros = hotHistogram({
     name: 'kvroute_routing_decision_microseconds',
     help: 'Wall time of one routing decision (the router call), in microseconds.',
     labelNames: ['policy'] as const,
     buckets: DECISION_BUCKETS,
-    registers,
+    registry,
   });
-  const ttft = new Histogram({
+  const ttft = hotHistogram({
     name: 'kvroute_time_to_first_token_seconds',
     help: 'From the request arriving to the first upstream body byte.',
     labelNames: ['instance'] as const,
     buckets: TTFT_BUCKETS,
-    registers,
+    registry,
   });
-  const e2e = new Histogram({
+  const e2e = hotHistogram({
     name: 'kvroute_e2e_request_latency_seconds',
     help: 'From the request arriving to its last byte sent (or its failure).',
     labelNames: ['instance'] as const,
     buckets: E2E_BUCKETS,
-    registers,
+    registry,
   });
-  const promptTokens = new Counter({
+  const promptTokens = hotCounter({
     name: 'kvroute_prompt_tokens_total',
     help: "Prompt tokens of finished requests, from the engines' usage.",
     labelNames: ['instance'] as const,
-    registers,
+    registry,
   });
-  const cachedTokens = new Counter({
+  const cachedTokens = hotCounter({
     name: 'kvroute_cached_tokens_total',
     help: 'Prompt tokens the engines served from their prefix cache (usage.prompt_tokens_details.cached_tokens).',
     labelNames: ['instance'] as const,
-    registers,
+    registry,
   });
   const upstreamErrors = new Counter({
     name: 'kvroute_upstream_errors_total',
@@ -157,32 +141,24 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     () => (state?.router.stats().instances ?? []).map((i) => [i.instance, i.effective.kvUsage]),
   );
 
-  const decisionsOf = memo((instance, routedPolicy, reason) => decisions.labels(instance, routedPolicy, reason));
-  const decisionMicrosOf = memo((routedPolicy) => decisionMicros.labels(routedPolicy));
-  const ttftOf = memo((instance) => ttft.labels(instance));
-  const requestsOf = memo((instance, requestPolicy, status) => requests.labels(instance, requestPolicy, status));
-  const e2eOf = memo((instance) => e2e.labels(instance));
-  const promptTokensOf = memo((instance) => promptTokens.labels(instance));
-  const cachedTokensOf = memo((instance) => cachedTokens.labels(instance));
-
   const observer: ProxyObserver = {
     onRouted(instance: string, reason: string, routedPolicy: string, micros: number) {
       policy = routedPolicy;
-      decisionsOf(instance, routedPolicy, reason).inc();
-      decisionMicrosOf(routedPolicy).observe(micros);
+      decisions.cell(instance, routedPolicy, reason).value++;
+      decisionMicros.cell(routedPolicy).observe(micros);
     },
     onFirstByte(instance: string, ttftMs: number) {
-      ttftOf(instance).observe(ttftMs / 1000);
+      ttft.cell(instance).observe(ttftMs / 1000);
     },
     onFinished(instance: string | undefined, status: number, e2eMs: number, usage: UsageCounts | undefined) {
       const label = instance ?? 'none';
       // The policy of the request's last decision, or the router's now when it was never routed.
-      requestsOf(label, instance === undefined ? currentPolicy() : policy, String(status)).inc();
+      requests.cell(label, instance === undefined ? currentPolicy() : policy, String(status)).value++;
       if (instance === undefined) return;
-      e2eOf(instance).observe(e2eMs / 1000);
+      e2e.cell(instance).observe(e2eMs / 1000);
       if (usage === undefined) return;
-      promptTokensOf(instance).inc(usage.prompt_tokens);
-      cachedTokensOf(instance).inc(usage.cached_tokens);
+      promptTokens.cell(instance).value += usage.prompt_tokens;
+      cachedTokens.cell(instance).value += usage.cached_tokens;
       const t = hitRatios.get(instance) ?? { prompt: 0, cached: 0 };
       t.prompt += usage.prompt_tokens;
       t.cached += usage.cached_tokens;
