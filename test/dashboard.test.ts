@@ -305,6 +305,35 @@ describe('the page', () => {
     }
   });
 
+  it('is closed by proxy.close(): an open event stream ends and the sampler stops', async () => {
+    const dashboard = createDashboard({ intervalMs: 50 });
+    const proxy = createProxy({
+      backends: ['http://127.0.0.1:9'],
+      observers: [dashboard.observer],
+      mounts: [dashboard.mount],
+    });
+    try {
+      const { port } = await proxy.listen(0, '127.0.0.1');
+      const response = await fetch(`http://127.0.0.1:${port}/dashboard/events`);
+      const reader = response.body!.getReader();
+      await reader.read(); // the frame written on connect
+      expect(dashboard.subscribers).toBe(1);
+      const closing = proxy.close({ graceMs: 0 });
+      await within(
+        5_000,
+        (async () => {
+          while (!(await reader.read()).done);
+        })(),
+        'the event stream to end when the proxy closes',
+      );
+      await closing;
+      expect(dashboard.subscribers).toBe(0);
+    } finally {
+      dashboard.close();
+      await proxy.close({ graceMs: 0 });
+    }
+  });
+
   // No silent skip: .ci/run installs chromium; KVROUTE_SKIP_BROWSER=1 opts out on a machine without it.
   it.skipIf(process.env.KVROUTE_SKIP_BROWSER === '1')('shows live numbers in headless Chromium', async () => {
     expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium (or KVROUTE_SKIP_BROWSER=1)`).toBe(

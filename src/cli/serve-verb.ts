@@ -132,7 +132,6 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
   try {
     ({ port } = await proxy.listen(config.port, config.host));
   } catch (error) {
-    dashboard.close();
     await proxy.close({ graceMs: 0 });
     await fleet?.close();
     throw new UsageError(`cannot listen on ${config.host}:${config.port} (${(error as Error).message})`);
@@ -152,7 +151,6 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
 
   await untilStopped(hooks.signal);
   process.stderr.write('kvroute serve: stopping (in-flight requests get 10 s)\n');
-  dashboard.close();
   await reconciler?.stop();
   await proxy.close({ graceMs: 10_000 });
   await fleet?.close();

@@ -12,8 +12,12 @@ import type { PolicyName } from '../core/types.js';
 import type { ProxyObserver } from './proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 
-/** Mounts extra routes (metrics, admin, dashboard) on the proxy's uWS app before its own catch-alls. */
-export type ProxyMount = (app: uWS.TemplatedApp, state: ProxyState) => void;
+/**
+ * Mounts extra routes (metrics, admin, dashboard) on the proxy's uWS app before its own catch-alls.
+ * It may return a cleanup that `proxy.close()` runs first (e.g. ending long-lived SSE responses,
+ * which would otherwise keep the server open); a cleanup must not throw.
+ */
+export type ProxyMount = (app: uWS.TemplatedApp, state: ProxyState) => void | (() => void);
 
 export interface ProxyOptions {
   /** Engine base URLs (`http://host:port`, optionally with a path prefix). At least one. */

@@ -12,8 +12,8 @@
  * method over `any` and wildcards whatever the order, so a mount can take `GET /` or `/metrics`.
  *
  * Every response is an OpenAI-style JSON error or the engine's own bytes; a throw inside a
- * handler becomes a 500, never a crash. close(): stops listening, then lets in-flight requests
- * finish for `graceMs` (default 10 s) before their upstream connections are cut, and closes
+ * handler becomes a 500, never a crash. close(): stops listening, runs the mounts' cleanups,
+ * then lets in-flight requests finish for `graceMs` (default 10 s) before their upstream connections are cut, and closes
  * every pool; nothing of the proxy's keeps the event loop alive afterwards.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -91,7 +91,11 @@ export function createProxy(options: ProxyOptions): Proxy {
   const app = uWS.App();
   const warn = resolved.onWarning;
 
-  for (const mount of resolved.mounts) mount(app, state);
+  const cleanups: (() => void)[] = [];
+  for (const mount of resolved.mounts) {
+    const cleanup = mount(app, state);
+    if (cleanup !== undefined) cleanups.push(cleanup);
+  }
 
   // One table serves the uWS app and the Node handler alike.
   const routes: Record<string, { method: 'GET' | 'POST'; handle: Handler }> = {
@@ -164,6 +168,7 @@ export function createProxy(options: ProxyOptions): Proxy {
       closed ??= (async () => {
         if (listenSocket !== undefined) uWS.us_listen_socket_close(listenSocket);
         listenSocket = undefined;
+        for (const cleanup of cleanups) cleanup();
         await state.close(graceMs);
       })();
       return closed;

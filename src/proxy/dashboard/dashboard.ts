@@ -15,8 +15,8 @@
  * registers onAborted first; none can throw (a frame that fails to build is warned about once
  * and reads as none), since a throw inside a uWS handler would take the proxy down.
  *
- * Hazard: ProxyMount has no close hook, so whoever closes the proxy must call close() too; until
- * then open pages keep their SSE connections open and the sampler running.
+ * The mount returns close() as its cleanup, so `proxy.close()` ends open pages' SSE connections
+ * and stops the sampler; close() may also be called directly and is idempotent.
  */
 import type uWS from 'uWebSockets.js';
 
@@ -103,6 +103,7 @@ class LiveDashboard implements Dashboard {
       if (this.closed) res.writeStatus('503 Service Unavailable').end('the dashboard is closed\n');
       else this.hub.subscribe(res, this.frameJson());
     });
+    return () => this.close();
   };
 
   close(): void {
