@@ -1,8 +1,14 @@
 /**
  * Workload (issue #6): what the proxy costs a request. The same load goes straight to a stub
- * backend (the baseline), through nginx (Debian's, one worker) and through `kvroute serve`
- * (policy unified), all on loopback, in one run, the three legs interleaved repetition by
- * repetition so that drift on the shared machine hits each alike.
+ * backend (the baseline, `direct`), through nginx (Debian's, one worker), through the `floor`
+ * relay and through `kvroute serve` (policy unified), all on loopback, in one run, the legs
+ * interleaved repetition by repetition so that drift on the shared machine hits each alike.
+ *
+ * The floor (bench/proxy-floor.mjs) is the bare relay any uWebSockets.js + Node proxy pays before
+ * doing any work of its own: body read whole, round-robin, one write on a pooled node:net socket,
+ * the response parsed just enough to relay it; no JSON parsing, routing, metrics, header
+ * forwarding, timeouts or retries. kvroute − floor is what kvroute's own code costs; floor − nginx
+ * what the architecture (a JS event loop behind uWS) costs against a C proxy.
  *
  * - latency: 1 connection, non-streaming, a fixed count of sequential requests: no queueing, so
  *   proxy p50 − direct p50 is the latency the proxy adds. Target: kvroute adds <= 100 µs at p50.
@@ -30,6 +36,7 @@ import {
   findNginx,
   machineBusySeconds,
   kvrouteServeAvailable,
+  startFloor,
   startKvroute,
   startNginx,
   startStub,
@@ -120,6 +127,9 @@ async function main(): Promise<ProxyResult[]> {
   console.log(`  stub: uWebSockets.js, ${STUB_PORTS} ports in one process; client: autocannon / node:http`);
   if (!nginx) console.log('  nginx: SKIPPED, not installed (Debian: apt-get install nginx); no kvroute/nginx ratio');
   else console.log(`  nginx: ${nginx}, worker_processes 1 (kvroute serves from one event loop)`);
+  console.log(
+    '  floor: bench/proxy-floor.mjs, bare uWebSockets.js + node:net relay (no parsing, routing, metrics, retries): the lower bound of the architecture',
+  );
   if (!kvroute) console.log('  kvroute: SKIPPED, dist/cli.js has no `serve` verb yet (npm run build:ts)');
   console.log(
     "  fairness: stub, proxy and load generator share this machine's cores; a proxy leg runs 3 busy processes, the direct leg 2",
@@ -140,7 +150,7 @@ async function main(): Promise<ProxyResult[]> {
   return results;
 }
 
-/** Starts the stub, nginx and kvroute, runs `body`, and stops them all whatever happens. */
+/** Starts the stub, nginx, the floor and kvroute, runs `body`, and stops them all whatever happens. */
 async function withLegs(
   stubOptions: { chunkDelayMs: number },
   nginx: string | undefined,
@@ -151,6 +161,7 @@ async function withLegs(
   const legs: Leg[] = [{ name: 'direct', server: stub, stub }];
   try {
     if (nginx) legs.push({ name: 'nginx', server: await startNginx(nginx, stub.ports), stub });
+    legs.push({ name: 'floor', server: await startFloor(stub.ports), stub });
     if (kvroute) legs.push({ name: 'kvroute', server: await startKvroute(stub.ports), stub });
     await body(legs);
   } finally {
@@ -261,6 +272,13 @@ function printRows(rows: ProxyResult[]) {
         console.log(
           `    note: ${r.target} reaches ${((100 * r.rps) / direct.rps).toFixed(0)}% of direct: the load generator may be the limit`,
         );
+  const floor = rows.find((r) => r.target === 'floor');
+  const kvroute = rows.find((r) => r.target === 'kvroute');
+  if (floor && kvroute && floor.connections > 1)
+    console.log(
+      `    kvroute − floor: ${signed(kvroute.cpu_us_per_req - floor.cpu_us_per_req)} server CPU/req (kvroute's own code)` +
+        (nginx ? `; floor − nginx: ${signed(floor.cpu_us_per_req - nginx.cpu_us_per_req)} (the architecture)` : ''),
+    );
 }
 
 async function streams(legs: Leg[]): Promise<ProxyResult[]> {

@@ -13,6 +13,7 @@ import {
   findNginx,
   kvrouteServeAvailable,
   nginxConfig,
+  startFloor,
   startKvroute,
   startNginx,
   startStub,
@@ -149,6 +150,59 @@ describe('proxy bench harness', () => {
       expect(s.complete).toBeGreaterThanOrEqual(20);
     } finally {
       await nginx.stop();
+    }
+  });
+
+  it('through the floor relay: same answers, nothing lost, aborted streams drained, exit 0', async () => {
+    const floor = await startFloor(stub.ports);
+    let stopped = false;
+    try {
+      const r = await closedLoop(target(floor.port, false), { connections: 4, amount: 200 });
+      expect(r).toMatchObject({ ok: 200, errors: 0 });
+      // Clients that go away mid-stream: the floor still reads those responses to their end.
+      const aborts = Array.from({ length: 8 }, async () => {
+        const controller = new AbortController();
+        const res = await fetch(`http://127.0.0.1:${floor.port}/v1/chat/completions`, {
+          method: 'POST',
+          body: body(true),
+          signal: controller.signal,
+        });
+        await res.body!.getReader().read();
+        controller.abort();
+      });
+      await Promise.all(aborts);
+      const s = await openStreams(target(floor.port, true), {
+        streams: 20,
+        seconds: 0.2,
+        chunks: CHUNKS,
+        timeoutMs: 5000,
+      });
+      expect(s.firstError).toBeUndefined();
+      expect(s.complete).toBeGreaterThanOrEqual(20);
+      expect((await fetch(`http://127.0.0.1:${floor.port}/v1/nope`, { method: 'POST', body: '{}' })).status).toBe(404);
+      stopped = true;
+      expect(await floor.stop()).toBeUndefined(); // SIGTERM → exit 0
+    } finally {
+      if (!stopped) await floor.stop();
+    }
+  });
+
+  it('the floor relay answers 502 when its backend is gone', async () => {
+    const dead = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as net.AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    const floor = await startFloor([dead]);
+    try {
+      const res = await fetch(`http://127.0.0.1:${floor.port}/v1/chat/completions`, {
+        method: 'POST',
+        body: body(false),
+      });
+      expect(res.status).toBe(502);
+    } finally {
+      await floor.stop();
     }
   });
 

@@ -1,6 +1,7 @@
 /**
- * The processes of the proxy benchmark (issue #6): the stub backend, nginx and `kvroute serve`,
- * each a child of the bench, started on loopback, stopped by its own pid and waited for.
+ * The processes of the proxy benchmark (issue #6): the stub backend, nginx, the floor relay
+ * (bench/proxy-floor.mjs) and `kvroute serve`, each a child of the bench, started on loopback,
+ * stopped by its own pid and waited for.
  *
  * nginx: Debian's binary, with a config written into a temporary prefix (pid, logs and temp paths
  * all inside it, so it runs as any user):
@@ -151,6 +152,22 @@ export async function startKvroute(backendPorts: number[], policy = 'unified') {
     30_000,
   );
   return running('kvroute', child, child.pid!, [Number(match[1])], () => stopChild('kvroute serve', child, 5000, true));
+}
+
+/**
+ * The floor relay (bench/proxy-floor.mjs: bare uWebSockets.js + node:net, no work of its own) on
+ * an ephemeral port, relaying to `backendPorts`; ready on its one stdout line, exits 0 on SIGTERM.
+ */
+export async function startFloor(backendPorts: number[]) {
+  const args = [join(benchDir, 'proxy-floor.mjs'), '--backends', backendPorts.join(',')];
+  const { child, match } = await spawnUntil(
+    'proxy-floor',
+    process.execPath,
+    args,
+    /^proxy-floor: listening on 127\.0\.0\.1:(\d+)$/,
+    20_000,
+  );
+  return running('floor', child, child.pid!, [Number(match[1])], () => stopChild('proxy-floor', child, 5000, true));
 }
 
 /** Debian's nginx binary, or undefined. */

@@ -5,11 +5,12 @@
  * One leg of one scenario. `rps` is req/s (streams: completed streams/s); latencies are µs,
  * request written → response parsed (streams: → [DONE]); `cpu_us_per_req` is the server
  * process's user+system CPU per request (nginx: its worker; direct: the stub); `others_cpu_pct` the
- * share of the machine's CPU that processes outside the bench used during the run.
+ * share of the machine's CPU that processes outside the bench used during the run. `floor` is
+ * bench/proxy-floor.mjs, the bare uWebSockets.js + node:net relay (the architecture's lower bound).
  * @typedef {{
  *   workload: 'proxy', kind: 'proxy',
  *   scenario: 'latency' | 'rps' | 'stream-rps' | 'streams',
- *   target: 'direct' | 'nginx' | 'kvroute',
+ *   target: 'direct' | 'nginx' | 'floor' | 'kvroute',
  *   connections: number, streaming: boolean,
  *   requests: number, errors: number, incomplete?: number,
  *   rps: number, p50_us: number, p99_us: number,
@@ -29,7 +30,8 @@ const find = (rs, scenario, target) => rs.find((r) => r.scenario === scenario &&
 const f = (x) => (x < 10 ? x.toFixed(2) : x < 100 ? x.toFixed(1) : x.toFixed(0));
 
 /**
- * MET/MISS lines for issue #6's targets; a SKIP line for a leg that did not run.
+ * MET/MISS lines for issue #6's targets; a SKIP line for a leg that did not run; `info` lines (no
+ * target) comparing the floor leg with nginx and kvroute, where it ran.
  * @param {readonly object[]} allResults
  */
 export function proxyTargetChecks(allResults) {
@@ -67,6 +69,38 @@ export function proxyTargetChecks(allResults) {
       `  ${mark(failed === 0)}  zero errors at 1,000 concurrent streams through kvroute: ${streams.errors} errors, ${streams.incomplete ?? 0} incomplete of ${(streams.requests + failed).toLocaleString('en-US')}`,
     );
   }
+  lines.push(...floorInfo(rs));
+  return lines;
+}
+
+const SCENARIO = { rps: 'non-streaming', 'stream-rps': 'streaming' };
+
+/**
+ * Informational lines, no target: the floor's req/s against nginx's, and kvroute's server CPU
+ * per request above the floor's (what kvroute's own code costs on top of the bare relay).
+ * @param {ProxyResult[]} rs
+ */
+function floorInfo(rs) {
+  /** @type {string[]} */
+  const lines = [];
+  /** @type {string[]} */
+  const ratios = [];
+  /** @type {string[]} */
+  const above = [];
+  for (const scenario of /** @type {const} */ (['rps', 'stream-rps'])) {
+    const floor = find(rs, scenario, 'floor');
+    if (!floor) continue;
+    const nginx = find(rs, scenario, 'nginx');
+    const kv = find(rs, scenario, 'kvroute');
+    if (nginx) ratios.push(`${(floor.rps / nginx.rps).toFixed(2)}x ${SCENARIO[scenario]}`);
+    if (kv) {
+      const d = kv.cpu_us_per_req - floor.cpu_us_per_req;
+      above.push(`${d < 0 ? '−' : '+'}${f(Math.abs(d))} µs/req (${SCENARIO[scenario]})`);
+    }
+  }
+  if (ratios.length > 0)
+    lines.push(`  info  proxy floor (bare uWS + node:net relay) req/s vs nginx (64 connections): ${ratios.join(', ')}`);
+  if (above.length > 0) lines.push(`  info  kvroute's own server CPU above the floor: ${above.join(', ')}`);
   return lines;
 }
 
@@ -84,9 +118,9 @@ const time = (us, sign = false) => {
 export function renderProxyResults(allResults) {
   const rs = proxyOnly(allResults);
   if (rs.length === 0) return [];
-  const out = ['## proxy: kvroute serve vs nginx vs straight to a stub backend (issue #6)', ''];
+  const out = ['## proxy: kvroute serve vs nginx vs a bare relay vs straight to a stub backend (issue #6)', ''];
   out.push(
-    'All on loopback on the machine above, legs interleaved. Added latency = the leg’s p50 (p99) minus direct’s, at 1 connection (no queueing). nginx: Debian’s, `worker_processes 1`, upstream keepalive, `proxy_buffering off`. Server CPU is the server process’s user+system time per request (nginx: its worker); others’ CPU is the share of the machine’s CPU that processes outside the bench (other sessions’ builds and tests) used during the run. 2 shared cores: the stub, the proxy and the load generator compete for them. Method: [bench/README.md](README.md#proxy-issue-6).',
+    'All on loopback on the machine above, legs interleaved. Added latency = the leg’s p50 (p99) minus direct’s, at 1 connection (no queueing). nginx: Debian’s, `worker_processes 1`, upstream keepalive, `proxy_buffering off`. floor: [bench/proxy-floor.mjs](proxy-floor.mjs), the bare uWebSockets.js + node:net relay any such Node proxy pays before any work of its own (no JSON parsing, routing, metrics, header forwarding, timeouts or retries): kvroute − floor is kvroute’s own code, floor − nginx the architecture. Server CPU is the server process’s user+system time per request (nginx: its worker); others’ CPU is the share of the machine’s CPU that processes outside the bench (other sessions’ builds and tests) used during the run. 2 shared cores: the stub, the proxy and the load generator compete for them. Method: [bench/README.md](README.md#proxy-issue-6).',
     '',
   );
   if (!rs.some((r) => r.target === 'kvroute'))
