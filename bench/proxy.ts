@@ -1,8 +1,10 @@
 /**
  * Workload (issue #6): what the proxy costs a request. The same load goes straight to a stub
  * backend (the baseline, `direct`), through nginx (Debian's, one worker), through the `floor`
- * relay and through `kvroute serve` (policy unified), all on loopback, in one run, the legs
- * interleaved repetition by repetition so that drift on the shared machine hits each alike.
+ * relay and through `kvroute serve` (policy unified) twice: `kvroute` with its default undici
+ * upstream, `kvroute-h1` with `--upstream h1`; all on loopback, in one run, the legs interleaved
+ * repetition by repetition so that drift on the shared machine hits each alike. The targets are
+ * checked on `kvroute` (the default); `kvroute-h1` is reported beside it.
  *
  * The floor (bench/proxy-floor.mjs) is the bare relay any uWebSockets.js + Node proxy pays before
  * doing any work of its own: body read whole, round-robin, one write on a pooled node:net socket,
@@ -163,6 +165,7 @@ async function withLegs(
     if (nginx) legs.push({ name: 'nginx', server: await startNginx(nginx, stub.ports), stub });
     legs.push({ name: 'floor', server: await startFloor(stub.ports), stub });
     if (kvroute) legs.push({ name: 'kvroute', server: await startKvroute(stub.ports), stub });
+    if (kvroute) legs.push({ name: 'kvroute-h1', server: await startKvroute(stub.ports, 'h1'), stub });
     await body(legs);
   } finally {
     for (const leg of legs.reverse()) {
@@ -260,9 +263,10 @@ function printRows(rows: ProxyResult[]) {
       direct && r !== direct
         ? `  added p50 ${signed(r.p50_us - direct.p50_us)} p99 ${signed(r.p99_us - direct.p99_us)}`
         : '';
-    const ratio = r.target === 'kvroute' && nginx ? `  kvroute/nginx ${(r.rps / nginx.rps).toFixed(2)}x` : '';
+    const ratio =
+      r.target.startsWith('kvroute') && nginx ? `  ${r.target}/nginx ${(r.rps / nginx.rps).toFixed(2)}x` : '';
     console.log(
-      `    ${pad(r.target, 8)} ${Math.round(r.rps).toLocaleString('en-US').padStart(7)} req/s  p50 ${pad(fmt(r.p50_us), 9)} p99 ${pad(fmt(r.p99_us), 9)}` +
+      `    ${pad(r.target, 10)} ${Math.round(r.rps).toLocaleString('en-US').padStart(7)} req/s  p50 ${pad(fmt(r.p50_us), 9)} p99 ${pad(fmt(r.p99_us), 9)}` +
         ` errors ${r.errors}  server CPU ${r.cpu_us_per_req.toFixed(1)} µs/req  others ${r.others_cpu_pct.toFixed(0)}%${added}${ratio}`,
     );
   }
@@ -273,10 +277,10 @@ function printRows(rows: ProxyResult[]) {
           `    note: ${r.target} reaches ${((100 * r.rps) / direct.rps).toFixed(0)}% of direct: the load generator may be the limit`,
         );
   const floor = rows.find((r) => r.target === 'floor');
-  const kvroute = rows.find((r) => r.target === 'kvroute');
-  if (floor && kvroute && floor.connections > 1)
+  const kvroutes = rows.filter((r) => r.target.startsWith('kvroute'));
+  if (floor && kvroutes.length > 0 && floor.connections > 1)
     console.log(
-      `    kvroute − floor: ${signed(kvroute.cpu_us_per_req - floor.cpu_us_per_req)} server CPU/req (kvroute's own code)` +
+      `    ${kvroutes.map((k) => `${k.target} − floor: ${signed(k.cpu_us_per_req - floor.cpu_us_per_req)}`).join(', ')} server CPU/req (kvroute's own code)` +
         (nginx ? `; floor − nginx: ${signed(floor.cpu_us_per_req - nginx.cpu_us_per_req)} (the architecture)` : ''),
     );
 }

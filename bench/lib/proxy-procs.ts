@@ -141,9 +141,20 @@ export function kvrouteServeAvailable(): boolean {
 }
 
 /** `kvroute serve` on an ephemeral port, routing over `backends`; ready on its one stdout line. */
-export async function startKvroute(backendPorts: number[], policy = 'unified') {
+export async function startKvroute(backendPorts: number[], upstream: 'undici' | 'h1' = 'undici') {
   const backends = backendPorts.map((p) => `http://127.0.0.1:${p}`).join(',');
-  const args = [KVROUTE_CLI, 'serve', '--backends', backends, '--port', '0', '--policy', policy];
+  const args = [
+    KVROUTE_CLI,
+    'serve',
+    '--backends',
+    backends,
+    '--port',
+    '0',
+    '--policy',
+    'unified',
+    '--upstream',
+    upstream,
+  ];
   const { child, match } = await spawnUntil(
     'kvroute serve',
     process.execPath,
@@ -151,7 +162,10 @@ export async function startKvroute(backendPorts: number[], policy = 'unified') {
     /^kvroute serve: listening on http:\/\/.+:(\d+)\/?$/,
     30_000,
   );
-  return running('kvroute', child, child.pid!, [Number(match[1])], () => stopChild('kvroute serve', child, 5000, true));
+  const name = upstream === 'h1' ? 'kvroute-h1' : 'kvroute';
+  return running(name, child, child.pid!, [Number(match[1])], () =>
+    stopChild(`kvroute serve (${upstream})`, child, 5000, true),
+  );
 }
 
 /**

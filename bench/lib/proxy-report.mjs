@@ -10,7 +10,7 @@
  * @typedef {{
  *   workload: 'proxy', kind: 'proxy',
  *   scenario: 'latency' | 'rps' | 'stream-rps' | 'streams',
- *   target: 'direct' | 'nginx' | 'floor' | 'kvroute',
+ *   target: 'direct' | 'nginx' | 'floor' | 'kvroute' | 'kvroute-h1',
  *   connections: number, streaming: boolean,
  *   requests: number, errors: number, incomplete?: number,
  *   rps: number, p50_us: number, p99_us: number,
@@ -91,17 +91,40 @@ function floorInfo(rs) {
     const floor = find(rs, scenario, 'floor');
     if (!floor) continue;
     const nginx = find(rs, scenario, 'nginx');
-    const kv = find(rs, scenario, 'kvroute');
     if (nginx) ratios.push(`${(floor.rps / nginx.rps).toFixed(2)}x ${SCENARIO[scenario]}`);
-    if (kv) {
+    for (const target of /** @type {const} */ (['kvroute', 'kvroute-h1'])) {
+      const kv = find(rs, scenario, target);
+      if (!kv) continue;
       const d = kv.cpu_us_per_req - floor.cpu_us_per_req;
-      above.push(`${d < 0 ? '−' : '+'}${f(Math.abs(d))} µs/req (${SCENARIO[scenario]})`);
+      above.push(`${target} ${d < 0 ? '−' : '+'}${f(Math.abs(d))} µs/req (${SCENARIO[scenario]})`);
     }
   }
   if (ratios.length > 0)
     lines.push(`  info  proxy floor (bare uWS + node:net relay) req/s vs nginx (64 connections): ${ratios.join(', ')}`);
   if (above.length > 0) lines.push(`  info  kvroute's own server CPU above the floor: ${above.join(', ')}`);
+  lines.push(...h1Info(rs));
   return lines;
+}
+
+/**
+ * The `--upstream h1` leg measured against the same targets, as information: the targets are
+ * checked on the default (undici) leg.
+ * @param {ProxyResult[]} rs
+ */
+function h1Info(rs) {
+  const parts = [];
+  const direct = find(rs, 'latency', 'direct');
+  const latency = find(rs, 'latency', 'kvroute-h1');
+  if (direct && latency) parts.push(`adds ${f(latency.p50_us - direct.p50_us)} µs at p50 (1 connection)`);
+  for (const scenario of /** @type {const} */ (['rps', 'stream-rps'])) {
+    const kv = find(rs, scenario, 'kvroute-h1');
+    const nginx = find(rs, scenario, 'nginx');
+    if (kv && nginx) parts.push(`${(kv.rps / nginx.rps).toFixed(2)}x nginx req/s ${SCENARIO[scenario]}`);
+  }
+  const streams = find(rs, 'streams', 'kvroute-h1');
+  if (streams)
+    parts.push(`${streams.errors} errors, ${streams.incomplete ?? 0} incomplete at 1,000 concurrent streams`);
+  return parts.length > 0 ? [`  info  kvroute --upstream h1: ${parts.join('; ')}`] : [];
 }
 
 /** µs below 1 ms, else ms; signed when `sign`. @param {number} us @param {boolean} [sign] */
