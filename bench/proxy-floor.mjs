@@ -5,7 +5,10 @@
  * the architecture costs (this) and what kvroute's own code costs (the rest). A bench instrument,
  * not a product path: nothing in kvroute uses it.
  *
- *   node bench/proxy-floor.mjs --backends PORT[,PORT...]      (loopback ports of the stub)
+ *   node bench/proxy-floor.mjs --backends PORT[,PORT...] [--steps headers,parse,route]
+ *
+ * `--backends` are the stub's loopback ports. `--steps` adds, one by one, the work any cache-aware
+ * router must do per request (lib/floor-steps.mjs); bench/proxy-steps.ts measures each.
  *
  * What it does, and nothing more: a uWebSockets.js App on 127.0.0.1 (ephemeral port) reads each
  * POST's body whole, picks a backend round-robin, and sends the request over a keep-alive node:net
@@ -32,11 +35,14 @@ import { parseArgs } from 'node:util';
 
 import uWS from 'uWebSockets.js';
 
+import { floorSteps } from './lib/floor-steps.mjs';
+
 /** @typedef {import('uWebSockets.js').HttpResponse} HttpResponse */
 /**
  * One client request relayed: `started` once the status line went to the client, `aborted` once
  * the client went away (res must not be touched then), `finished` once it was answered.
- * @typedef {{ res: HttpResponse, aborted: boolean, started: boolean, finished: boolean }} Exchange
+ * `steps` is what the optional --steps keep on it (lib/floor-steps.mjs).
+ * @typedef {{ res: HttpResponse, aborted: boolean, started: boolean, finished: boolean, steps: import('./lib/floor-steps.mjs').StepState }} Exchange
  */
 /** @typedef {{ port: number, host: string, idle: Upstream[] }} Backend */
 
@@ -198,6 +204,7 @@ class Upstream {
   /** The response is complete: the socket goes back to its pool (or away). @param {Exchange} ex */
   done(ex) {
     ex.finished = true;
+    steps.finish?.(ex.steps, true);
     this.exchange = null;
     this.state = HEAD;
     if (this.buf.length > 0 || this.closeAfter) return this.gone();
@@ -223,13 +230,14 @@ class Upstream {
 
 /** The upstream failed mid-request: 502, or a closed connection once the status is out. @param {Exchange} ex */
 function fail(ex) {
+  steps.finish?.(ex.steps, false);
   if (ex.aborted || ex.finished) return;
   ex.finished = true;
   if (ex.started) ex.res.close();
   else ex.res.cork(() => ex.res.writeStatus('502 Bad Gateway').end('upstream failed'));
 }
 
-const { values } = parseArgs({ options: { backends: { type: 'string' } } });
+const { values } = parseArgs({ options: { backends: { type: 'string' }, steps: { type: 'string' } } });
 const ports = (values.backends ?? '').split(',').map(Number);
 if (ports.length === 0 || !ports.every((p) => Number.isInteger(p) && p > 0 && p < 65536)) {
   console.error('proxy-floor: --backends takes a comma-separated list of loopback ports');
@@ -237,21 +245,31 @@ if (ports.length === 0 || !ports.every((p) => Number.isInteger(p) && p > 0 && p 
 }
 /** @type {Backend[]} */
 const backends = ports.map((port) => ({ port, host: `host: 127.0.0.1:${port}\r\n`, idle: [] }));
+const stepNames = (values.steps ?? '').split(',').filter((name) => name !== '');
+const steps = await floorSteps(stepNames, backends.length).catch((/** @type {Error} */ error) => {
+  console.error(`proxy-floor: ${error.message}`);
+  process.exit(2);
+});
 let next = 0;
 
-/** Sends the request to the next backend, on an idle socket or a new one. @param {Exchange} ex @param {string} url @param {Buffer[]} parts */
+/**
+ * Sends the request to a backend (the next one round-robin, or the route step's pick), on an idle
+ * socket or a new one. @param {Exchange} ex @param {string} url @param {Buffer[]} parts
+ */
 function relay(ex, url, parts) {
-  const backend = /** @type {Backend} */ (backends[next]);
+  const body = parts.length === 1 ? /** @type {Buffer} */ (parts[0]) : Buffer.concat(parts);
+  const picked = steps.pick?.(body, ex.steps);
+  const backend = /** @type {Backend} */ (backends[picked ?? next]);
   next = (next + 1) % backends.length;
-  const length = parts.reduce((n, p) => n + p.length, 0);
+  const headers = ex.steps.forwarded ?? 'content-type: application/json\r\n';
   const head = Buffer.from(
-    `POST ${url} HTTP/1.1\r\n${backend.host}content-type: application/json\r\ncontent-length: ${length}\r\n\r\n`,
+    `POST ${url} HTTP/1.1\r\n${backend.host}${headers}content-length: ${body.length}\r\n\r\n`,
     'latin1',
   );
   let upstream = backend.idle.pop();
   if (upstream === undefined) upstream = new Upstream(backend);
   else upstream.pooled = false;
-  upstream.send(ex, Buffer.concat([head, ...parts]));
+  upstream.send(ex, Buffer.concat([head, body]));
 }
 
 const app = uWS.App();
@@ -259,7 +277,8 @@ app.post('/*', (res, req) => {
   const query = req.getQuery();
   const url = query ? `${req.getUrl()}?${query}` : req.getUrl();
   /** @type {Exchange} */
-  const ex = { res, aborted: false, started: false, finished: false };
+  const ex = { res, aborted: false, started: false, finished: false, steps: {} };
+  steps.readHead?.(req, ex.steps);
   res.onAborted(() => {
     ex.aborted = true;
   });

@@ -33,6 +33,7 @@ import { parseArgs } from 'node:util';
 
 import { machineInfo, printMachine } from './lib/machine.mjs';
 import { closedLoop, openStreams, percentiles, type Target } from './lib/proxy-load.js';
+import { chatRequests } from './lib/proxy-requests.js';
 import {
   cpuSeconds,
   findNginx,
@@ -50,7 +51,6 @@ const STUB_PORTS = 4;
 const CHUNKS = 16;
 const STREAM_CHUNK_DELAY_MS = 50;
 const STREAMS = 1000;
-const SESSIONS = 64;
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, out: { type: 'string' } } });
 const quick = values.quick === true;
@@ -58,28 +58,7 @@ const plan = quick
   ? { reps: 1, latencyRequests: 1000, loopSeconds: 2, warmSeconds: 0.5, streamSeconds: 3 }
   : { reps: 3, latencyRequests: 3000, loopSeconds: 4, warmSeconds: 1, streamSeconds: 8 };
 
-/**
- * Chat requests of SESSIONS sessions: a ~1 kB prompt and 64 block ids each, the first 8 blocks
- * shared by every session (the system prompt), the rest the session's own; the session id in
- * `x-session-id`. Every connection cycles through them (stream i of the 1,000 is session
- * i mod SESSIONS), so a cache-aware router sees many sessions and can spread them over its backends.
- */
-function chatRequests(stream: boolean): Target['requests'] {
-  return Array.from({ length: SESSIONS }, (_, session) => ({
-    headers: { 'x-session-id': `bench-session-${session}` },
-    body: JSON.stringify({
-      model: 'stub',
-      messages: [
-        { role: 'system', content: 'You are a coding agent. '.repeat(20) },
-        { role: 'user', content: `Session ${session}: fix the failing test in src/proxy/relay.ts. `.repeat(12) },
-      ],
-      max_tokens: CHUNKS,
-      hash_ids: Array.from({ length: 64 }, (_, i) => (i < 8 ? i + 1 : 1_000_003 * (session + 1) + i)),
-      ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
-    }),
-  }));
-}
-const REQUESTS = { plain: chatRequests(false), stream: chatRequests(true) };
+const REQUESTS = { plain: chatRequests(false, CHUNKS), stream: chatRequests(true, CHUNKS) };
 const target = (port: number, stream: boolean): Target => ({
   port,
   path: '/v1/chat/completions',

@@ -170,10 +170,12 @@ export async function startKvroute(backendPorts: number[], upstream: 'undici' | 
 
 /**
  * The floor relay (bench/proxy-floor.mjs: bare uWebSockets.js + node:net, no work of its own) on
- * an ephemeral port, relaying to `backendPorts`; ready on its one stdout line, exits 0 on SIGTERM.
+ * an ephemeral port, relaying to `backendPorts`, with the optional `steps` (lib/floor-steps.mjs);
+ * ready on its one stdout line, exits 0 on SIGTERM.
  */
-export async function startFloor(backendPorts: number[]) {
+export async function startFloor(backendPorts: number[], steps: readonly string[] = []) {
   const args = [join(benchDir, 'proxy-floor.mjs'), '--backends', backendPorts.join(',')];
+  if (steps.length > 0) args.push('--steps', steps.join(','));
   const { child, match } = await spawnUntil(
     'proxy-floor',
     process.execPath,
@@ -181,7 +183,8 @@ export async function startFloor(backendPorts: number[]) {
     /^proxy-floor: listening on 127\.0\.0\.1:(\d+)$/,
     20_000,
   );
-  return running('floor', child, child.pid!, [Number(match[1])], () => stopChild('proxy-floor', child, 5000, true));
+  const name = steps.length > 0 ? `floor+${steps.join('+')}` : 'floor';
+  return running(name, child, child.pid!, [Number(match[1])], () => stopChild('proxy-floor', child, 5000, true));
 }
 
 /** Debian's nginx binary, or undefined. */

@@ -1,0 +1,99 @@
+// @ts-check
+/**
+ * Optional per-request steps for the floor relay (`bench/proxy-floor.mjs --steps a,b,…`): the work
+ * any cache-aware router has to do for a request, which the bare relay leaves out. Added one at a
+ * time by `bench/proxy-steps.ts`, they show what each costs in CPU under real load, so kvroute's
+ * figure can be compared with "the floor plus the work it cannot skip".
+ *
+ * - headers: copy the client's headers to forward upstream (all but hop-by-hop, host and
+ *   content-length, as kvroute forwards them) and read the session header.
+ * - parse: `JSON.parse` the body, check `model`, copy `hash_ids` into a Float64Array (the
+ *   router's id form). A body the step cannot read is relayed anyway (round-robin).
+ * - route: kvroute's native `Router` (from `dist/`, so `npm run build` first) picks the backend
+ *   by those ids and the session, policy `unified`; the ticket completes when the response ends
+ *   and is aborted when it fails. Needs `parse`.
+ */
+
+export const STEP_NAMES = /** @type {const} */ (['headers', 'parse', 'route']);
+
+const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'host']);
+NOT_FORWARDED.add('content-length');
+NOT_FORWARDED.add('expect');
+
+/**
+ * @typedef {{
+ *   forwarded?: string,
+ *   session?: string,
+ *   ticket?: number,
+ * }} StepState  What the steps keep on one exchange.
+ *
+ * @typedef {{
+ *   readHead?: (req: import('uWebSockets.js').HttpRequest, state: StepState) => void,
+ *   pick?: (body: Buffer, state: StepState) => number | undefined,
+ *   finish?: (state: StepState, ok: boolean) => void,
+ * }} Steps  Hooks the relay calls: in the uWS handler, once the body is whole, when the exchange ends.
+ */
+
+/**
+ * The hooks for `names` (a subset of STEP_NAMES) over `backendCount` backends.
+ * @param {readonly string[]} names
+ * @param {number} backendCount
+ * @returns {Promise<Steps>}
+ */
+export async function floorSteps(names, backendCount) {
+  for (const name of names)
+    if (!(/** @type {readonly string[]} */ (STEP_NAMES).includes(name)))
+      throw new Error(`--steps: unknown step "${name}" (known: ${STEP_NAMES.join(', ')})`);
+  if (names.includes('route') && !names.includes('parse')) throw new Error('--steps: route needs parse');
+  /** @type {Steps} */
+  const steps = {};
+  if (names.includes('headers'))
+    steps.readHead = (req, state) => {
+      let forwarded = '';
+      req.forEach((name, value) => {
+        if (name === 'x-session-id') state.session = value;
+        if (!NOT_FORWARDED.has(name) && !name.startsWith('x-kvroute-')) forwarded += `${name}: ${value}\r\n`;
+      });
+      state.forwarded = forwarded;
+    };
+  if (!names.includes('parse')) return steps;
+
+  const router = names.includes('route') ? await nativeRouter(backendCount) : undefined;
+  steps.pick = (body, state) => {
+    /** @type {unknown} */
+    let parsed;
+    try {
+      parsed = JSON.parse(body.toString('utf8'));
+    } catch {
+      return undefined;
+    }
+    const request = /** @type {{ model?: unknown, hash_ids?: unknown }} */ (parsed);
+    if (typeof request.model !== 'string' || !Array.isArray(request.hash_ids)) return undefined;
+    const source = request.hash_ids;
+    const ids = new Float64Array(source.length);
+    for (let i = 0; i < ids.length; i++) ids[i] = Number(source[i]);
+    if (router === undefined) return undefined;
+    state.ticket = router.route(
+      state.session === undefined ? { hashIds: ids } : { hashIds: ids, session: state.session },
+    );
+    return Number(router.decision.instance);
+  };
+  if (router !== undefined)
+    steps.finish = (state, ok) => {
+      if (state.ticket === undefined) return;
+      if (ok) {
+        router.onFirstToken(state.ticket);
+        router.complete(state.ticket);
+      } else router.abort(state.ticket);
+      state.ticket = undefined;
+    };
+  return steps;
+}
+
+/** kvroute's Router over instances named "0".."n-1" (the backends' indexes), native addon. @param {number} n */
+async function nativeRouter(n) {
+  const { Router } = await import('../../dist/index.js');
+  const router = new Router({ instances: Array.from({ length: n }, (_, i) => String(i)), policy: 'unified' });
+  if (!router.native) throw new Error('--steps route: the native addon is not built (npm run build)');
+  return router;
+}
