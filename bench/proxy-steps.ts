@@ -7,7 +7,9 @@
  * servers alternated run by run; the figure is the server process's CPU per request (user +
  * system from /proc), the median over the repetitions.
  *
- *   node --import tsx bench/proxy-steps.ts [--reps N] [--seconds S]
+ *   node --import tsx bench/proxy-steps.ts [--reps N] [--seconds S] [--prompt-only]
+ *
+ * `--prompt-only` sends the requests without `hash_ids`, so the routers hash the prompt.
  *
  * A diagnostic, not a workload of `npm run bench`: it prints and records nothing. Needs
  * `npm run build` (the route step and the kvroute legs use dist/).
@@ -19,14 +21,16 @@ import { closedLoop } from './lib/proxy-load.js';
 import { cpuSeconds, startFloor, startKvroute, startStub, type Running } from './lib/proxy-procs.js';
 import { chatRequests } from './lib/proxy-requests.js';
 
-const { values } = parseArgs({ options: { reps: { type: 'string' }, seconds: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { reps: { type: 'string' }, seconds: { type: 'string' }, 'prompt-only': { type: 'boolean' } },
+});
 const reps = Number(values.reps ?? 5);
 const seconds = Number(values.seconds ?? 3);
 if (!(Number.isInteger(reps) && reps > 0)) throw new Error(`--reps must be a positive integer, got ${values.reps}`);
 if (!(seconds > 0)) throw new Error(`--seconds must be positive, got ${values.seconds}`);
 
 const STEPS: readonly (readonly string[])[] = [[], ['headers'], ['headers', 'parse'], ['headers', 'parse', 'route']];
-const requests = chatRequests(false, 16);
+const requests = chatRequests(false, 16, values['prompt-only'] !== true);
 
 async function main() {
   printMachine(machineInfo());
@@ -39,7 +43,9 @@ async function main() {
     const load = (s: Running, secs: number) =>
       closedLoop({ port: s.port, path: '/v1/chat/completions', requests }, { connections: 64, seconds: secs });
     for (const s of servers) await load(s, 1); // warm-up
-    console.log(`  64 connections, non-streaming, ${seconds} s x ${reps} per server, alternated`);
+    console.log(
+      `  64 connections, non-streaming, ${values['prompt-only'] ? 'no hash_ids (prompts hashed)' : 'hash_ids'}, ${seconds} s x ${reps} per server, alternated`,
+    );
     for (let rep = 0; rep < reps; rep++)
       for (const s of servers) {
         const before = cpuSeconds(s.workerPid);

@@ -8,10 +8,11 @@
  * - headers: copy the client's headers to forward upstream (all but hop-by-hop, host and
  *   content-length, as kvroute forwards them) and read the session header.
  * - parse: `JSON.parse` the body, check `model`, copy `hash_ids` into a Float64Array (the
- *   router's id form). A body the step cannot read is relayed anyway (round-robin).
+ *   router's id form) or, without them, take `messages`. A body the step cannot read is relayed
+ *   anyway (round-robin).
  * - route: kvroute's native `Router` (from `dist/`, so `npm run build` first) picks the backend
- *   by those ids and the session, policy `unified`; the ticket completes when the response ends
- *   and is aborted when it fails. Needs `parse`.
+ *   by those ids (or hashes the messages) and the session, policy `unified`; the ticket completes
+ *   when the response ends and is aborted when it fails. Needs `parse`.
  */
 
 export const STEP_NAMES = /** @type {const} */ (['headers', 'parse', 'route']);
@@ -67,15 +68,20 @@ export async function floorSteps(names, backendCount) {
     } catch {
       return undefined;
     }
-    const request = /** @type {{ model?: unknown, hash_ids?: unknown }} */ (parsed);
-    if (typeof request.model !== 'string' || !Array.isArray(request.hash_ids)) return undefined;
-    const source = request.hash_ids;
-    const ids = new Float64Array(source.length);
-    for (let i = 0; i < ids.length; i++) ids[i] = Number(source[i]);
+    const request = /** @type {{ model?: unknown, hash_ids?: unknown, messages?: unknown }} */ (parsed);
+    if (typeof request.model !== 'string') return undefined;
+    /** @type {import('../../dist/index.js').RouteRequest} */
+    const route = state.session === undefined ? {} : { session: state.session };
+    if (Array.isArray(request.hash_ids)) {
+      const source = request.hash_ids;
+      const ids = new Float64Array(source.length);
+      for (let i = 0; i < ids.length; i++) ids[i] = Number(source[i]);
+      route.hashIds = ids;
+    } else if (Array.isArray(request.messages))
+      route.messages = /** @type {import('../../dist/index.js').ChatMessage[]} */ (request.messages);
+    else return undefined;
     if (router === undefined) return undefined;
-    state.ticket = router.route(
-      state.session === undefined ? { hashIds: ids } : { hashIds: ids, session: state.session },
-    );
+    state.ticket = router.route(route);
     return Number(router.decision.instance);
   };
   if (router !== undefined)

@@ -9,8 +9,9 @@ export const SESSIONS = 64;
  * shared by every session (the system prompt), the rest the session's own; the session id in
  * `x-session-id`. Every connection cycles through them (stream i of the 1,000 is session
  * i mod SESSIONS), so a cache-aware router sees many sessions and can spread them over its backends.
+ * Without `hashIds` the body has no `hash_ids`, so a router hashes the prompt itself.
  */
-export function chatRequests(stream: boolean, chunks: number): Target['requests'] {
+export function chatRequests(stream: boolean, chunks: number, hashIds = true): Target['requests'] {
   return Array.from({ length: SESSIONS }, (_, session) => ({
     headers: { 'x-session-id': `bench-session-${session}` },
     body: JSON.stringify({
@@ -20,7 +21,9 @@ export function chatRequests(stream: boolean, chunks: number): Target['requests'
         { role: 'user', content: `Session ${session}: fix the failing test in src/proxy/relay.ts. `.repeat(12) },
       ],
       max_tokens: chunks,
-      hash_ids: Array.from({ length: 64 }, (_, i) => (i < 8 ? i + 1 : 1_000_003 * (session + 1) + i)),
+      ...(hashIds
+        ? { hash_ids: Array.from({ length: 64 }, (_, i) => (i < 8 ? i + 1 : 1_000_003 * (session + 1) + i)) }
+        : {}),
       ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
     }),
   }));
