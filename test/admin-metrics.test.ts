@@ -6,10 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { adminMount } from '../src/proxy/admin-api.js';
-import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
+import { createProxyMetrics, type ProxyMetrics } from '../src/proxy/proxy-metrics.js';
 import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { parseExposition, type MetricSample } from '../src/state/engine-metrics-scrape.js';
+import { ShadowReconciler } from '../src/state/shadow-reconciler.js';
 
 const TOKEN = 'test-admin-token-4f1c';
 const MODEL = 'qwen3-coder-30b-a3b';
@@ -17,10 +18,11 @@ const MODEL = 'qwen3-coder-30b-a3b';
 let fleet: SimFleet;
 let proxy: Proxy;
 let base: string;
+let metrics: ProxyMetrics;
 
 beforeAll(async () => {
   fleet = await startSimFleet({ instances: 2, port: 0, speed: 50 });
-  const metrics = createProxyMetrics();
+  metrics = createProxyMetrics();
   proxy = createProxy({
     backends: fleet.urls,
     observers: [metrics.observer],
@@ -115,6 +117,34 @@ describe('GET /metrics', () => {
       expect(kv!.value).toBeLessThanOrEqual(1);
     }
     expect(after.some((s) => s.name === 'process_cpu_user_seconds_total')).toBe(true);
+  });
+
+  it("exports each engine's own prefix-cache hit ratio from a reconcile round", async () => {
+    const absent = (await scrape()).filter((s) => s.name === 'kvroute_engine_prefix_cache_hit_ratio');
+    expect(absent).toEqual([]); // nothing before the first round
+    // One long prompt three times in one session: the engine that serves it hits its cache.
+    const prompt = 'Refactor the router so that every policy shares one scoring loop. '.repeat(40);
+    for (let i = 0; i < 3; i++) {
+      const response = await chat(prompt, 'engine-ratio-session');
+      expect(response.status).toBe(200);
+      await response.text();
+    }
+    const reconciler = new ShadowReconciler({ router: proxy.router, onRound: (r) => metrics.onReconcile(r) });
+    const results = await reconciler.reconcileOnce();
+    const ratios = (await scrape()).filter((s) => s.name === 'kvroute_engine_prefix_cache_hit_ratio');
+    // Every engine that has answered a query (an idle one exports no ratio yet).
+    const answered = results.filter((r) => r.prefixCacheHitRatio !== undefined).map((r) => r.instance);
+    expect(answered.length).toBeGreaterThan(0);
+    expect(ratios.map((s) => s.labels.instance).sort()).toEqual(answered.sort());
+    for (const s of ratios) {
+      expect(s.value).toBe(results.find((r) => r.instance === s.labels.instance)!.prefixCacheHitRatio);
+      expect(s.value).toBeGreaterThanOrEqual(0);
+      expect(s.value).toBeLessThanOrEqual(1);
+    }
+    expect(Math.max(...ratios.map((s) => s.value))).toBeGreaterThan(0.3); // two of three prompts hit
+    // An instance the proxy does not have is not exported.
+    metrics.onReconcile([{ instance: 'http://127.0.0.1:1', released: 0, prefixCacheHitRatio: 0.5 }]);
+    expect((await scrape()).some((s) => s.labels.instance === 'http://127.0.0.1:1')).toBe(false);
   });
 
   it('counts a refused request under instance "none"', async () => {

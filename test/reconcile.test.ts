@@ -115,6 +115,9 @@ describe('ShadowReconciler against a simulated engine’s /metrics', () => {
 
       const first = await reconciler.reconcileOnce();
       expect(first[0]).toMatchObject({ instance: url, engineRequests: 1, released: 0 });
+      // The engine's own prefix-cache ratio comes with the round (one query so far: no hit yet).
+      expect(first[0]!.prefixCacheHitRatio).toBe(0);
+      expect(first[1]!.prefixCacheHitRatio).toBeUndefined();
       expect(first[1]!.error).toMatch(/GET \/metrics failed/);
       const second = await reconciler.reconcileOnce();
       expect(second[0]).toMatchObject({ instance: url, engineRequests: 1, released: 2 });

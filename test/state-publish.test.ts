@@ -13,7 +13,12 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { startSimFleet } from '../src/sim/sim-fleet.js';
-import { KV_BLOCKS_SCALE, countsFromMetrics, parseExposition } from '../src/state/engine-metrics-scrape.js';
+import {
+  KV_BLOCKS_SCALE,
+  countsFromMetrics,
+  parseExposition,
+  prefixCacheHitRatio,
+} from '../src/state/engine-metrics-scrape.js';
 import { publishEngineMetrics } from '../src/state/metrics-publisher.js';
 import { StateFeedReader } from '../src/state/shm-feed.js';
 
@@ -80,6 +85,22 @@ describe('engine counts from /metrics', () => {
 
   it('gives nothing for text without request gauges', () => {
     expect(countsFromMetrics(parseExposition('# nothing\nprocess_cpu_seconds_total 3\n'))).toBeUndefined();
+  });
+
+  it("reads the engine's own prefix-cache hit ratio: vLLM's counters, else SGLang's gauge", () => {
+    expect(prefixCacheHitRatio(parseExposition(VLLM))).toBe(0.75);
+    const twoEngines = `vllm:prefix_cache_queries_total{engine="0"} 100\nvllm:prefix_cache_hits_total{engine="0"} 90
+vllm:prefix_cache_queries_total{engine="1"} 300\nvllm:prefix_cache_hits_total{engine="1"} 10\n`;
+    expect(prefixCacheHitRatio(parseExposition(twoEngines))).toBe(0.25); // 100 of 400 tokens, not the mean of ratios
+    const sglang = `${SGLANG}sglang:cache_hit_rate{model_name="m",tp_rank="0"} 0.5\nsglang:cache_hit_rate{model_name="m",tp_rank="1"} 0.7\n`;
+    expect(prefixCacheHitRatio(parseExposition(sglang))).toBeCloseTo(0.6);
+    expect(prefixCacheHitRatio(parseExposition(SGLANG))).toBeUndefined(); // no rate exported
+    expect(
+      prefixCacheHitRatio(parseExposition('vllm:prefix_cache_queries_total 0\nvllm:prefix_cache_hits_total 0\n')),
+    ).toBe(undefined); // nothing asked yet
+    expect(
+      prefixCacheHitRatio(parseExposition('vllm:prefix_cache_queries_total 10\nvllm:prefix_cache_hits_total 12\n')),
+    ).toBe(1); // never above 1
   });
 });
 

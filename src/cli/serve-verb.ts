@@ -120,6 +120,7 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
           router: proxy.router,
           intervalMs: config.reconcileMs,
           onRound: (results) => {
+            metrics.onReconcile(results);
             for (const r of results)
               if (r.released > 0)
                 process.stderr.write(

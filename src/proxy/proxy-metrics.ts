@@ -20,6 +20,7 @@ import { hotCounter, hotHistogram } from './hot-metrics.js';
 
 import type { ProxyObserver, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
 import type { ProxyMount } from './proxy-options.js';
+import type { ReconcileResult } from '../state/shadow-reconciler.js';
 import type { ProxyState } from './proxy-state.js';
 
 /** vLLM's TTFT buckets (seconds), so the two dashboards line up. */
@@ -35,6 +36,12 @@ export interface ProxyMetrics {
   /** Serves GET /metrics; pass it in `createProxy({ mounts })`. */
   readonly mount: ProxyMount;
   readonly registry: Registry;
+  /**
+   * Takes a ShadowReconciler round (its `onRound` results): each engine's own prefix-cache hit
+   * ratio becomes `kvroute_engine_prefix_cache_hit_ratio`. An engine that did not answer keeps
+   * its last value.
+   */
+  onReconcile(results: readonly ReconcileResult[]): void;
 }
 
 export interface ProxyMetricsOptions {
@@ -127,6 +134,12 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     'APC: cached / prompt tokens since start, from the engines’ usage (absent until a request reports usage).',
     () => [...hitRatios].filter(([, t]) => t.prompt > 0).map(([instance, t]) => [instance, t.cached / t.prompt]),
   );
+  const engineHitRatios = new Map<string, number>();
+  stateGauge(
+    'kvroute_engine_prefix_cache_hit_ratio',
+    "The engine's own prefix-cache hit ratio since it started (vLLM prefix_cache_hits / queries, SGLang cache_hit_rate), from its /metrics at each reconcile round; covers all its traffic.",
+    () => backends().flatMap((b) => (engineHitRatios.has(b.id) ? [[b.id, engineHitRatios.get(b.id)!]] : [])),
+  );
   stateGauge('kvroute_in_flight_requests', 'Requests dispatched to the instance and not yet finished.', () =>
     backends().map((b) => [b.id, b.inFlight]),
   );
@@ -195,5 +208,9 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
       );
     });
   };
-  return { observer, mount, registry };
+  const onReconcile = (results: readonly ReconcileResult[]) => {
+    for (const r of results)
+      if (r.prefixCacheHitRatio !== undefined) engineHitRatios.set(r.instance, r.prefixCacheHitRatio);
+  };
+  return { observer, mount, registry, onReconcile };
 }

@@ -6,6 +6,10 @@
  * Metrics carry no pending-prefill figures, so those publish as 0, and the decode batch is the
  * running count. KV usage comes as a fraction; it is published against KV_BLOCKS_SCALE blocks
  * unless vLLM's `vllm:cache_config_info` names `num_gpu_blocks`.
+ *
+ * The engine's own prefix-cache hit ratio comes with a scrape too (prefixCacheHitRatio): it covers
+ * all of an engine's traffic, where the proxy's usage-based ratio sees only responses that carry
+ * `usage` (streams only with `stream_options.include_usage`).
  */
 import type { EngineCounts } from './shm-feed.js';
 
@@ -74,15 +78,56 @@ export function countsFromMetrics(samples: readonly MetricSample[]): EngineCount
   };
 }
 
-/** GETs the engine's `/metrics` and reads its counts; a string says why there are none. */
-export async function scrapeEngineCounts(url: string, timeoutMs: number): Promise<EngineCounts | string> {
+/**
+ * The engine's prefix-cache hit ratio since it started, 0–1: vLLM's
+ * `prefix_cache_hits_total / prefix_cache_queries_total` (tokens), else SGLang's
+ * `sglang:cache_hit_rate` gauge (averaged over label sets); undefined when it exports neither or
+ * has answered no query yet.
+ */
+export function prefixCacheHitRatio(samples: readonly MetricSample[]): number | undefined {
+  let queries = 0;
+  let hits = 0;
+  let rates = 0;
+  let rateSum = 0;
+  for (const s of samples) {
+    if (!Number.isFinite(s.value)) continue;
+    if (s.name === 'vllm:prefix_cache_queries_total') queries += s.value;
+    else if (s.name === 'vllm:prefix_cache_hits_total') hits += s.value;
+    else if (s.name === 'sglang:cache_hit_rate') {
+      rates++;
+      rateSum += s.value;
+    }
+  }
+  if (queries > 0) return Math.min(1, Math.max(0, hits / queries));
+  if (rates > 0) return Math.min(1, Math.max(0, rateSum / rates));
+  return undefined;
+}
+
+/** What one scrape of an engine's `/metrics` gives. */
+export interface EngineScrape {
+  counts: EngineCounts;
+  /** prefixCacheHitRatio() of the same text. */
+  prefixCacheHitRatio?: number;
+}
+
+/** GETs the engine's `/metrics` and reads it; a string says why there is nothing to read. */
+export async function scrapeEngine(url: string, timeoutMs: number): Promise<EngineScrape | string> {
   try {
     const response = await fetch(new URL('/metrics', url), { signal: AbortSignal.timeout(timeoutMs) });
     if (!response.ok) return `GET /metrics answered ${response.status}`;
-    const counts = countsFromMetrics(parseExposition(await response.text()));
-    return counts ?? 'its /metrics has neither vLLM nor SGLang request gauges';
+    const samples = parseExposition(await response.text());
+    const counts = countsFromMetrics(samples);
+    if (counts === undefined) return 'its /metrics has neither vLLM nor SGLang request gauges';
+    const ratio = prefixCacheHitRatio(samples);
+    return ratio === undefined ? { counts } : { counts, prefixCacheHitRatio: ratio };
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause?.code;
     return `GET /metrics failed: ${cause ?? (error as Error).name}`;
   }
+}
+
+/** GETs the engine's `/metrics` and reads its counts; a string says why there are none. */
+export async function scrapeEngineCounts(url: string, timeoutMs: number): Promise<EngineCounts | string> {
+  const scrape = await scrapeEngine(url, timeoutMs);
+  return typeof scrape === 'string' ? scrape : scrape.counts;
 }

@@ -6,11 +6,12 @@
  * and hands its running + waiting to `router.reconcile()`, which releases open tickets the engine
  * no longer has once the excess has persisted across two rounds (the rule and why are in
  * Router.reconcile). An engine that does not answer is skipped for the round and reported; the
- * reconciler keeps going. Rounds never overlap: the next starts `intervalMs` after one ends.
+ * reconciler keeps going. Each result also carries the engine's own prefix-cache hit ratio,
+ * which `kvroute serve` exports as `kvroute_engine_prefix_cache_hit_ratio`. Rounds never overlap: the next starts `intervalMs` after one ends.
  */
 import { rangeError } from '../core/errors.js';
 import type { Router } from '../core/router.js';
-import { scrapeEngineCounts } from './engine-metrics-scrape.js';
+import { scrapeEngine } from './engine-metrics-scrape.js';
 
 export const DEFAULT_RECONCILE_MS = 30_000;
 const DEFAULT_TIMEOUT_MS = 5_000;
@@ -36,6 +37,8 @@ export interface ReconcileResult {
   released: number;
   /** Why the engine was skipped, when it was. */
   error?: string;
+  /** The engine's own prefix-cache hit ratio (engine-metrics-scrape.ts), when it exports one. */
+  prefixCacheHitRatio?: number;
 }
 
 export class ShadowReconciler {
@@ -75,12 +78,16 @@ export class ShadowReconciler {
     const engines = this.engines ?? this.router.instances().map((instance) => ({ instance, url: instance }));
     const results = await Promise.all(
       engines.map(async ({ instance, url }): Promise<ReconcileResult> => {
-        const counts = await scrapeEngineCounts(url, this.timeoutMs);
-        if (typeof counts === 'string') return { instance, released: 0, error: counts };
-        const engineRequests = counts.running + counts.waiting;
+        const scrape = await scrapeEngine(url, this.timeoutMs);
+        if (typeof scrape === 'string') return { instance, released: 0, error: scrape };
+        const engineRequests = scrape.counts.running + scrape.counts.waiting;
+        const ratio = scrape.prefixCacheHitRatio;
+        const result: ReconcileResult = { instance, engineRequests, released: 0 };
+        if (ratio !== undefined) result.prefixCacheHitRatio = ratio;
         // The instance may have been removed while the scrape was out.
-        if (!this.router.instances().includes(instance)) return { instance, engineRequests, released: 0 };
-        return { instance, engineRequests, released: this.router.reconcile(instance, engineRequests) };
+        if (this.router.instances().includes(instance))
+          result.released = this.router.reconcile(instance, engineRequests);
+        return result;
       }),
     );
     this.onRound?.(results);
