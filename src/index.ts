@@ -58,5 +58,6 @@ export { adminMount } from './proxy/admin-api.js';
 export { createDashboard, type Dashboard, type DashboardOptions } from './proxy/dashboard/dashboard.js';
 export type { DashboardFrame, InstanceFrame } from './proxy/dashboard/dashboard-frame.js';
 export { PROXY_DEFAULTS, type ProxyMount, type ProxyOptions } from './proxy/proxy-options.js';
-export type { ProxyObserver, UpstreamErrorKind, UsageCounts } from './proxy/proxy-observer.js';
+export type { ProxyObserver, RequestRecord, UpstreamErrorKind, UsageCounts } from './proxy/proxy-observer.js';
+export { openAccessLog, formatRecord, type AccessLog, type AccessLogOptions } from './proxy/access-log.js';
 export type { BackendSnapshot, ProxyState } from './proxy/proxy-state.js';

@@ -6,12 +6,13 @@
  * the embedded default, 4 simulated engines in this process, so `npm start` shows routing with
  * nothing else installed; the proxy itself never knows (DESIGN.md: the CLI wires the fleet).
  *
- * Output contract: stdout gets exactly one line, `kvroute serve: listening on http://HOST:PORT`
- * (benchmarks and tests parse it; with --port 0 it shows the real port); everything else goes
- * to stderr.
+ * Output contract: stdout gets one line, `kvroute serve: listening on http://HOST:PORT`
+ * (benchmarks and tests parse it; with --port 0 it shows the real port), followed only by the
+ * request log when `--access-log -` sends it there; everything else goes to stderr.
  */
 import { parseArgs } from 'node:util';
 
+import { openAccessLog, type AccessLog } from '../proxy/access-log.js';
 import { adminMount } from '../proxy/admin-api.js';
 import { createDashboard } from '../proxy/dashboard/dashboard.js';
 import { createProxyMetrics } from '../proxy/proxy-metrics.js';
@@ -44,6 +45,8 @@ export const SERVE_USAGE = `  serve               the routing proxy: OpenAI-comp
                                        prefer KVROUTE_ADMIN_TOKEN, flags show in ps)
                     --reconcile-interval MS  reconcile the shadow counters with the backends'
                                        /metrics (default ${SERVE_DEFAULTS.reconcileMs}; 0: off)
+                    --access-log PATH  one JSON line per request, appended to PATH (- : stdout);
+                                       SIGHUP reopens it (log rotation)
                     GET / is the live dashboard, GET /metrics Prometheus
                     every flag also as KVROUTE_<FLAG> (e.g. KVROUTE_BACKENDS); flags beat
                     variables, which beat the file`;
@@ -97,6 +100,8 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
     if (error instanceof ConfigError) throw new UsageError(error.message);
     throw error;
   }
+  // Opened first: a path that cannot be written is a usage error before anything starts.
+  const accessLog = config.accessLog === undefined ? undefined : await openRequestLog(config.accessLog);
   const fleet =
     config.backends.length === 0 ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 }) : undefined;
   const metrics = createProxyMetrics();
@@ -106,11 +111,12 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
     proxy = createProxy({
       ...config.proxy,
       backends: fleet?.urls ?? config.backends,
-      observers: [metrics.observer, dashboard.observer],
+      observers: [metrics.observer, dashboard.observer, ...(accessLog === undefined ? [] : [accessLog.observer])],
       mounts: [metrics.mount, dashboard.mount, adminMount(config.adminToken)],
     });
   } catch (error) {
     dashboard.close();
+    await accessLog?.close();
     await fleet?.close();
     throw error;
   }
@@ -134,6 +140,7 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
     ({ port } = await proxy.listen(config.port, config.host));
   } catch (error) {
     await proxy.close({ graceMs: 0 });
+    await accessLog?.close();
     await fleet?.close();
     throw new UsageError(`cannot listen on ${config.host}:${config.port} (${(error as Error).message})`);
   }
@@ -148,15 +155,33 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
     `kvroute serve: dashboard ${base}/ · metrics ${base}/metrics · admin API ${config.adminToken === undefined ? 'off (--admin-token)' : 'on'}\n`,
   );
   reconciler?.start();
+  const reopenLog = () =>
+    void accessLog!.reopen().then(
+      () => process.stderr.write(`kvroute serve: reopened the access log ${accessLog!.target}\n`),
+      (error: Error) => process.stderr.write(`kvroute serve: ${error.message}\n`),
+    );
+  // SIGHUP reopens the request log (log rotation); without a log file it keeps its default (exit).
+  if (accessLog !== undefined && accessLog.target !== '-') process.on('SIGHUP', reopenLog);
   process.stdout.write(`kvroute serve: listening on ${base}\n`);
 
   await untilStopped(hooks.signal);
   process.stderr.write('kvroute serve: stopping (in-flight requests get 10 s)\n');
+  process.off('SIGHUP', reopenLog);
   await reconciler?.stop();
   await proxy.close({ graceMs: 10_000 });
+  await accessLog?.close(); // after the proxy: the last requests' lines are written too
   await fleet?.close();
   // Idle keep-alive client connections may hold uWS's loop open for its idle timeout; the work is
   // done, so the command does not wait for them (an unref'd timer fires only if something else
   // keeps the loop alive). Embedders stopping through `signal` keep their process.
   if (hooks.signal === undefined) setTimeout(() => process.exit(process.exitCode ?? 0), 500).unref();
+}
+
+/** The request log, or a usage error naming the path and why it cannot be opened. */
+async function openRequestLog(target: string): Promise<AccessLog> {
+  try {
+    return await openAccessLog(target);
+  } catch (error) {
+    throw new UsageError(`--access-log: ${(error as Error).message}`);
+  }
 }

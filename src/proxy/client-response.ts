@@ -23,9 +23,15 @@ export function sendJson(
   });
 }
 
-/** Sends a ClientError (4xx/5xx with its OpenAI error body). */
-export function sendClientError(res: ClientResponse, error: ClientError, closeConnection = false): void {
-  sendJson(res, error.status, error.body(), error.status === 503 ? RETRY_AFTER : undefined, closeConnection);
+/** Sends a ClientError (4xx/5xx with its OpenAI error body), with `headers` ([name, value, …]) if given. */
+export function sendClientError(
+  res: ClientResponse,
+  error: ClientError,
+  closeConnection = false,
+  headers?: readonly string[],
+): void {
+  const extra = error.status === 503 ? [...RETRY_AFTER, ...(headers ?? [])] : headers;
+  sendJson(res, error.status, error.body(), extra, closeConnection);
 }
 
 /** Sent with every 503: clients (and the openai SDK) wait this many seconds before retrying. */

@@ -34,6 +34,9 @@ function isDropped(name: string, set: Set<string>): boolean {
   return set.has(name) || name.startsWith('proxy-') || name.startsWith('x-kvroute-');
 }
 
+/** The request id header: the client's is kept, else the proxy makes one (proxy-exchange.ts). */
+export const REQUEST_ID = 'x-request-id';
+
 export interface IncomingHead {
   /** Flat [name, value, …] to forward. */
   headers: string[];
@@ -41,6 +44,8 @@ export interface IncomingHead {
   session: string;
   /** The declared body length, or -1. */
   contentLength: number;
+  /** The client's `x-request-id` ('' if absent); forwarded like any other header. */
+  requestId: string;
 }
 
 /** Copies what the upstream request needs out of a uWS request (call synchronously in the handler). */
@@ -49,8 +54,10 @@ export function readIncomingHead(req: ClientRequestHead, sessionHeader: string):
   let session = '';
   let contentLength = -1;
   let connection = '';
+  let requestId = '';
   req.forEach((name, value) => {
     if (name === sessionHeader) session = value;
+    if (name === REQUEST_ID) requestId = value;
     if (name === 'content-length') contentLength = /^\d+$/.test(value) ? Number(value) : -1;
     else if (name === 'connection') connection = value;
     if (!isDropped(name, DROPPED)) headers.push(name, value);
@@ -65,7 +72,7 @@ export function readIncomingHead(req: ClientRequestHead, sessionHeader: string):
     );
     for (let i = headers.length - 2; i >= 0; i -= 2) if (named.has(headers[i]!)) headers.splice(i, 2);
   }
-  return { headers, session, contentLength };
+  return { headers, session, contentLength, requestId };
 }
 
 /** The upstream response's headers worth relaying, as [name, value, …] (lowercase names). */

@@ -29,6 +29,8 @@
  * backend in-flight slot; settle() is the only place that closes both, and every terminal
  * path (complete, upstream error, client abort, a throw in between) goes through it.
  */
+import { randomUUID } from 'node:crypto';
+
 import type { ClientRequestHead, ClientResponse } from './client-io.js';
 import type { Dispatcher } from 'undici';
 
@@ -36,8 +38,8 @@ import { isKvrouteError } from '../core/errors.js';
 import type { Backend } from './backend.js';
 import { noBackendError, sendClientError, sendJson } from './client-response.js';
 import { ClientError, errorJson, statusLine } from './error-body.js';
-import { readIncomingHead, relayedResponseHeaders } from './forward-headers.js';
-import type { ObserverList, UpstreamErrorKind } from './proxy-observer.js';
+import { REQUEST_ID, readIncomingHead, relayedResponseHeaders } from './forward-headers.js';
+import type { ObserverList, RequestRecord, UpstreamErrorKind } from './proxy-observer.js';
 import type { ResolvedProxyOptions } from './proxy-options.js';
 import type { ProxyState } from './proxy-state.js';
 import { parseRequest, type Endpoint, type ParsedRequest } from './request-inputs.js';
@@ -92,6 +94,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
   private readonly headers: string[];
   private readonly path: string;
   private readonly session: string;
+  /** The client's x-request-id, else one made here; sent upstream and back to the client. */
+  private readonly requestId: string;
   private body: Buffer | undefined;
   private bodyChunks: Buffer[] | undefined;
   private received = 0;
@@ -108,6 +112,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
   private statusText = '';
   private responseHeaders: string[] = [];
   private gotBody = false;
+  /** ms from arrival to the first upstream body byte; -1 before it. */
+  private ttftMs = -1;
   private holding = true;
   private held: Buffer[] = [];
   private heldBytes = 0;
@@ -126,6 +132,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
     this.path = query === undefined || query === '' ? req.getUrl() : `${req.getUrl()}?${query}`;
     this.headers = head.headers;
     this.session = head.session;
+    this.requestId = head.requestId;
+    if (this.requestId === '') this.headers.push(REQUEST_ID, (this.requestId = randomUUID()));
     if (head.contentLength > ctx.options.maxBodyBytes) {
       this.refuse(this.tooLarge(), true);
       return;
@@ -245,8 +253,32 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
   }
 
   private finished(status: number, usage?: Parameters<ObserverList['onFinished']>[3]): void {
-    if (this.ctx.observers.any)
-      this.ctx.observers.onFinished(this.backend?.id, status, performance.now() - this.t0, usage);
+    const observers = this.ctx.observers;
+    if (!observers.any) return;
+    const e2eMs = performance.now() - this.t0;
+    observers.onFinished(this.backend?.id, status, e2eMs, usage);
+    if (observers.wantsRecords) observers.onRequest(this.record(status, e2eMs, usage));
+  }
+
+  private record(status: number, e2eMs: number, usage: RequestRecord['usage']): RequestRecord {
+    const record: RequestRecord = {
+      startedAt: performance.timeOrigin + this.t0,
+      requestId: this.requestId,
+      path: this.path,
+      status,
+      attempts: this.backend === undefined ? 0 : this.attempts + 1,
+      e2eMs,
+    };
+    if (this.backend !== undefined) {
+      record.instance = this.backend.id;
+      record.reason = this.reason;
+    }
+    const session = this.parsed?.route.session ?? this.session;
+    if (session !== '') record.session = String(session);
+    if (this.parsed !== undefined) record.stream = this.parsed.stream;
+    if (this.ttftMs >= 0) record.ttftMs = this.ttftMs;
+    if (usage !== undefined) record.usage = usage;
+    return record;
   }
 
   // ---- undici DispatchHandlers ---------------------------------------------------------------
@@ -272,7 +304,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
     if (!this.gotBody) {
       this.gotBody = true;
       this.ctx.state.router.onFirstToken(this.ticket);
-      if (this.ctx.observers.any) this.ctx.observers.onFirstByte(this.backend!.id, performance.now() - this.t0);
+      this.ttftMs = performance.now() - this.t0;
+      if (this.ctx.observers.any) this.ctx.observers.onFirstByte(this.backend!.id, this.ttftMs);
     }
     if (this.holding) {
       this.held.push(chunk);
@@ -360,7 +393,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
     if (!this.committed) {
       // A held (non-streaming) body: nothing sent yet, so a clean 502.
       this.held = [];
-      sendJson(this.res, 502, errorJson(message, 'server_error', 'upstream_interrupted'));
+      sendJson(this.res, 502, errorJson(message, 'server_error', 'upstream_interrupted'), [REQUEST_ID, this.requestId]);
       this.finished(502);
       return;
     }
@@ -386,6 +419,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
     for (let i = 0; i + 1 < h.length; i += 2) res.writeHeader(h[i]!, h[i + 1]!);
     res.writeHeader('x-kvroute-instance', this.backend!.id);
     res.writeHeader('x-kvroute-reason', this.reason);
+    // An engine that echoes the id (vLLM --enable-request-id-headers) already sent it.
+    if (!hasHeader(h, REQUEST_ID)) res.writeHeader(REQUEST_ID, this.requestId);
     this.committed = true;
     if (!this.holding) res.onWritable(() => this.writable());
   }
@@ -404,7 +439,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
   private refuse(error: ClientError, closeConnection = false): void {
     if (this.aborted || this.ended) return;
     this.ended = true;
-    sendClientError(this.res, error, closeConnection);
+    sendClientError(this.res, error, closeConnection, [REQUEST_ID, this.requestId]);
     this.finished(error.status);
   }
 
@@ -424,4 +459,10 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
     this.ctx.options.onWarning(`kvroute proxy: internal error: ${(error as Error)?.stack ?? String(error)}`);
     this.refuse(new ClientError(500, 'internal error in the proxy', 'upstream_error'));
   }
+}
+
+/** Whether a flat [name, value, …] list (lowercase names) has `name`. */
+function hasHeader(headers: readonly string[], name: string): boolean {
+  for (let i = 0; i < headers.length; i += 2) if (headers[i] === name) return true;
+  return false;
 }

@@ -9,7 +9,9 @@
  * - An observer that throws is a bug in the observer; the proxy catches it, warns once per
  *   observer, and carries on, so a metrics bug can never fail a request.
  * - Per request: onRouted once per attempt (a retry routes again), then at most one onFirstByte,
- *   then exactly one onFinished. onUpstreamError/onRetry come between attempts.
+ *   then exactly one onFinished, then (for observers that have it) exactly one onRequest with
+ *   the whole record. onUpstreamError/onRetry come between attempts. The record is built only
+ *   when some observer has onRequest.
  * - `instance` is the backend URL as configured (the router's instance id); undefined in
  *   onFinished when the request never reached routing (bad input, no healthy backend).
  */
@@ -30,6 +32,34 @@ export interface UsageCounts {
   cached_tokens: number;
 }
 
+/** One finished completion request, whole: what a request log writes. */
+export interface RequestRecord {
+  /** When the request arrived, ms since the epoch. */
+  startedAt: number;
+  /** The client's `x-request-id`, or the one the proxy made and sent upstream and back. */
+  requestId: string;
+  /** The path as received, query included. */
+  path: string;
+  /** The HTTP status sent to the client; 499 when the client went away first. */
+  status: number;
+  /** The backend of the last attempt; absent when the request was never routed. */
+  instance?: string;
+  /** The router's reason code for the last attempt. */
+  reason?: string;
+  /** The session id routing used, when there was one. */
+  session?: string;
+  /** The body's `stream`; absent when the body was never parsed. */
+  stream?: boolean;
+  /** Routing attempts: 1 + retries, 0 when never routed. */
+  attempts: number;
+  /** Arrival to the first upstream body byte, when there was one. */
+  ttftMs?: number;
+  /** Arrival to the end (or the failure). */
+  e2eMs: number;
+  /** From the engine's usage, when the response carried it. */
+  usage?: UsageCounts;
+}
+
 export interface ProxyObserver {
   /** The router placed an attempt. decisionMicros: the route() call's wall time. */
   onRouted?(instance: string, reason: string, policy: string, decisionMicros: number): void;
@@ -46,6 +76,8 @@ export interface ProxyObserver {
   onRetry?(instance: string): void;
   /** A backend's health changed (the circuit breaker opened or closed). */
   onBackendHealth?(instance: string, healthy: boolean): void;
+  /** The request's whole record, once, after onFinished. */
+  onRequest?(record: RequestRecord): void;
 }
 
 type Callbacks = Required<ProxyObserver>;
@@ -57,12 +89,15 @@ type Callbacks = Required<ProxyObserver>;
 export class ObserverList implements Callbacks {
   private readonly warned = new Set<ProxyObserver>();
   readonly any: boolean;
+  /** Some observer has onRequest: only then does the exchange build a RequestRecord. */
+  readonly wantsRecords: boolean;
 
   constructor(
     private readonly observers: readonly ProxyObserver[],
     private readonly warn: (message: string) => void,
   ) {
     this.any = observers.length > 0;
+    this.wantsRecords = observers.some((o) => typeof o.onRequest === 'function');
   }
 
   private failed(observer: ProxyObserver, hook: string, error: unknown): void {
@@ -127,6 +162,16 @@ export class ObserverList implements Callbacks {
         o.onBackendHealth?.(instance, healthy);
       } catch (error) {
         this.failed(o, 'onBackendHealth', error);
+      }
+    }
+  }
+
+  onRequest(record: RequestRecord): void {
+    for (const o of this.observers) {
+      try {
+        o.onRequest?.(record);
+      } catch (error) {
+        this.failed(o, 'onRequest', error);
       }
     }
   }

@@ -31,6 +31,8 @@ export interface ServeConfig {
   adminToken: string | undefined;
   /** ms between reconciliations of the shadow counters with the backends' /metrics; 0: off. */
   reconcileMs: number;
+  /** The request log's path, `-` for stdout; undefined: no request log. */
+  accessLog: string | undefined;
 }
 
 type Kind =
@@ -45,7 +47,8 @@ type Kind =
   | 'engine-state'
   | 'ms'
   | 'token'
-  | 'upstream';
+  | 'upstream'
+  | 'path';
 
 interface Setting {
   flag: string;
@@ -73,6 +76,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'admin-token', kind: 'token' },
   { flag: 'reconcile-interval', kind: 'ms', min: 0 },
   { flag: 'upstream', kind: 'upstream' },
+  { flag: 'access-log', kind: 'path' },
 ];
 
 export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
@@ -163,6 +167,9 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
     case 'upstream':
       if (text !== 'undici' && text !== 'h1') fail('undici or h1');
       return text as string;
+    case 'path':
+      if (typeof text !== 'string' || text.trim() === '' || text.includes('\0')) fail('a file path, or - for stdout');
+      return text as string;
     case 'engine-state': {
       if (text === 'shadow') return 'shadow';
       if (typeof text === 'string' && text.startsWith('shm:') && text.length > 4) return { shm: text.slice(4) };
@@ -228,6 +235,7 @@ export function resolveServeConfig(
     configFile,
     adminToken: get<string>('admin-token'),
     reconcileMs: get<number>('reconcile-interval') ?? SERVE_DEFAULTS.reconcileMs,
+    accessLog: get<string>('access-log'),
     proxy: {
       policy: get<PolicyName>('policy') ?? PROXY_DEFAULTS.policy,
       sessionHeader: get<string>('session-header'),
