@@ -23,6 +23,7 @@ import { MAX_SKIPPED, SseHub } from '../src/proxy/dashboard/sse-hub.js';
 import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
 import type { ProxyState } from '../src/proxy/proxy-state.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
+import { ShadowReconciler } from '../src/state/shadow-reconciler.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 
@@ -278,6 +279,12 @@ describe('the page', () => {
       const [a, b] = await frames(first, 2); // the one written on connect, then a tick
       expect(a!.instances.map((i) => i.id)).toEqual(backends);
       expect(a!).toMatchObject({ policy: 'unified', requestsTotal: 0, ttftP90Ms: null, hitRate: null });
+      expect(a!.instances.map((i) => i.engineHitRate)).toEqual([null, null]); // no reconcile round yet
+      dashboard.onReconcile([
+        { instance: backends[1]!, released: 0, prefixCacheHitRatio: 0.4 },
+        { instance: backends[0]!, released: 0, error: 'GET /metrics failed: ECONNREFUSED' },
+      ]);
+      expect(dashboard.frame()!.instances.map((i) => i.engineHitRate)).toEqual([null, 0.4]);
       expect(b!.t).toBeGreaterThanOrEqual(a!.t);
       expect(dashboard.subscribers).toBe(2);
 
@@ -431,6 +438,22 @@ describe('the page', () => {
       // The TTFT p90 and the request rate reach the tiles (the rate needs one complete second).
       await page.waitForFunction(() => document.querySelector('#ttft-p90')?.getAttribute('data-value') !== '');
       await page.waitForFunction(() => Number(document.querySelector('#request-rate')?.getAttribute('data-value')) > 0);
+
+      // A reconcile round's engine-side hit ratios reach their column (a real round on the fleet).
+      const round = await new ShadowReconciler({
+        router: proxy.router,
+        onRound: (results) => dashboard.onReconcile(results),
+      }).reconcileOnce();
+      const answered = round.filter((r) => r.prefixCacheHitRatio !== undefined);
+      expect(answered.length).toBeGreaterThan(0);
+      for (const r of answered)
+        await page.waitForFunction(
+          ([url, ratio]) =>
+            document
+              .querySelector(`#instances tr[data-instance="${url}"] td.engine-hit-rate`)
+              ?.getAttribute('data-value') === String(ratio),
+          [r.instance, r.prefixCacheHitRatio] as const,
+        );
 
       const shot = process.env.KVROUTE_DASHBOARD_SCREENSHOT;
       if (shot) await page.screenshot({ path: shot, fullPage: true });

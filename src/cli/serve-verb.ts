@@ -127,6 +127,7 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
           intervalMs: config.reconcileMs,
           onRound: (results) => {
             metrics.onReconcile(results);
+            dashboard.onReconcile(results);
             for (const r of results)
               if (r.released > 0)
                 process.stderr.write(

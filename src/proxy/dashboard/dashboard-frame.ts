@@ -9,7 +9,8 @@
  * - kvUsage, decisions: the router (router.stats(); effective KV usage, i.e. the larger of the
  *   shadow estimate and a fresh engine-state snapshot; decisions by reason since start);
  * - requests, hit rate, request rate, TTFT p90: the DashboardObserver (engines' usage, the
- *   proxy's first-byte times).
+ *   proxy's first-byte times);
+ * - engine hit rate: the engines' own /metrics, handed over by Dashboard.onReconcile.
  *
  * Cost: router.stats() walks every instance once (µs at fleet sizes kvroute targets); the TTFT
  * quantile merges W × 420 bins. Fine once a second, not per request.
@@ -34,6 +35,11 @@ export interface InstanceFrame {
   kvUsage: number | null;
   /** cachedTokens / promptTokens since start; null before any usage arrived. */
   hitRate: number | null;
+  /**
+   * The engine's own prefix-cache hit ratio from its /metrics at the last reconcile round (all its
+   * traffic, streams without usage included); null before one gave it.
+   */
+  engineHitRate: number | null;
   requests: number;
   errors: number;
   upstreamErrors: number;
@@ -78,6 +84,7 @@ export function buildFrame(
       inFlight: b.inFlight,
       kvUsage: kvUsage.get(b.id) ?? null,
       hitRate: hitRate(totals),
+      engineHitRate: observer.engineHitRatio(b.id),
       requests: totals.requests,
       errors: totals.errors,
       upstreamErrors: totals.upstreamErrors,

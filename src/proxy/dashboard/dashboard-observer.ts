@@ -47,6 +47,7 @@ export class DashboardObserver implements ProxyObserver {
   /** Whole-fleet totals; requests that never reached a backend count here only. */
   readonly fleet = emptyTotals();
   private readonly perInstance = new Map<string, RequestTotals>();
+  private readonly engineHitRatios = new Map<string, number>();
   private readonly finished: RateWindow;
   private readonly ttft: QuantileWindow;
   readonly now: () => number;
@@ -76,6 +77,16 @@ export class DashboardObserver implements ProxyObserver {
   onUpstreamError(instance: string): void {
     this.fleet.upstreamErrors++;
     this.instance(instance).upstreamErrors++;
+  }
+
+  /** Records an engine's own prefix-cache hit ratio (0–1) from its /metrics (a reconcile round). */
+  setEngineHitRatio(instance: string, ratio: number): void {
+    this.engineHitRatios.set(instance, ratio);
+  }
+
+  /** The engine's own ratio as last scraped, or null before any scrape gave one. */
+  engineHitRatio(instance: string): number | null {
+    return this.engineHitRatios.get(instance) ?? null;
   }
 
   /** Totals of one backend (zeros if it has seen nothing). Read-only for callers. */

@@ -20,6 +20,7 @@
  */
 import type uWS from 'uWebSockets.js';
 
+import type { ReconcileResult } from '../../state/shadow-reconciler.js';
 import type { ProxyMount } from '../proxy-options.js';
 import { DashboardObserver, type DashboardObserverOptions } from './dashboard-observer.js';
 import { buildFrame, type DashboardFrame, type DashboardSource } from './dashboard-frame.js';
@@ -42,6 +43,8 @@ export interface Dashboard {
   readonly subscribers: number;
   /** The current frame (undefined before the mount ran). */
   frame(): DashboardFrame | undefined;
+  /** Takes a ShadowReconciler round: each engine's own prefix-cache hit ratio, for the page. */
+  onReconcile(results: readonly ReconcileResult[]): void;
   /** Stops the sampler and ends every open event stream. Idempotent. */
   close(): void;
 }
@@ -105,6 +108,11 @@ class LiveDashboard implements Dashboard {
     });
     return () => this.close();
   };
+
+  onReconcile(results: readonly ReconcileResult[]): void {
+    for (const r of results)
+      if (r.prefixCacheHitRatio !== undefined) this.observer.setEngineHitRatio(r.instance, r.prefixCacheHitRatio);
+  }
 
   close(): void {
     if (this.closed) return;

@@ -39,6 +39,6 @@ tr.empty td { color: var(--muted); }
 .meter { display: inline-block; vertical-align: middle; width: 120px; height: 8px; border-radius: 4px; background: var(--line); overflow: hidden; margin-right: 8px; }
 .meter > span { display: block; height: 100%; width: 0; background: var(--accent); transition: width .3s; }
 .kv-usage .meter > span { background: var(--warn); }
-.hit-rate .meter > span { background: var(--ok); }
+.hit-rate .meter > span, .engine-hit-rate .meter > span { background: var(--ok); }
 footer { padding: 4px 24px 24px; color: var(--muted); font-size: 12px; }
 `;

@@ -108,7 +108,8 @@ export const PAGE_SCRIPT = String.raw`'use strict';
     var tr = document.createElement('tr');
     tr.dataset.instance = id;
     var r = { tr: tr, id: cell(tr, 'id'), health: cell(tr, 'health'), inFlight: cell(tr, 'in-flight'),
-      kv: meterCell(tr, 'kv-usage'), hit: meterCell(tr, 'hit-rate'), requests: cell(tr, 'requests'), errors: cell(tr, 'errors') };
+      kv: meterCell(tr, 'kv-usage'), hit: meterCell(tr, 'hit-rate'), engineHit: meterCell(tr, 'engine-hit-rate'),
+      requests: cell(tr, 'requests'), errors: cell(tr, 'errors') };
     r.id.textContent = id;
     r.id.title = id;
     return r;
@@ -127,6 +128,7 @@ export const PAGE_SCRIPT = String.raw`'use strict';
       setValue(r.inFlight, inst.inFlight, fmtInt(inst.inFlight));
       setMeter(r.kv, inst.kvUsage, fmtPct(inst.kvUsage));
       setMeter(r.hit, inst.hitRate, fmtPct(inst.hitRate));
+      setMeter(r.engineHit, inst.engineHitRate, fmtPct(inst.engineHitRate));
       setValue(r.requests, inst.requests, fmtInt(inst.requests));
       setValue(r.errors, inst.errors + inst.upstreamErrors, fmtInt(inst.errors) +
         (inst.upstreamErrors > 0 ? ' (+' + fmtInt(inst.upstreamErrors) + ' upstream)' : ''));
@@ -137,7 +139,7 @@ export const PAGE_SCRIPT = String.raw`'use strict';
       var tr = document.createElement('tr');
       tr.className = 'empty';
       var td = cell(tr, 'none');
-      td.colSpan = 7;
+      td.colSpan = 8;
       td.textContent = 'no backends';
       instancesBody.appendChild(tr);
       return;
