@@ -47,6 +47,9 @@ export const SERVE_USAGE = `  serve               the routing proxy: OpenAI-comp
                                        /metrics (default ${SERVE_DEFAULTS.reconcileMs}; 0: off)
                     --access-log PATH  one JSON line per request, appended to PATH (- : stdout);
                                        SIGHUP reopens it (log rotation)
+                    --max-in-flight N  route at most N requests at once (default 0: no limit); the
+                                       rest wait in a queue (--queue-size, default ${PROXY_DEFAULTS.queueSize}) for up to
+                                       --queue-timeout MS (default ${PROXY_DEFAULTS.queueTimeoutMs}), else 429
                     GET / is the live dashboard, GET /metrics Prometheus
                     every flag also as KVROUTE_<FLAG> (e.g. KVROUTE_BACKENDS); flags beat
                     variables, which beat the file`;

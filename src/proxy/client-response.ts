@@ -30,11 +30,11 @@ export function sendClientError(
   closeConnection = false,
   headers?: readonly string[],
 ): void {
-  const extra = error.status === 503 ? [...RETRY_AFTER, ...(headers ?? [])] : headers;
+  const extra = error.status === 503 || error.status === 429 ? [...RETRY_AFTER, ...(headers ?? [])] : headers;
   sendJson(res, error.status, error.body(), extra, closeConnection);
 }
 
-/** Sent with every 503: clients (and the openai SDK) wait this many seconds before retrying. */
+/** Sent with every 503 and 429: clients (and the openai SDK) wait this many seconds before retrying. */
 export const RETRY_AFTER = ['retry-after', '1'] as const;
 
 /** The 503 the proxy sends when no backend can take a request. */

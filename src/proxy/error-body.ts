@@ -1,8 +1,9 @@
 /**
  * OpenAI-style error bodies, the only error shape the proxy sends:
  *   {"error":{"message":"…","type":"invalid_request_error","param":null,"code":null}}
- * Client mistakes (4xx) are `invalid_request_error`; the proxy's and the fleet's failures (5xx)
- * are `server_error` with a stable `code` clients can branch on.
+ * Client mistakes (4xx) are `invalid_request_error`; the proxy's and the fleet's failures (5xx,
+ * and 429 when the fleet is at its admission limit) are `server_error` with a stable `code`
+ * clients can branch on.
  */
 
 export type ErrorType = 'invalid_request_error' | 'server_error';
@@ -18,7 +19,9 @@ export type ProxyErrorCode =
   | 'no_healthy_backend'
   | 'upstream_error'
   | 'upstream_timeout'
-  | 'upstream_interrupted';
+  | 'upstream_interrupted'
+  | 'queue_full'
+  | 'queue_timeout';
 
 export function errorJson(
   message: string,
@@ -36,6 +39,7 @@ export const STATUS_LINES: Record<number, string> = {
   404: '404 Not Found',
   405: '405 Method Not Allowed',
   413: '413 Payload Too Large',
+  429: '429 Too Many Requests',
   499: '499 Client Closed Request',
   500: '500 Internal Server Error',
   502: '502 Bad Gateway',
@@ -63,7 +67,7 @@ export class ClientError extends Error {
   body(): string {
     return errorJson(
       this.message,
-      this.status >= 500 ? 'server_error' : 'invalid_request_error',
+      this.status >= 500 || this.status === 429 ? 'server_error' : 'invalid_request_error',
       this.code,
       this.param,
     );

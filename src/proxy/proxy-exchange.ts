@@ -25,6 +25,12 @@
  * request at once (undici destroys its socket, so the engine sees the disconnect), aborts the
  * ticket, and no write touches the response afterwards.
  *
+ * Admission (--max-in-flight, admission.ts). Once the body is read and valid the request enters
+ * admission: it goes on at once, waits in the queue (admit() later routes it; expire() refuses
+ * it with 429), or is refused with 429. A slot is held from admission to finished(), the one
+ * terminal point of every path, which gives it back; a queued request whose client leaves is
+ * cancelled from the queue and never held one.
+ *
  * Ticket invariant: `ticket >= 0` exactly while an attempt holds an open router ticket and a
  * backend in-flight slot; settle() is the only place that closes both, and every terminal
  * path (complete, upstream error, client abort, a throw in between) goes through it.
@@ -35,6 +41,7 @@ import type { ClientRequestHead, ClientResponse } from './client-io.js';
 import type { Dispatcher } from 'undici';
 
 import { isKvrouteError } from '../core/errors.js';
+import { queueFull, type Admittable } from './admission.js';
 import type { Backend } from './backend.js';
 import { noBackendError, sendClientError, sendJson } from './client-response.js';
 import { ClientError, errorJson, statusLine } from './error-body.js';
@@ -83,8 +90,12 @@ function classify(error: Error): { kind: UpstreamErrorKind; trips: boolean } {
   }
 }
 
-export class ProxyExchange implements Dispatcher.DispatchHandlers {
+export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
   private readonly t0 = performance.now();
+  /** Holds an admission slot (--max-in-flight): finished() gives it back, exactly once. */
+  private holdsSlot = false;
+  /** Waiting in the admission queue. */
+  private queued = false;
   /** The client went away: never touch `res` again. */
   private aborted = false;
   /** The response has been ended by the proxy. */
@@ -176,7 +187,32 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
       else this.internalError(error);
       return;
     }
+    this.enterAdmission();
+  }
+
+  // ---- admission (--max-in-flight) -------------------------------------------------------------
+
+  private enterAdmission(): void {
+    const admission = this.ctx.state.admission;
+    const entry = admission.enter(this);
+    if (entry === 'go') {
+      this.holdsSlot = admission.limited;
+      this.dispatch();
+    } else if (entry === 'queued') this.queued = true;
+    else this.refuse(queueFull(this.ctx.options));
+  }
+
+  /** Admittable: a slot came free (runs inside another request's finish). */
+  admit(): void {
+    this.queued = false;
+    this.holdsSlot = true;
     this.dispatch();
+  }
+
+  /** Admittable: the wait ran out, or the proxy is closing. */
+  expire(error: ClientError): void {
+    this.queued = false;
+    this.refuse(error);
   }
 
   private tooLarge(): ClientError {
@@ -253,6 +289,10 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
   }
 
   private finished(status: number, usage?: Parameters<ObserverList['onFinished']>[3]): void {
+    if (this.holdsSlot) {
+      this.holdsSlot = false;
+      this.ctx.state.admission.leave();
+    }
     const observers = this.ctx.observers;
     if (!observers.any) return;
     const e2eMs = performance.now() - this.t0;
@@ -447,6 +487,10 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers {
     this.aborted = true;
     if (this.ended) return;
     this.ended = true;
+    if (this.queued) {
+      this.queued = false;
+      this.ctx.state.admission.cancel(this);
+    }
     // Aborting runs onError synchronously, which settles; settle() again is a no-op.
     this.abortUpstream?.();
     this.settle(false);

@@ -134,6 +134,25 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     'APC: cached / prompt tokens since start, from the engines’ usage (absent until a request reports usage).',
     () => [...hitRatios].filter(([, t]) => t.prompt > 0).map(([instance, t]) => [instance, t.cached / t.prompt]),
   );
+  new Gauge({
+    name: 'kvroute_queue_depth',
+    help: 'Requests waiting for an admission slot (--max-in-flight); 0 without a limit.',
+    registers,
+    collect() {
+      this.set(state?.admission.queued ?? 0);
+    },
+  });
+  new Counter({
+    name: 'kvroute_admission_refused_total',
+    help: 'Requests refused with 429 by admission control: queue_full, or queue_timeout after waiting.',
+    labelNames: ['reason'] as const,
+    registers,
+    collect() {
+      this.reset();
+      const refused = state?.admission.refused ?? { queue_full: 0, queue_timeout: 0 };
+      for (const [reason, n] of Object.entries(refused)) this.inc({ reason }, n);
+    },
+  });
   const engineHitRatios = new Map<string, number>();
   stateGauge(
     'kvroute_engine_prefix_cache_hit_ratio',

@@ -50,6 +50,12 @@ export interface ProxyOptions {
   healthMaxBackoffMs?: number;
   /** Completion requests' upstream client: `undici` (default) or `h1`, the lean keep-alive client (http: backends). */
   upstream?: 'undici' | 'h1';
+  /** Completion requests routed and forwarded at once; 0 (default): no limit (admission.ts). */
+  maxInFlight?: number;
+  /** Requests that may wait for a slot when at maxInFlight (default 1,024); past it, 429. */
+  queueSize?: number;
+  /** Longest wait for a slot, ms (default 30,000); then 429. */
+  queueTimeoutMs?: number;
   /** Hear every request's lifecycle (metrics, logs, the dashboard). */
   observers?: readonly ProxyObserver[];
   /** Extra routes; each is called once with the uWS app before the proxy's own routes. */
@@ -77,6 +83,9 @@ export const PROXY_DEFAULTS = {
   healthBackoffMs: 250,
   healthMaxBackoffMs: 10_000,
   upstream: 'undici' as 'undici' | 'h1',
+  maxInFlight: 0,
+  queueSize: 1024,
+  queueTimeoutMs: 30_000,
 };
 
 /** A bad option of createProxy(): names the field. */
@@ -125,6 +134,9 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     healthBackoffMs: positiveInteger('options.healthBackoffMs', options.healthBackoffMs, d.healthBackoffMs),
     healthMaxBackoffMs: positiveInteger('options.healthMaxBackoffMs', options.healthMaxBackoffMs, d.healthMaxBackoffMs),
     upstream: upstreamOption(options.upstream),
+    maxInFlight: positiveInteger('options.maxInFlight', options.maxInFlight, d.maxInFlight, 0),
+    queueSize: positiveInteger('options.queueSize', options.queueSize, d.queueSize, 0),
+    queueTimeoutMs: positiveInteger('options.queueTimeoutMs', options.queueTimeoutMs, d.queueTimeoutMs),
     observers: options.observers ?? [],
     mounts: options.mounts ?? [],
     onWarning: options.onWarning ?? ((message) => process.emitWarning(message, { code: 'KVROUTE_PROXY' })),

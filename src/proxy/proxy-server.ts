@@ -86,6 +86,7 @@ export function createProxy(options: ProxyOptions): Proxy {
     resolved,
     observers,
     resolved.onWarning,
+    resolved,
   );
   const ctx: ExchangeContext = { state, observers, options: resolved };
   const app = uWS.App();

@@ -19,8 +19,10 @@
  */
 import { Router } from '../core/router.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
+import { Admission, type AdmissionLimits } from './admission.js';
 import { Backend, type BackendTimeouts } from './backend.js';
 import type { ObserverList } from './proxy-observer.js';
+import { ClientError } from './error-body.js';
 import { normaliseBackend, ProxyOptionError } from './proxy-options.js';
 
 /** What an admin endpoint or the dashboard shows of a backend. */
@@ -39,6 +41,8 @@ export class ProxyState {
   readonly router: Router;
   /** The policy's name, cached for the hot path (router.policy copies an object). */
   policyName: string;
+  /** --max-in-flight and its queue (admission.ts). */
+  readonly admission: Admission;
   private readonly backends = new Map<string, Backend>();
 
   constructor(
@@ -52,7 +56,9 @@ export class ProxyState {
     private readonly timeouts: BackendTimeouts,
     private readonly observers: ObserverList,
     private readonly warn: (message: string) => void,
+    limits: AdmissionLimits = { maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 },
   ) {
+    this.admission = new Admission(limits);
     this.router = new Router({
       instances: [],
       policy: routerOptions.policy,
@@ -138,8 +144,9 @@ export class ProxyState {
     this.observers.onBackendHealth(backend.id, false);
   }
 
-  /** Closes every pool (in-flight requests get `graceMs`, then are cut). */
+  /** Refuses queued requests, then closes every pool (in-flight requests get `graceMs`, then are cut). */
   async close(graceMs: number): Promise<void> {
+    this.admission.close(new ClientError(503, 'the proxy is shutting down', 'no_healthy_backend'));
     await Promise.all(this.list().map((b) => b.close(graceMs)));
   }
 

@@ -77,6 +77,9 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'reconcile-interval', kind: 'ms', min: 0 },
   { flag: 'upstream', kind: 'upstream' },
   { flag: 'access-log', kind: 'path' },
+  { flag: 'max-in-flight', kind: 'count', min: 0 },
+  { flag: 'queue-size', kind: 'count', min: 0 },
+  { flag: 'queue-timeout', kind: 'ms', min: 1 },
 ];
 
 export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
@@ -249,6 +252,9 @@ export function resolveServeConfig(
       firstByteTimeoutMs: get<number>('first-byte-timeout'),
       idleTimeoutMs: get<number>('idle-timeout'),
       upstream: get<'undici' | 'h1'>('upstream'),
+      maxInFlight: get<number>('max-in-flight'),
+      queueSize: get<number>('queue-size'),
+      queueTimeoutMs: get<number>('queue-timeout'),
     },
   };
 }

@@ -161,11 +161,18 @@ export async function refusingUrl(): Promise<string> {
 }
 
 /** POSTs JSON (or raw bytes) to the proxy with fetch. */
-export function post(base: string, path: string, body: unknown, headers: Record<string, string> = {}) {
+export function post(
+  base: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+) {
   return fetch(`${base}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
+    signal,
   });
 }
 

@@ -1,0 +1,225 @@
+/**
+ * Admission control (--max-in-flight): the Admission queue against a plain model under random
+ * operations, a queue that drains without recursing, and the proxy in front of an engine that
+ * holds its answers: at most N forwarded at once, the rest queued in order, 429 with Retry-After
+ * when the queue is full or the wait runs out, a queued request whose client leaves never sent.
+ */
+import type { ServerResponse } from 'node:http';
+
+import { describe, expect, it } from 'vitest';
+
+import { Admission, type Admittable } from '../src/proxy/admission.js';
+import { ClientError } from '../src/proxy/error-body.js';
+import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
+import { resolveServeConfig, ConfigError } from '../src/proxy/serve-config.js';
+
+import { MODEL, post, startProxy, startStub } from './helpers/proxy-harness.js';
+
+/** A seeded PRNG (mulberry32), so a failure reproduces. */
+function rng(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+class Waiter implements Admittable {
+  admitted = 0;
+  expired: ClientError | undefined;
+  constructor(
+    readonly id: number,
+    private readonly onAdmit: (w: Waiter) => void = () => {},
+  ) {}
+  admit(): void {
+    this.admitted++;
+    this.onAdmit(this);
+  }
+  expire(error: ClientError): void {
+    this.expired = error;
+  }
+}
+
+describe('Admission', () => {
+  for (const seed of [1, 2, 3, 4, 5, 6])
+    it(`matches a FIFO model under random enter/leave/cancel (seed ${seed})`, () => {
+      const random = rng(seed);
+      const max = 1 + Math.floor(random() * 4);
+      const queueSize = Math.floor(random() * 5);
+      const admission = new Admission({ maxInFlight: max, queueSize, queueTimeoutMs: 60_000 });
+      // The model: who holds a slot, who waits (in order), who was refused.
+      const holding: Waiter[] = [];
+      const waiting: Waiter[] = [];
+      let next = 0;
+      for (let op = 0; op < 2000; op++) {
+        const r = random();
+        if (r < 0.5) {
+          const w = new Waiter(next++);
+          const got = admission.enter(w);
+          if (holding.length < max) {
+            expect(got).toBe('go');
+            holding.push(w);
+          } else if (waiting.length < queueSize) {
+            expect(got).toBe('queued');
+            waiting.push(w);
+          } else expect(got).toBe('full');
+        } else if (r < 0.85 && holding.length > 0) {
+          holding.splice(Math.floor(random() * holding.length), 1);
+          const head = waiting.shift();
+          admission.leave();
+          if (head !== undefined) {
+            expect(head.admitted).toBe(1); // the longest waiter, at once
+            holding.push(head);
+          }
+        } else if (waiting.length > 0) {
+          const [gone] = waiting.splice(Math.floor(random() * waiting.length), 1);
+          admission.cancel(gone!);
+        }
+        expect(admission.active).toBe(holding.length);
+        expect(admission.queued).toBe(waiting.length);
+        expect(admission.active).toBeLessThanOrEqual(max);
+        if (admission.active < max) expect(admission.queued).toBe(0);
+      }
+      for (const w of waiting) expect(w.admitted).toBe(0);
+      admission.close(new ClientError(503, 'closing', 'no_healthy_backend')); // clears the timers
+      for (const w of waiting) expect(w.expired?.status).toBe(503);
+    });
+
+  it('drains a long queue of requests that finish at once without recursing', () => {
+    const admission = new Admission({ maxInFlight: 1, queueSize: 100_000, queueTimeoutMs: 60_000 });
+    const order: number[] = [];
+    // Each admitted waiter finishes inside admit() (no healthy backend: an immediate 503).
+    const waiters = Array.from(
+      { length: 20_000 },
+      (_, i) =>
+        new Waiter(i, (w) => {
+          order.push(w.id);
+          admission.leave();
+        }),
+    );
+    expect(admission.enter(new Waiter(-1))).toBe('go');
+    for (const w of waiters) expect(admission.enter(w)).toBe('queued');
+    admission.leave();
+    expect(order).toEqual(waiters.map((w) => w.id));
+    expect(admission.active).toBe(0);
+    expect(admission.queued).toBe(0);
+  });
+
+  it('refuses a waiter whose wait runs out, with 429 queue_timeout', async () => {
+    const admission = new Admission({ maxInFlight: 1, queueSize: 1, queueTimeoutMs: 20 });
+    expect(admission.enter(new Waiter(0))).toBe('go');
+    const late = new Waiter(1);
+    expect(admission.enter(late)).toBe('queued');
+    await new Promise((r) => setTimeout(r, 60));
+    expect(late.expired).toMatchObject({ status: 429, code: 'queue_timeout' });
+    expect(admission.refused).toEqual({ queue_full: 0, queue_timeout: 1 });
+    admission.leave(); // no waiter left: the slot is just freed
+    expect(admission.active).toBe(0);
+  });
+
+  it('costs nothing without a limit', () => {
+    const admission = new Admission({ maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 });
+    for (let i = 0; i < 10; i++) expect(admission.enter(new Waiter(i))).toBe('go');
+    admission.leave();
+    expect(admission.active).toBe(0);
+    expect(admission.limited).toBe(false);
+  });
+});
+
+describe('the proxy with --max-in-flight', () => {
+  it('forwards at most N at once, queues the rest in order, refuses past the queue', async () => {
+    const held: ServerResponse[] = [];
+    const upstream = await startStub((_req, res) => void held.push(res));
+    const metrics = createProxyMetrics({ defaultMetrics: false });
+    const rig = await startProxy({
+      backends: [upstream.url],
+      maxInFlight: 2,
+      queueSize: 2,
+      queueTimeoutMs: 10_000,
+      observers: [metrics.observer],
+      mounts: [metrics.mount],
+    });
+    const answer = () => held.shift()!.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
+    try {
+      const send = (n: number) =>
+        post(rig.base, '/v1/chat/completions', {
+          model: MODEL,
+          messages: [{ role: 'user', content: `request ${n}` }],
+        });
+      const first = [send(0), send(1)];
+      await waitFor(() => held.length === 2);
+      const queued = [send(2), send(3)];
+      await waitFor(() => rig.proxy.state.admission.queued === 2);
+      const refused = await send(4);
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(await refused.json()).toMatchObject({ error: { type: 'server_error', code: 'queue_full' } });
+      expect(upstream.requests).toHaveLength(2); // nothing past the limit reached the engine
+      const scraped = await (await fetch(`${rig.base}/metrics`)).text();
+      expect(scraped).toContain('\nkvroute_queue_depth 2\n');
+      expect(scraped).toContain('\nkvroute_admission_refused_total{reason="queue_full"} 1\n');
+
+      answer(); // a slot frees: the longest waiter (request 2) goes
+      await waitFor(() => upstream.requests.length === 3);
+      expect(upstream.requests[2]!.body.toString()).toContain('request 2');
+      answer();
+      await waitFor(() => upstream.requests.length === 4);
+      expect(upstream.requests[3]!.body.toString()).toContain('request 3');
+      while (held.length > 0) answer();
+      for (const response of [...(await Promise.all(first)), ...(await Promise.all(queued))])
+        expect(response.status).toBe(200);
+      expect(rig.proxy.state.admission.active).toBe(0);
+    } finally {
+      while (held.length > 0) answer();
+      await rig.close();
+      await upstream.close();
+    }
+  });
+
+  it('refuses a request that waited too long; one whose client left is never sent', async () => {
+    const held: ServerResponse[] = [];
+    const upstream = await startStub((_req, res) => void held.push(res));
+    const rig = await startProxy({ backends: [upstream.url], maxInFlight: 1, queueSize: 4, queueTimeoutMs: 150 });
+    const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }] };
+    try {
+      const first = post(rig.base, '/v1/chat/completions', body);
+      await waitFor(() => held.length === 1);
+      const controller = new AbortController();
+      const leaving = post(rig.base, '/v1/chat/completions', body, {}, controller.signal).catch((e: Error) => e);
+      await waitFor(() => rig.proxy.state.admission.queued === 1);
+      controller.abort();
+      await leaving;
+      await waitFor(() => rig.proxy.state.admission.queued === 0);
+      const started = Date.now();
+      const timedOut = await post(rig.base, '/v1/chat/completions', body);
+      expect(timedOut.status).toBe(429);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(140);
+      expect(await timedOut.json()).toMatchObject({ error: { code: 'queue_timeout' } });
+      held.shift()!.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
+      expect((await first).status).toBe(200);
+      expect(upstream.requests).toHaveLength(1); // the aborted and the timed-out never reached it
+      expect(rig.proxy.state.admission.active).toBe(0);
+    } finally {
+      for (const res of held) res.end();
+      await rig.close();
+      await upstream.close();
+    }
+  });
+
+  it('takes its limits from flags, naming a bad one', () => {
+    const config = resolveServeConfig({ 'max-in-flight': '64', 'queue-size': '0', 'queue-timeout': '5000' }, {});
+    expect(config.proxy).toMatchObject({ maxInFlight: 64, queueSize: 0, queueTimeoutMs: 5000 });
+    expect(() => resolveServeConfig({ 'max-in-flight': '-1' }, {})).toThrow(ConfigError);
+    expect(() => resolveServeConfig({}, { KVROUTE_QUEUE_TIMEOUT: '0' })).toThrow(/KVROUTE_QUEUE_TIMEOUT/);
+  });
+});
+
+/** Polls `predicate` every 5 ms for up to 5 s. */
+async function waitFor(predicate: () => boolean): Promise<void> {
+  const until = Date.now() + 5_000;
+  while (!predicate()) {
+    if (Date.now() > until) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
