@@ -14,16 +14,7 @@ import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
 import { resolveServeConfig, ConfigError } from '../src/proxy/serve-config.js';
 
 import { MODEL, post, startProxy, startStub } from './helpers/proxy-harness.js';
-
-/** A seeded PRNG (mulberry32), so a failure reproduces. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { Rng } from './helpers/random.js';
 
 class Waiter implements Admittable {
   admitted = 0;
@@ -44,7 +35,8 @@ class Waiter implements Admittable {
 describe('Admission', () => {
   for (const seed of [1, 2, 3, 4, 5, 6])
     it(`matches a FIFO model under random enter/leave/cancel (seed ${seed})`, () => {
-      const random = rng(seed);
+      const rng = new Rng(seed);
+      const random = () => rng.next();
       const max = 1 + Math.floor(random() * 4);
       const queueSize = Math.floor(random() * 5);
       const admission = new Admission({ maxInFlight: max, queueSize, queueTimeoutMs: 60_000 });

@@ -7,15 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import { hotCounter, hotHistogram } from '../src/proxy/hot-metrics.js';
 
-/** A seeded PRNG (mulberry32), so a failure reproduces. */
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { Rng } from './helpers/random.js';
 
 /** The text exposition as a sorted list of `name{sorted labels} value` lines (label order is free). */
 function samples(text: string): string[] {
@@ -35,7 +27,8 @@ const BUCKETS = [0.001, 0.01, 0.1, 1, 10];
 describe('hot metrics', () => {
   for (const seed of [1, 2, 3, 4, 5]) {
     it(`scrapes like prom-client for random observations (seed ${seed})`, async () => {
-      const random = rng(seed);
+      const rng = new Rng(seed);
+      const random = () => rng.next();
       const real = new Registry();
       const hot = new Registry();
       const config = { name: 'h', help: 'a histogram', labelNames: ['instance', 'policy'] as const };
