@@ -176,6 +176,22 @@ describe('the request log', () => {
     expect(existsSync(join(dir, 'no-such-dir'))).toBe(false);
   });
 
+  it('kvroute serve --access-log -: the lines follow the listening line on stdout (a pipe)', async () => {
+    const serve = await startServe(['--port', '0', '--access-log', '-']);
+    try {
+      const response = await post(serve.base, '/v1/completions', { model: MODEL, prompt: 'hi', max_tokens: 2 });
+      expect(response.status).toBe(200);
+      const id = response.headers.get('x-request-id');
+      await response.text();
+      expect(await serve.stop()).toBe(0);
+      const out = serve.stdout().split('\n');
+      expect(out[0]).toMatch(/^kvroute serve: listening on http:/);
+      expect(JSON.parse(out[1]!)).toMatchObject({ request_id: id, path: '/v1/completions', status: 200 });
+    } finally {
+      await serve.stop();
+    }
+  });
+
   it('kvroute serve --access-log: a line per request, the one in flight at SIGTERM included', async () => {
     const path = join(dir, 'serve.log');
     const serve = await startServe(['--port', '0', '--access-log', path]);

@@ -14,8 +14,8 @@
  *   until reopen() succeeds.
  * - Log rotation: reopen() (kvroute serve runs it on SIGHUP) lets the current file finish what is
  *   queued and opens the path anew, so a renamed file is closed and a fresh one started.
- * - close() resolves once every queued line is written (or has failed), so a clean stop loses
- *   nothing.
+ * - close() resolves once every queued line is written (or has failed; stdout: reached its reader,
+ *   waiting at most STDOUT_DRAIN_MS), so a clean stop loses nothing.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
 
@@ -70,6 +70,9 @@ export interface AccessLogOptions {
 export async function openAccessLog(target: string, options: AccessLogOptions = {}): Promise<AccessLog> {
   const warn = options.onWarning ?? ((message: string) => process.stderr.write(`${message}\n`));
   const toStdout = target === '-';
+  // process.stdout writes asynchronously to a pipe or socket (a log shipper) and synchronously to
+  // a file or terminal (Node's "note on process I/O"); a stalled pipe reader thus fills the
+  // bounded queue instead of stalling the proxy. It is never closed here.
   let stream: NodeJS.WritableStream & { writableLength: number } = toStdout ? process.stdout : await openFile(target);
   let failing = false;
   let closed = false;
@@ -119,7 +122,8 @@ export async function openAccessLog(target: string, options: AccessLogOptions = 
     async close() {
       if (closed) return;
       closed = true;
-      if (!toStdout) await finish(stream as WriteStream);
+      if (toStdout) await drained(stream, STDOUT_DRAIN_MS);
+      else await finish(stream as WriteStream);
       if (dropped > 0) warn(`kvroute access log: ${dropped} lines were dropped in all`);
     },
   };
@@ -136,6 +140,23 @@ function openFile(path: string): Promise<WriteStream> {
       stream.off('error', failed);
       resolve(stream);
     });
+  });
+}
+
+/** Longest close() waits for stdout's queue to reach the pipe's reader. */
+const STDOUT_DRAIN_MS = 5_000;
+
+/** Resolves once the stream has nothing queued, or after `ms`. */
+function drained(stream: NodeJS.WritableStream & { writableLength: number }, ms: number): Promise<void> {
+  if (stream.writableLength === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    stream.once('drain', done);
+    function done() {
+      clearTimeout(timer);
+      stream.off('drain', done);
+      resolve();
+    }
   });
 }
 
