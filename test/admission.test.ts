@@ -13,7 +13,7 @@ import { ClientError } from '../src/proxy/error-body.js';
 import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
 import { resolveServeConfig, ConfigError } from '../src/proxy/serve-config.js';
 
-import { MODEL, post, startProxy, startStub } from './helpers/proxy-harness.js';
+import { MODEL, post, refusingUrl, startProxy, startStub } from './helpers/proxy-harness.js';
 import { Rng } from './helpers/random.js';
 
 class Waiter implements Admittable {
@@ -192,6 +192,39 @@ describe('the proxy with --max-in-flight', () => {
       expect((await first).status).toBe(200);
       expect(upstream.requests).toHaveLength(1); // the aborted and the timed-out never reached it
       expect(rig.proxy.state.admission.active).toBe(0);
+    } finally {
+      for (const res of held) res.end();
+      await rig.close();
+      await upstream.close();
+    }
+  });
+
+  it('gives the slot back on every ending: a retry keeps one slot, a failed request frees it', async () => {
+    const dead = await refusingUrl();
+    const held: ServerResponse[] = [];
+    const upstream = await startStub((_req, res) => void held.push(res));
+    const rig = await startProxy({ backends: [dead, upstream.url], maxInFlight: 1, queueSize: 8, retries: 1 });
+    const body = (n: number) => ({ model: MODEL, messages: [{ role: 'user', content: `retry ${n}` }] });
+    try {
+      // Whichever backend the first request tries first, it ends on the live one holding one slot.
+      const first = post(rig.base, '/v1/chat/completions', body(0));
+      await waitFor(() => held.length === 1);
+      expect(rig.proxy.state.admission.active).toBe(1);
+      const second = post(rig.base, '/v1/chat/completions', body(1));
+      await waitFor(() => rig.proxy.state.admission.queued === 1);
+      held.shift()!.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
+      expect((await first).status).toBe(200);
+      await waitFor(() => held.length === 1); // the second got the slot
+      upstream.requests.length = 0;
+      // With the live backend drained, requests fail at once (503, or 502 after trying the dead
+      // one if no request tripped it yet) and each frees its slot for the next.
+      rig.proxy.state.drainBackend(upstream.url);
+      held.shift()!.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
+      expect((await second).status).toBe(200);
+      const failed = await Promise.all([0, 1, 2].map((n) => post(rig.base, '/v1/chat/completions', body(n))));
+      for (const r of failed) expect([502, 503]).toContain(r.status);
+      expect(rig.proxy.state.admission.active).toBe(0);
+      expect(rig.proxy.state.admission.queued).toBe(0);
     } finally {
       for (const res of held) res.end();
       await rig.close();
