@@ -5,21 +5,17 @@
  * time by `bench/proxy-steps.ts`, they show what each costs in CPU under real load, so kvroute's
  * figure can be compared with "the floor plus the work it cannot skip".
  *
- * - headers: copy the client's headers to forward upstream (all but hop-by-hop, host and
- *   content-length, as kvroute forwards them) and read the session header.
+ * - headers: kvroute's own `readIncomingHead()` (from `dist/`): the client's headers to forward
+ *   upstream and the session header; the relay writes them into its request head.
  * - parse: `JSON.parse` the body, check `model`, copy `hash_ids` into a Float64Array (the
  *   router's id form) or, without them, take `messages`. A body the step cannot read is relayed
  *   anyway (round-robin).
- * - route: kvroute's native `Router` (from `dist/`, so `npm run build` first) picks the backend
+ * - route: kvroute's native `Router` (from `dist/`; both need `npm run build` first) picks the backend
  *   by those ids (or hashes the messages) and the session, policy `unified`; the ticket completes
  *   when the response ends and is aborted when it fails. Needs `parse`.
  */
 
 export const STEP_NAMES = /** @type {const} */ (['headers', 'parse', 'route']);
-
-const NOT_FORWARDED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'host']);
-NOT_FORWARDED.add('content-length');
-NOT_FORWARDED.add('expect');
 
 /**
  * @typedef {{
@@ -48,15 +44,17 @@ export async function floorSteps(names, backendCount) {
   if (names.includes('route') && !names.includes('parse')) throw new Error('--steps: route needs parse');
   /** @type {Steps} */
   const steps = {};
-  if (names.includes('headers'))
+  if (names.includes('headers')) {
+    const { readIncomingHead } = await import('../../dist/proxy/forward-headers.js');
     steps.readHead = (req, state) => {
+      const head = readIncomingHead(req, 'x-session-id');
       let forwarded = '';
-      req.forEach((name, value) => {
-        if (name === 'x-session-id') state.session = value;
-        if (!NOT_FORWARDED.has(name) && !name.startsWith('x-kvroute-')) forwarded += `${name}: ${value}\r\n`;
-      });
+      for (let i = 0; i + 1 < head.headers.length; i += 2)
+        forwarded += `${head.headers[i]}: ${head.headers[i + 1]}\r\n`;
+      if (head.session !== '') state.session = head.session;
       state.forwarded = forwarded;
     };
+  }
   if (!names.includes('parse')) return steps;
 
   const router = names.includes('route') ? await nativeRouter(backendCount) : undefined;
