@@ -3,7 +3,18 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'build/', 'build-cmake/', 'build-bench/', 'build-test/', 'node_modules/', 'coverage/'] },
+  {
+    ignores: [
+      'dist/',
+      'build/',
+      'build-cmake/',
+      'build-bench/',
+      'build-test/',
+      'node_modules/',
+      'coverage/',
+      '.scratch/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

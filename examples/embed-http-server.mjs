@@ -14,6 +14,8 @@ const given = process.argv[2]?.split(',').filter(Boolean);
 const fleet = given === undefined ? await startSimFleet({ instances: 2, port: 0 }) : undefined;
 const backends = given ?? /** @type {NonNullable<typeof fleet>} */ (fleet).urls;
 const proxy = createProxy({ backends, policy: 'unified' });
+// The backends' first health checks (and model discovery): until they pass, requests get 503.
+await proxy.started();
 
 const server = createServer((req, res) => {
   if (req.url === '/') {

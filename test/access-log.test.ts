@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { formatRecord, openAccessLog } from '../src/proxy/access-log.js';
+import type { RequestRecord } from '../src/proxy/proxy-observer.js';
 
 import { MODEL, post, startFleetProxy, startProxy, startStub } from './helpers/proxy-harness.js';
 import { serveFailure, startServe } from './helpers/proxy-serve-child.js';
@@ -105,6 +106,8 @@ describe('the request log', () => {
       expect(line).toMatchObject({
         path: '/v1/chat/completions',
         status: 200,
+        outcome: 'success',
+        model: MODEL,
         instance: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
         reason: expect.any(String),
         session: `s${i % 3}`,
@@ -123,6 +126,8 @@ describe('the request log', () => {
       request_id: 'bad-1',
       path: '/v1/completions',
       status: 400,
+      outcome: 'error',
+      error: 'missing_field: prompt is required: the text (or token ids) to complete',
       attempts: 0,
       e2e_ms: expect.any(Number),
     });
@@ -131,11 +136,12 @@ describe('the request log', () => {
   it('reopens for log rotation without losing a line, and stops at close', async () => {
     const path = join(dir, 'rotated.log');
     const log = await openAccessLog(path);
-    const record = (n: number) => ({
+    const record = (n: number): RequestRecord => ({
       startedAt: Date.now(),
       requestId: `r${n}`,
       path: '/p',
       status: 200,
+      outcome: 'success',
       attempts: 1,
       e2eMs: n,
     });
@@ -159,11 +165,14 @@ describe('the request log', () => {
       requestId: 'x',
       path: '/v1/completions',
       status: 503,
+      outcome: 'error',
+      error: 'no_healthy_backend: no healthy backend can take the request; retry shortly',
       attempts: 0,
       e2eMs: 0.12345,
     });
     expect(line).toBe(
-      '{"time":"2026-11-30T00:00:00.000Z","request_id":"x","path":"/v1/completions","status":503,"attempts":0,"e2e_ms":0.123}\n',
+      '{"time":"2026-11-30T00:00:00.000Z","request_id":"x","path":"/v1/completions","status":503,"outcome":"error",' +
+        '"error":"no_healthy_backend: no healthy backend can take the request; retry shortly","attempts":0,"e2e_ms":0.123}\n',
     );
   });
 

@@ -24,6 +24,7 @@ let proxy: Proxy;
 beforeAll(async () => {
   fleet = await startSimFleet({ instances: 2, port: 0, speed: 50 });
   proxy = createProxy({ backends: fleet.urls, onWarning: () => {} });
+  await proxy.started();
 });
 
 afterAll(async () => {

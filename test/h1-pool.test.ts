@@ -585,8 +585,16 @@ describe('H1Pool against undici', () => {
 describe("the proxy with upstream: 'h1'", () => {
   it('a stale keep-alive connection is retried inside the pool: no upstream error, no breaker trip', async () => {
     const completion = JSON.stringify({ id: 'c', object: 'chat.completion', choices: [], model: MODEL });
-    const server = await scripted(({ socket, index }) => {
-      // Every connection answers one request, then drops the next one as it arrives.
+    const completionConnections = new Set<number>();
+    const server = await scripted(({ socket, conn, index, head: requestHead }) => {
+      // The proxy's health probe and model discovery (its control pool) get a plain answer.
+      if (requestHead.startsWith('GET ')) {
+        const list = `{"object":"list","data":[{"id":"${MODEL}"}]}`;
+        socket.write(head('200 OK', [`Content-Length: ${list.length}`]) + list);
+        return;
+      }
+      completionConnections.add(conn);
+      // Every connection answers one completion, then drops the next one as it arrives.
       if (index > 0) socket.resetAndDestroy();
       else
         socket.write(
@@ -605,6 +613,6 @@ describe("the proxy with upstream: 'h1'", () => {
     }
     expect(rig.observer.named('upstreamError')).toEqual([]);
     expect(rig.observer.named('health')).toEqual([]);
-    expect(server.connections()).toBe(4); // the first, then one fresh per retried request
+    expect(completionConnections.size).toBe(4); // the first, then one fresh per retried request
   });
 });

@@ -31,7 +31,7 @@ describe('serve configuration', () => {
     const config = file(
       'layers.yaml',
       [
-        'backends: [http://a:1, "http://b:2/"]',
+        'backends: [http://a:1, {url: "http://b:2/", models: [A, B]}]',
         'port: 9000',
         'policy: sticky',
         'retries: 5',
@@ -42,7 +42,7 @@ describe('serve configuration', () => {
       ].join('\n'),
     );
     const fromFile = resolveServeConfig({ config }, {});
-    expect(fromFile.backends).toEqual(['http://a:1', 'http://b:2']);
+    expect(fromFile.backends).toEqual([{ url: 'http://a:1' }, { url: 'http://b:2', models: ['A', 'B'] }]);
     expect(fromFile.port).toBe(9000);
     expect(fromFile.proxy).toMatchObject({
       policy: 'sticky',
@@ -58,7 +58,7 @@ describe('serve configuration', () => {
     expect(fromEnv.proxy).toMatchObject({ policy: 'sticky', retries: 0, stripExtensions: false });
     const fromFlags = resolveServeConfig({ port: '9200', backends: 'http://c:3,http://d:4' }, env);
     expect(fromFlags.port).toBe(9200);
-    expect(fromFlags.backends).toEqual(['http://c:3', 'http://d:4']);
+    expect(fromFlags.backends).toEqual([{ url: 'http://c:3' }, { url: 'http://d:4' }]);
     expect(fromFlags.proxy.retries).toBe(0);
   });
 
@@ -75,6 +75,20 @@ describe('serve configuration', () => {
     bad({ policy: 'fastest' }, {}, /^--policy must be one of .*unified/);
     bad({ backends: 'ftp://x' }, {}, /^--backends must be an http/);
     bad({ backends: 'http://a:1,http://a:1/' }, {}, /--backends lists the same backend twice/);
+    bad(
+      { config: file('models.yaml', 'backends: [{url: "http://a:1", models: A}]\n') },
+      {},
+      /^config .*models\.yaml: backends\[0\]\.models must be a list of model names, got "A"/,
+    );
+    bad(
+      { config: file('modelkey.yaml', 'backends: [{url: "http://a:1", model: [A]}]\n') },
+      {},
+      /backends\[0\] has an unknown key "model"; known: url, models/,
+    );
+    bad({ http: 'h2' }, {}, /^--http must be uws or node/);
+    bad({ 'health-failures': '0' }, {}, /^--health-failures must be an integer ≥ 1/);
+    bad({}, { KVROUTE_BACKEND_API_KEY: 'has space' }, /^KVROUTE_BACKEND_API_KEY must be a key without spaces/);
+    bad({ 'max-body-memory': 'lots' }, {}, /^--max-body-memory must be a size/);
     bad({ 'engine-state': 'redis' }, {}, /^--engine-state must be shadow or shm:NAME/);
     bad({ 'session-header': 'bad header' }, {}, /^--session-header must be an HTTP header name/);
     bad({}, { KVROUTE_STRIP_EXTENSIONS: 'maybe' }, /^KVROUTE_STRIP_EXTENSIONS must be true or false/);
@@ -114,7 +128,7 @@ describe('kvroute serve', () => {
     );
     const serve = await startServe(['--port', '0', '--policy', 'round_robin'], { KVROUTE_BACKENDS: upstream.url });
     try {
-      const response = await post(serve.base, '/v1/completions', { model: 'm', prompt: 'p' });
+      const response = await post(serve.base, '/v1/completions', { model: MODEL, prompt: 'p' });
       expect(response.status).toBe(200);
       expect(response.headers.get('x-kvroute-instance')).toBe(upstream.url);
       expect(response.headers.get('x-kvroute-reason')).toBe('round_robin');

@@ -89,18 +89,53 @@ describe('proxy: upstream failures', () => {
     expect(rig.proxy.router.stats().inFlight).toBe(0);
   });
 
-  it('an engine refusing connections: re-routed, marked unhealthy, back after a health probe', async () => {
+  it('an engine down at start: not routable, /ready honest, routed once its probe passes', async () => {
     const dead = await refusingUrl();
     const fleet = await startSimFleet({ instances: 1, port: 0, speed: 50 });
     cleanups.push(() => fleet.close());
     const rig = await proxyFor({ backends: [dead, fleet.urls[0]!], policy: 'round_robin', healthBackoffMs: 50 });
+    expect(rig.proxy.state.backend(dead)!.healthy).toBe(false);
+    const ready = (await (await fetch(`${rig.base}/ready`)).json()) as { routable_backends: number };
+    expect(ready.routable_backends).toBe(1);
+    for (let i = 0; i < 4; i++) {
+      const r = await post(rig.base, '/v1/chat/completions', chat());
+      expect(r.headers.get('x-kvroute-instance')).toBe(fleet.urls[0]);
+      await r.arrayBuffer();
+    }
+    expect(rig.observer.named('retry')).toEqual([]); // never tried: no client paid for finding it dead
+
+    // The engine comes up on its port: a probe finds /health answering and routing resumes.
+    const port = Number(new URL(dead).port);
+    await stub((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"revived":true}'), port);
+    await rig.observer.until(() => rig.observer.named('health').length === 1, 10_000, 'the backend to come up');
+    expect(rig.observer.named('health')).toEqual([['health', dead, true]]);
+    const seen = new Set<string>();
+    for (let i = 0; i < 4; i++) {
+      const r = await post(rig.base, '/v1/chat/completions', chat());
+      seen.add(r.headers.get('x-kvroute-instance')!);
+      await r.arrayBuffer();
+    }
+    expect(seen).toEqual(new Set([dead, fleet.urls[0]]));
+  });
+
+  it('an engine that dies: re-routed, marked unhealthy, back after a health probe', async () => {
+    const dying = await startStub((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+    const fleet = await startSimFleet({ instances: 1, port: 0, speed: 50 });
+    cleanups.push(() => fleet.close());
+    const rig = await proxyFor({
+      backends: [dying.url, fleet.urls[0]!],
+      policy: 'round_robin',
+      healthBackoffMs: 50,
+      healthIntervalMs: 0, // only the request finds it dead
+    });
+    await dying.close();
     const response = await post(rig.base, '/v1/chat/completions', chat());
     expect(response.status).toBe(200);
     expect(response.headers.get('x-kvroute-instance')).toBe(fleet.urls[0]);
-    expect(rig.observer.named('upstreamError')).toEqual([['upstreamError', dead, 'refused', false]]);
-    expect(rig.observer.named('retry')).toEqual([['retry', dead]]);
-    expect(rig.proxy.state.backend(dead)!.healthy).toBe(false);
-    expect(rig.observer.named('health')).toEqual([['health', dead, false]]);
+    expect(rig.observer.named('upstreamError')).toEqual([['upstreamError', dying.url, 'refused', false]]);
+    expect(rig.observer.named('retry')).toEqual([['retry', dying.url]]);
+    expect(rig.proxy.state.backend(dying.url)!.healthy).toBe(false);
+    expect(rig.observer.named('health')).toEqual([['health', dying.url, false]]);
     // Unhealthy: no more requests go there.
     for (let i = 0; i < 4; i++) {
       const r = await post(rig.base, '/v1/chat/completions', chat());
@@ -112,27 +147,45 @@ describe('proxy: upstream failures', () => {
       1,
     );
 
-    // The engine comes back on its port: a probe finds /health answering and routing resumes.
-    const port = Number(new URL(dead).port);
-    await stub((req, res) => {
-      if (req.url === '/health') res.writeHead(200).end();
-      else res.writeHead(200, { 'content-type': 'application/json' }).end('{"revived":true}');
-    }, port);
+    // It comes back on its port: a probe finds /health answering and routing resumes.
+    const port = Number(new URL(dying.url).port);
+    await stub((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"revived":true}'), port);
     await rig.observer.until(() => rig.observer.named('health').length === 2, 10_000, 'the backend to recover');
-    expect(rig.observer.named('health')[1]).toEqual(['health', dead, true]);
-    expect(rig.proxy.state.backend(dead)!.healthy).toBe(true);
+    expect(rig.observer.named('health')[1]).toEqual(['health', dying.url, true]);
     const seen = new Set<string>();
     for (let i = 0; i < 4; i++) {
       const r = await post(rig.base, '/v1/chat/completions', chat());
       seen.add(r.headers.get('x-kvroute-instance')!);
       await r.arrayBuffer();
     }
-    expect(seen).toEqual(new Set([dead, fleet.urls[0]]));
+    expect(seen).toEqual(new Set([dying.url, fleet.urls[0]]));
   });
 
-  it('every backend refusing: 502 after --retries re-routes, then 503 with Retry-After', async () => {
+  it('every backend down at start: not ready, 503 with Retry-After, no engine touched', async () => {
     const dead = [await refusingUrl(), await refusingUrl(), await refusingUrl()];
     const rig = await proxyFor({ backends: dead, retries: 2, healthBackoffMs: 60_000 });
+    const ready = await fetch(`${rig.base}/ready`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ ready: false, routable_backends: 0 });
+    const none = await post(rig.base, '/v1/chat/completions', chat());
+    expect(none.status).toBe(503);
+    expect(none.headers.get('retry-after')).toBe('1');
+    expect(((await none.json()) as ErrorReply).error.code).toBe('no_healthy_backend');
+    expect(rig.observer.named('upstreamError')).toEqual([]);
+    expect(rig.proxy.state.snapshot().map((b) => b.lastFailure)).toEqual(
+      dead.map(() => expect.stringMatching(/GET \/health failed: ECONNREFUSED/)),
+    );
+  });
+
+  it('every backend dying: 502 after --retries re-routes, then 503 with Retry-After', async () => {
+    const dying = await Promise.all([0, 1, 2].map(() => startStub((_req, res) => res.writeHead(200).end('{}'))));
+    const rig = await proxyFor({
+      backends: dying.map((d) => d.url),
+      retries: 2,
+      healthBackoffMs: 60_000,
+      healthIntervalMs: 0,
+    });
+    for (const d of dying) await d.close();
     const response = await post(rig.base, '/v1/chat/completions', chat());
     expect(response.status).toBe(502);
     expect(((await response.json()) as ErrorReply).error).toMatchObject({

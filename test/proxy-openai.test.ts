@@ -140,7 +140,7 @@ describe('proxy: the OpenAI API through the official client', () => {
     expect((await fetch(`${rig.base}/health`)).status).toBe(200);
     const ready = await fetch(`${rig.base}/ready`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ ready: true, routable_backends: 4 });
+    expect(await ready.json()).toEqual({ ready: true, models: { [MODEL]: 4 }, routable_backends: 4 });
   });
 
   it('1,000 requests at concurrency 64: none lost, every ticket closed', async () => {

@@ -50,6 +50,16 @@ export const SERVE_USAGE = `  serve               the routing proxy: OpenAI-comp
                     --max-in-flight N  route at most N requests at once (default 0: no limit); the
                                        rest wait in a queue (--queue-size, default ${PROXY_DEFAULTS.queueSize}) for up to
                                        --queue-timeout MS (default ${PROXY_DEFAULTS.queueTimeoutMs}), else 429
+                    --http S           the HTTP server: uws (default, fastest) or node (also answers
+                                       HTTP/1.0, Host-less requests and many headers; docs/proxy.md)
+                    --health-interval MS  probe each backend's /health this often (default ${PROXY_DEFAULTS.healthIntervalMs}; 0: off)
+                    --health-timeout MS   a probe's timeout (default ${PROXY_DEFAULTS.healthTimeoutMs})
+                    --health-failures N   failed probes in a row that take a backend out (default ${PROXY_DEFAULTS.healthFailures})
+                    --models-interval MS  re-read each backend's /v1/models this often (default ${PROXY_DEFAULTS.modelsIntervalMs})
+                    --backend-api-key K   sent with model discovery (engines with --api-key; prefer
+                                       KVROUTE_BACKEND_API_KEY)
+                    --request-timeout MS  overall deadline of a request (default 0: none)
+                    --max-body-memory SIZE  request bodies held at once (default 512MiB); past it 503
                     GET / is the live dashboard, GET /metrics Prometheus
                     every flag also as KVROUTE_<FLAG> (e.g. KVROUTE_BACKENDS); flags beat
                     variables, which beat the file`;
@@ -146,14 +156,14 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
     await proxy.close({ graceMs: 0 });
     await accessLog?.close();
     await fleet?.close();
-    throw new UsageError(`cannot listen on ${config.host}:${config.port} (${(error as Error).message})`);
+    throw new UsageError((error as Error).message);
   }
   const host = config.host.includes(':') ? `[${config.host}]` : config.host;
   const base = `http://${host}:${port}`;
   if (fleet !== undefined) process.stderr.write(embeddedBanner(fleet, base));
   else
     process.stderr.write(
-      `kvroute serve: ${config.backends.length} backends · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'}\n`,
+      `kvroute serve: ${config.backends.length} backends (${proxy.state.routableCount()} healthy) · ${modelSummary(proxy)} · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'} · ${proxy.options.http} server\n`,
     );
   process.stderr.write(
     `kvroute serve: dashboard ${base}/ · metrics ${base}/metrics · admin API ${config.adminToken === undefined ? 'off (--admin-token)' : 'on'}\n`,
@@ -179,6 +189,20 @@ export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise
   // done, so the command does not wait for them (an unref'd timer fires only if something else
   // keeps the loop alive). Embedders stopping through `signal` keep their process.
   if (hooks.signal === undefined) setTimeout(() => process.exit(process.exitCode ?? 0), 500).unref();
+}
+
+/** "models A (2 backends), B (1 backend)", from the first health checks' discovery. */
+function modelSummary(proxy: Proxy): string {
+  const counts = new Map<string, number>();
+  let unknown = 0;
+  for (const b of proxy.state.snapshot()) {
+    if (b.models === undefined) unknown++;
+    for (const m of b.models ?? []) counts.set(m, (counts.get(m) ?? 0) + 1);
+  }
+  const plural = (n: number) => `${n} backend${n === 1 ? '' : 's'}`;
+  const listed = [...counts].map(([m, n]) => `${m} (${plural(n)})`);
+  if (unknown > 0) listed.push(`any model (${plural(unknown)} not discovered yet)`);
+  return `models ${listed.join(', ')}`;
 }
 
 /** The request log, or a usage error naming the path and why it cannot be opened. */

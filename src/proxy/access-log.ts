@@ -31,7 +31,10 @@ export function formatRecord(r: RequestRecord): string {
     request_id: r.requestId,
     path: r.path,
     status: r.status,
+    outcome: r.outcome,
   };
+  if (r.error !== undefined) line.error = r.error;
+  if (r.model !== undefined) line.model = r.model;
   if (r.instance !== undefined) line.instance = r.instance;
   if (r.reason !== undefined) line.reason = r.reason;
   if (r.session !== undefined) line.session = r.session;

@@ -15,20 +15,22 @@
  * and compared with crypto.timingSafeEqual, so neither the length nor a matching prefix leaks
  * through timing.
  *
+ * A known /admin path with the wrong method gets 405 with Allow (the route table's rule).
+ *
  * Hazard (uWS): the request object is valid only inside the handler, so the Authorization header
  * is read before any await; a body arrives in onData chunks that are copied before the callback
  * returns; after onAborted nothing touches the response.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-import type uWS from 'uWebSockets.js';
-
 import { isKvrouteError } from '../core/errors.js';
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
+import type { ClientResponse } from './client-io.js';
 import { errorJson } from './error-body.js';
 import { normaliseBackend, type ProxyMount } from './proxy-options.js';
 import type { ProxyState } from './proxy-state.js';
+import type { MountApp } from './route-table.js';
 
 /** Admin request bodies are a URL or a policy: this is generous. */
 const MAX_ADMIN_BODY = 64 * 1024;
@@ -51,7 +53,7 @@ const refuse = (status: string, message: string, headers?: Record<string, string
 /** A ProxyMount for /admin/*; `token` undefined turns the API off (403). */
 export function adminMount(token: string | undefined): ProxyMount {
   const expected = token === undefined ? undefined : digest(token);
-  return (app: uWS.TemplatedApp, state: ProxyState) => {
+  return (app: MountApp, state: ProxyState) => {
     const route = (method: 'get' | 'post', path: string, handle: (body: unknown) => Reply | Promise<Reply>) => {
       app[method](path, (res, req) => {
         let aborted = false;
@@ -134,7 +136,7 @@ function authorize(expected: Buffer | undefined, header: string): Reply | undefi
 }
 
 /** Reads a JSON body (at most MAX_ADMIN_BODY bytes); hands an Error for anything else. */
-function readJson(res: uWS.HttpResponse, done: (body: unknown) => void): void {
+function readJson(res: ClientResponse, done: (body: unknown) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
   let over = false;

@@ -1,20 +1,23 @@
 /**
- * One engine behind the proxy: its undici Pool, its in-flight count and its circuit breaker.
+ * One engine behind the proxy: its undici Pool, its in-flight count, its circuit breaker and
+ * the models it serves.
  *
  * Pool: keep-alive connections (undici's default, honouring the engine's Keep-Alive hint), at
  * most `connections` of them, no pipelining (one request per connection at a time, so aborting
  * a request closes only its own connection). Timeouts: `connect` for TCP connect,
  * `headersTimeout` = the first-byte timeout (until the response head), `bodyTimeout` = the idle
- * timeout (longest silence between body chunks).
+ * timeout (longest silence between body chunks). Health probes and model discovery go through
+ * `control`, a pool of their own, so a completion pool busy with hundreds of long streams never
+ * queues a probe behind them (which would read as a dead engine).
  *
  * Circuit breaker: closed (healthy) → open on a failure before the first byte (refused, reset,
- * timed out; see ProxyState.reportFailure for why one failure suffices). While open, a probe
- * `GET <base>/health` runs after `backoffMs`, doubling up to `maxBackoffMs` after each failed
- * probe; the first 2xx probe closes the breaker (half-open → closed). Probes use the same pool
- * with short timeouts. A removed backend stops probing.
+ * timed out; see ProxyState.reportFailure for why one failure suffices) or on failed health
+ * probes (backend-monitor.ts, which also closes it again). A backend starts open ("not yet
+ * checked") and takes requests once its first probe passes. A removed backend stops probing.
  *
- * Hazard: probe timers are unref'd and cleared by close(); a probe in flight when close() runs
- * settles into a no-op.
+ * Models: pinned by configuration, else discovered from `GET /v1/models`; undefined while
+ * unknown (never discovered: the engine has no /v1/models, or has not answered yet), and then
+ * the backend takes requests for any model.
  */
 import { Pool } from 'undici';
 
@@ -25,14 +28,21 @@ export interface BackendTimeouts {
   connectTimeoutMs: number;
   firstByteTimeoutMs: number;
   idleTimeoutMs: number;
-  healthBackoffMs: number;
-  healthMaxBackoffMs: number;
   /** The completion hot path's client: undici's Pool or the lean H1Pool (http: backends only). */
   upstream?: 'undici' | 'h1';
 }
 
-/** A probe gets at most this long per phase, whatever the request timeouts are. */
-const PROBE_TIMEOUT_MS = 2_000;
+/** One entry of an OpenAI `/v1/models` list: its `id` and whatever else the engine said. */
+export interface ModelCard {
+  id: string;
+  object?: string;
+  created?: number;
+  owned_by?: string;
+  [field: string]: unknown;
+}
+
+/** Connections of a backend's control pool (probes, discovery). */
+const CONTROL_CONNECTIONS = 2;
 
 export class Backend {
   /** The normalised URL: router instance id and `x-kvroute-instance`. */
@@ -41,31 +51,35 @@ export class Backend {
   /** Path prefix before /v1/... ('' for a bare origin). */
   readonly basePath: string;
   readonly pool: Pool;
+  /** Health probes and model discovery. */
+  readonly control: Pool;
   /** Where completion requests go: `pool` itself, or an H1Pool (`upstream: 'h1'`, http: only). */
   readonly upstream: Pick<Pool, 'dispatch'> | H1Pool;
   /** Requests dispatched here and not yet finished (including ones started before a drain). */
   inFlight = 0;
-  /** False while the circuit breaker is open. */
-  healthy = true;
+  /** False while the circuit breaker is open, and until the first health probe passes. */
+  healthy = false;
+  /** The first health check has run (whatever its result). */
+  checked = false;
   /** Drained by an operator: gets no new requests until removed. */
   drained = false;
   removed = false;
   /** Failures since the breaker last closed (observability). */
   failures = 0;
-  private backoffMs: number;
-  private probeTimer: NodeJS.Timeout | undefined;
+  /** What the last breaker opening was about (observability); '' while closed. */
+  lastFailure = '';
+  /** The models it serves; undefined: unknown, so it takes any model. */
+  models: readonly ModelCard[] | undefined;
+  /** Models pinned by configuration: never re-discovered. */
+  readonly pinned: boolean;
 
-  constructor(
-    id: string,
-    private readonly timeouts: BackendTimeouts,
-    /** Called when a probe succeeds: the owner closes the breaker. */
-    private readonly onProbeSuccess: (backend: Backend) => void,
-  ) {
+  constructor(id: string, models: readonly string[] | undefined, timeouts: BackendTimeouts) {
     this.id = id;
     const url = new URL(id);
     this.origin = url.origin;
     this.basePath = url.pathname === '/' ? '' : url.pathname;
-    this.backoffMs = timeouts.healthBackoffMs;
+    this.pinned = models !== undefined;
+    this.models = models?.map((model) => ({ id: model, object: 'model', owned_by: 'kvroute' }));
     this.pool = new Pool(this.origin, {
       connections: timeouts.connections,
       pipelining: 1,
@@ -73,17 +87,31 @@ export class Backend {
       headersTimeout: timeouts.firstByteTimeoutMs,
       bodyTimeout: timeouts.idleTimeoutMs,
     });
+    this.control = new Pool(this.origin, {
+      connections: CONTROL_CONNECTIONS,
+      pipelining: 1,
+      connect: { timeout: timeouts.connectTimeoutMs },
+    });
     this.upstream =
       timeouts.upstream === 'h1' && url.protocol === 'http:' ? new H1Pool(this.origin, timeouts) : this.pool;
   }
 
-  /** Opens the breaker (if closed) and schedules the first probe. Returns true when it was closed. */
-  trip(): boolean {
+  /** The ids of its models, or undefined while unknown. */
+  modelIds(): string[] | undefined {
+    return this.models?.map((m) => m.id);
+  }
+
+  /** Whether it takes requests for `model` (it lists it, or its models are unknown). */
+  serves(model: string): boolean {
+    return this.models === undefined || this.models.some((m) => m.id === model);
+  }
+
+  /** Opens the breaker (if closed). Returns true when it was closed. */
+  trip(why: string): boolean {
     this.failures++;
     if (!this.healthy) return false;
     this.healthy = false;
-    this.backoffMs = this.timeouts.healthBackoffMs;
-    this.scheduleProbe();
+    this.lastFailure = why;
     return true;
   }
 
@@ -91,13 +119,12 @@ export class Backend {
   recover(): void {
     this.healthy = true;
     this.failures = 0;
-    this.clearProbe();
+    this.lastFailure = '';
   }
 
-  /** Stops probing; the pool finishes in-flight requests then closes (destroy() cuts them). */
+  /** The pools finish in-flight requests then close (after graceMs, destroy() cuts them). */
   async close(graceMs: number): Promise<void> {
     this.removed = true;
-    this.clearProbe();
     const h1 = this.upstream instanceof H1Pool ? this.upstream : undefined;
     const timer = setTimeout(() => {
       void this.pool.destroy().catch(() => {});
@@ -110,44 +137,6 @@ export class Backend {
       // destroyed meanwhile: the destroy() below settles it
     }
     clearTimeout(timer);
-    await Promise.all([this.pool.destroy().catch(() => {}), h1?.destroy()]);
-  }
-
-  private clearProbe(): void {
-    if (this.probeTimer !== undefined) clearTimeout(this.probeTimer);
-    this.probeTimer = undefined;
-  }
-
-  private scheduleProbe(): void {
-    this.clearProbe();
-    if (this.removed) return;
-    this.probeTimer = setTimeout(() => void this.probe(), this.backoffMs);
-    this.probeTimer.unref();
-  }
-
-  private async probe(): Promise<void> {
-    this.probeTimer = undefined;
-    if (this.removed || this.healthy) return;
-    let ok: boolean;
-    try {
-      const timeout = Math.min(PROBE_TIMEOUT_MS, this.timeouts.firstByteTimeoutMs);
-      const { statusCode, body } = await this.pool.request({
-        path: `${this.basePath}/health`,
-        method: 'GET',
-        headersTimeout: timeout,
-        bodyTimeout: timeout,
-      });
-      await body.dump();
-      ok = statusCode >= 200 && statusCode < 300;
-    } catch {
-      ok = false;
-    }
-    if (this.removed || this.healthy) return;
-    if (ok) {
-      this.onProbeSuccess(this);
-      return;
-    }
-    this.backoffMs = Math.min(this.backoffMs * 2, this.timeouts.healthMaxBackoffMs);
-    this.scheduleProbe();
+    await Promise.all([this.pool.destroy().catch(() => {}), h1?.destroy(), this.control.destroy().catch(() => {})]);
   }
 }

@@ -37,9 +37,10 @@ export function sendClientError(
 /** Sent with every 503 and 429: clients (and the openai SDK) wait this many seconds before retrying. */
 export const RETRY_AFTER = ['retry-after', '1'] as const;
 
-/** The 503 the proxy sends when no backend can take a request. */
-export function noBackendError(): ClientError {
-  return new ClientError(503, 'no healthy backend can take the request; retry shortly', 'no_healthy_backend');
+/** The 503 the proxy sends when no backend (serving `model`, when given) can take a request. */
+export function noBackendError(model?: string): ClientError {
+  const which = model === undefined ? 'no healthy backend' : `no healthy backend serving ${model}`;
+  return new ClientError(503, `${which} can take the request; retry shortly`, 'no_healthy_backend');
 }
 
 /** A server-side failure body (502/504) with its code. */

@@ -21,7 +21,15 @@ export type ProxyErrorCode =
   | 'upstream_timeout'
   | 'upstream_interrupted'
   | 'queue_full'
-  | 'queue_timeout';
+  | 'queue_timeout'
+  | 'model_not_found'
+  | 'bad_request'
+  | 'headers_too_large'
+  | 'unsupported_protocol'
+  | 'unsupported_encoding'
+  | 'request_timeout'
+  | 'shutting_down'
+  | 'body_budget_exceeded';
 
 export function errorJson(
   message: string,
@@ -38,13 +46,17 @@ export const STATUS_LINES: Record<number, string> = {
   400: '400 Bad Request',
   404: '404 Not Found',
   405: '405 Method Not Allowed',
+  408: '408 Request Timeout',
   413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
   429: '429 Too Many Requests',
+  431: '431 Request Header Fields Too Large',
   499: '499 Client Closed Request',
   500: '500 Internal Server Error',
   502: '502 Bad Gateway',
   503: '503 Service Unavailable',
   504: '504 Gateway Timeout',
+  505: '505 HTTP Version Not Supported',
 };
 
 /** `200 OK`-style status line for any code (upstream statuses pass through with their text). */

@@ -4,7 +4,8 @@
  * Request → engine: everything except hop-by-hop headers (connection, keep-alive,
  * transfer-encoding, upgrade, te, trailer, proxy-*, and any header the Connection header
  * names), host (undici sets the backend's), content-length and expect (undici frames the body
- * it sends, which may be re-serialised), and every incoming `x-kvroute-*` header (those are the
+ * it sends, which may be re-serialised), content-encoding (a compressed body is sent decoded;
+ * request-encoding.ts), and every incoming `x-kvroute-*` header (those are the
  * proxy's to set; a client must not spoof them to an engine or a log).
  *
  * Engine → client: the same hop-by-hop set, plus content-length (uWS frames the response) and
@@ -27,6 +28,9 @@ const DROPPED = new Set([
   'expect',
 ]);
 
+// A compressed request body is sent decoded (request-encoding.ts), so its coding is not forwarded.
+const DROPPED_REQUEST = new Set([...DROPPED, 'content-encoding']);
+
 // uWS writes its own `date` and `uWebSockets` headers; an engine's copies (a uWS upstream) would repeat them.
 const DROPPED_RESPONSE = new Set([...DROPPED, 'date', 'uwebsockets']);
 
@@ -46,6 +50,8 @@ export interface IncomingHead {
   contentLength: number;
   /** The client's `x-request-id` ('' if absent); forwarded like any other header. */
   requestId: string;
+  /** The body's Content-Encoding ('' if absent). */
+  contentEncoding: string;
 }
 
 /** Copies what the upstream request needs out of a uWS request (call synchronously in the handler). */
@@ -55,12 +61,14 @@ export function readIncomingHead(req: ClientRequestHead, sessionHeader: string):
   let contentLength = -1;
   let connection = '';
   let requestId = '';
+  let contentEncoding = '';
   req.forEach((name, value) => {
     if (name === sessionHeader) session = value;
     if (name === REQUEST_ID) requestId = value;
+    if (name === 'content-encoding') contentEncoding = value;
     if (name === 'content-length') contentLength = /^\d+$/.test(value) ? Number(value) : -1;
     else if (name === 'connection') connection = value;
-    if (!isDropped(name, DROPPED)) headers.push(name, value);
+    if (!isDropped(name, DROPPED_REQUEST)) headers.push(name, value);
   });
   if (connection !== '' && connection !== 'keep-alive' && connection !== 'close') {
     // Headers the client declared hop-by-hop (RFC 9110 §7.6.1) are not forwarded either.
@@ -72,7 +80,7 @@ export function readIncomingHead(req: ClientRequestHead, sessionHeader: string):
     );
     for (let i = headers.length - 2; i >= 0; i -= 2) if (named.has(headers[i]!)) headers.splice(i, 2);
   }
-  return { headers, session, contentLength, requestId };
+  return { headers, session, contentLength, requestId, contentEncoding };
 }
 
 /** The upstream response's headers worth relaying, as [name, value, …] (lowercase names). */

@@ -1,64 +1,53 @@
 /**
- * GET /v1/models: the union of what the routable backends serve, deduplicated by model id
- * (the first backend to list an id wins), as OpenAI's `{"object":"list","data":[…]}`.
+ * GET /v1/models and GET /v1/models/{id}, answered from what the proxy knows of its backends
+ * (discovered from each one's /v1/models, or pinned by configuration; backend-monitor.ts), so
+ * a client's model listing never waits on an engine.
  *
- * Each backend is asked in parallel with short timeouts; one that fails or answers garbage is
- * left out (the passive breaker, not this route, decides health). None routable → 503, none
- * answering → 502. The client's Authorization header is forwarded (engines started with
- * --api-key want it). Hazard: the response is written after awaits, so it is corked, and only
- * if the client is still there.
+ * - The list is the union over the routable backends, one card per model id, the first backend
+ *   to list an id giving its card (vLLM's carries `max_model_len`, `root`, `parent` for LoRA).
+ *   No routable backend → 503.
+ * - `{id}` may contain slashes (`Qwen/Qwen3-8B`) and arrives raw or percent-encoded; an id no
+ *   backend serves is OpenAI's 404 `model_not_found`.
  */
-
 import type { ClientRequestHead, ClientResponse } from './client-io.js';
-import type { Backend } from './backend.js';
-import { noBackendError, sendClientError, sendJson, serverError } from './client-response.js';
+import { noBackendError, sendClientError, sendJson } from './client-response.js';
+import { ClientError } from './error-body.js';
 import type { ProxyState } from './proxy-state.js';
 
-const MODELS_TIMEOUT_MS = 5_000;
+const MODEL_PATH_PREFIX = '/v1/models/';
 
-async function modelsOf(backend: Backend, authorization: string): Promise<Array<{ id: string }> | undefined> {
-  try {
-    const { statusCode, body } = await backend.pool.request({
-      path: `${backend.basePath}/v1/models`,
-      method: 'GET',
-      headers: authorization === '' ? undefined : { authorization },
-      headersTimeout: MODELS_TIMEOUT_MS,
-      bodyTimeout: MODELS_TIMEOUT_MS,
-    });
-    if (statusCode !== 200) {
-      await body.dump();
-      return undefined;
-    }
-    const list = (await body.json()) as { data?: unknown };
-    if (!Array.isArray(list.data)) return undefined;
-    return list.data.filter(
-      (m): m is { id: string } => typeof m === 'object' && m !== null && typeof (m as { id?: unknown }).id === 'string',
-    );
-  } catch {
-    return undefined;
-  }
-}
-
-export function handleModels(res: ClientResponse, req: ClientRequestHead, state: ProxyState): void {
-  let aborted = false;
-  res.onAborted(() => {
-    aborted = true;
-  });
-  const authorization = req.getHeader('authorization');
-  const backends = state.list().filter((b) => b.healthy && !b.drained);
-  if (backends.length === 0) {
+export function handleModels(res: ClientResponse, _req: ClientRequestHead, state: ProxyState): void {
+  if (state.routableCount() === 0) {
     sendClientError(res, noBackendError());
     return;
   }
-  void Promise.all(backends.map((b) => modelsOf(b, authorization))).then((lists) => {
-    if (aborted) return;
-    const answered = lists.filter((l) => l !== undefined);
-    if (answered.length === 0) {
-      sendJson(res, 502, serverError('no backend answered GET /v1/models', 'upstream_error'));
-      return;
-    }
-    const seen = new Map<string, { id: string }>();
-    for (const list of answered) for (const model of list) if (!seen.has(model.id)) seen.set(model.id, model);
-    sendJson(res, 200, JSON.stringify({ object: 'list', data: [...seen.values()] }));
-  });
+  sendJson(res, 200, JSON.stringify({ object: 'list', data: state.modelCards() }));
+}
+
+export function handleModel(res: ClientResponse, req: ClientRequestHead, state: ProxyState): void {
+  const raw = req.getUrl().slice(MODEL_PATH_PREFIX.length);
+  let id: string;
+  try {
+    id = decodeURIComponent(raw);
+  } catch {
+    sendClientError(
+      res,
+      new ClientError(400, `the model id in the path is not valid percent-encoding`, 'invalid_field'),
+    );
+    return;
+  }
+  const card = state.modelCards().find((m) => m.id === id);
+  if (card !== undefined) sendJson(res, 200, JSON.stringify(card));
+  else if (state.modelAvailability(id) === 'unavailable') sendClientError(res, noBackendError());
+  else sendClientError(res, modelNotFound(id));
+}
+
+/** OpenAI's answer for a model nobody serves. */
+export function modelNotFound(model: string): ClientError {
+  return new ClientError(
+    404,
+    `The model \`${model}\` does not exist or is not served by any backend of this proxy.`,
+    'model_not_found',
+    'model',
+  );
 }

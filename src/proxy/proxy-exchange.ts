@@ -31,9 +31,26 @@
  * terminal point of every path, which gives it back; a queued request whose client leaves is
  * cancelled from the queue and never held one.
  *
+ * Bodies. The declared Content-Length is checked against --max-body and reserved in the body
+ * budget (--max-body-memory, body-budget.ts) before a byte is buffered; a chunked body reserves
+ * as it arrives. The reservation is released in finished(). A compressed body (gzip, deflate,
+ * br) is decoded off the loop before parsing (request-encoding.ts); other codings get 415.
+ *
+ * Models. A model no backend serves gets 404 `model_not_found` before routing; a model whose
+ * backends are all down or drained gets 503.
+ *
+ * Deadline (--request-timeout). From arrival: before anything was sent it becomes a 504; mid-
+ * response an in-band error (SSE) or a cut connection, recorded as `interrupted`. Either way
+ * the upstream request is aborted, so the engine stops working on it.
+ *
+ * Shutdown. While the proxy closes, every response carries `connection: close` (the client
+ * moves to another replica); after the pools closed, a request gets 503 `shutting_down`.
+ *
  * Ticket invariant: `ticket >= 0` exactly while an attempt holds an open router ticket and a
  * backend in-flight slot; settle() is the only place that closes both, and every terminal
  * path (complete, upstream error, client abort, a throw in between) goes through it.
+ * finished() is the one terminal point of the exchange: it runs exactly once, and gives back
+ * the admission slot, the body reservation, the open-exchange count and the deadline timer.
  */
 import { randomUUID } from 'node:crypto';
 
@@ -44,19 +61,25 @@ import { isKvrouteError } from '../core/errors.js';
 import { queueFull, type Admittable } from './admission.js';
 import type { Backend } from './backend.js';
 import { noBackendError, sendClientError, sendJson } from './client-response.js';
-import { ClientError, errorJson, statusLine } from './error-body.js';
+import { ClientError, statusLine } from './error-body.js';
 import { REQUEST_ID, readIncomingHead, relayedResponseHeaders } from './forward-headers.js';
-import type { ObserverList, RequestRecord, UpstreamErrorKind } from './proxy-observer.js';
+import { modelNotFound } from './models-route.js';
+import type { ObserverList, RequestOutcome, RequestRecord, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
 import type { ResolvedProxyOptions } from './proxy-options.js';
-import type { ProxyState } from './proxy-state.js';
+import { shuttingDown, type ProxyState } from './proxy-state.js';
+import {
+  ACCEPT_ENCODING,
+  bodyEncoding,
+  decodeBody,
+  unsupportedEncoding,
+  type BodyEncoding,
+} from './request-encoding.js';
 import { parseRequest, type Endpoint, type ParsedRequest } from './request-inputs.js';
 import { SseUsageScanner, usageIn } from './usage-scan.js';
 
 /** A held (non-streaming) body past this many bytes is written through instead. */
 const HOLD_LIMIT = 8 * 2 ** 20;
 const SSE_DONE = Buffer.from('data: [DONE]\n\n');
-/** Request bodies declared up to this size are read into one preallocated buffer. */
-const PREALLOCATE_LIMIT = 2 ** 20;
 
 export interface ExchangeContext {
   state: ProxyState;
@@ -107,6 +130,16 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
   private readonly session: string;
   /** The client's x-request-id, else one made here; sent upstream and back to the client. */
   private readonly requestId: string;
+  private readonly encoding: BodyEncoding;
+  /** Bytes reserved in the body budget; released in finished(). */
+  private reserved = 0;
+  /** The declared Content-Length was reserved whole (chunks then reserve nothing more). */
+  private reservedUpFront = false;
+  private deadline: NodeJS.Timeout | undefined;
+  /** The request deadline passed: the upstream abort that follows is the proxy's, not a failure. */
+  private timedOut = false;
+  /** finished() has run. */
+  private done = false;
   private body: Buffer | undefined;
   private bodyChunks: Buffer[] | undefined;
   private received = 0;
@@ -138,6 +171,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     private readonly ctx: ExchangeContext,
   ) {
     res.onAborted(() => this.clientAborted());
+    ctx.state.exchangeStarted();
     const head = readIncomingHead(req, ctx.options.sessionHeader);
     const query = req.getQuery();
     this.path = query === undefined || query === '' ? req.getUrl() : `${req.getUrl()}?${query}`;
@@ -145,14 +179,35 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     this.session = head.session;
     this.requestId = head.requestId;
     if (this.requestId === '') this.headers.push(REQUEST_ID, (this.requestId = randomUUID()));
+    const encoding = bodyEncoding(head.contentEncoding);
+    this.encoding = encoding ?? 'identity';
+    // Refusals before the body is read close the connection: its unread bytes must not be taken
+    // for the next request.
+    if (ctx.state.closed) {
+      this.refuse(shuttingDown(), true);
+      return;
+    }
     if (head.contentLength > ctx.options.maxBodyBytes) {
       this.refuse(this.tooLarge(), true);
       return;
     }
-    // One copy into a buffer of the declared size; a large declared size is not trusted with an
-    // up-front allocation (headers alone must not cost the proxy 64 MiB), so its chunks are listed.
-    if (head.contentLength >= 0 && head.contentLength <= PREALLOCATE_LIMIT)
-      this.body = Buffer.allocUnsafe(head.contentLength);
+    if (encoding === undefined) {
+      this.refuse(unsupportedEncoding(head.contentEncoding), true, ACCEPT_ENCODING);
+      return;
+    }
+    if (head.contentLength >= 0) {
+      if (!ctx.state.bodies.reserve(head.contentLength)) {
+        this.refuse(ctx.state.bodies.refusal(), true);
+        return;
+      }
+      this.reserved = head.contentLength;
+      this.reservedUpFront = true;
+    }
+    if (ctx.options.requestTimeoutMs > 0)
+      this.deadline = setTimeout(() => this.deadlinePassed(), ctx.options.requestTimeoutMs);
+    // One copy into a buffer of the declared size (reserved in the budget above, so declared
+    // sizes cannot allocate past it); a body without a length lists its chunks.
+    if (head.contentLength >= 0) this.body = Buffer.allocUnsafe(head.contentLength);
     else this.bodyChunks = [];
     res.onData((chunk, isLast) => this.bodyData(chunk, isLast));
   }
@@ -165,6 +220,13 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     if (this.received + size > this.ctx.options.maxBodyBytes) {
       this.refuse(this.tooLarge(), true);
       return;
+    }
+    if (!this.reservedUpFront && size > 0) {
+      if (!this.ctx.state.bodies.reserve(size)) {
+        this.refuse(this.ctx.state.bodies.refusal(), true);
+        return;
+      }
+      this.reserved += size;
     }
     // Copy now: uWS neuters the chunk when this callback returns.
     if (this.body !== undefined && this.received + size <= this.body.length) {
@@ -180,14 +242,51 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
       this.bodyChunks !== undefined ? Buffer.concat(this.bodyChunks) : this.body!.subarray(0, this.received);
     this.bodyChunks = undefined;
     this.body = undefined;
+    if (this.encoding === 'identity') this.bodyRead(bytes);
+    else
+      decodeBody(bytes, this.encoding, this.ctx.options.maxBodyBytes).then(
+        (decoded) => this.decoded(decoded, bytes.length),
+        (error: unknown) => this.refuseOrFail(error),
+      );
+  }
+
+  /** A compressed body came back decoded: its extra bytes join the reservation. */
+  private decoded(bytes: Buffer, encodedBytes: number): void {
+    if (this.aborted || this.ended) return;
+    const extra = bytes.length - encodedBytes;
+    if (extra > 0) {
+      if (!this.ctx.state.bodies.reserve(extra)) {
+        this.refuse(this.ctx.state.bodies.refusal());
+        return;
+      }
+      this.reserved += extra;
+    }
+    this.bodyRead(bytes);
+  }
+
+  /** The whole (decoded) body: parse it, check its model, then admission. */
+  private bodyRead(bytes: Buffer): void {
     try {
       this.parsed = parseRequest(this.endpoint, bytes, this.session, this.ctx.options.stripExtensions);
     } catch (error) {
-      if (error instanceof ClientError) this.refuse(error);
-      else this.internalError(error);
+      this.refuseOrFail(error);
+      return;
+    }
+    const availability = this.ctx.state.modelAvailability(this.parsed.model);
+    if (availability === 'unknown') {
+      this.refuse(modelNotFound(this.parsed.model));
+      return;
+    }
+    if (availability === 'unavailable') {
+      this.refuse(noBackendError(this.parsed.model));
       return;
     }
     this.enterAdmission();
+  }
+
+  private refuseOrFail(error: unknown): void {
+    if (error instanceof ClientError) this.refuse(error);
+    else this.internalError(error);
   }
 
   // ---- admission (--max-in-flight) -------------------------------------------------------------
@@ -241,7 +340,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
       ticket = router.route(parsed.route);
     } catch (error) {
       const code = (error as { code?: string }).code;
-      if (code === 'ERR_KVROUTE_NO_INSTANCE') this.refuse(noBackendError());
+      if (code === 'ERR_KVROUTE_NO_INSTANCE') this.refuse(noBackendError(parsed.model));
       else if (isKvrouteError(error)) this.refuse(new ClientError(400, error.message, 'invalid_field'));
       else throw error;
       return;
@@ -250,7 +349,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     const backend = state.backend(instance);
     if (backend === undefined) {
       router.abort(ticket); // removed between two events; cannot happen in one synchronous turn
-      this.refuse(noBackendError());
+      this.refuse(noBackendError(parsed.model));
       return;
     }
     this.ticket = ticket;
@@ -288,27 +387,50 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     else this.ctx.state.router.abort(ticket);
   }
 
-  private finished(status: number, usage?: Parameters<ObserverList['onFinished']>[3]): void {
+  /**
+   * The exchange is over: gives back what it held, then tells the observers. `error` says what
+   * went wrong for every outcome but success.
+   */
+  private finished(status: number, outcome: RequestOutcome, usage?: UsageCounts, error?: string): void {
+    if (this.done) return;
+    this.done = true;
+    const state = this.ctx.state;
     if (this.holdsSlot) {
       this.holdsSlot = false;
-      this.ctx.state.admission.leave();
+      state.admission.leave();
     }
+    if (this.reserved > 0) {
+      state.bodies.release(this.reserved);
+      this.reserved = 0;
+    }
+    if (this.deadline !== undefined) clearTimeout(this.deadline);
+    state.exchangeEnded();
     const observers = this.ctx.observers;
     if (!observers.any) return;
     const e2eMs = performance.now() - this.t0;
-    observers.onFinished(this.backend?.id, status, e2eMs, usage);
-    if (observers.wantsRecords) observers.onRequest(this.record(status, e2eMs, usage));
+    const model = this.parsed !== undefined && status !== 404 ? this.parsed.model : '';
+    observers.onFinished(this.backend?.id, status, e2eMs, usage, outcome, model);
+    if (observers.wantsRecords) observers.onRequest(this.record(status, outcome, e2eMs, usage, error));
   }
 
-  private record(status: number, e2eMs: number, usage: RequestRecord['usage']): RequestRecord {
+  private record(
+    status: number,
+    outcome: RequestOutcome,
+    e2eMs: number,
+    usage: RequestRecord['usage'],
+    error: string | undefined,
+  ): RequestRecord {
     const record: RequestRecord = {
       startedAt: performance.timeOrigin + this.t0,
       requestId: this.requestId,
       path: this.path,
       status,
+      outcome,
       attempts: this.backend === undefined ? 0 : this.attempts + 1,
       e2eMs,
     };
+    if (error !== undefined) record.error = error;
+    if (this.parsed !== undefined) record.model = this.parsed.model;
     if (this.backend !== undefined) {
       record.instance = this.backend.id;
       record.reason = this.reason;
@@ -325,7 +447,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
 
   onConnect(abort: (error?: Error) => void): void {
     this.abortUpstream = abort;
-    if (this.aborted) abort();
+    if (this.aborted || this.timedOut) abort();
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
@@ -372,15 +494,18 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     if (!this.gotBody) this.ctx.state.router.onFirstToken(this.ticket);
     const status = this.status;
     let usage = this.sse?.usage;
+    const close = this.ctx.state.closing;
     if (this.holding) {
       const body = this.held.length === 1 ? this.held[0]! : Buffer.concat(this.held);
       this.held = [];
       if (this.ctx.observers.any && status < 300) usage = usageIn(body);
       this.res.cork(() => {
         this.commit();
-        this.res.end(body);
+        this.res.end(body, close);
       });
     } else {
+      // Streamed: a closing proxy's `connection: close` went out with the head (commit()); uWS
+      // must not be asked to add it at end(), which would land inside the chunked body.
       this.res.cork(() => {
         if (!this.committed) this.commit();
         this.res.end();
@@ -388,11 +513,16 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     }
     this.ended = true;
     this.settle(true);
-    this.finished(status, usage);
+    this.finished(
+      status,
+      status < 400 ? 'success' : 'error',
+      usage,
+      status < 400 ? undefined : `engine answered ${status}`,
+    );
   }
 
   onError(error: Error): void {
-    if (this.aborted) {
+    if (this.aborted || this.timedOut) {
       this.settle(false);
       return;
     }
@@ -403,7 +533,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     if (this.ctx.observers.any) this.ctx.observers.onUpstreamError(backend.id, kind, afterFirstByte);
     this.settle(false);
     if (!afterFirstByte) {
-      if (trips) this.ctx.state.reportFailure(backend);
+      if (trips) this.ctx.state.reportFailure(backend, `${kind}: ${error.message}`);
       const code = (error as { code?: string }).code;
       const retryable = trips || code === 'UND_ERR_CLOSED' || code === 'UND_ERR_DESTROYED';
       if (retryable && this.attempts < this.ctx.options.retries) {
@@ -423,22 +553,31 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
       );
       return;
     }
-    this.failAfterFirstByte(backend, kind, error);
+    this.failMidResponse(
+      new ClientError(
+        502,
+        `upstream ${backend.id} failed mid-response (${kind}: ${error.message})`,
+        'upstream_interrupted',
+      ),
+    );
   }
 
-  /** The engine failed mid-response: say so in-band, never truncate silently. */
-  private failAfterFirstByte(backend: Backend, kind: UpstreamErrorKind, error: Error): void {
-    const message = `upstream ${backend.id} failed mid-response (${kind}: ${error.message})`;
+  /**
+   * The response was under way when it failed (the engine, or the deadline): say so in-band,
+   * never truncate silently. A held (non-streaming) body was not sent yet, so it becomes a
+   * clean error status instead.
+   */
+  private failMidResponse(error: ClientError): void {
     this.ended = true;
+    const what = `${error.code}: ${error.message}`;
     if (!this.committed) {
-      // A held (non-streaming) body: nothing sent yet, so a clean 502.
       this.held = [];
-      sendJson(this.res, 502, errorJson(message, 'server_error', 'upstream_interrupted'), [REQUEST_ID, this.requestId]);
-      this.finished(502);
+      sendJson(this.res, error.status, error.body(), [REQUEST_ID, this.requestId], this.ctx.state.closing);
+      this.finished(error.status, 'error', undefined, what);
       return;
     }
     if (this.parsed!.stream && this.status < 300) {
-      const event = `data: ${errorJson(message, 'server_error', 'upstream_interrupted')}\n\n`;
+      const event = `data: ${error.body()}\n\n`;
       this.res.cork(() => {
         this.res.write(event);
         this.res.end(SSE_DONE);
@@ -448,7 +587,29 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
       // client sees an incomplete chunked response, not a silently short one.
       this.res.close();
     }
-    this.finished(this.status);
+    this.finished(this.status, 'interrupted', undefined, what);
+  }
+
+  /** --request-timeout passed: stop the upstream request and answer (504, or in-band mid-response). */
+  private deadlinePassed(): void {
+    this.deadline = undefined;
+    if (this.aborted || this.ended) return;
+    this.timedOut = true;
+    if (this.queued) {
+      this.queued = false;
+      this.ctx.state.admission.cancel(this);
+    }
+    // Aborting runs onError, which settles (timedOut tells it the abort is the proxy's own).
+    this.abortUpstream?.();
+    this.settle(false);
+    const ms = this.ctx.options.requestTimeoutMs;
+    const error = new ClientError(
+      504,
+      `the request did not finish within --request-timeout (${ms} ms)`,
+      'request_timeout',
+    );
+    if (this.committed || this.gotBody) this.failMidResponse(error);
+    else this.refuse(error);
   }
 
   /** Writes status and headers (inside a cork). */
@@ -457,6 +618,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     res.writeStatus(statusLine(this.status, this.statusText));
     const h = this.responseHeaders;
     for (let i = 0; i + 1 < h.length; i += 2) res.writeHeader(h[i]!, h[i + 1]!);
+    // A streamed response's head goes out before its end(…, close) could add it.
+    if (!this.holding && this.ctx.state.closing) res.writeHeader('connection', 'close');
     res.writeHeader('x-kvroute-instance', this.backend!.id);
     res.writeHeader('x-kvroute-reason', this.reason);
     // An engine that echoes the id (vLLM --enable-request-id-headers) already sent it.
@@ -476,11 +639,12 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
   // ---- client side ends ----------------------------------------------------------------------
 
   /** Ends the response with an error before anything was sent. */
-  private refuse(error: ClientError, closeConnection = false): void {
+  private refuse(error: ClientError, closeConnection = false, headers: readonly string[] = []): void {
     if (this.aborted || this.ended) return;
     this.ended = true;
-    sendClientError(this.res, error, closeConnection, [REQUEST_ID, this.requestId]);
-    this.finished(error.status);
+    const close = closeConnection || this.ctx.state.closing;
+    sendClientError(this.res, error, close, [REQUEST_ID, this.requestId, ...headers]);
+    this.finished(error.status, 'error', undefined, `${error.code}: ${error.message}`);
   }
 
   private clientAborted(): void {
@@ -494,7 +658,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     // Aborting runs onError synchronously, which settles; settle() again is a no-op.
     this.abortUpstream?.();
     this.settle(false);
-    this.finished(499);
+    this.finished(499, 'client_abort', undefined, 'the client closed the connection');
   }
 
   /** A bug, not an input: the request fails with a 500, its ticket closed, the process lives. */

@@ -12,13 +12,15 @@
  * when scraped; steady state allocates nothing but the label-key string of a cell lookup.
  *
  * Hazard: `status` is the status sent to the client. Engine statuses pass through unchanged, so
- * the label's values are bounded by HTTP's, not by anything a client controls.
+ * the label's values are bounded by HTTP's, not by anything a client controls. `model` is a
+ * model some backend serves (the exchange reports '' for one nobody serves, which got 404), so
+ * it is bounded by the fleet's models too.
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
 import { hotCounter, hotHistogram } from './hot-metrics.js';
 
-import type { ProxyObserver, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
+import type { ProxyObserver, RequestOutcome, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
 import type { ProxyMount } from './proxy-options.js';
 import type { ReconcileResult } from '../state/shadow-reconciler.js';
 import type { ProxyState } from './proxy-state.js';
@@ -60,8 +62,10 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
 
   const requests = hotCounter({
     name: 'kvroute_requests_total',
-    help: 'Requests finished, by the instance that served them (none: never routed), policy and HTTP status.',
-    labelNames: ['instance', 'policy', 'status'] as const,
+    help:
+      'Requests finished, by the instance that served them (none: never routed), policy, HTTP status, outcome ' +
+      '(success, error, interrupted: cut after its status went out, client_abort) and model ("" when unknown or never parsed).',
+    labelNames: ['instance', 'policy', 'status', 'outcome', 'model'] as const,
     registry,
   });
   const decisions = hotCounter({
@@ -86,21 +90,21 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
   });
   const e2e = hotHistogram({
     name: 'kvroute_e2e_request_latency_seconds',
-    help: 'From the request arriving to its last byte sent (or its failure).',
-    labelNames: ['instance'] as const,
+    help: 'From the request arriving to its last byte sent (or its failure), by instance and model.',
+    labelNames: ['instance', 'model'] as const,
     buckets: E2E_BUCKETS,
     registry,
   });
   const promptTokens = hotCounter({
     name: 'kvroute_prompt_tokens_total',
-    help: "Prompt tokens of finished requests, from the engines' usage.",
-    labelNames: ['instance'] as const,
+    help: "Prompt tokens of finished requests, from the engines' usage, by instance and model.",
+    labelNames: ['instance', 'model'] as const,
     registry,
   });
   const cachedTokens = hotCounter({
     name: 'kvroute_cached_tokens_total',
-    help: 'Prompt tokens the engines served from their prefix cache (usage.prompt_tokens_details.cached_tokens).',
-    labelNames: ['instance'] as const,
+    help: 'Prompt tokens the engines served from their prefix cache (usage.prompt_tokens_details.cached_tokens), by instance and model.',
+    labelNames: ['instance', 'model'] as const,
     registry,
   });
   const upstreamErrors = new Counter({
@@ -182,15 +186,23 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     onFirstByte(instance: string, ttftMs: number) {
       ttft.cell(instance).observe(ttftMs / 1000);
     },
-    onFinished(instance: string | undefined, status: number, e2eMs: number, usage: UsageCounts | undefined) {
+    onFinished(
+      instance: string | undefined,
+      status: number,
+      e2eMs: number,
+      usage: UsageCounts | undefined,
+      outcome: RequestOutcome,
+      model: string,
+    ) {
       const label = instance ?? 'none';
       // The policy of the request's last decision, or the router's now when it was never routed.
-      requests.cell(label, instance === undefined ? currentPolicy() : policy, String(status)).value++;
+      const routedPolicy = instance === undefined ? currentPolicy() : policy;
+      requests.cell(label, routedPolicy, String(status), outcome, model).value++;
       if (instance === undefined) return;
-      e2e.cell(instance).observe(e2eMs / 1000);
+      e2e.cell(instance, model).observe(e2eMs / 1000);
       if (usage === undefined) return;
-      promptTokens.cell(instance).value += usage.prompt_tokens;
-      cachedTokens.cell(instance).value += usage.cached_tokens;
+      promptTokens.cell(instance, model).value += usage.prompt_tokens;
+      cachedTokens.cell(instance, model).value += usage.cached_tokens;
       const t = hitRatios.get(instance) ?? { prompt: 0, cached: 0 };
       t.prompt += usage.prompt_tokens;
       t.cached += usage.cached_tokens;

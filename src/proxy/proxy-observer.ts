@@ -25,6 +25,17 @@ export type UpstreamErrorKind =
   | 'reset' // the connection closed or reset mid-exchange
   | 'error'; // anything else undici reported
 
+/**
+ * How a request ended, beside its HTTP status:
+ * - `success`: a status below 400, relayed whole;
+ * - `error`: a status of 400 or more, relayed whole (the proxy's own refusal or the engine's);
+ * - `interrupted`: the status went out, then the response was cut (the engine failed or went
+ *   silent mid-stream, or the request deadline passed); the client saw an in-band error or a
+ *   cut connection, whatever the status says;
+ * - `client_abort`: the client went away first (status 499).
+ */
+export type RequestOutcome = 'success' | 'error' | 'interrupted' | 'client_abort';
+
 /** Token counts from the engine's `usage` (non-streaming body, or the SSE usage chunk). */
 export interface UsageCounts {
   prompt_tokens: number;
@@ -42,6 +53,12 @@ export interface RequestRecord {
   path: string;
   /** The HTTP status sent to the client; 499 when the client went away first. */
   status: number;
+  /** How it ended; `interrupted` is a failure even with status 200. */
+  outcome: RequestOutcome;
+  /** What went wrong, for every outcome but success: the proxy's error code and message. */
+  error?: string;
+  /** The body's `model`, once the body was parsed. */
+  model?: string;
   /** The backend of the last attempt; absent when the request was never routed. */
   instance?: string;
   /** The router's reason code for the last attempt. */
@@ -67,9 +84,18 @@ export interface ProxyObserver {
   onFirstByte?(instance: string, ttftMs: number): void;
   /**
    * The request is over. status: the HTTP status sent to the client (499 when the client went
-   * away first). usage: when the response carried it.
+   * away first). usage: when the response carried it. outcome: how it ended (a stream cut
+   * mid-way is `interrupted` with status 200). model: the body's, for a known model ('' when the
+   * body was never parsed or named a model no backend serves).
    */
-  onFinished?(instance: string | undefined, status: number, e2eMs: number, usage: UsageCounts | undefined): void;
+  onFinished?(
+    instance: string | undefined,
+    status: number,
+    e2eMs: number,
+    usage: UsageCounts | undefined,
+    outcome: RequestOutcome,
+    model: string,
+  ): void;
   /** An upstream attempt failed; `afterFirstByte` says whether the client already got bytes. */
   onUpstreamError?(instance: string, kind: UpstreamErrorKind, afterFirstByte: boolean): void;
   /** A request that failed on `instance` before its first byte is routed again. */
@@ -126,10 +152,17 @@ export class ObserverList implements Callbacks {
     }
   }
 
-  onFinished(instance: string | undefined, status: number, e2eMs: number, usage: UsageCounts | undefined): void {
+  onFinished(
+    instance: string | undefined,
+    status: number,
+    e2eMs: number,
+    usage: UsageCounts | undefined,
+    outcome: RequestOutcome,
+    model: string,
+  ): void {
     for (const o of this.observers) {
       try {
-        o.onFinished?.(instance, status, e2eMs, usage);
+        o.onFinished?.(instance, status, e2eMs, usage, outcome, model);
       } catch (error) {
         this.failed(o, 'onFinished', error);
       }

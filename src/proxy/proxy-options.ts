@@ -6,22 +6,42 @@
  * Invariant: `resolveProxyOptions` returns a fully filled, validated object, so the hot path
  * reads plain fields and never checks for undefined.
  */
-import type uWS from 'uWebSockets.js';
-
 import type { PolicyName } from '../core/types.js';
 import type { ProxyObserver } from './proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
+import type { MountApp } from './route-table.js';
 
 /**
- * Mounts extra routes (metrics, admin, dashboard) on the proxy's uWS app before its own catch-alls.
- * It may return a cleanup that `proxy.close()` runs first (e.g. ending long-lived SSE responses,
- * which would otherwise keep the server open); a cleanup must not throw.
+ * Mounts extra routes (metrics, admin, dashboard) on the proxy's route table, which serves them
+ * in either server mode. It may return a cleanup that `proxy.close()` runs first (e.g. ending
+ * long-lived SSE responses, which would otherwise keep the server open); a cleanup must not throw.
  */
-export type ProxyMount = (app: uWS.TemplatedApp, state: ProxyState) => void | (() => void);
+export type ProxyMount = (app: MountApp, state: ProxyState) => void | (() => void);
+
+/**
+ * A backend: its base URL, and optionally the models it serves. Without `models` they are
+ * discovered from its `GET /v1/models` (at start, periodically, and when it recovers); with
+ * them, discovery is off for that backend.
+ */
+export interface BackendSpec {
+  url: string;
+  models?: readonly string[];
+}
+
+/** A backend with its URL normalised (the router's instance id) and its pinned models, if any. */
+export interface ResolvedBackend {
+  id: string;
+  models: readonly string[] | undefined;
+}
 
 export interface ProxyOptions {
-  /** Engine base URLs (`http://host:port`, optionally with a path prefix). At least one. */
-  backends: readonly string[];
+  /** Engine base URLs (`http://host:port`, optionally with a path prefix), or BackendSpecs. At least one. */
+  backends: readonly (string | BackendSpec)[];
+  /**
+   * The HTTP server: `uws` (default; uWebSockets.js, the fastest) or `node` (Node's http module,
+   * which also answers HTTP/1.0, Host-less HTTP/1.1 and requests with many headers; docs/proxy.md).
+   */
+  http?: 'uws' | 'node';
   /** Routing policy (default `unified`). */
   policy?: PolicyName;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
@@ -60,11 +80,27 @@ export interface ProxyOptions {
   observers?: readonly ProxyObserver[];
   /** Extra routes; each is called once with the uWS app before the proxy's own routes. */
   mounts?: readonly ProxyMount[];
+  /** Active health probes (`GET <backend>/health`) of healthy backends every this many ms (default 2,000; 0: off). */
+  healthIntervalMs?: number;
+  /** A health probe's timeout, ms (default 2,000). */
+  healthTimeoutMs?: number;
+  /** Consecutive failed probes that open a healthy backend's breaker (default 2; 1 at start-up). */
+  healthFailures?: number;
+  /** Re-discovery of each backend's models (`GET /v1/models`) every this many ms (default 30,000; 0: only at start and on recovery). */
+  modelsIntervalMs?: number;
+  /** Sent as `Authorization: Bearer …` with model discovery (engines started with --api-key). */
+  backendApiKey?: string;
+  /** Overall deadline of a completion request from its arrival, ms (default 0: none); then 504, or an in-band error mid-stream. */
+  requestTimeoutMs?: number;
+  /** Request body bytes the proxy holds at once, over all requests (default 512 MiB); past it, 503 with Retry-After. */
+  maxBodyMemoryBytes?: number;
   /** Hears warnings (router feed warnings, backend state changes). Default: process.emitWarning. */
   onWarning?: (message: string) => void;
 }
 
-export type ResolvedProxyOptions = Required<Omit<ProxyOptions, 'onWarning'>> & {
+export type ResolvedProxyOptions = Required<Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey'>> & {
+  backends: ResolvedBackend[];
+  backendApiKey: string | undefined;
   onWarning: (message: string) => void;
 };
 
@@ -86,6 +122,13 @@ export const PROXY_DEFAULTS = {
   maxInFlight: 0,
   queueSize: 1024,
   queueTimeoutMs: 30_000,
+  http: 'uws' as 'uws' | 'node',
+  healthIntervalMs: 2_000,
+  healthTimeoutMs: 2_000,
+  healthFailures: 2,
+  modelsIntervalMs: 30_000,
+  requestTimeoutMs: 0,
+  maxBodyMemoryBytes: 512 * 2 ** 20,
 };
 
 /** A bad option of createProxy(): names the field. */
@@ -100,11 +143,27 @@ function positiveInteger(field: string, value: number | undefined, fallback: num
   return value;
 }
 
-function upstreamOption(value: unknown): 'undici' | 'h1' {
-  if (value === undefined) return PROXY_DEFAULTS.upstream;
-  if (value !== 'undici' && value !== 'h1')
-    throw new ProxyOptionError(`options.upstream must be 'undici' or 'h1', got ${String(value)}`);
-  return value;
+function oneOf<T extends string>(field: string, value: unknown, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (!allowed.includes(value as T))
+    throw new ProxyOptionError(`${field} must be ${allowed.map((a) => `'${a}'`).join(' or ')}, got ${String(value)}`);
+  return value as T;
+}
+
+/** A backend entry: a URL string or { url, models }. */
+export function resolveBackend(entry: unknown, field: string): ResolvedBackend {
+  if (typeof entry === 'string') return { id: normaliseBackend(entry, field), models: undefined };
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+    throw new ProxyOptionError(`${field} must be a URL or {url, models}, got ${JSON.stringify(entry)}`);
+  const { url, models, ...rest } = entry as Record<string, unknown>;
+  const unknownKey = Object.keys(rest)[0];
+  if (unknownKey !== undefined)
+    throw new ProxyOptionError(`${field} has an unknown key "${unknownKey}"; known: url, models`);
+  const id = normaliseBackend(url, `${field}.url`);
+  if (models === undefined) return { id, models: undefined };
+  if (!Array.isArray(models) || models.some((m) => typeof m !== 'string' || m === ''))
+    throw new ProxyOptionError(`${field}.models must be a list of model names, got ${JSON.stringify(models)}`);
+  return { id, models: [...new Set(models as string[])] };
 }
 
 /** Fills defaults and checks every field. Backend URLs are normalised by normaliseBackend(). */
@@ -112,13 +171,19 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
   if (typeof options !== 'object' || options === null) throw new ProxyOptionError('options must be an object');
   if (!Array.isArray(options.backends) || options.backends.length === 0)
     throw new ProxyOptionError('options.backends must list at least one backend URL');
-  const backends = options.backends.map((url, k) => normaliseBackend(url, `options.backends[${k}]`));
-  if (new Set(backends).size !== backends.length) throw new ProxyOptionError('options.backends lists a URL twice');
+  const backends = options.backends.map((entry, k) => resolveBackend(entry, `options.backends[${k}]`));
+  if (new Set(backends.map((b) => b.id)).size !== backends.length)
+    throw new ProxyOptionError('options.backends lists a URL twice');
+  if (
+    options.backendApiKey !== undefined &&
+    (typeof options.backendApiKey !== 'string' || options.backendApiKey === '')
+  )
+    throw new ProxyOptionError('options.backendApiKey must be a non-empty string');
   const sessionHeader = (options.sessionHeader ?? PROXY_DEFAULTS.sessionHeader).toLowerCase();
   if (!/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(sessionHeader))
     throw new ProxyOptionError(`options.sessionHeader must be an HTTP header name, got ${options.sessionHeader}`);
   const d = PROXY_DEFAULTS;
-  return {
+  const resolved: ResolvedProxyOptions = {
     backends,
     policy: options.policy ?? d.policy,
     sessionHeader,
@@ -133,7 +198,15 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     idleTimeoutMs: positiveInteger('options.idleTimeoutMs', options.idleTimeoutMs, d.idleTimeoutMs),
     healthBackoffMs: positiveInteger('options.healthBackoffMs', options.healthBackoffMs, d.healthBackoffMs),
     healthMaxBackoffMs: positiveInteger('options.healthMaxBackoffMs', options.healthMaxBackoffMs, d.healthMaxBackoffMs),
-    upstream: upstreamOption(options.upstream),
+    upstream: oneOf('options.upstream', options.upstream, ['undici', 'h1'], d.upstream),
+    http: oneOf('options.http', options.http, ['uws', 'node'], d.http),
+    healthIntervalMs: positiveInteger('options.healthIntervalMs', options.healthIntervalMs, d.healthIntervalMs, 0),
+    healthTimeoutMs: positiveInteger('options.healthTimeoutMs', options.healthTimeoutMs, d.healthTimeoutMs),
+    healthFailures: positiveInteger('options.healthFailures', options.healthFailures, d.healthFailures),
+    modelsIntervalMs: positiveInteger('options.modelsIntervalMs', options.modelsIntervalMs, d.modelsIntervalMs, 0),
+    backendApiKey: options.backendApiKey,
+    requestTimeoutMs: positiveInteger('options.requestTimeoutMs', options.requestTimeoutMs, d.requestTimeoutMs, 0),
+    maxBodyMemoryBytes: positiveInteger('options.maxBodyMemoryBytes', options.maxBodyMemoryBytes, d.maxBodyMemoryBytes),
     maxInFlight: positiveInteger('options.maxInFlight', options.maxInFlight, d.maxInFlight, 0),
     queueSize: positiveInteger('options.queueSize', options.queueSize, d.queueSize, 0),
     queueTimeoutMs: positiveInteger('options.queueTimeoutMs', options.queueTimeoutMs, d.queueTimeoutMs),
@@ -141,6 +214,11 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     mounts: options.mounts ?? [],
     onWarning: options.onWarning ?? ((message) => process.emitWarning(message, { code: 'KVROUTE_PROXY' })),
   };
+  if (resolved.maxBodyMemoryBytes < resolved.maxBodyBytes)
+    throw new ProxyOptionError(
+      `options.maxBodyMemoryBytes (${resolved.maxBodyMemoryBytes}) must be at least options.maxBodyBytes (${resolved.maxBodyBytes}), or no body of the largest allowed size could be read`,
+    );
+  return resolved;
 }
 
 /**

@@ -1,63 +1,73 @@
 /**
- * createProxy(): the OpenAI-compatible routing proxy on uWebSockets.js.
+ * createProxy(): the OpenAI-compatible routing proxy, on uWebSockets.js (default) or Node's
+ * http module (`http: 'node'`, node-server.ts); both serve one RouteTable.
  *
  *   POST /v1/chat/completions, /v1/completions   routed, relayed (proxy-exchange.ts)
- *   GET  /v1/models                               merged from routable backends
+ *   GET  /v1/models, /v1/models/{id}             from the backends' discovered models
  *   GET  /health                                  liveness: 200 while the process serves
- *   GET  /ready                                   200 with ≥ 1 routable backend, else 503
- *   a known path, another method                  405 with Allow
- *   anything else                                 404
- * Extra routes (metrics, admin, dashboard) come from `options.mounts`, called with the app and
- * the ProxyState before the catch-alls are registered; uWS prefers a static path and a specific
- * method over `any` and wildcards whatever the order, so a mount can take `GET /` or `/metrics`.
+ *   GET  /ready                                   200 once started, not closing, ≥ 1 routable backend; else 503
+ *   GET routes answer HEAD too; a known path with another method gets 405 with Allow; else 404.
+ * Extra routes (metrics, admin, dashboard) come from `options.mounts`, called with the route
+ * table and the ProxyState before the catch-alls; exact paths and specific methods win over
+ * prefixes and catch-alls whatever the order, so a mount can take `GET /` or `/metrics`.
  *
  * Every response is an OpenAI-style JSON error or the engine's own bytes; a throw inside a
- * handler becomes a 500, never a crash. close(): stops listening, runs the mounts' cleanups,
- * then lets in-flight requests finish for `graceMs` (default 10 s) before their upstream connections are cut, and closes
- * every pool; nothing of the proxy's keeps the event loop alive afterwards.
+ * handler becomes a 500, never a crash.
+ *
+ * Lifecycle: createProxy() starts the backends' first health checks at once; listen() waits for
+ * them (bounded by the probe timeouts), then binds the port exclusively (a second proxy on the
+ * same port fails with EADDRINUSE instead of sharing it). close(): /ready turns 503 at once, the
+ * port stops accepting, requests on open connections are still served (with `connection:
+ * close`) until every open request has finished or `graceMs` (default 10 s) ran out, then the
+ * pools close; nothing of the proxy's keeps the event loop alive afterwards.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer as createNetServer, Server as NetServer } from 'node:net';
 
 import uWS from 'uWebSockets.js';
 
 import type { Router } from '../core/router.js';
 import { RETRY_AFTER, sendClientError, sendJson } from './client-response.js';
-import type { ClientRequestHead, ClientResponse } from './client-io.js';
+import type { ClientResponse } from './client-io.js';
 import { ClientError } from './error-body.js';
-import { NodeClientResponse, NodeRequestHead } from './node-shims.js';
-import { handleModels } from './models-route.js';
+import { handleModel, handleModels } from './models-route.js';
+import { createNodeServer, dispatchNode, type NodeServerHooks } from './node-server.js';
 import { ProxyExchange, type ExchangeContext } from './proxy-exchange.js';
 import { ObserverList } from './proxy-observer.js';
 import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from './proxy-options.js';
 import { ProxyState } from './proxy-state.js';
+import { RouteTable, type RouteHandler } from './route-table.js';
 
 export interface Proxy {
-  /** Starts listening; port 0 picks a free one. Resolves with the bound port. */
+  /**
+   * Waits for the backends' first health checks, then listens (exclusively: a port in use is an
+   * EADDRINUSE error); port 0 picks a free one. Resolves with the bound port.
+   */
   listen(port: number, host?: string): Promise<{ port: number }>;
+  /** Resolves once every configured backend has had its first health check (listen() waits for it). */
+  started(): Promise<void>;
   /** Stops listening, finishes or cuts in-flight requests, closes the upstream pools. */
   close(options?: { graceMs?: number }): Promise<void>;
   readonly router: Router;
   readonly state: ProxyState;
-  readonly app: uWS.TemplatedApp;
+  /** The uWebSockets.js app in `http: 'uws'` mode; undefined in `http: 'node'` mode. */
+  readonly app: uWS.TemplatedApp | undefined;
   readonly options: ResolvedProxyOptions;
   /**
-   * The proxy's OpenAI routes for a Node `http` server, Express or Connect (`app.use(proxy.handleNode)`):
-   * the same routing, relaying, retries and errors as the uWS server. A path that is not one of
-   * them goes to `next` when given (middleware), else gets the 404. Mounts (metrics, admin,
-   * dashboard) are served only by the uWS server.
+   * The proxy's routes for a Node `http` server, Express or Connect (`app.use(proxy.handleNode)`):
+   * the same routing, relaying, retries and errors as the proxy's own server, mounts included. A
+   * path that is not one of them goes to `next` when given (middleware), else gets the 404.
    */
   readonly handleNode: NodeHandler;
-  /** The paths handleNode serves (the OpenAI routes, /health, /ready). */
+  /** The exact paths the proxy serves (its own routes and the mounts'). */
   readonly paths: readonly string[];
 }
 
 /** `(req, res, next?)`: a Node http request listener that is also Connect/Express middleware. */
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => void;
 
-type Handler = (res: ClientResponse, req: ClientRequestHead) => void;
-
 /** Runs a handler so that a throw becomes a 500 (when the response is still writable). */
-function guarded(handler: Handler, warn: (m: string) => void): Handler {
+function guarded(handler: RouteHandler, warn: (m: string) => void): RouteHandler {
   return (res, req) => {
     try {
       handler(res, req);
@@ -70,6 +80,67 @@ function guarded(handler: Handler, warn: (m: string) => void): Handler {
       }
     }
   };
+}
+
+/** The proxy's own routes (mounts add theirs to the same table). */
+function proxyRoutes(table: RouteTable, ctx: ExchangeContext, warn: (m: string) => void): void {
+  const { state } = ctx;
+  const g = (handler: RouteHandler) => guarded(handler, warn);
+  table.post(
+    '/v1/chat/completions',
+    g((res, req) => new ProxyExchange(res, req, 'chat', ctx)),
+  );
+  table.post(
+    '/v1/completions',
+    g((res, req) => new ProxyExchange(res, req, 'completions', ctx)),
+  );
+  table.get(
+    '/v1/models',
+    g((res, req) => handleModels(res, req, state)),
+  );
+  table.get(
+    '/v1/models/*',
+    g((res, req) => handleModel(res, req, state)),
+  );
+  table.get('/health', (res) => sendJson(res, 200, '{"status":"ok"}', undefined, state.closing));
+  table.get('/ready', (res) => {
+    const ready = state.ready();
+    const body = JSON.stringify({
+      ready,
+      routable_backends: state.routableCount(),
+      ...(state.closing ? { closing: true } : {}),
+      ...(state.started ? {} : { starting: true }),
+      models: state.routableByModel(),
+    });
+    sendJson(res, ready ? 200 : 503, body, ready ? undefined : RETRY_AFTER, state.closing);
+  });
+}
+
+/** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT: no SO_REUSEPORT, so a taken port fails instead of being shared. */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
+/** Why a listen failed, in the errno a Node server would have given (uWS only says "false"). */
+function listenError(host: string, port: number): Promise<NodeJS.ErrnoException> {
+  return new Promise((resolve) => {
+    const probe = createNetServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(error));
+    probe.listen({ host, port, exclusive: true }, () =>
+      probe.close(() => resolve(Object.assign(new Error('listen failed'), { code: 'EUNKNOWN' }))),
+    );
+  });
+}
+
+function describeListenError(error: NodeJS.ErrnoException, host: string, port: number): Error {
+  const where = `${host}:${port}`;
+  const message =
+    error.code === 'EADDRINUSE'
+      ? `address in use: ${where} is taken by another process (another kvroute serve?)`
+      : error.code === 'EACCES'
+        ? `permission denied to listen on ${where}`
+        : error.code === 'EADDRNOTAVAIL'
+          ? `${host} is not an address of this machine`
+          : `cannot listen on ${where} (${error.code ?? error.message})`;
+  return Object.assign(new Error(message), { code: error.code ?? 'EUNKNOWN' });
 }
 
 export function createProxy(options: ProxyOptions): Proxy {
@@ -86,91 +157,102 @@ export function createProxy(options: ProxyOptions): Proxy {
     resolved,
     observers,
     resolved.onWarning,
-    resolved,
   );
   const ctx: ExchangeContext = { state, observers, options: resolved };
-  const app = uWS.App();
   const warn = resolved.onWarning;
 
+  const table = new RouteTable();
   const cleanups: (() => void)[] = [];
   for (const mount of resolved.mounts) {
-    const cleanup = mount(app, state);
+    const cleanup = mount(table, state);
     if (cleanup !== undefined) cleanups.push(cleanup);
   }
+  proxyRoutes(table, ctx, warn);
 
-  // One table serves the uWS app and the Node handler alike.
-  const routes: Record<string, { method: 'GET' | 'POST'; handle: Handler }> = {
-    '/v1/chat/completions': { method: 'POST', handle: (res, req) => new ProxyExchange(res, req, 'chat', ctx) },
-    '/v1/completions': { method: 'POST', handle: (res, req) => new ProxyExchange(res, req, 'completions', ctx) },
-    '/v1/models': { method: 'GET', handle: (res, req) => handleModels(res, req, state) },
-    '/health': { method: 'GET', handle: (res) => sendJson(res, 200, '{"status":"ok"}') },
-    '/ready': {
-      method: 'GET',
-      handle: (res) => {
-        const routable = state.routableCount();
-        const body = JSON.stringify({ ready: routable > 0, routable_backends: routable });
-        sendJson(res, routable > 0 ? 200 : 503, body, routable > 0 ? undefined : RETRY_AFTER);
-      },
-    },
-  };
-  const wrongMethod =
-    (path: string, method: string): Handler =>
-    (res, req) => {
+  const hooks: NodeServerHooks = {
+    wrongMethod: (allow) => (res, req) => {
       const got = req.getCaseSensitiveMethod();
-      const error = new ClientError(405, `${got} ${path} is not allowed; use ${method}`, 'method_not_allowed');
-      sendJson(res, 405, error.body(), ['allow', method]);
-    };
-  const notFound: Handler = (res, req) => {
-    const error = new ClientError(404, `Invalid URL (${req.getCaseSensitiveMethod()} ${req.getUrl()})`, 'not_found');
-    sendJson(res, 404, error.body());
+      const error = new ClientError(405, `${got} ${req.getUrl()} is not allowed; use ${allow}`, 'method_not_allowed');
+      sendJson(res, 405, error.body(), ['allow', allow]);
+    },
+    fallback: (res, req) => {
+      const error = new ClientError(404, `Invalid URL (${req.getCaseSensitiveMethod()} ${req.getUrl()})`, 'not_found');
+      sendJson(res, 404, error.body());
+    },
+    closing: () => state.closing,
   };
-  for (const [path, route] of Object.entries(routes)) {
-    const handle = guarded(route.handle, warn);
-    if (route.method === 'POST') app.post(path, handle);
-    else app.get(path, handle);
-    app.any(path, wrongMethod(path, route.method));
-  }
-  app.any('/*', notFound);
 
-  const handleNode: NodeHandler = (req, res, next) => {
-    const head = new NodeRequestHead(req);
-    const path = head.getUrl();
-    const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
-    if (route === undefined && next !== undefined) return next();
-    const client = new NodeClientResponse(req, res);
-    if (route === undefined) notFound(client, head);
-    else if (req.method !== route.method) wrongMethod(path, route.method)(client, head);
-    else guarded(route.handle, warn)(client, head);
-  };
+  const app = resolved.http === 'uws' ? uWS.App() : undefined;
+  if (app !== undefined)
+    table.applyTo(app, hooks.wrongMethod, hooks.fallback, (res: ClientResponse) =>
+      (res as unknown as uWS.HttpResponse).endWithoutBody(),
+    );
+  const handleNode: NodeHandler = (req, res, next) => dispatchNode(table, hooks, req, res, next);
 
   let listenSocket: uWS.us_listen_socket | undefined;
+  let nodeServer: Server | undefined;
   let closed: Promise<void> | undefined;
+
+  const listenUws = (port: number, host: string) =>
+    new Promise<{ port: number }>((resolve, reject) => {
+      // The native listen takes (host, port, options, cb); uWS's typings lack that overload.
+      const listen = app!.listen.bind(app) as unknown as (
+        host: string,
+        port: number,
+        options: number,
+        cb: (socket: uWS.us_listen_socket | false) => void,
+      ) => void;
+      listen(host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
+        if (socket === false) {
+          void listenError(host, port).then((error) => reject(describeListenError(error, host, port)));
+          return;
+        }
+        listenSocket = socket;
+        resolve({ port: uWS.us_socket_local_port(socket) });
+      });
+    });
+
+  const listenNode = (port: number, host: string) =>
+    new Promise<{ port: number }>((resolve, reject) => {
+      const server = createNodeServer(table, hooks);
+      server.once('error', (error: NodeJS.ErrnoException) => reject(describeListenError(error, host, port)));
+      server.listen({ host, port, exclusive: true }, () => {
+        nodeServer = server;
+        const address = server.address();
+        resolve({ port: typeof address === 'object' && address !== null ? address.port : port });
+      });
+    });
+
   return {
     router: state.router,
     state,
     app,
     options: resolved,
     handleNode,
-    paths: Object.keys(routes),
-    listen(port, host = '127.0.0.1') {
-      return new Promise((resolve, reject) => {
-        if (listenSocket !== undefined) return reject(new Error('the proxy is already listening'));
-        app.listen(host, port, (socket) => {
-          if (socket === false) {
-            reject(Object.assign(new Error(`cannot listen on ${host}:${port}`), { code: 'EADDRINUSE' }));
-            return;
-          }
-          listenSocket = socket;
-          resolve({ port: uWS.us_socket_local_port(socket) });
-        });
-      });
+    paths: table.exactPaths(),
+    started: () => state.start(),
+    async listen(port, host = '127.0.0.1') {
+      if (listenSocket !== undefined || nodeServer !== undefined) throw new Error('the proxy is already listening');
+      await state.start();
+      return app !== undefined ? listenUws(port, host) : listenNode(port, host);
     },
     close({ graceMs = 10_000 } = {}) {
       closed ??= (async () => {
+        state.closing = true;
         if (listenSocket !== undefined) uWS.us_listen_socket_close(listenSocket);
         listenSocket = undefined;
+        const server = nodeServer;
+        // net.Server's close() only stops accepting; http.Server's would also drop the idle
+        // keep-alive connections, on which a balancer may be sending its next request right now.
+        // Those stay open through the grace period and are served with `connection: close`.
+        const serverClosed =
+          server === undefined
+            ? undefined
+            : new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
         for (const cleanup of cleanups) cleanup();
         await state.close(graceMs);
+        server?.closeAllConnections();
+        await serverClosed;
       })();
       return closed;
     },

@@ -1,6 +1,7 @@
 /**
- * The proxy's mutable state: the router, the backends (pool, health, in-flight) and the
- * operations an admin API performs on them (add, drain, remove a backend; switch policy).
+ * The proxy's mutable state: the router, the backends (pool, health, models, in-flight), the
+ * budgets, the shutdown phase, and the operations an admin API performs on them (add, drain,
+ * remove a backend; switch policy).
  *
  * How a failed backend is kept out of routing (and out of a request's retry):
  * The Router excludes only drained or removed instances; it has no per-request exclusion. So:
@@ -10,20 +11,29 @@
  *   One failure suffices because a refused connect, a reset before any byte or a first-byte
  *   timeout already cost a client a retry; waiting for N of them would send N-1 more requests
  *   into the same hole (and the retry would need an exclusion the Router cannot express).
- * - When a health probe succeeds, router.resumeInstance() puts it back with its cache model,
+ * - Failed health probes trip it too (backend-monitor.ts); a backend starts tripped and takes
+ *   requests once its first probe passes.
+ * - When a probe succeeds, router.resumeInstance() puts it back with its cache model,
  *   shadow counters and sticky pins intact (a spurious trip costs one backoff of no traffic,
  *   not the cache model). Tickets opened before the trip stay valid throughout.
  * - An operator drain is separate (`drained`): a drained backend never comes back by a probe.
  *
  * Invariant: a backend is routable in the router iff healthy && !drained && !removed.
+ *
+ * Shutdown (close): `closing` turns /ready to 503 and puts `connection: close` on every response;
+ * requests that still arrive on open connections are served while the pools are open; the
+ * pools close once every open exchange has finished (or the grace period ran out, which cuts
+ * them), and only then do late requests get 503 `shutting_down` with Retry-After.
  */
 import { Router } from '../core/router.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { Admission, type AdmissionLimits } from './admission.js';
-import { Backend, type BackendTimeouts } from './backend.js';
+import { Backend, type BackendTimeouts, type ModelCard } from './backend.js';
+import { BackendMonitor, type MonitorOptions } from './backend-monitor.js';
+import { BodyBudget } from './body-budget.js';
 import type { ObserverList } from './proxy-observer.js';
 import { ClientError } from './error-body.js';
-import { normaliseBackend, ProxyOptionError } from './proxy-options.js';
+import { normaliseBackend, ProxyOptionError, type ResolvedBackend } from './proxy-options.js';
 
 /** What an admin endpoint or the dashboard shows of a backend. */
 export interface BackendSnapshot {
@@ -32,10 +42,21 @@ export interface BackendSnapshot {
   drained: boolean;
   inFlight: number;
   failures: number;
+  /** The models it serves; absent while unknown (it then takes any model). */
+  models?: string[];
+  /** Why the breaker is open, while it is. */
+  lastFailure?: string;
 }
+
+/** Whether a backend can take a request for a model. */
+export type ModelAvailability = 'routable' | 'unavailable' | 'unknown';
 
 /** How long a removed backend's in-flight requests may run before its pool is destroyed. */
 const REMOVE_GRACE_MS = 600_000;
+
+export interface ProxyStateOptions extends BackendTimeouts, MonitorOptions, AdmissionLimits {
+  maxBodyMemoryBytes: number;
+}
 
 export class ProxyState {
   readonly router: Router;
@@ -43,22 +64,35 @@ export class ProxyState {
   policyName: string;
   /** --max-in-flight and its queue (admission.ts). */
   readonly admission: Admission;
+  /** --max-body-memory (body-budget.ts). */
+  readonly bodies: BodyBudget;
+  /** The first health check of every configured backend has run. */
+  started = false;
+  /** close() has begun: not ready, every response closes its connection. */
+  closing = false;
+  /** close() has closed the pools: completion requests get 503. */
+  closed = false;
+  /** Completion requests between arrival and their end. */
+  private open = 0;
+  private idleWaiters: Array<() => void> = [];
   private readonly backends = new Map<string, Backend>();
+  private readonly monitor: BackendMonitor;
+  private readonly firstChecks: Promise<void>;
 
   constructor(
-    backendUrls: readonly string[],
+    backends: readonly ResolvedBackend[],
     routerOptions: {
       policy: PolicyName;
       blockSize: number;
       engineState: 'shadow' | { shm: string };
       onWarning: (message: string) => void;
     },
-    private readonly timeouts: BackendTimeouts,
+    private readonly options: ProxyStateOptions,
     private readonly observers: ObserverList,
     private readonly warn: (message: string) => void,
-    limits: AdmissionLimits = { maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 },
   ) {
-    this.admission = new Admission(limits);
+    this.admission = new Admission(options);
+    this.bodies = new BodyBudget(options.maxBodyMemoryBytes);
     this.router = new Router({
       instances: [],
       policy: routerOptions.policy,
@@ -67,7 +101,24 @@ export class ProxyState {
       onWarning: routerOptions.onWarning,
     });
     this.policyName = this.router.policy.name;
-    for (const url of backendUrls) this.addBackend(url);
+    this.monitor = new BackendMonitor(
+      options,
+      {
+        trip: (b, why) => this.tripped(b, why),
+        recover: (b) => this.recovered(b),
+        modelsChanged: (b, before) => this.modelsChanged(b, before),
+      },
+      warn,
+    );
+    const checks = backends.map((b) => this.addBackend(b.id, b.models));
+    this.firstChecks = Promise.all(checks).then(() => {
+      this.started = true;
+    });
+  }
+
+  /** Resolves once every configured backend has had its first health check (and model discovery). */
+  start(): Promise<void> {
+    return this.firstChecks;
   }
 
   /** The backend a router decision named (undefined if it was removed since). */
@@ -87,6 +138,11 @@ export class ProxyState {
     return n;
   }
 
+  /** Ready for traffic: started, not closing, and some backend routable. */
+  ready(): boolean {
+    return this.started && !this.closing && this.routableCount() > 0;
+  }
+
   /** In-flight requests per backend id (the proxy's own count; the router's is in router.stats()). */
   inFlight(): Record<string, number> {
     const out: Record<string, number> = {};
@@ -95,23 +151,71 @@ export class ProxyState {
   }
 
   snapshot(): BackendSnapshot[] {
-    return this.list().map((b) => ({
-      id: b.id,
-      healthy: b.healthy,
-      drained: b.drained,
-      inFlight: b.inFlight,
-      failures: b.failures,
-    }));
+    return this.list().map((b) => {
+      const snapshot: BackendSnapshot = {
+        id: b.id,
+        healthy: b.healthy,
+        drained: b.drained,
+        inFlight: b.inFlight,
+        failures: b.failures,
+      };
+      const models = b.modelIds();
+      if (models !== undefined) snapshot.models = models;
+      if (b.lastFailure !== '') snapshot.lastFailure = b.lastFailure;
+      return snapshot;
+    });
   }
 
-  /** Adds a backend (normalised URL); it takes requests at once. Returns its id. */
-  addBackend(url: string): string {
+  // ---- models ----------------------------------------------------------------------------------
+
+  /**
+   * Whether `model` can be served now: some routable backend serves it (or takes any model);
+   * 'unavailable' when only unhealthy or drained ones do; 'unknown' when no backend lists it and
+   * none takes any model (the request gets 404 without touching an engine).
+   */
+  modelAvailability(model: string): ModelAvailability {
+    let listed = false;
+    for (const b of this.backends.values()) {
+      if (!b.serves(model)) continue;
+      if (b.healthy && !b.drained) return 'routable';
+      listed = true;
+    }
+    return listed ? 'unavailable' : 'unknown';
+  }
+
+  /** The union of the routable backends' models, one card per id (the first backend to list it wins). */
+  modelCards(): ModelCard[] {
+    const seen = new Map<string, ModelCard>();
+    for (const b of this.backends.values()) {
+      if (!b.healthy || b.drained || b.models === undefined) continue;
+      for (const card of b.models) if (!seen.has(card.id)) seen.set(card.id, card);
+    }
+    return [...seen.values()];
+  }
+
+  /** Routable backends per known model id, for /ready. */
+  routableByModel(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const b of this.backends.values()) {
+      for (const id of b.modelIds() ?? []) out[id] = (out[id] ?? 0) + (b.healthy && !b.drained ? 1 : 0);
+    }
+    return out;
+  }
+
+  // ---- backends ----------------------------------------------------------------------------------
+
+  /**
+   * Adds a backend (normalised URL), out of routing until its first health probe passes. Returns
+   * its first check, which never rejects.
+   */
+  addBackend(url: string, models?: readonly string[]): Promise<void> {
     const id = normaliseBackend(url, 'backend');
     if (this.backends.has(id)) throw new ProxyOptionError(`backend ${id} already exists`);
-    const backend = new Backend(id, this.timeouts, (b) => this.recovered(b));
+    const backend = new Backend(id, models, this.options);
     this.router.addInstance(id);
+    this.router.drainInstance(id); // until its first probe passes
     this.backends.set(id, backend);
-    return id;
+    return this.monitor.watch(backend);
   }
 
   /** Stops new requests to a backend; in-flight ones finish. It stays listed until removed. */
@@ -127,6 +231,7 @@ export class ProxyState {
     const backend = this.known(id);
     this.router.removeInstance(id);
     this.backends.delete(id);
+    this.monitor.unwatch(backend);
     await backend.close(REMOVE_GRACE_MS);
   }
 
@@ -137,25 +242,80 @@ export class ProxyState {
   }
 
   /** A failure before the first byte: open the breaker and take the backend out of routing. */
-  reportFailure(backend: Backend): void {
-    if (backend.removed || !backend.trip()) return;
-    if (!backend.drained) this.router.drainInstance(backend.id);
-    this.warn(`kvroute proxy: backend ${backend.id} is unhealthy; probing ${backend.id}/health`);
-    this.observers.onBackendHealth(backend.id, false);
+  reportFailure(backend: Backend, why: string): void {
+    if (backend.removed) return;
+    if (this.tripped(backend, why)) this.monitor.tripped(backend);
   }
 
-  /** Refuses queued requests, then closes every pool (in-flight requests get `graceMs`, then are cut). */
+  // ---- exchanges and shutdown ---------------------------------------------------------------------
+
+  /** A completion request arrived (pair with exchangeEnded()). */
+  exchangeStarted(): void {
+    this.open++;
+  }
+
+  exchangeEnded(): void {
+    if (--this.open > 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  /** Completion requests between arrival and end. */
+  get openExchanges(): number {
+    return this.open;
+  }
+
+  /**
+   * Shuts down: not ready at once; waits up to `graceMs` for open requests (new ones are still
+   * served meanwhile), refuses the admission queue, then closes every pool (cutting what still
+   * runs) and stops the health checks.
+   */
   async close(graceMs: number): Promise<void> {
-    this.admission.close(new ClientError(503, 'the proxy is shutting down', 'no_healthy_backend'));
-    await Promise.all(this.list().map((b) => b.close(graceMs)));
+    this.closing = true;
+    if (this.open > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs);
+        this.idleWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    this.closed = true;
+    this.monitor.close();
+    this.admission.close(shuttingDown());
+    await Promise.all(this.list().map((b) => b.close(0)));
+  }
+
+  // ---- breaker transitions ----------------------------------------------------------------------
+
+  /** Opens the breaker; true when it was closed. */
+  private tripped(backend: Backend, why: string): boolean {
+    if (!backend.trip(why)) return false;
+    if (!backend.drained) this.router.drainInstance(backend.id);
+    this.warn(`kvroute proxy: backend ${backend.id} is unhealthy (${why}); probing ${backend.id}/health`);
+    this.observers.onBackendHealth(backend.id, false);
+    return true;
   }
 
   private recovered(backend: Backend): void {
     if (backend.removed || this.backends.get(backend.id) !== backend) return;
+    const first = backend.failures === 0 && backend.lastFailure === '';
     backend.recover();
     if (!backend.drained) this.router.resumeInstance(backend.id);
+    if (first) return; // joining at start is not a change of health
     this.warn(`kvroute proxy: backend ${backend.id} is healthy again`);
     this.observers.onBackendHealth(backend.id, true);
+  }
+
+  /** A backend's model list changed after it was first discovered (a restarted engine, a new LoRA adapter). */
+  private modelsChanged(backend: Backend, before: readonly string[] | undefined): void {
+    if (before === undefined) return;
+    const now = backend.modelIds()!;
+    this.warn(
+      `kvroute proxy: backend ${backend.id} now serves ${now.join(', ') || 'no models'} (was ${before.join(', ') || 'none'})`,
+    );
   }
 
   private known(id: string): Backend {
@@ -163,4 +323,9 @@ export class ProxyState {
     if (backend === undefined) throw new ProxyOptionError(`backend ${id} is not known`);
     return backend;
   }
+}
+
+/** The 503 of a request that arrives after the proxy closed its pools. */
+export function shuttingDown(): ClientError {
+  return new ClientError(503, 'the proxy is shutting down; retry on another replica', 'shutting_down');
 }

@@ -20,6 +20,8 @@ export type Endpoint = 'chat' | 'completions';
 export const EXTENSION_FIELDS = ['hash_ids'] as const;
 
 export interface ParsedRequest {
+  /** The body's `model`. */
+  model: string;
   route: RouteRequest;
   /** Bytes to send upstream. */
   body: Buffer;
@@ -74,7 +76,7 @@ export function parseRequest(
     for (const f of EXTENSION_FIELDS) delete b[f];
     forward = Buffer.from(JSON.stringify(b));
   }
-  return { route, body: forward, stream: b.stream === true };
+  return { model: b.model, route, body: forward, stream: b.stream === true };
 }
 
 /** Checks and converts in one pass: a Float64Array is the router's zero-copy id kind. */

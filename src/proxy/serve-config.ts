@@ -14,14 +14,20 @@ import { parse as parseYaml } from 'yaml';
 
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import type { PolicyName } from '../core/types.js';
-import { normaliseBackend, PROXY_DEFAULTS, ProxyOptionError, type ProxyOptions } from './proxy-options.js';
+import {
+  PROXY_DEFAULTS,
+  ProxyOptionError,
+  resolveBackend,
+  type BackendSpec,
+  type ProxyOptions,
+} from './proxy-options.js';
 
 /** A configuration value that is wrong; the message names its source. */
 export class ConfigError extends Error {}
 
 export interface ServeConfig {
   /** Empty: the CLI starts the embedded simulated fleet. */
-  backends: string[];
+  backends: BackendSpec[];
   port: number;
   host: string;
   proxy: Omit<ProxyOptions, 'backends' | 'observers' | 'mounts'>;
@@ -48,7 +54,9 @@ type Kind =
   | 'ms'
   | 'token'
   | 'upstream'
-  | 'path';
+  | 'http'
+  | 'path'
+  | 'secret';
 
 interface Setting {
   flag: string;
@@ -80,6 +88,14 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'max-in-flight', kind: 'count', min: 0 },
   { flag: 'queue-size', kind: 'count', min: 0 },
   { flag: 'queue-timeout', kind: 'ms', min: 1 },
+  { flag: 'http', kind: 'http' },
+  { flag: 'health-interval', kind: 'ms', min: 0 },
+  { flag: 'health-timeout', kind: 'ms', min: 1 },
+  { flag: 'health-failures', kind: 'count', min: 1 },
+  { flag: 'models-interval', kind: 'ms', min: 0 },
+  { flag: 'backend-api-key', kind: 'secret' },
+  { flag: 'request-timeout', kind: 'ms', min: 0 },
+  { flag: 'max-body-memory', kind: 'size' },
 ];
 
 export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
@@ -103,7 +119,7 @@ const SIZE_UNITS: Record<string, number> = {
   gib: 2 ** 30,
 };
 
-type Value = string | number | boolean | string[] | { shm: string } | undefined;
+type Value = string | number | boolean | BackendSpec[] | { shm: string } | undefined;
 
 /** Parses one raw value (a flag's or variable's string, or a YAML scalar or list) of a setting. */
 function parseValue(setting: Setting, raw: unknown, source: string): Value {
@@ -113,13 +129,16 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
   const text = typeof raw === 'number' ? String(raw) : raw;
   switch (setting.kind) {
     case 'urls': {
+      // A flag or variable is comma-separated URLs; YAML may also give {url, models} entries.
       const list = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : fail('a list of URLs');
-      const urls = (list as unknown[]).map((u) => (typeof u === 'string' ? u.trim() : u)).filter((u) => u !== '');
+      const entries = (list as unknown[]).map((u) => (typeof u === 'string' ? u.trim() : u)).filter((u) => u !== '');
       try {
-        const normalised = urls.map((u) => normaliseBackend(u, source));
-        if (new Set(normalised).size !== normalised.length)
+        const resolved = entries.map((entry, k) =>
+          resolveBackend(entry, typeof raw === 'string' ? source : `${source}[${k}]`),
+        );
+        if (new Set(resolved.map((b) => b.id)).size !== resolved.length)
           throw new ConfigError(`${source} lists the same backend twice`);
-        return normalised;
+        return resolved.map((b) => (b.models === undefined ? { url: b.id } : { url: b.id, models: b.models }));
       } catch (error) {
         if (error instanceof ProxyOptionError) throw new ConfigError(error.message);
         throw error;
@@ -169,6 +188,14 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       return text as string;
     case 'upstream':
       if (text !== 'undici' && text !== 'h1') fail('undici or h1');
+      return text as string;
+    case 'http':
+      if (text !== 'uws' && text !== 'node') fail('uws or node');
+      return text as string;
+    case 'secret':
+      // The value is a secret: the error does not echo it.
+      if (typeof text !== 'string' || text === '' || /\s/.test(text))
+        throw new ConfigError(`${source} must be a key without spaces`);
       return text as string;
     case 'path':
       if (typeof text !== 'string' || text.trim() === '' || text.includes('\0')) fail('a file path, or - for stdout');
@@ -232,7 +259,7 @@ export function resolveServeConfig(
   }
   const get = <T extends Value>(flag: string): T | undefined => values.get(flag) as T | undefined;
   return {
-    backends: get<string[]>('backends') ?? [],
+    backends: get<BackendSpec[]>('backends') ?? [],
     port: get<number>('port') ?? SERVE_DEFAULTS.port,
     host: get<string>('host') ?? SERVE_DEFAULTS.host,
     configFile,
@@ -255,6 +282,14 @@ export function resolveServeConfig(
       maxInFlight: get<number>('max-in-flight'),
       queueSize: get<number>('queue-size'),
       queueTimeoutMs: get<number>('queue-timeout'),
+      http: get<'uws' | 'node'>('http'),
+      healthIntervalMs: get<number>('health-interval'),
+      healthTimeoutMs: get<number>('health-timeout'),
+      healthFailures: get<number>('health-failures'),
+      modelsIntervalMs: get<number>('models-interval'),
+      backendApiKey: get<string>('backend-api-key'),
+      requestTimeoutMs: get<number>('request-timeout'),
+      maxBodyMemoryBytes: get<number>('max-body-memory'),
     },
   };
 }

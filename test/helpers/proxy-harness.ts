@@ -10,7 +10,7 @@ import OpenAI from 'openai';
 
 import { createProxy, type Proxy } from '../../src/proxy/proxy-server.js';
 import type { ProxyOptions } from '../../src/proxy/proxy-options.js';
-import type { ProxyObserver } from '../../src/proxy/proxy-observer.js';
+import type { ProxyObserver, RequestRecord } from '../../src/proxy/proxy-observer.js';
 import { startSimFleet, type SimFleet } from '../../src/sim/sim-fleet.js';
 
 export const MODEL = 'qwen3-coder-30b-a3b';
@@ -33,8 +33,23 @@ export class RecordingObserver implements ProxyObserver {
   onFirstByte(instance: string, ttftMs: number): void {
     this.push(['firstByte', instance, ttftMs]);
   }
-  onFinished(instance: string | undefined, status: number, e2eMs: number, usage: unknown): void {
-    this.push(['finished', instance, status, e2eMs, usage]);
+  onFinished(
+    instance: string | undefined,
+    status: number,
+    e2eMs: number,
+    usage: unknown,
+    outcome: string,
+    model: string,
+  ): void {
+    this.push(['finished', instance, status, e2eMs, usage, outcome, model]);
+  }
+  onRequest(record: RequestRecord): void {
+    this.push(['request', record]);
+  }
+
+  /** The RequestRecords so far. */
+  records(): RequestRecord[] {
+    return this.named('request').map((e) => e[1] as RequestRecord);
   }
   onUpstreamError(instance: string, kind: string, afterFirstByte: boolean): void {
     this.push(['upstreamError', instance, kind, afterFirstByte]);
@@ -116,14 +131,27 @@ export interface StubUpstream {
   close(): Promise<void>;
 }
 
-/** A node:http upstream whose handler the test writes; it gets the whole request body. */
+/**
+ * A node:http upstream whose handler the test writes; it gets the whole request body. Like a
+ * real engine it answers the proxy's health probes (`GET /health`) and model discovery (`GET
+ * /v1/models`, serving MODEL) by itself, unrecorded, unless `control` is false: then those reach
+ * the handler too.
+ */
 export async function startStub(
   handler: (req: IncomingMessage, res: ServerResponse, body: Buffer) => void,
   port = 0,
+  { control = true, models = [MODEL] }: { control?: boolean; models?: string[] } = {},
 ): Promise<StubUpstream> {
   const requests: StubUpstream['requests'] = [];
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
+    if (control && req.method === 'GET' && req.url === '/health') return void res.writeHead(200).end();
+    if (control && req.method === 'GET' && req.url === '/v1/models') {
+      const data = models.map((id) => ({ id, object: 'model', owned_by: 'stub' }));
+      return void res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ object: 'list', data }));
+    }
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {

@@ -31,6 +31,8 @@ export interface InstanceFrame {
   healthy: boolean;
   drained: boolean;
   inFlight: number;
+  /** The models it serves; null while unknown (it then takes any model). */
+  models: string[] | null;
   /** Effective KV usage, 0..1; null if the router no longer lists the instance. */
   kvUsage: number | null;
   /** cachedTokens / promptTokens since start; null before any usage arrived. */
@@ -82,6 +84,7 @@ export function buildFrame(
       healthy: b.healthy,
       drained: b.drained,
       inFlight: b.inFlight,
+      models: b.models ?? null,
       kvUsage: kvUsage.get(b.id) ?? null,
       hitRate: hitRate(totals),
       engineHitRate: observer.engineHitRatio(b.id),

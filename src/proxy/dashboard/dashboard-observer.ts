@@ -10,7 +10,7 @@
  * Hazard: an instance's entry outlives its removal from the proxy (a few numbers per backend
  * URL ever configured); the frame lists only the backends the proxy still has.
  */
-import type { ProxyObserver, UsageCounts } from '../proxy-observer.js';
+import type { ProxyObserver, RequestOutcome, UsageCounts } from '../proxy-observer.js';
 import { QuantileWindow, RateWindow } from './sliding-window.js';
 
 /** Cumulative counts of one backend, or of the whole fleet. */
@@ -62,9 +62,16 @@ export class DashboardObserver implements ProxyObserver {
     this.ttft.add(this.now(), ttftMs);
   }
 
-  onFinished(instance: string | undefined, status: number, _e2eMs: number, usage: UsageCounts | undefined): void {
+  onFinished(
+    instance: string | undefined,
+    status: number,
+    _e2eMs: number,
+    usage: UsageCounts | undefined,
+    outcome?: RequestOutcome,
+  ): void {
     this.finished.add(this.now());
-    const failed = status >= 400;
+    // A stream cut mid-way went out as 200 but failed all the same.
+    const failed = status >= 400 || outcome === 'interrupted';
     // Engines' numbers are parsed from text: keep a bogus one (negative, infinite, cached >
     // prompt) from poisoning the totals for the proxy's lifetime.
     const prompt =

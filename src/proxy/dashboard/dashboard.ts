@@ -18,7 +18,6 @@
  * The mount returns close() as its cleanup, so `proxy.close()` ends open pages' SSE connections
  * and stops the sampler; close() may also be called directly and is idempotent.
  */
-import type uWS from 'uWebSockets.js';
 
 import type { ReconcileResult } from '../../state/shadow-reconciler.js';
 import type { ProxyMount } from '../proxy-options.js';
@@ -102,10 +101,14 @@ class LiveDashboard implements Dashboard {
       res.writeStatus('200 OK').writeHeader('content-type', 'application/json');
       res.writeHeader('cache-control', 'no-store').end(this.frameJson() ?? '{}');
     });
-    app.get('/dashboard/events', (res: uWS.HttpResponse) => {
-      if (this.closed) res.writeStatus('503 Service Unavailable').end('the dashboard is closed\n');
-      else this.hub.subscribe(res, this.frameJson());
-    });
+    app.get(
+      '/dashboard/events',
+      (res) => {
+        if (this.closed) res.writeStatus('503 Service Unavailable').end('the dashboard is closed\n');
+        else this.hub.subscribe(res, this.frameJson());
+      },
+      { head: false }, // an event stream has no end for a HEAD to report
+    );
     return () => this.close();
   };
 

@@ -107,7 +107,7 @@ export const PAGE_SCRIPT = String.raw`'use strict';
   function instanceRow(id) {
     var tr = document.createElement('tr');
     tr.dataset.instance = id;
-    var r = { tr: tr, id: cell(tr, 'id'), health: cell(tr, 'health'), inFlight: cell(tr, 'in-flight'),
+    var r = { tr: tr, id: cell(tr, 'id'), models: cell(tr, 'models'), health: cell(tr, 'health'), inFlight: cell(tr, 'in-flight'),
       kv: meterCell(tr, 'kv-usage'), hit: meterCell(tr, 'hit-rate'), engineHit: meterCell(tr, 'engine-hit-rate'),
       requests: cell(tr, 'requests'), errors: cell(tr, 'errors') };
     r.id.textContent = id;
@@ -122,6 +122,8 @@ export const PAGE_SCRIPT = String.raw`'use strict';
       if (r === undefined) { r = instanceRow(inst.id); instanceRows.set(inst.id, r); }
       seen.add(inst.id);
       order.push(inst.id);
+      var models = inst.models === null ? 'any' : inst.models.join(', ') || 'none';
+      setValue(r.models, models, models);
       var health = inst.drained ? 'drained' : inst.healthy ? 'ok' : 'bad';
       r.health.className = 'health ' + health;
       setValue(r.health, health, inst.drained ? 'drained' : inst.healthy ? 'healthy' : 'unhealthy');
@@ -139,7 +141,7 @@ export const PAGE_SCRIPT = String.raw`'use strict';
       var tr = document.createElement('tr');
       tr.className = 'empty';
       var td = cell(tr, 'none');
-      td.colSpan = 8;
+      td.colSpan = 9;
       td.textContent = 'no backends';
       instancesBody.appendChild(tr);
       return;

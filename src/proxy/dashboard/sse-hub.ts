@@ -14,7 +14,7 @@
  *
  * Cost: broadcast() is one cork + one write per subscriber; the frame string is shared.
  */
-import type uWS from 'uWebSockets.js';
+import type { ClientResponse } from '../client-io.js';
 
 /** Frames a backed-up subscriber may miss in a row before it is closed. */
 export const MAX_SKIPPED = 5;
@@ -22,7 +22,7 @@ export const MAX_SKIPPED = 5;
 const RETRY_MS = 1000;
 
 interface Subscriber {
-  readonly res: uWS.HttpResponse;
+  readonly res: ClientResponse;
   /** Set by onAborted or by our own close/end: the response must not be touched. */
   gone: boolean;
   backedUp: boolean;
@@ -46,7 +46,7 @@ export class SseHub {
    * Takes over a response, inside its request handler (so uWS has it corked). `first` is
    * written at once, so a new page shows numbers without waiting for the next tick.
    */
-  subscribe(res: uWS.HttpResponse, first: string | undefined): void {
+  subscribe(res: ClientResponse, first: string | undefined): void {
     const sub: Subscriber = { res, gone: false, backedUp: false, skipped: 0 };
     res.onAborted(() => {
       sub.gone = true;
