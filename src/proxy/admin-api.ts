@@ -3,7 +3,7 @@
  *
  *   GET  /admin/state                  policy, every backend (health, drain, in-flight) and router stats
  *   GET  /admin/instances              the backends
- *   POST /admin/instances/add          {"url": "http://h:8000"}   → 201, it takes requests at once
+ *   POST /admin/instances/add          {"url": "http://h:8000", "models"?: […]} → 201, in routing once its probe passes
  *   POST /admin/instances/drain        {"url": …}                 → no new requests; in-flight ones finish
  *   POST /admin/instances/remove       {"url": …}                 → forgotten; in-flight ones finish
  *   GET  /admin/policy                 the live policy
@@ -28,7 +28,7 @@ import { POLICY_NAMES } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { ClientResponse } from './client-io.js';
 import { errorJson } from './error-body.js';
-import { normaliseBackend, type ProxyMount } from './proxy-options.js';
+import { normaliseBackend, resolveBackend, type ProxyMount, type ResolvedBackend } from './proxy-options.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './route-table.js';
 
@@ -91,9 +91,9 @@ export function adminMount(token: string | undefined): ProxyMount {
     );
     route('get', '/admin/instances', () => ok({ instances: state.snapshot() }));
     route('post', '/admin/instances/add', (body) => {
-      const id = backendField(body);
+      const { id, models } = backendSpec(body);
       if (state.backend(id) !== undefined) return refuse('409 Conflict', `backend ${id} already exists`);
-      state.addBackend(id);
+      void state.addBackend(id, models); // it takes requests once its first health probe passes
       return { ...ok({ added: id, instances: state.snapshot() }), status: '201 Created' };
     });
     route('post', '/admin/instances/drain', (body) => {
@@ -163,6 +163,16 @@ function backendField(body: unknown): string {
     throw new AdminInputError('the body must be {"url": "http://host:port"}: field url is missing or not a string');
   try {
     return normaliseBackend(url, 'url');
+  } catch (error) {
+    throw new AdminInputError((error as Error).message);
+  }
+}
+
+/** The body of /admin/instances/add: `{url, models?}` (models pinned, else discovered). */
+function backendSpec(body: unknown): ResolvedBackend {
+  const id = backendField(body);
+  try {
+    return resolveBackend({ url: id, models: (body as { models?: unknown }).models }, 'body');
   } catch (error) {
     throw new AdminInputError((error as Error).message);
   }

@@ -29,12 +29,11 @@ export type FastifyPlugin = ((fastify: FastifyLike, options: unknown, done: (err
 };
 
 export function kvrouteFastify(proxy: Proxy): FastifyPlugin {
-  const paths = new Set(proxy.paths);
   const register = (fastify: FastifyLike, _options: unknown, done: (error?: Error) => void): void => {
     fastify.addHook('onRequest', (request, reply, next) => {
       const url = request.raw.url ?? '/';
       const query = url.indexOf('?');
-      if (!paths.has(query < 0 ? url : url.slice(0, query))) return next();
+      if (!proxy.owns(query < 0 ? url : url.slice(0, query))) return next();
       reply.hijack();
       proxy.handleNode(request.raw, reply.raw);
     });

@@ -61,6 +61,8 @@ export interface Proxy {
   readonly handleNode: NodeHandler;
   /** The exact paths the proxy serves (its own routes and the mounts'). */
   readonly paths: readonly string[];
+  /** Whether a path (without its query) is one of the proxy's routes, prefixes (`/v1/models/{id}`) included. */
+  owns(path: string): boolean;
 }
 
 /** `(req, res, next?)`: a Node http request listener that is also Connect/Express middleware. */
@@ -230,6 +232,7 @@ export function createProxy(options: ProxyOptions): Proxy {
     options: resolved,
     handleNode,
     paths: table.exactPaths(),
+    owns: (path) => table.lookup('GET', path) !== undefined,
     started: () => state.start(),
     async listen(port, host = '127.0.0.1') {
       if (listenSocket !== undefined || nodeServer !== undefined) throw new Error('the proxy is already listening');

@@ -51,6 +51,10 @@ export interface BackendSnapshot {
 /** Whether a backend can take a request for a model. */
 export type ModelAvailability = 'routable' | 'unavailable' | 'unknown';
 
+/** The key of backends whose models are unknown in the model index (not a valid model id: ids are non-empty). */
+const ANY_MODEL = '';
+const NO_BACKENDS: readonly Backend[] = [];
+
 /** How long a removed backend's in-flight requests may run before its pool is destroyed. */
 const REMOVE_GRACE_MS = 600_000;
 
@@ -76,6 +80,8 @@ export class ProxyState {
   private open = 0;
   private idleWaiters: Array<() => void> = [];
   private readonly backends = new Map<string, Backend>();
+  /** Backends by model (indexModels()); undefined after any change, rebuilt on the next request. */
+  private byModel: Map<string, Backend[]> | undefined;
   private readonly monitor: BackendMonitor;
   private readonly firstChecks: Promise<void>;
 
@@ -174,13 +180,30 @@ export class ProxyState {
    * none takes any model (the request gets 404 without touching an engine).
    */
   modelAvailability(model: string): ModelAvailability {
+    const index = (this.byModel ??= this.indexModels());
     let listed = false;
-    for (const b of this.backends.values()) {
-      if (!b.serves(model)) continue;
+    for (const b of index.get(model) ?? NO_BACKENDS) {
+      if (b.healthy && !b.drained) return 'routable';
+      listed = true;
+    }
+    for (const b of index.get(ANY_MODEL) ?? NO_BACKENDS) {
       if (b.healthy && !b.drained) return 'routable';
       listed = true;
     }
     return listed ? 'unavailable' : 'unknown';
+  }
+
+  /** Backends by the model ids they list; ANY_MODEL keys those whose models are unknown. */
+  private indexModels(): Map<string, Backend[]> {
+    const index = new Map<string, Backend[]>();
+    for (const b of this.backends.values()) {
+      for (const id of b.modelIds() ?? [ANY_MODEL]) {
+        const list = index.get(id);
+        if (list === undefined) index.set(id, [b]);
+        else list.push(b);
+      }
+    }
+    return index;
   }
 
   /** The union of the routable backends' models, one card per id (the first backend to list it wins). */
@@ -215,6 +238,7 @@ export class ProxyState {
     this.router.addInstance(id);
     this.router.drainInstance(id); // until its first probe passes
     this.backends.set(id, backend);
+    this.byModel = undefined;
     return this.monitor.watch(backend);
   }
 
@@ -231,6 +255,7 @@ export class ProxyState {
     const backend = this.known(id);
     this.router.removeInstance(id);
     this.backends.delete(id);
+    this.byModel = undefined;
     this.monitor.unwatch(backend);
     await backend.close(REMOVE_GRACE_MS);
   }
@@ -311,6 +336,7 @@ export class ProxyState {
 
   /** A backend's model list changed after it was first discovered (a restarted engine, a new LoRA adapter). */
   private modelsChanged(backend: Backend, before: readonly string[] | undefined): void {
+    this.byModel = undefined;
     if (before === undefined) return;
     const now = backend.modelIds()!;
     this.warn(
