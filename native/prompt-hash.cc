@@ -17,10 +17,14 @@ size_t hashPromptBlocks(const uint8_t* bytes, size_t len, size_t chunkBytes, uin
   return count;
 }
 
-PromptHasher::PromptHasher(size_t chunkBytes, std::vector<uint64_t>& ids)
-    : chunkBytes_(chunkBytes), ids_(ids), pending_(chunkBytes) {}
+PromptHasher::PromptHasher(size_t chunkBytes, std::vector<uint64_t>& ids, size_t maxIds)
+    : chunkBytes_(chunkBytes), ids_(ids), maxIds_(maxIds), pending_(chunkBytes) {}
 
 void PromptHasher::emit(const char* p, size_t n) {
+  if (ids_.size() >= maxIds_) {
+    overflowed_ = true;  // the ids past the cap are not needed: the caller refuses the prompt
+    return;
+  }
   parent_ = xxhash64(reinterpret_cast<const uint8_t*>(p), n, parent_);
   ids_.push_back(parent_);
 }

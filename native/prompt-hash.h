@@ -37,19 +37,23 @@ size_t hashPromptBlocks(const uint8_t* bytes, size_t len, size_t chunkBytes, uin
 
 // hashPromptBlocks over the concatenation of every append(), appending the
 // ids to `ids` as chunks complete; finish() hashes the last, partial chunk.
+// Past `maxIds` ids it keeps counting bytes but stores no more (overflowed()).
 class PromptHasher {
  public:
-  PromptHasher(size_t chunkBytes, std::vector<uint64_t>& ids);
+  PromptHasher(size_t chunkBytes, std::vector<uint64_t>& ids, size_t maxIds = SIZE_MAX);
   void append(const char* p, size_t n);
   void finish();
   // Bytes appended so far.
   uint64_t bytes() const { return total_; }
+  bool overflowed() const { return overflowed_; }
 
  private:
   void emit(const char* p, size_t n);
 
   size_t chunkBytes_;
   std::vector<uint64_t>& ids_;
+  size_t maxIds_;
+  bool overflowed_ = false;
   std::vector<char> pending_;  // chunkBytes_ bytes, fill_ of them used
   size_t fill_ = 0;
   uint64_t parent_ = 0;

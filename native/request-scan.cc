@@ -715,7 +715,7 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
     }
     out.ids = ScanIds::kBody;
   } else {
-    PromptHasher hasher(options.chunkBytes, out.promptIds);
+    PromptHasher hasher(options.chunkBytes, out.promptIds, kScanMaxIds);
     TextWriter w(hasher, members);
     const bool chat = options.endpoint == ScanEndpoint::kChat;
     if (chat) {
@@ -732,7 +732,7 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
       return;
     }
     hasher.finish();
-    if (out.promptIds.size() > kScanMaxIds) {
+    if (hasher.overflowed()) {
       out.promptIds.clear();
       fail(out, ScanCode::kInvalidField, chat ? ScanParam::kMessages : ScanParam::kPrompt,
            "prompt is too long: more than 16777215 blocks");

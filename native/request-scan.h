@@ -37,9 +37,10 @@
 //   kResources       simdjson refused the document's size
 //
 // Rules shared with the JavaScript path (docs/hashing.md): invalid UTF-8 is
-// refused ("the request body is not valid UTF-8"); nesting deeper than
-// kScanMaxDepth (1024) levels is refused as invalid JSON; a hash_ids value -0
-// is the id 0.
+// refused ("the request body is not valid UTF-8"); a value deeper than
+// kScanMaxDepth (1024) levels is refused as invalid JSON (the body is level 1,
+// each value inside an array or object, scalars too, one level below it:
+// simdjson's rule); a hash_ids value -0 is the id 0.
 //
 // Tunables: chunkBytes (per call, the router's hashChunkBytes). Memory:
 // simdjson's DOM reserves ~15 bytes of address space per input byte, touched
@@ -57,7 +58,8 @@
 
 namespace kvroute {
 
-// simdjson's maximum depth: the top-level object is level 1.
+// simdjson's maximum depth: the top-level object is level 1, every value in a
+// container (scalar or not) one level deeper than the container.
 constexpr size_t kScanMaxDepth = 1024;
 // A request's ids become depths in a 24-bit field (BlockIndex::kMaxDepth).
 constexpr size_t kScanMaxIds = (1u << 24) - 1;
