@@ -206,6 +206,94 @@ function errorOf(outcome: Outcome) {
   return { status, code, param, message };
 }
 
+describe('request scanner: exhaustive small cases', () => {
+  it('agrees on every byte value at every kind of position', async () => {
+    const template = '{"model":"m",@"messages":[{"role":"u@","content":[@1@,"x"]@}]@}@';
+    const slots = [...template.matchAll(/@/g)].map((m) => m.index);
+    const base = template.replaceAll('@', '');
+    for (let b = 0; b < 256; b++) {
+      for (const [k, at] of slots.entries()) {
+        const offset = at - k; // the earlier slots' markers are gone from `base`
+        const bytes = Buffer.concat([
+          Buffer.from(base.slice(0, offset)),
+          Buffer.from([b]),
+          Buffer.from(base.slice(offset)),
+        ]);
+        const expected = settle(() => hashParsedRequest(parseRequest('chat', bytes, '', false), 128));
+        const diff = difference(
+          expected,
+          settle(() => scanRequest('chat', bytes, '', false)),
+          bytes,
+          false,
+        );
+        expect(diff, `byte 0x${b.toString(16)} at ${offset}`).toBe('');
+      }
+    }
+  });
+
+  it('agrees on number spellings at the edges of the grammar and of double range', async () => {
+    const spellings = [
+      '0',
+      '-0',
+      '0.0',
+      '-0.0',
+      '0e0',
+      '-0E-0',
+      '0e+5',
+      '1E400',
+      '-1E400',
+      '1e-400',
+      '-1e-400',
+      '1.5E-400',
+      '2.2250738585072011e-308',
+      '2.2250738585072012e-308',
+      '4.9406564584124654e-324',
+      '2.4703282292062327e-324',
+      '2.4703282292062328e-324',
+      '1.7976931348623158e308',
+      '1.7976931348623159e308',
+      '9007199254740993',
+      '9223372036854775807',
+      '9223372036854775808',
+      '-9223372036854775808',
+      '-9223372036854775809',
+      '18446744073709551615',
+      '18446744073709551616',
+      '0.1e1',
+      '100e-2',
+      '123456789012345678901234567890e-10',
+      '0.000000000000000000000000000001',
+      '1e21',
+      '1e-7',
+      '123e20',
+      '01',
+      '-01',
+      '1.',
+      '.1',
+      '+1',
+      '1e',
+      '1e+',
+      '-',
+      '--1',
+      '1.e5',
+      '0x10',
+      'NaN',
+      'Infinity',
+      '1_000',
+    ];
+    for (const n of spellings) {
+      for (const body of [
+        `{"model":"m","messages":[{"role":"u","content":[${n}],"tool_calls":{"a":${n}}}]}`,
+        `{"model":"m","messages":[],"hash_ids":[${n}]}`,
+        `{"model":"m","messages":[{"role":${n}}]}`,
+      ]) {
+        expect((await both('chat', body)).ok !== undefined, body).toBe(true);
+      }
+      expect((await both('completions', `{"model":"m","prompt":[${n},[${n}]]}`)).ok !== undefined).toBe(true);
+    }
+  });
+});
+
 describe('request scanner: fallbacks to the JavaScript path', () => {
   it.each([
     ['1e400 (beyond double)', '{"model":"m","messages":[],"temperature":1e400}'],
