@@ -18,6 +18,8 @@
         "native/router.cc",
         "native/shm-feed.cc",
         "native/json-text.cc",
+        "native/json-bytes.cc",
+        "native/dom-text.cc",
         "native/request-scan.cc"
       ],
       "dependencies": ["simdjson"],

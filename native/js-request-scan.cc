@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "json-bytes.h"
 #include "napi-util.h"
 
 namespace kvroute {

@@ -1,14 +1,13 @@
 #include "request-scan.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string_view>
-#include <unordered_map>
 
+#include "dom-text.h"
+#include "json-bytes.h"
 #include "json-text.h"
 #include "prompt-hash.h"
-#include "simdjson.h"
 
 namespace kvroute {
 namespace {
@@ -19,388 +18,8 @@ using simdjson::dom::element_type;
 constexpr char kRS = '\x1e';
 constexpr char kUS = '\x1f';
 constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
-constexpr size_t kSmallObject = 16;                     // members: quadratic duplicate check below this
-
-// An element's value as JavaScript's Number: integers convert with
-// round-to-nearest, which is what JSON.parse's decimal conversion yields.
-double numberOf(const element& e) {
-  switch (e.type()) {
-    case element_type::INT64:
-      return static_cast<double>(e.get_int64().value_unsafe());
-    case element_type::UINT64:
-      return static_cast<double>(e.get_uint64().value_unsafe());
-    default:
-      return e.get_double().value_unsafe();
-  }
-}
-
-// Handles by value: a range-for over get_array().value_unsafe() would iterate
-// a reference into a destroyed temporary.
-simdjson::dom::array arrayOf(const element& e) { return e.get_array().value_unsafe(); }
-simdjson::dom::object objectOf(const element& e) { return e.get_object().value_unsafe(); }
-
-bool isNumber(element_type t) {
-  return t == element_type::INT64 || t == element_type::UINT64 || t == element_type::DOUBLE;
-}
-
-// describe() of src/core/errors.ts: how an offending value shows in a message.
-std::string describe(const element* e) {
-  if (e == nullptr) return "undefined";
-  char num[kJsNumberMaxChars];
-  switch (e->type()) {
-    case element_type::STRING:
-      return describeJsString(e->get_string().value_unsafe());
-    case element_type::NULL_VALUE:
-      return "null";
-    case element_type::ARRAY:
-      return "an array";
-    case element_type::OBJECT:
-      return "an object";
-    case element_type::BOOL:
-      return e->get_bool().value_unsafe() ? "true" : "false";
-    default:
-      return std::string(num, formatJsNumber(numberOf(*e), num));
-  }
-}
 
 bool keyIs(std::string_view key, std::string_view name) { return key == name; }
-
-// ---- error-path classification ---------------------------------------------
-
-// Skips the string starting at bytes[i] == '"'; returns the index after its
-// closing quote (or len). The input passed simdjson's stage 1, so every
-// string is closed.
-size_t skipString(const uint8_t* bytes, size_t len, size_t i) {
-  for (size_t j = i + 1;;) {
-    const void* q = std::memchr(bytes + j, '"', len - j);
-    if (q == nullptr) return len;
-    const size_t at = static_cast<size_t>(static_cast<const uint8_t*>(q) - bytes);
-    size_t slashes = 0;
-    while (at - slashes > i + 1 && bytes[at - slashes - 1] == '\\') ++slashes;
-    if (slashes % 2 == 0) return at + 1;
-    j = at + 1;
-  }
-}
-
-bool numberChar(uint8_t c) {
-  return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
-}
-bool letter(uint8_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? over the whole of s.
-bool numberGrammar(const uint8_t* s, size_t n) {
-  size_t i = 0;
-  auto digits = [&]() {
-    const size_t start = i;
-    while (i < n && s[i] >= '0' && s[i] <= '9') ++i;
-    return i > start;
-  };
-  if (i < n && s[i] == '-') ++i;
-  if (i < n && s[i] == '0') {
-    ++i;
-  } else if (!digits()) {
-    return false;
-  }
-  if (i < n && s[i] == '.') {
-    ++i;
-    if (!digits()) return false;
-  }
-  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
-    if (!digits()) return false;
-  }
-  return i == n;
-}
-
-// Whether some number token outside strings is malformed. In valid JSON every
-// maximal run of number characters that starts with '-' or a digit (and does
-// not continue a word) is a number token, so a malformed run proves the body
-// invalid; if every run is well-formed, simdjson's number error was one of
-// range, which JSON.parse accepts.
-bool hasMalformedNumber(const uint8_t* bytes, size_t len) {
-  for (size_t i = 0; i < len;) {
-    const uint8_t c = bytes[i];
-    if (c == '"') {
-      i = skipString(bytes, len, i);
-      continue;
-    }
-    if ((c == '-' || (c >= '0' && c <= '9')) && (i == 0 || (!numberChar(bytes[i - 1]) && !letter(bytes[i - 1])))) {
-      size_t j = i;
-      while (j < len && numberChar(bytes[j])) ++j;
-      if (!numberGrammar(bytes + i, j - i)) return true;
-      i = j;
-      continue;
-    }
-    ++i;
-  }
-  return false;
-}
-
-bool hexDigit(uint8_t c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-// Whether some string holds an escape JSON does not have (valid JSON has none,
-// so one proves the body invalid; without one, simdjson's string error was an
-// unpaired surrogate, which JSON.parse accepts).
-bool hasMalformedEscape(const uint8_t* bytes, size_t len) {
-  bool inString = false;
-  for (size_t i = 0; i < len; ++i) {
-    const uint8_t c = bytes[i];
-    if (!inString) {
-      inString = c == '"';
-      continue;
-    }
-    if (c == '"') {
-      inString = false;
-    } else if (c == '\\') {
-      if (i + 1 >= len) return true;
-      const uint8_t e = bytes[++i];
-      if (e == 'u') {
-        if (i + 4 >= len || !hexDigit(bytes[i + 1]) || !hexDigit(bytes[i + 2]) || !hexDigit(bytes[i + 3]) ||
-            !hexDigit(bytes[i + 4])) {
-          return true;
-        }
-        i += 4;
-      } else if (std::strchr("\"\\/bfnrt", e) == nullptr || e == 0) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
-// ---- top-level member spans (strip) ----------------------------------------
-
-bool space(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-size_t skipSpace(const uint8_t* bytes, size_t len, size_t i) {
-  while (i < len && space(bytes[i])) ++i;
-  return i;
-}
-
-// The index after the value starting at bytes[i] (valid JSON).
-size_t skipValue(const uint8_t* bytes, size_t len, size_t i) {
-  const uint8_t c = bytes[i];
-  if (c == '"') return skipString(bytes, len, i);
-  if (c == '{' || c == '[') {
-    size_t depth = 0;
-    while (i < len) {
-      const uint8_t d = bytes[i];
-      if (d == '"') {
-        i = skipString(bytes, len, i);
-        continue;
-      }
-      if (d == '{' || d == '[') ++depth;
-      if ((d == '}' || d == ']') && --depth == 0) return i + 1;
-      ++i;
-    }
-    return len;
-  }
-  while (i < len && !space(bytes[i]) && bytes[i] != ',' && bytes[i] != '}' && bytes[i] != ']') ++i;
-  return i;
-}
-
-// Ranges dropping the members flagged in `drop` (in document order) from the
-// top-level object of the valid JSON `bytes`.
-void stripRanges(const uint8_t* bytes, size_t len, const std::vector<bool>& drop, std::vector<size_t>& out) {
-  std::vector<size_t> keyStart;
-  std::vector<size_t> valueEnd;
-  keyStart.reserve(drop.size());
-  valueEnd.reserve(drop.size());
-  size_t i = skipSpace(bytes, len, 0) + 1;  // past '{'
-  for (size_t k = 0; k < drop.size(); ++k) {
-    i = skipSpace(bytes, len, i);
-    if (bytes[i] == ',') i = skipSpace(bytes, len, i + 1);
-    keyStart.push_back(i);
-    i = skipSpace(bytes, len, skipString(bytes, len, i)) + 1;  // past ':'
-    i = skipValue(bytes, len, skipSpace(bytes, len, i));
-    valueEnd.push_back(i);
-  }
-  const size_t n = drop.size();
-  size_t firstKept = n;
-  for (size_t k = 0; k < n; ++k) {
-    if (!drop[k]) {
-      firstKept = k;
-      break;
-    }
-  }
-  auto add = [&out](size_t a, size_t b) {
-    if (!out.empty() && out.back() == a) {
-      out.back() = b;  // adjacent: merge
-    } else {
-      out.push_back(a);
-      out.push_back(b);
-    }
-  };
-  for (size_t k = 0; k < n; ++k) {
-    if (!drop[k]) continue;
-    if (k < firstKept) {
-      // Before every kept member: drop it with the separator after it.
-      add(keyStart[k], k + 1 < n ? keyStart[k + 1] : valueEnd[k]);
-    } else {
-      // After a kept member: drop the separator before it with it.
-      add(valueEnd[k - 1], valueEnd[k]);
-    }
-  }
-}
-
-// ---- the prompt text -------------------------------------------------------
-
-struct Member {
-  std::string_view key;
-  element value;
-  uint32_t index;  // array index, when isIndex
-  bool isIndex;
-};
-
-class TextWriter {
- public:
-  TextWriter(PromptHasher& hasher, std::vector<Member>& members) : hasher_(hasher), members_(members) {}
-
-  void append(const char* p, size_t n) { hasher_.append(p, n); }
-  void put(char c) { hasher_.append(&c, 1); }
-  void text(std::string_view s) { hasher_.append(s.data(), s.size()); }
-  void number(double x) {
-    char buf[kJsNumberMaxChars];
-    hasher_.append(buf, formatJsNumber(x, buf));
-  }
-
-  // JSON.stringify(e) of a parsed JSON value.
-  void stringify(const element& e) {
-    switch (e.type()) {
-      case element_type::ARRAY: {
-        put('[');
-        bool first = true;
-        for (element x : arrayOf(e)) {
-          if (!first) put(',');
-          first = false;
-          stringify(x);
-        }
-        put(']');
-        break;
-      }
-      case element_type::OBJECT:
-        stringifyObject(e);
-        break;
-      case element_type::STRING:
-        appendJsonQuoted(e.get_string().value_unsafe(), *this);
-        break;
-      case element_type::BOOL:
-        text(e.get_bool().value_unsafe() ? "true" : "false");
-        break;
-      case element_type::NULL_VALUE:
-        text("null");
-        break;
-      default: {
-        const double x = numberOf(e);
-        if (std::isfinite(x)) {
-          number(x);
-        } else {
-          text("null");  // unreachable: such numbers take the fallback
-        }
-      }
-    }
-  }
-
-  // String(array), as Array.prototype.join(","): false when an object in it
-  // has a toString member (String() of it throws a TypeError).
-  bool join(const element& e) {
-    bool first = true;
-    for (element x : arrayOf(e)) {
-      if (!first) put(',');
-      first = false;
-      switch (x.type()) {
-        case element_type::NULL_VALUE:
-          break;
-        case element_type::STRING:
-          text(x.get_string().value_unsafe());
-          break;
-        case element_type::BOOL:
-          text(x.get_bool().value_unsafe() ? "true" : "false");
-          break;
-        case element_type::ARRAY:
-          if (!join(x)) return false;
-          break;
-        case element_type::OBJECT:
-          for (auto field : objectOf(x)) {
-            if (keyIs(field.key, "toString")) return false;
-          }
-          text("[object Object]");
-          break;
-        default:
-          number(numberOf(x));
-      }
-    }
-    return true;
-  }
-
- private:
-  // Members in V8's order: array-index keys ascending, then the rest by first
-  // occurrence; a duplicate key keeps its first position and its last value.
-  void stringifyObject(const element& e) {
-    const size_t base = members_.size();
-    bool anyIndex = false;
-    for (auto field : objectOf(e)) {
-      Member m{field.key, field.value, 0, false};
-      m.isIndex = arrayIndexKey(field.key, &m.index);
-      anyIndex = anyIndex || m.isIndex;
-      members_.push_back(m);
-    }
-    size_t n = members_.size() - base;
-    if (n > 1) n = dedupe(base, n);
-    if (anyIndex) {
-      std::stable_sort(members_.begin() + static_cast<std::ptrdiff_t>(base),
-                       members_.begin() + static_cast<std::ptrdiff_t>(base + n), [](const Member& a, const Member& b) {
-                         if (a.isIndex != b.isIndex) return a.isIndex;
-                         return a.isIndex && a.index < b.index;
-                       });
-    }
-    put('{');
-    for (size_t k = 0; k < n; ++k) {
-      const Member m = members_[base + k];  // a copy: stringify() may grow members_
-      if (k > 0) put(',');
-      appendJsonQuoted(m.key, *this);
-      put(':');
-      stringify(m.value);
-    }
-    put('}');
-    members_.resize(base);
-  }
-
-  // Folds duplicate keys of members_[base, base + n) into their first
-  // occurrence (with the last value) and returns the count left.
-  size_t dedupe(size_t base, size_t n) {
-    Member* m = members_.data() + base;
-    size_t kept = 0;
-    if (n <= kSmallObject) {
-      for (size_t i = 0; i < n; ++i) {
-        size_t j = 0;
-        while (j < kept && m[j].key != m[i].key) ++j;
-        if (j < kept) {
-          m[j].value = m[i].value;
-        } else {
-          m[kept++] = m[i];
-        }
-      }
-    } else {
-      std::unordered_map<std::string_view, size_t> seen;
-      seen.reserve(n);
-      for (size_t i = 0; i < n; ++i) {
-        auto [it, fresh] = seen.emplace(m[i].key, kept);
-        if (fresh) {
-          m[kept++] = m[i];
-        } else {
-          m[it->second].value = m[i].value;
-        }
-      }
-    }
-    members_.resize(base + kept);
-    return kept;
-  }
-
-  PromptHasher& hasher_;
-  std::vector<Member>& members_;
-};
 
 }  // namespace
 
@@ -424,12 +43,12 @@ void ScanResult::clear() {
 
 struct RequestScanner::Impl {
   simdjson::dom::parser parser;
-  std::vector<Member> members;  // TextWriter's stack of object members
+  std::vector<DomTextWriter::Member> members;  // DomTextWriter's stack of object members
 
   void scan(const uint8_t* bytes, size_t len, const ScanOptions& options, ScanResult& out);
   void parseFailed(const uint8_t* bytes, size_t len, simdjson::error_code error, ScanResult& out);
-  bool promptText(const element& messages, TextWriter& w, ScanResult& out);
-  bool contentText(size_t i, const element* content, TextWriter& w, ScanResult& out);
+  bool promptText(const element& messages, DomTextWriter& w, ScanResult& out);
+  bool contentText(size_t i, const element* content, DomTextWriter& w, ScanResult& out);
 };
 
 namespace {
@@ -505,7 +124,7 @@ void RequestScanner::Impl::parseFailed(const uint8_t* bytes, size_t len, simdjso
   }
 }
 
-bool RequestScanner::Impl::contentText(size_t i, const element* content, TextWriter& w, ScanResult& out) {
+bool RequestScanner::Impl::contentText(size_t i, const element* content, DomTextWriter& w, ScanResult& out) {
   if (content == nullptr) return true;
   switch (content->type()) {
     case element_type::NULL_VALUE:
@@ -549,7 +168,7 @@ bool RequestScanner::Impl::contentText(size_t i, const element* content, TextWri
   return true;
 }
 
-bool RequestScanner::Impl::promptText(const element& messages, TextWriter& w, ScanResult& out) {
+bool RequestScanner::Impl::promptText(const element& messages, DomTextWriter& w, ScanResult& out) {
   size_t i = 0;
   for (element m : arrayOf(messages)) {
     const std::string field = "messages[" + std::to_string(i) + "]";
@@ -716,7 +335,7 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
     out.ids = ScanIds::kBody;
   } else {
     PromptHasher hasher(options.chunkBytes, out.promptIds, kScanMaxIds);
-    TextWriter w(hasher, members);
+    DomTextWriter w(hasher, members);
     const bool chat = options.endpoint == ScanEndpoint::kChat;
     if (chat) {
       if (!promptText(*messages, w, out)) {
@@ -763,19 +382,7 @@ void RequestScanner::scan(const uint8_t* bytes, size_t len, const ScanOptions& o
 
 void RequestScanner::release() {
   impl_->parser = simdjson::dom::parser();
-  impl_->members = std::vector<Member>();
-}
-
-size_t copyStripped(const uint8_t* bytes, size_t len, const std::vector<size_t>& strip, uint8_t* out) {
-  size_t o = 0;
-  size_t from = 0;
-  for (size_t k = 0; k + 1 < strip.size(); k += 2) {
-    std::memcpy(out + o, bytes + from, strip[k] - from);
-    o += strip[k] - from;
-    from = strip[k + 1];
-  }
-  std::memcpy(out + o, bytes + from, len - from);
-  return o + len - from;
+  impl_->members = std::vector<DomTextWriter::Member>();
 }
 
 std::string scanKernel() { return simdjson::get_active_implementation()->name(); }

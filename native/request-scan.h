@@ -19,12 +19,14 @@
 //      PromptHasher, never held whole: promptText(messages) for chat (RS role
 //      US content…, content parts joined by US, non-text parts and tool_calls
 //      as JSON.stringify writes them), String(prompt) for completions
-//      (Array.prototype.join semantics). json-text.h has the number and string
-//      forms; objects are written with V8's key order (array-index keys first,
-//      ascending, then the others by first occurrence, last value winning).
+//      (Array.prototype.join semantics). dom-text.h writes values as V8 does
+//      (json-text.h: numbers and strings; objects in V8's key order, array-index
+//      keys first, then the others by first occurrence, last value winning).
 //   4. With stripRanges and hash_ids present, a second, scalar pass over the
 //      (now known valid) bytes finds the top-level members' byte spans, and
-//      the ranges that drop every hash_ids member and its separating comma.
+//      the ranges that drop every hash_ids member and its separating comma
+//      (json-bytes.h, which also tells a malformed number or escape from one
+//      JSON.parse accepts on the error path).
 //
 // Outcomes: kOk; kError with parseRequest's code, param and message (JSON
 // syntax detail excepted); kFallback when exact fidelity would need
@@ -40,7 +42,9 @@
 // refused ("the request body is not valid UTF-8"); a value deeper than
 // kScanMaxDepth (1024) levels is refused as invalid JSON (the body is level 1,
 // each value inside an array or object, scalars too, one level below it:
-// simdjson's rule); a hash_ids value -0 is the id 0.
+// simdjson's rule); a hash_ids value -0 is the id 0; an object with a
+// toString member in a completions prompt array is an invalid field (String()
+// of it throws in JavaScript).
 //
 // Tunables: chunkBytes (per call, the router's hashChunkBytes). Memory:
 // simdjson's DOM reserves ~15 bytes of address space per input byte, touched
@@ -122,10 +126,6 @@ class RequestScanner {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Bytes of `len` minus `strip`'s ranges, written to `out` (len bytes); returns
-// the count written.
-size_t copyStripped(const uint8_t* bytes, size_t len, const std::vector<size_t>& strip, uint8_t* out);
 
 // The simdjson kernel chosen for this CPU ("icelake", "haswell", "westmere",
 // "arm64", "fallback", ...).

@@ -59,6 +59,7 @@
 
 #include "block-index.h"
 #include "fleet-index.h"
+#include "json-bytes.h"
 #include "json-text.h"
 #include "match-many.h"
 #include "prompt-hash.h"
