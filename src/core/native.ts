@@ -33,10 +33,41 @@ export interface NativeFeedReader {
   close(): void;
 }
 
+/** What RequestScanner.scanAsync resolves to (native/js-request-scan.h). */
+export interface NativeScanResult {
+  outcome: number;
+  code: number;
+  param: number;
+  fallback: number;
+  message?: string;
+  model?: string;
+  user?: string;
+  stream?: boolean;
+  idsKind?: number;
+  ids?: BigUint64Array | Float64Array;
+  inputTokens?: number;
+  blockTokens?: number;
+  forward?: Uint8Array;
+}
+
+/** The request scanner (native/js-request-scan.h); results of scan() land in `out` and `values`. */
+export interface NativeRequestScanner {
+  scan(
+    bytes: Uint8Array,
+    endpoint: number,
+    chunkBytes: number,
+    strip: boolean,
+  ): BigUint64Array | Float64Array | undefined;
+  scanAsync(bytes: Uint8Array, endpoint: number, chunkBytes: number, strip: boolean): Promise<NativeScanResult>;
+}
+
 export interface NativeAddon {
   NativeRouter: CoreRouterConstructor;
   FeedWriter: new (path: string, slots: number, recreate: boolean) => NativeFeedWriter;
   FeedReader: new (path: string, recheckMs: number) => NativeFeedReader;
+  RequestScanner: new (out: Float64Array, values: unknown[]) => NativeRequestScanner;
+  /** simdjson's kernel for this CPU. */
+  scanKernel: string;
   /** Chained XXH64 ids of `text`'s UTF-8 bytes in `chunkBytes` chunks. */
   hashPrompt(text: string, chunkBytes: number): BigUint64Array;
   xxhash64(bytes: Uint8Array, seed: bigint): bigint;

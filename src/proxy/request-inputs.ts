@@ -10,7 +10,23 @@
  *   router hashes in the addon. A completions prompt that is not a string (token ids, a batch)
  *   is routed by its comma-joined text, which keeps the prefix property the hashing needs.
  * - session: the configured header, else the body's `user`.
+ *
+ * Rules shared with the native scanner (request-scan.ts, docs/hashing.md), so both paths refuse
+ * the same bodies: bytes that are not UTF-8 are refused (not decoded with U+FFFD); a body nesting
+ * deeper than MAX_JSON_DEPTH levels (a value inside an array or object is a level below
+ * it) is refused as invalid JSON (JSON.parse would take it, and
+ * JSON.stringify of a deep content part would later throw); a `hash_ids` value -0 is the id 0; a
+ * completions prompt array holding an object with a `toString` member (which String() cannot
+ * convert) is an invalid field.
+ *
+ * hashParsedRequest() turns parseRequest()'s prompt into the router's block ids up front: the
+ * JavaScript twin of the native scanner, and the scanner's fallback.
  */
+import { isUtf8 } from 'node:buffer';
+
+import { isKvrouteError } from '../core/errors.js';
+import { hashPrompt } from '../core/hashing.js';
+import { promptText } from '../core/prompt-text.js';
 import type { ChatMessage, RouteRequest } from '../core/types.js';
 import { ClientError } from './error-body.js';
 
@@ -19,10 +35,30 @@ export type Endpoint = 'chat' | 'completions';
 /** kvroute's own body fields, removed by --strip-extensions. */
 export const EXTENSION_FIELDS = ['hash_ids'] as const;
 
+/**
+ * The deepest level a value may sit at: the body is level 1, each value inside an array or object
+ * (scalars too) one level below it. simdjson's maximum depth.
+ */
+export const MAX_JSON_DEPTH = 1024;
+/** A request's ids become depths in a 24-bit field of the block index. */
+const MAX_PROMPT_IDS = 16_777_215;
+
+/**
+ * What the router takes, plus the tokens per block of prompt-derived ids: the router reads it
+ * once RouteRequest has `blockTokens` (until then it counts its blockSize per id).
+ */
+export type ParsedRoute = RouteRequest & { blockTokens?: number };
+
 export interface ParsedRequest {
-  /** The body's `model`. */
+  /** The body's `model`: a non-empty string. */
   model: string;
-  route: RouteRequest;
+  /**
+   * parseRequest(): `hashIds` (the body's hash_ids, a Float64Array), else `messages` or `prompt`
+   * for the router to hash. hashParsedRequest() and the scanner: `hashIds` always, from the body
+   * (Float64Array) or from the prompt (BigUint64Array, with `inputTokens` and `blockTokens`).
+   * `session` in all three.
+   */
+  route: ParsedRoute;
   /** Bytes to send upstream. */
   body: Buffer;
   stream: boolean;
@@ -39,11 +75,19 @@ export function parseRequest(
   sessionHeader: string,
   stripExtensions: boolean,
 ): ParsedRequest {
+  if (!isUtf8(bytes)) throw new ClientError(400, 'the request body is not valid UTF-8', 'invalid_json');
   let body: unknown;
   try {
     body = JSON.parse(bytes.toString('utf8'));
   } catch (error) {
     throw new ClientError(400, `the request body is not valid JSON: ${(error as Error).message}`, 'invalid_json');
+  }
+  if (nestsDeeperThan(body, MAX_JSON_DEPTH)) {
+    throw new ClientError(
+      400,
+      `the request body is not valid JSON: it nests deeper than ${MAX_JSON_DEPTH} levels`,
+      'invalid_json',
+    );
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     throw new ClientError(400, 'the request body must be a JSON object', 'invalid_json');
@@ -53,7 +97,7 @@ export function parseRequest(
       ? missing('model', 'the model to use, as /v1/models lists it')
       : new ClientError(400, 'model must be a non-empty string', 'invalid_field', 'model');
 
-  const route: RouteRequest = {};
+  const route: ParsedRoute = {};
   const session = sessionHeader !== '' ? sessionHeader : typeof b.user === 'string' && b.user !== '' ? b.user : '';
   if (session !== '') route.session = session;
 
@@ -69,14 +113,82 @@ export function parseRequest(
 
   if (b.hash_ids !== undefined) route.hashIds = hashIds(b.hash_ids);
   else if (endpoint === 'chat') route.messages = b.messages as ChatMessage[];
-  else route.prompt = typeof b.prompt === 'string' ? b.prompt : String(b.prompt);
+  else route.prompt = typeof b.prompt === 'string' ? b.prompt : promptString(b.prompt as unknown[]);
 
   let forward = bytes;
   if (stripExtensions && EXTENSION_FIELDS.some((f) => b[f] !== undefined)) {
     for (const f of EXTENSION_FIELDS) delete b[f];
     forward = Buffer.from(JSON.stringify(b));
   }
-  return { model: b.model, route, body: forward, stream: b.stream === true };
+  return { model: b.model as string, route, body: forward, stream: b.stream === true };
+}
+
+/**
+ * parseRequest()'s result with the prompt (`route.messages` or `route.prompt`) replaced by its
+ * block ids, exactly as the router would hash it (docs/hashing.md): `hashIds` (BigUint64Array),
+ * `inputTokens` = ceil(UTF-8 bytes / 4) and `blockTokens` = chunkBytes / 4. A message promptText()
+ * refuses is a 400 invalid_field naming `messages`, here rather than from route(). The result is
+ * what the native scanner returns for the same body.
+ */
+export function hashParsedRequest(parsed: ParsedRequest, chunkBytes: number): ParsedRequest {
+  const { messages, prompt } = parsed.route;
+  if (messages === undefined && prompt === undefined) return parsed;
+  const param = messages !== undefined ? 'messages' : 'prompt';
+  let text: string;
+  try {
+    text = messages !== undefined ? promptText(messages) : prompt!;
+  } catch (error) {
+    if (isKvrouteError(error)) throw new ClientError(400, error.message, 'invalid_field', param);
+    throw error;
+  }
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (Math.ceil(bytes / chunkBytes) > MAX_PROMPT_IDS) {
+    throw new ClientError(400, `prompt is too long: more than ${MAX_PROMPT_IDS} blocks`, 'invalid_field', param);
+  }
+  const route: ParsedRoute = {
+    hashIds: hashPrompt(text, { chunkBytes }),
+    inputTokens: Math.ceil(bytes / 4),
+    blockTokens: chunkBytes / 4,
+  };
+  if (parsed.route.session !== undefined) route.session = parsed.route.session;
+  return { ...parsed, route };
+}
+
+/** String(prompt) of an array, whose only failure (an object with a toString member) is the client's. */
+function promptString(prompt: unknown[]): string {
+  try {
+    return String(prompt);
+  } catch {
+    throw new ClientError(
+      400,
+      'prompt cannot be converted to text: an object in it has a toString member',
+      'invalid_field',
+      'prompt',
+    );
+  }
+}
+
+/**
+ * Whether some value sits deeper than `limit` levels: the body is level 1 and each value inside an
+ * array or object one level below it, scalars included (simdjson's depth rule). Iterative.
+ */
+function nestsDeeperThan(root: unknown, limit: number): boolean {
+  if (typeof root !== 'object' || root === null) return false;
+  const stack: object[] = [root];
+  const depths: number[] = [1];
+  while (stack.length > 0) {
+    const value = stack.pop()!;
+    const depth = depths.pop()!;
+    const children: unknown[] = Array.isArray(value) ? value : Object.values(value);
+    if (children.length > 0 && depth >= limit) return true;
+    for (const child of children) {
+      if (typeof child === 'object' && child !== null) {
+        stack.push(child);
+        depths.push(depth + 1);
+      }
+    }
+  }
+  return false;
 }
 
 /** Checks and converts in one pass: a Float64Array is the router's zero-copy id kind. */
@@ -88,7 +200,7 @@ function hashIds(value: unknown): Float64Array {
   for (let i = 0; i < value.length; i++) {
     const id: unknown = value[i];
     if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 0) throw bad();
-    ids[i] = id;
+    ids[i] = id === 0 ? 0 : id; // -0 is the id 0
   }
   return ids;
 }
