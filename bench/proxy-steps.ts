@@ -38,7 +38,10 @@ async function main() {
   const servers: Running[] = [];
   try {
     for (const steps of STEPS) servers.push(await startFloor(stub.ports, steps));
-    servers.push(await startKvroute(stub.ports, 'h1'), await startKvroute(stub.ports, 'undici'));
+    servers.push(
+      await startKvroute(stub.ports, { upstream: 'h1' }, 'kvroute-h1'),
+      await startKvroute(stub.ports, { upstream: 'undici' }, 'kvroute-undici'),
+    );
     const cpu = new Map<Running, number[]>(servers.map((s) => [s, []]));
     const load = (s: Running, secs: number) =>
       closedLoop({ port: s.port, path: '/v1/chat/completions', requests }, { connections: 64, seconds: secs });

@@ -140,21 +140,28 @@ export function kvrouteServeAvailable(): boolean {
   return /^\s+serve\b/m.test(`${help.stdout}\n${help.stderr}`);
 }
 
+/** How a kvroute leg runs: its upstream client, its HTTP server, extra flags. */
+export interface KvrouteLeg {
+  upstream?: 'undici' | 'h1';
+  http?: 'uws' | 'node';
+  args?: string[];
+}
+
+/** The leg's name in reports: `kvroute`, or `kvroute-` + what differs from the default. */
+export function kvrouteLegName(leg: KvrouteLeg, defaults: Required<Omit<KvrouteLeg, 'args'>>): string {
+  const parts = [];
+  if (leg.upstream !== undefined && leg.upstream !== defaults.upstream) parts.push(leg.upstream);
+  if (leg.http !== undefined && leg.http !== defaults.http) parts.push(leg.http);
+  return ['kvroute', ...parts].join('-');
+}
+
 /** `kvroute serve` on an ephemeral port, routing over `backends`; ready on its one stdout line. */
-export async function startKvroute(backendPorts: number[], upstream: 'undici' | 'h1' = 'undici') {
+export async function startKvroute(backendPorts: number[], leg: KvrouteLeg = {}, name = 'kvroute') {
   const backends = backendPorts.map((p) => `http://127.0.0.1:${p}`).join(',');
-  const args = [
-    KVROUTE_CLI,
-    'serve',
-    '--backends',
-    backends,
-    '--port',
-    '0',
-    '--policy',
-    'unified',
-    '--upstream',
-    upstream,
-  ];
+  const args = [KVROUTE_CLI, 'serve', '--backends', backends, '--port', '0', '--policy', 'unified'];
+  if (leg.upstream !== undefined) args.push('--upstream', leg.upstream);
+  if (leg.http !== undefined) args.push('--http', leg.http);
+  args.push(...(leg.args ?? []));
   const { child, match } = await spawnUntil(
     'kvroute serve',
     process.execPath,
@@ -162,10 +169,18 @@ export async function startKvroute(backendPorts: number[], upstream: 'undici' | 
     /^kvroute serve: listening on http:\/\/.+:(\d+)\/?$/,
     30_000,
   );
-  const name = upstream === 'h1' ? 'kvroute-h1' : 'kvroute';
-  return running(name, child, child.pid!, [Number(match[1])], () =>
-    stopChild(`kvroute serve (${upstream})`, child, 5000, true),
-  );
+  return running(name, child, child.pid!, [Number(match[1])], () => stopChild(`${name} serve`, child, 5000, true));
+}
+
+/** Resident memory of a process in bytes (Linux /proc; NaN elsewhere). */
+export function rssBytes(pid: number): number {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
+    return kb === undefined ? NaN : Number(kb) * 1024;
+  } catch {
+    return NaN;
+  }
 }
 
 /**

@@ -16,7 +16,7 @@
  *   two parse to the same value).
  * Where exact fidelity would need JavaScript's own parser the scanner answers "fallback" and this
  * runs the JavaScript path for that request (docs/hashing.md lists the cases). With
- * KVROUTE_NATIVE=0 every request takes the JavaScript path.
+ * KVROUTE_NATIVE=0 (as the process started) every request takes the JavaScript path.
  *
  * Route inputs: the body's `hash_ids` as `route.hashIds` (a Float64Array; the router counts its
  * blockSize per id), else the prompt's ids as `route.hashIds` (a BigUint64Array) with
@@ -40,6 +40,10 @@ import {
  * 22 µs.
  */
 export const SYNC_SCAN_MAX_BYTES = 64 * 1024;
+
+/** KVROUTE_NATIVE=0, read once (a process.env lookup costs about a microsecond per request). */
+let jsOnly: boolean | undefined;
+const javascriptOnly = (): boolean => (jsOnly ??= nativeDisabledByEnv());
 
 /** The JavaScript path: what the scanner must equal, and what it falls back to. */
 function parseInJs(
@@ -83,7 +87,7 @@ export function scanRequest(
   stripExtensions: boolean,
   chunkBytes = 128,
 ): ParsedRequest {
-  if (nativeDisabledByEnv()) return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
+  if (javascriptOnly()) return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
   return (
     toParsed(scanBody(endpoint, bytes, chunkBytes, stripExtensions), bytes, sessionHeader) ??
     parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes)
@@ -103,7 +107,7 @@ export async function scanRequestAsync(
   stripExtensions: boolean,
   chunkBytes = 128,
 ): Promise<ParsedRequest> {
-  if (nativeDisabledByEnv()) return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
+  if (javascriptOnly()) return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
   const result = await scanBodyAsync(endpoint, bytes, chunkBytes, stripExtensions);
   return (
     toParsed(result, bytes, sessionHeader) ?? parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes)
