@@ -5,7 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 
+import type { CoreRouterConstructor } from '../src/core/core-router.js';
 import { loadNative } from '../src/core/native.js';
+import { ReferenceRouter } from '../src/core/reference/reference-router.js';
 import { Router, type RouterOptions } from '../src/index.js';
 import { IMPLEMENTATIONS, comparableStats, thrown } from './helpers/routers.js';
 
@@ -194,7 +196,7 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     feedPath: null,
   };
   const buffers = () => ({
-    request: Float64Array.of(NaN, 0, 0),
+    request: Float64Array.of(NaN, 0, 0, -1, NaN),
     decision: new Int32Array(2),
     events: new Float64Array(9),
   });
@@ -264,6 +266,69 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
   });
 });
 
+describe.each([
+  { impl: 'native', Core: () => loadNative().NativeRouter },
+  { impl: 'reference', Core: (): CoreRouterConstructor => ReferenceRouter },
+])('both cores re-check model groups and blockTokens ($impl)', ({ Core }) => {
+  const config = {
+    policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
+    blockTokens: 16,
+    chunkBytes: 128,
+    stalenessMs: 2000,
+    maxSessions: 10,
+    manualClock: true,
+    feedPath: null,
+  };
+  const setup = () => {
+    const request = Float64Array.of(NaN, 0, 0, -1, NaN);
+    const c = new (Core())(config, { request, decision: new Int32Array(2), events: new Float64Array(9) });
+    c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+    c.addInstance('a', 100);
+    return { c, request };
+  };
+
+  it.each([
+    ['groups', ({ c }: ReturnType<typeof setup>) => c.setInstanceGroups(0, [1] as never), TYPE],
+    ['groups[1]', ({ c }: ReturnType<typeof setup>) => c.setInstanceGroups(0, Uint32Array.of(1, 65_536)), VALUE],
+    [
+      'slot',
+      ({ c }: ReturnType<typeof setup>) => c.setInstanceGroups(3, null),
+      { name: 'RangeError', code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' },
+    ],
+    ['group', ({ c, request }: ReturnType<typeof setup>) => ((request[3] = 1), c.route(undefined, undefined)), VALUE],
+    ['group', ({ c, request }: ReturnType<typeof setup>) => ((request[3] = 0.5), c.route(undefined, undefined)), VALUE],
+    ['group', ({ c, request }: ReturnType<typeof setup>) => ((request[3] = -2), c.route(undefined, undefined)), VALUE],
+    [
+      'blockTokens',
+      ({ c, request }: ReturnType<typeof setup>) => ((request[4] = 0.5), c.route(undefined, undefined)),
+      VALUE,
+    ],
+    [
+      'blockTokens',
+      ({ c, request }: ReturnType<typeof setup>) => ((request[4] = 2 ** 24 + 1), c.route(undefined, undefined)),
+      VALUE,
+    ],
+  ])('%s', (field, use, expected) => {
+    const s = setup();
+    const error = thrown(() => use(s));
+    expect(error).toMatchObject(expected);
+    expect(error.message).toContain(field);
+    expect(s.c.checkInvariants()).toBe('');
+  });
+
+  it('a group becomes known once an instance declares it or a higher one', () => {
+    const { c, request } = setup();
+    c.setInstanceGroups(0, Uint32Array.of(3, 3, 2));
+    request[3] = 1; // below 3: known, and served only by wildcards (there are none)
+    expect(c.route(undefined, undefined)).toBe(-1);
+    request[3] = 3;
+    expect(c.route(undefined, undefined)).toBeGreaterThanOrEqual(0);
+    request[3] = 4;
+    expect(thrown(() => c.route(undefined, undefined))).toMatchObject(VALUE);
+    expect(c.checkInvariants()).toBe('');
+  });
+});
+
 describe('a route() function kept after its router is gone', () => {
   it('throws a clear error instead of touching freed memory', async () => {
     const { spawnSync } = await import('node:child_process');
@@ -274,7 +339,7 @@ describe('a route() function kept after its router is gone', () => {
       const config = { policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
         blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true, feedPath: null };
       const make = () => {
-        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0), decision: new Int32Array(2), events: new Float64Array(9) });
+        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0, -1, NaN), decision: new Int32Array(2), events: new Float64Array(9) });
         c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
         c.addInstance('a', 100);
         return c.route;

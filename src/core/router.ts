@@ -18,7 +18,9 @@ import {
   IDS_F64,
   IDS_U32,
   IDS_U64,
+  REQUEST_BLOCK_TOKENS,
   REQUEST_FIELDS,
+  REQUEST_GROUP,
   REQUEST_IDS_KIND,
   OBSERVED_FIELDS,
   REQUEST_FLAGS,
@@ -172,6 +174,8 @@ export class Router {
       manualClock: this.manualClock,
       feedPath: feed ?? null,
     };
+    this.request[REQUEST_GROUP] = -1; // no model
+    this.request[REQUEST_BLOCK_TOKENS] = NaN; // the core's default
     const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
     this.core.setExplainBuffers(this.matched, this.scores);
