@@ -100,10 +100,46 @@ describe.each(IMPLEMENTATIONS)('bad input ($impl)', ({ native }) => {
     ['role', { messages: [{ content: 'x' }] }, TYPE, 'request.messages[0].role'],
     ['content', { messages: [{ role: 'user', content: 7 }] }, TYPE, 'request.messages[0].content'],
     ['two id sources', { prompt: 'a', hashIds: [1] }, VALUE, 'request.hashIds'],
+    ['model a number', { model: 5 }, TYPE, 'request.model'],
+    ['model null', { model: null }, TYPE, 'request.model'],
+    ['model empty', { model: '' }, VALUE, 'request.model'],
+    ['blockTokens a string', { hashIds: [1], blockTokens: '32' }, TYPE, 'request.blockTokens'],
+    ['blockTokens zero', { hashIds: [1], blockTokens: 0 }, VALUE, 'request.blockTokens'],
+    ['blockTokens negative', { blockTokens: -16 }, VALUE, 'request.blockTokens'],
+    ['blockTokens fraction', { hashIds: [1], blockTokens: 1.5 }, VALUE, 'request.blockTokens'],
+    ['blockTokens NaN', { hashIds: [1], blockTokens: NaN }, VALUE, 'request.blockTokens'],
+    ['blockTokens over 2^24', { hashIds: [1], blockTokens: 2 ** 24 + 1 }, VALUE, 'request.blockTokens'],
+    ['blockTokens with a prompt', { prompt: 'a', blockTokens: 32 }, VALUE, 'request.blockTokens'],
+    ['blockTokens with messages', { messages: [], blockTokens: 32 }, VALUE, 'request.blockTokens'],
   ])('%s: %j', (_, request, expected, field) => {
     const error = thrown(() => make().route(request as never));
     expect(error).toMatchObject(expected);
     expect(error.message).toContain(field);
+    // A dry run checks exactly the same.
+    expect(thrown(() => make().explain(request as never)).message).toBe(error.message);
+  });
+
+  it.each([
+    ['a string', 'llama', TYPE, 'models of "x"'],
+    ['an object', { 0: 'llama' }, TYPE, 'models of "x"'],
+    ['null', null, TYPE, 'models of "x"'],
+    ['a number element', ['llama', 3], TYPE, 'models[1] of "x"'],
+    ['an empty name', ['llama', ''], VALUE, 'models[1] of "x"'],
+  ])('models as %s names the field wherever instances declare models', (_, models, expected, field) => {
+    const r = make({ instances: [{ id: 'x', models: ['qwen'] }] });
+    for (const attempt of [
+      () => make({ instances: [{ id: 'x', models: models as never }] }),
+      () => make({ instances: [] }).addInstance('x', { models: models as never }),
+      () => r.setInstanceModels('x', models as never),
+    ]) {
+      const error = thrown(attempt);
+      expect(error).toMatchObject(expected);
+      expect(error.message).toContain(field);
+    }
+    // Refused: nothing was declared or interned.
+    expect(r.instanceModels('x')).toEqual(['qwen']);
+    expect(r.models()).toEqual(['qwen']);
+    expect(thrown(() => r.setInstanceModels('nope', []))).toMatchObject({ code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' });
   });
 
   it('an unknown policy is a RangeError listing the known ones', () => {

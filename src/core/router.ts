@@ -31,8 +31,9 @@ import {
   type CoreIds,
   type CoreRouter,
 } from './core-router.js';
-import { invalidType, rangeError, stateError } from './errors.js';
+import { describe, invalidType, rangeError, stateError } from './errors.js';
 import { FEED_STATUSES, feedPath, feedWarning, type FeedStatus } from './feed.js';
+import { GROUP_NONE, ModelGroups } from './model-groups.js';
 import { loadNative, nativeDisabledByEnv } from './native.js';
 import { resolvePolicy, toCorePolicy } from './policy-spec.js';
 import { promptText } from './prompt-text.js';
@@ -41,6 +42,7 @@ import { buildExplanation, buildRouterStats } from './router-report.js';
 import type {
   Decision,
   Explanation,
+  InstanceOptions,
   InstanceSpec,
   ObservedState,
   PolicyName,
@@ -54,6 +56,7 @@ import { checkInteger, checkNumber, checkObject, checkString, toCoreIds } from '
 
 const DEFAULT_CAPACITY_BLOCKS = 65_536;
 const DEFAULT_BLOCK_SIZE = 16;
+const MAX_BLOCK_TOKENS = 1 << 24;
 const DEFAULT_CHUNK_BYTES = 128;
 const DEFAULT_STALENESS_MS = 2_000;
 const DEFAULT_MAX_SESSIONS = 1 << 20;
@@ -100,6 +103,7 @@ export class Router {
   private resolvedPolicy: ResolvedPolicy;
   private readonly names: Array<string | undefined> = [];
   private readonly slots = new Map<string, number>();
+  private readonly groups = new ModelGroups();
   private readonly request = new Float64Array(REQUEST_FIELDS);
   private readonly decisionBuf = new Int32Array(2);
   private readonly events = new Float64Array(1 + 2 * EVENT_QUEUE);
@@ -174,15 +178,16 @@ export class Router {
       manualClock: this.manualClock,
       feedPath: feed ?? null,
     };
-    this.request[REQUEST_GROUP] = -1; // no model
-    this.request[REQUEST_BLOCK_TOKENS] = NaN; // the core's default
+    this.request[REQUEST_GROUP] = GROUP_NONE;
+    this.request[REQUEST_BLOCK_TOKENS] = NaN;
     const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
     this.core.setExplainBuffers(this.matched, this.scores);
     this.view = new DecisionView(this.decisionBuf, this.names);
     this.decision = this.view;
     this.decisionBuf[0] = -1;
-    for (const spec of instances) this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks });
+    for (const spec of instances)
+      this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks, models: spec.models });
     this.feedPath = feed;
     if (feed !== undefined) this.checkFeed();
   }
@@ -224,11 +229,11 @@ export class Router {
    * Places a request: picks an instance, records the dispatch (cache blocks,
    * shadow counters) and returns its ticket for onFirstToken/complete/abort.
    * Read where it went from `router.decision`. Throws ERR_KVROUTE_NO_INSTANCE
-   * when every instance is drained or removed.
+   * when no instance is a candidate: every instance is drained or removed, or
+   * none of the rest serves the request's model.
    */
   route(request: RouteRequest): number {
     const ids = this.requestIds(request);
-    this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
     this.request[REQUEST_FLAGS] = 0;
     const ticket = this.core.route(ids, this.session(request));
     if (this.feedPath !== undefined && ++this.routesSinceFeedCheck >= FEED_CHECK_EVERY) {
@@ -237,8 +242,7 @@ export class Router {
     }
     this.lastRouted = true;
     this.view.ticket = ticket;
-    if (ticket < 0)
-      throw stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed');
+    if (ticket < 0) throw noInstance(request.model);
     this.track(ticket);
     return ticket;
   }
@@ -250,7 +254,6 @@ export class Router {
   explain(request?: RouteRequest): Explanation {
     if (request !== undefined) {
       const ids = this.requestIds(request);
-      this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
       this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
       try {
         this.core.route(ids, this.session(request));
@@ -379,7 +382,11 @@ export class Router {
     this.resolvedPolicy = resolved;
   }
 
-  addInstance(id: string, options: { capacityBlocks?: number } = {}): void {
+  /**
+   * Adds an instance. `models` lists the models it serves; omitted, it serves any model (a
+   * wildcard); an empty array, none (it takes only requests that name no model).
+   */
+  addInstance(id: string, options: InstanceOptions = {}): void {
     checkString('instance id', id);
     if (id.length === 0) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'instance id must not be empty');
     if (this.slots.has(id))
@@ -389,11 +396,36 @@ export class Router {
       opts.capacityBlocks === undefined
         ? this.defaultCapacity
         : checkInteger(`capacityBlocks of ${JSON.stringify(id)}`, opts.capacityBlocks, 1);
+    const models = this.groups.check(id, opts.models);
     this.core.counts(this.countsBuf);
     if (this.countsBuf[2]! + 1 > this.matched.length) this.growExplainBuffers(this.matched.length * 2);
     const slot = this.core.addInstance(id, capacity);
     this.names[slot] = id;
     this.slots.set(id, slot);
+    const groups = this.groups.declare(slot, models);
+    if (groups !== null) this.core.setInstanceGroups(slot, groups);
+  }
+
+  /**
+   * Changes the models an instance serves, live (undefined: any model; [] none). Its cache,
+   * counters, open tickets and the sticky pins to it stay; a pin is only ever honoured for a
+   * model the instance serves at the time.
+   */
+  setInstanceModels(id: string, models: readonly string[] | undefined): void {
+    const slot = this.slotOf(id);
+    const checked = this.groups.check(id, models);
+    this.core.setInstanceGroups(slot, this.groups.declare(slot, checked));
+  }
+
+  /** The models the instance declares, sorted; undefined when it serves any model. */
+  instanceModels(id: string): string[] | undefined {
+    const models = this.groups.slots[this.slotOf(id)];
+    return models === undefined ? undefined : [...models];
+  }
+
+  /** Every model some instance declares, sorted (wildcard instances add none). */
+  models(): string[] {
+    return this.groups.declared();
   }
 
   /** Stops sending new requests to the instance; in-flight ones finish and its cache is kept. */
@@ -415,6 +447,7 @@ export class Router {
     for (let index = 0; index < this.slotAt.length; index++) if (this.slotAt[index] === slot) this.slotAt[index] = -1;
     this.names[slot] = undefined;
     this.slots.delete(id);
+    this.groups.forget(slot);
   }
 
   /** Forgets blocks (and everything below them) on one instance, e.g. on an engine eviction event. */
@@ -439,6 +472,7 @@ export class Router {
       native: this.isNative,
       policy: this.policy,
       names: this.names,
+      models: this.groups.slots,
       statsBuf: this.statsBuf,
       countsBuf: this.countsBuf,
     });
@@ -539,15 +573,33 @@ export class Router {
     this.events[0] = n + 1;
   }
 
+  /**
+   * Checks a request for route(), explain() or match() and writes its numbers into the request slab (all
+   * but the flags); returns the ids argument for the core.
+   */
   private requestIds(request: RouteRequest): CoreIds | string | undefined {
     if (typeof request !== 'object' || request === null) throw invalidType('request', 'an object', request);
-    const { hashIds, prompt, messages } = request;
+    const { hashIds, prompt, messages, blockTokens } = request;
     const given = (hashIds !== undefined ? 1 : 0) + (prompt !== undefined ? 1 : 0) + (messages !== undefined ? 1 : 0);
     if (given > 1) {
       throw rangeError(
         'ERR_KVROUTE_INVALID_ARG_VALUE',
         'give at most one of request.hashIds, request.prompt and request.messages',
       );
+    }
+    const r = this.request;
+    r[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
+    r[REQUEST_GROUP] = request.model === undefined ? GROUP_NONE : this.groups.groupOf(request.model);
+    if (blockTokens === undefined) r[REQUEST_BLOCK_TOKENS] = NaN;
+    else {
+      if (prompt !== undefined || messages !== undefined) {
+        throw rangeError(
+          'ERR_KVROUTE_INVALID_ARG_VALUE',
+          'request.blockTokens applies to request.hashIds only: the router hashes request.prompt and ' +
+            'request.messages itself, at hashChunkBytes / 4 tokens per block',
+        );
+      }
+      r[REQUEST_BLOCK_TOKENS] = checkInteger('request.blockTokens', blockTokens, 1, MAX_BLOCK_TOKENS);
     }
     if (hashIds !== undefined) return this.typedIds(hashIds);
     this.request[REQUEST_IDS_KIND] = IDS_ARGUMENT;
@@ -581,7 +633,7 @@ export class Router {
     throw invalidType('request.session', 'a string or a finite number', s);
   }
 
-  private instanceSpecs(instances: unknown): Array<{ id: string; capacityBlocks?: number }> {
+  private instanceSpecs(instances: unknown): InstanceSpec[] {
     if (typeof instances === 'number') {
       checkInteger('options.instances', instances, 0, 65_536);
       return Array.from({ length: instances }, (_, k) => ({ id: `engine-${k}` }));
@@ -591,9 +643,23 @@ export class Router {
     return instances.map((spec: unknown, k) => {
       if (typeof spec === 'string') return { id: spec };
       const s = checkObject(`options.instances[${k}]`, spec) as Partial<InstanceSpec>;
-      return { id: checkString(`options.instances[${k}].id`, s.id), capacityBlocks: s.capacityBlocks };
+      return {
+        id: checkString(`options.instances[${k}].id`, s.id),
+        capacityBlocks: s.capacityBlocks,
+        models: s.models,
+      };
     });
   }
+}
+
+function noInstance(model: string | undefined) {
+  return model === undefined
+    ? stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed')
+    : stateError(
+        'ERR_KVROUTE_NO_INSTANCE',
+        `no routable instance serves model ${describe(model)}: every instance declaring it, and every ` +
+          'instance serving any model, is drained or removed (or there is none)',
+      );
 }
 
 function unknownTicket(ticket: number) {
