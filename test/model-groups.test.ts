@@ -81,6 +81,22 @@ describe.each(IMPLEMENTATIONS)('model groups ($impl)', ({ native }) => {
       expect(where(r, {}).instance).toBe('y');
     });
 
+    it("a refused request's model and blockTokens do not carry over to the next request", () => {
+      const r = make('lmetric', [
+        { id: 'a', models: ['A'] },
+        { id: 'none', models: [] },
+      ]);
+      r.complete(r.route({ hashIds: chain(1, 4), model: 'A' }));
+      r.explain({}); // the slab back at its defaults
+      expect(thrown(() => r.route({ hashIds: chain(1, 4), model: 'A', blockTokens: 0 })).message).toContain(
+        'request.blockTokens',
+      );
+      // No model and the router's blockSize: both instances are candidates, 4 x 16 tokens cached on a.
+      expect(r.explain({ hashIds: chain(1, 4) }).candidates.map((c) => c.score)).toEqual([0, 64]);
+      r.route({ hashIds: chain(1, 4), model: 'A', blockTokens: 100 });
+      expect(r.explain({ hashIds: chain(1, 4) }).candidates.map((c) => c.score)).toEqual([0, 64]);
+    });
+
     it('explain() dry runs honour the model and move nothing', () => {
       const r = make('round_robin', SPLIT);
       const dry = r.explain({ model: 'B', hashIds: [1, 2, 3] });

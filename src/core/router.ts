@@ -104,6 +104,8 @@ export class Router {
   private readonly names: Array<string | undefined> = [];
   private readonly slots = new Map<string, number>();
   private readonly groups = new ModelGroups();
+  /** The request slab holds a model group or blockTokens (not the defaults). */
+  private slabOptioned = false;
   private readonly request = new Float64Array(REQUEST_FIELDS);
   private readonly decisionBuf = new Int32Array(2);
   private readonly events = new Float64Array(1 + 2 * EVENT_QUEUE);
@@ -234,7 +236,9 @@ export class Router {
    */
   route(request: RouteRequest): number {
     const ids = this.requestIds(request);
+    this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
     this.request[REQUEST_FLAGS] = 0;
+    this.requestOptions(request);
     const ticket = this.core.route(ids, this.session(request));
     if (this.feedPath !== undefined && ++this.routesSinceFeedCheck >= FEED_CHECK_EVERY) {
       this.routesSinceFeedCheck = 0;
@@ -254,6 +258,8 @@ export class Router {
   explain(request?: RouteRequest): Explanation {
     if (request !== undefined) {
       const ids = this.requestIds(request);
+      this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
+      this.requestOptions(request);
       this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
       try {
         this.core.route(ids, this.session(request));
@@ -517,24 +523,27 @@ export class Router {
 
   private track(ticket: number): void {
     const index = indexOfTicket(ticket);
-    if (index >= this.ticketAt.length) {
-      const ticketAt = new Float64Array(Math.max(index + 1, this.ticketAt.length * 2)).fill(-1);
-      ticketAt.set(this.ticketAt);
-      const phaseAt = new Uint8Array(ticketAt.length);
-      phaseAt.set(this.phaseAt);
-      const slotAt = new Int32Array(ticketAt.length);
-      slotAt.set(this.slotAt);
-      const routedAt = new Float64Array(ticketAt.length);
-      routedAt.set(this.routedAt);
-      this.ticketAt = ticketAt;
-      this.phaseAt = phaseAt;
-      this.slotAt = slotAt;
-      this.routedAt = routedAt;
-    }
+    if (index >= this.ticketAt.length) this.growTracking(index);
     this.ticketAt[index] = ticket;
     this.phaseAt[index] = PHASE_WAITING;
     this.slotAt[index] = this.decisionBuf[0]!;
     this.routedAt[index] = ++this.routeCount;
+  }
+
+  /** Makes room for ticket slab index `index` (rare: apart from track(), so route() inlines it). */
+  private growTracking(index: number): void {
+    const ticketAt = new Float64Array(Math.max(index + 1, this.ticketAt.length * 2)).fill(-1);
+    ticketAt.set(this.ticketAt);
+    const phaseAt = new Uint8Array(ticketAt.length);
+    phaseAt.set(this.phaseAt);
+    const slotAt = new Int32Array(ticketAt.length);
+    slotAt.set(this.slotAt);
+    const routedAt = new Float64Array(ticketAt.length);
+    routedAt.set(this.routedAt);
+    this.ticketAt = ticketAt;
+    this.phaseAt = phaseAt;
+    this.slotAt = slotAt;
+    this.routedAt = routedAt;
   }
 
   /**
@@ -573,33 +582,15 @@ export class Router {
     this.events[0] = n + 1;
   }
 
-  /**
-   * Checks a request for route(), explain() or match() and writes its numbers into the request slab (all
-   * but the flags); returns the ids argument for the core.
-   */
   private requestIds(request: RouteRequest): CoreIds | string | undefined {
     if (typeof request !== 'object' || request === null) throw invalidType('request', 'an object', request);
-    const { hashIds, prompt, messages, blockTokens } = request;
+    const { hashIds, prompt, messages } = request;
     const given = (hashIds !== undefined ? 1 : 0) + (prompt !== undefined ? 1 : 0) + (messages !== undefined ? 1 : 0);
     if (given > 1) {
       throw rangeError(
         'ERR_KVROUTE_INVALID_ARG_VALUE',
         'give at most one of request.hashIds, request.prompt and request.messages',
       );
-    }
-    const r = this.request;
-    r[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
-    r[REQUEST_GROUP] = request.model === undefined ? GROUP_NONE : this.groups.groupOf(request.model);
-    if (blockTokens === undefined) r[REQUEST_BLOCK_TOKENS] = NaN;
-    else {
-      if (prompt !== undefined || messages !== undefined) {
-        throw rangeError(
-          'ERR_KVROUTE_INVALID_ARG_VALUE',
-          'request.blockTokens applies to request.hashIds only: the router hashes request.prompt and ' +
-            'request.messages itself, at hashChunkBytes / 4 tokens per block',
-        );
-      }
-      r[REQUEST_BLOCK_TOKENS] = checkInteger('request.blockTokens', blockTokens, 1, MAX_BLOCK_TOKENS);
     }
     if (hashIds !== undefined) return this.typedIds(hashIds);
     this.request[REQUEST_IDS_KIND] = IDS_ARGUMENT;
@@ -620,6 +611,35 @@ export class Router {
       return ids;
     }
     return hashIds;
+  }
+
+  /**
+   * Writes the request's model group and blockTokens into the slab, or leaves the defaults there.
+   * A request with neither costs two property loads: route() and the checks it calls stay small
+   * enough for V8 to inline them all into it.
+   */
+  private requestOptions(request: RouteRequest): void {
+    if (request.model === undefined && request.blockTokens === undefined && !this.slabOptioned) return;
+    this.setRequestOptions(request);
+  }
+
+  private setRequestOptions(request: RouteRequest): void {
+    const { model, blockTokens } = request;
+    this.slabOptioned = true; // until both are written: a throw between them leaves no default behind
+    this.request[REQUEST_GROUP] = model === undefined ? GROUP_NONE : this.groups.groupOf(model);
+    this.request[REQUEST_BLOCK_TOKENS] = blockTokens === undefined ? NaN : this.blockTokens(request);
+    this.slabOptioned = model !== undefined || blockTokens !== undefined;
+  }
+
+  private blockTokens(request: RouteRequest): number {
+    if (request.prompt !== undefined || request.messages !== undefined) {
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        'request.blockTokens applies to request.hashIds only: the router hashes request.prompt and ' +
+          'request.messages itself, at hashChunkBytes / 4 tokens per block',
+      );
+    }
+    return checkInteger('request.blockTokens', request.blockTokens, 1, MAX_BLOCK_TOKENS);
   }
 
   private inputTokens(request: RouteRequest): number {
