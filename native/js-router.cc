@@ -301,6 +301,25 @@ void JsRouter::readTypedIds(Napi::Env env, napi_typedarray_type arrayType, size_
   in.n = static_cast<uint32_t>(n);
 }
 
+void JsRouter::readRequestOptions(Napi::Env env, double group, double requestBlockTokens, RouteInput& in,
+                                  double& blockTokens) {
+  if (!std::isnan(requestBlockTokens)) {
+    if (!(requestBlockTokens >= 1 && requestBlockTokens <= kMaxBlockTokens &&
+          requestBlockTokens == std::floor(requestBlockTokens))) {
+      throwRangeError(env, kErrArgValue,
+                      "blockTokens must be an integer in [1, 16777216], got " + formatNumber(requestBlockTokens));
+    }
+    blockTokens = requestBlockTokens;
+  }
+  if (group == -1) return;
+  if (!(group >= 0 && group < static_cast<double>(router_->groupCount()) && group == std::floor(group))) {
+    throwRangeError(env, kErrArgValue,
+                    "group must be -1 or a known group id below " + std::to_string(router_->groupCount()) + ", got " +
+                        formatNumber(group));
+  }
+  in.group = static_cast<int32_t>(group);
+}
+
 void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   Napi::Env env = ids.Env();
   double defaultTokens;
@@ -309,25 +328,14 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   void* data = nullptr;
   napi_valuetype type = napi_undefined;
   const double kind = request_[kRequestIdsKind];
-  // Tokens per block of this request's ids: the slab's, else the router's
-  // (for prompt text, else chunkBytes / 4).
+  // The model group and tokens per block of this request's ids; without
+  // either (the common case) one test.
   const double requestBlockTokens = request_[kRequestBlockTokens];
-  if (!std::isnan(requestBlockTokens) && !(requestBlockTokens >= 1 && requestBlockTokens <= kMaxBlockTokens &&
-                                           requestBlockTokens == std::floor(requestBlockTokens))) {
-    throwRangeError(env, kErrArgValue,
-                    "blockTokens must be an integer in [1, 16777216], got " + formatNumber(requestBlockTokens));
-  }
-  const double blockTokens = std::isnan(requestBlockTokens) ? blockTokens_ : requestBlockTokens;
   const double group = request_[kRequestGroup];
-  if (group == -1) {
-    in.group = -1;
-  } else if (group >= 0 && group < static_cast<double>(router_->groupCount()) && group == std::floor(group)) {
-    in.group = static_cast<int32_t>(group);
-  } else {
-    throwRangeError(env, kErrArgValue,
-                    "group must be -1 or a known group id below " + std::to_string(router_->groupCount()) + ", got " +
-                        formatNumber(group));
-  }
+  double blockTokens = blockTokens_;
+  in.group = -1;
+  if (group != -1 || !std::isnan(requestBlockTokens))
+    readRequestOptions(env, group, requestBlockTokens, in, blockTokens);
   size_t byteLength = 0;
   if ((kind == 1 || kind == 2 || kind == 3) && napi_get_buffer_info(env, ids, &data, &byteLength) == napi_ok) {
     // The fast path: the caller named the typed array's kind (IDS_* in

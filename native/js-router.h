@@ -85,6 +85,9 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   // Resolves the ids argument (typed array, prompt string or undefined) into
   // `in.ids`/`in.n`, filling defaults for the token fields.
   void readRequest(const Napi::Value& ids, RouteInput& in);
+  // Checks the slab's model group and blockTokens (when either is not the
+  // default) into `in.group` and `blockTokens`.
+  void readRequestOptions(Napi::Env env, double group, double requestBlockTokens, RouteInput& in, double& blockTokens);
   void readIds(const Napi::Value& ids, RouteInput& in, const char* field);
   void readTypedIds(Napi::Env env, napi_typedarray_type type, size_t n, void* data, RouteInput& in, const char* field);
   Napi::Value onTicket(const Napi::CallbackInfo& info, TicketEvent event);
