@@ -16,6 +16,7 @@ constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
 // A request's ids become depths in a 24-bit field (BlockIndex::kMaxDepth).
 constexpr size_t kMaxIds = BlockIndex::kMaxDepth;
 constexpr double kBytesPerToken = 4;  // prompt-text requests: token estimate
+constexpr double kMaxBlockTokens = 1 << 24;
 
 // Shortest decimal that round-trips, like JavaScript's String(number).
 std::string formatNumber(double x) {
@@ -52,6 +53,7 @@ Napi::Function JsRouter::Define(Napi::Env env) {
                          InstanceMethod("addInstance", &JsRouter::AddInstance),
                          InstanceMethod("drainInstance", &JsRouter::DrainInstance),
                          InstanceMethod("removeInstance", &JsRouter::RemoveInstance),
+                         InstanceMethod("setInstanceGroups", &JsRouter::SetInstanceGroups),
                          InstanceMethod("setExplainBuffers", &JsRouter::SetExplainBuffers),
                          InstanceMethod("match", &JsRouter::Match),
                          InstanceMethod("firstToken", &JsRouter::FirstToken),
@@ -201,6 +203,31 @@ Napi::Value JsRouter::RemoveInstance(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// setInstanceGroups(slot, groups): groups a Uint32Array of group ids, or
+// null/undefined for a wildcard (serves any model).
+Napi::Value JsRouter::SetInstanceGroups(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint32_t slot = requireSlot(info[0]);
+  if (info[1].IsNull() || info[1].IsUndefined()) {
+    core().setInstanceGroups(slot, true, nullptr, 0);
+    return env.Undefined();
+  }
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint32_array) {
+    throwTypeError(env, kErrArgType, "groups must be a Uint32Array or null");
+  }
+  const Napi::Uint32Array groups = info[1].As<Napi::Uint32Array>();
+  const size_t n = groups.ElementLength();
+  for (size_t k = 0; k < n; ++k) {
+    if (groups[k] >= Router::kMaxGroups) {
+      throwRangeError(env, kErrArgValue,
+                      "groups[" + std::to_string(k) + "] must be below " + std::to_string(Router::kMaxGroups) +
+                          ", got " + std::to_string(groups[k]));
+    }
+  }
+  core().setInstanceGroups(slot, false, groups.Data(), static_cast<uint32_t>(n));
+  return env.Undefined();
+}
+
 Napi::Value JsRouter::SetExplainBuffers(const Napi::CallbackInfo& info) {
   auto matched = info[0].As<Napi::Int32Array>();
   auto scores = info[1].As<Napi::Float64Array>();
@@ -274,6 +301,25 @@ void JsRouter::readTypedIds(Napi::Env env, napi_typedarray_type arrayType, size_
   in.n = static_cast<uint32_t>(n);
 }
 
+void JsRouter::readRequestOptions(Napi::Env env, double group, double requestBlockTokens, RouteInput& in,
+                                  double& blockTokens) {
+  if (!std::isnan(requestBlockTokens)) {
+    if (!(requestBlockTokens >= 1 && requestBlockTokens <= kMaxBlockTokens &&
+          requestBlockTokens == std::floor(requestBlockTokens))) {
+      throwRangeError(env, kErrArgValue,
+                      "blockTokens must be an integer in [1, 16777216], got " + formatNumber(requestBlockTokens));
+    }
+    blockTokens = requestBlockTokens;
+  }
+  if (group == -1) return;
+  if (!(group >= 0 && group < static_cast<double>(router_->groupCount()) && group == std::floor(group))) {
+    throwRangeError(env, kErrArgValue,
+                    "group must be -1 or a known group id below " + std::to_string(router_->groupCount()) + ", got " +
+                        formatNumber(group));
+  }
+  in.group = static_cast<int32_t>(group);
+}
+
 void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   Napi::Env env = ids.Env();
   double defaultTokens;
@@ -282,6 +328,14 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   void* data = nullptr;
   napi_valuetype type = napi_undefined;
   const double kind = request_[kRequestIdsKind];
+  // The model group and tokens per block of this request's ids; without
+  // either (the common case) one test.
+  const double requestBlockTokens = request_[kRequestBlockTokens];
+  const double group = request_[kRequestGroup];
+  double blockTokens = blockTokens_;
+  in.group = -1;
+  if (group != -1 || !std::isnan(requestBlockTokens))
+    readRequestOptions(env, group, requestBlockTokens, in, blockTokens);
   size_t byteLength = 0;
   if ((kind == 1 || kind == 2 || kind == 3) && napi_get_buffer_info(env, ids, &data, &byteLength) == napi_ok) {
     // The fast path: the caller named the typed array's kind (IDS_* in
@@ -294,12 +348,12 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
     if (byteLength % width != 0)
       throwTypeError(env, kErrArgType, "hashIds is not the typed array kind the request names");
     readTypedIds(env, arrayType, byteLength / width, data, in, "hashIds");
-    in.blockTokens = blockTokens_;
-    defaultTokens = static_cast<double>(in.n) * blockTokens_;
+    in.blockTokens = blockTokens;
+    defaultTokens = static_cast<double>(in.n) * blockTokens;
   } else if (napi_get_typedarray_info(env, ids, &arrayType, &length, &data, nullptr, nullptr) == napi_ok) {
     readTypedIds(env, arrayType, length, data, in, "hashIds");
-    in.blockTokens = blockTokens_;
-    defaultTokens = static_cast<double>(in.n) * blockTokens_;
+    in.blockTokens = blockTokens;
+    defaultTokens = static_cast<double>(in.n) * blockTokens;
   } else if (napi_typeof(env, ids, &type) == napi_ok && type == napi_string) {
     utf8Into(env, ids, textScratch_);
     const size_t bytes = textScratch_.size();
@@ -310,11 +364,11 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
                      idScratch_.data());
     in.ids = idScratch_.data();
     in.n = static_cast<uint32_t>(count);
-    in.blockTokens = chunkBytes_ / kBytesPerToken;
+    in.blockTokens = std::isnan(requestBlockTokens) ? chunkBytes_ / kBytesPerToken : blockTokens;
     defaultTokens = std::ceil(static_cast<double>(bytes) / kBytesPerToken);
   } else {
     readIds(ids, in, "hashIds");  // undefined or null (no ids), or the TypeError
-    in.blockTokens = blockTokens_;
+    in.blockTokens = blockTokens;
     defaultTokens = 0;
   }
   const double inputTokens = request_[kRequestInputTokens];

@@ -29,12 +29,14 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   static constexpr double kEventFirstToken = 1;
   static constexpr double kEventComplete = 2;
   static constexpr double kEventAbort = 3;
-  // Request slab layout (Float64Array): [inputTokens or NaN, flags, ids kind]
-  // (src/core/core-router.ts, IDS_*).
+  // Request slab layout (Float64Array): [inputTokens or NaN, flags, ids kind,
+  // group or -1, blockTokens or NaN] (src/core/core-router.ts, REQUEST_*).
   static constexpr size_t kRequestInputTokens = 0;
   static constexpr size_t kRequestFlags = 1;
   static constexpr size_t kRequestIdsKind = 2;
-  static constexpr size_t kRequestFields = 3;
+  static constexpr size_t kRequestGroup = 3;
+  static constexpr size_t kRequestBlockTokens = 4;
+  static constexpr size_t kRequestFields = 5;
   static constexpr double kFlagDryRun = 1;
   // Observed-state layout (Float64Array, 8 entries), see ObservedState.
   static constexpr size_t kObservedFields = 8;
@@ -44,6 +46,7 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value AddInstance(const Napi::CallbackInfo& info);
   Napi::Value DrainInstance(const Napi::CallbackInfo& info);
   Napi::Value RemoveInstance(const Napi::CallbackInfo& info);
+  Napi::Value SetInstanceGroups(const Napi::CallbackInfo& info);
   Napi::Value SetExplainBuffers(const Napi::CallbackInfo& info);
   // route(ids, session) is not a prototype method: the constructor binds a
   // plain Node-API function to each router as an own property. An
@@ -82,6 +85,9 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   // Resolves the ids argument (typed array, prompt string or undefined) into
   // `in.ids`/`in.n`, filling defaults for the token fields.
   void readRequest(const Napi::Value& ids, RouteInput& in);
+  // Checks the slab's model group and blockTokens (when either is not the
+  // default) into `in.group` and `blockTokens`.
+  void readRequestOptions(Napi::Env env, double group, double requestBlockTokens, RouteInput& in, double& blockTokens);
   void readIds(const Napi::Value& ids, RouteInput& in, const char* field);
   void readTypedIds(Napi::Env env, napi_typedarray_type type, size_t n, void* data, RouteInput& in, const char* field);
   Napi::Value onTicket(const Napi::CallbackInfo& info, TicketEvent event);

@@ -10,7 +10,7 @@
 
 namespace kvroute {
 
-Router::Router(const RouterConfig& config) : config_(config), sessions_(config.maxSessions) {
+Router::Router(const RouterConfig& config) : config_(config), groups_(1), sessions_(config.maxSessions) {
   if (!config.feedPath.empty()) feed_ = std::make_unique<shm::FeedReader>(config.feedPath, config.feedRecheckMs);
   feedStaleNs_ = static_cast<int64_t>(std::min(config.stalenessMs, 1e12) * 1e6);
 }
@@ -85,6 +85,16 @@ void Router::removeInstance(uint32_t slot) {
   rebuildRing();
 }
 
+void Router::setInstanceGroups(uint32_t slot, bool wildcard, const uint32_t* groups, uint32_t n) {
+  Instance& inst = instances_[slot];
+  inst.wildcard = wildcard;
+  inst.groups.assign(groups, groups + (wildcard ? 0 : n));
+  std::sort(inst.groups.begin(), inst.groups.end());
+  inst.groups.erase(std::unique(inst.groups.begin(), inst.groups.end()), inst.groups.end());
+  if (!inst.groups.empty() && inst.groups.back() >= groups_.size()) groups_.resize(inst.groups.back() + 1);
+  refreshLiveList();
+}
+
 void Router::refreshLiveList() {
   liveSlots_.clear();
   untrackedSlots_.clear();
@@ -103,9 +113,27 @@ void Router::refreshLiveList() {
     }
   }
   liveMatched_.assign(untrackedSlots_.size(), 0);
-  routableSlots_.clear();
+  // Candidate sets; cursors stay where they were.
+  const size_t count = instances_.size();
+  routable_.slots.clear();
+  routable_.member.assign(count, 0);
+  for (CandidateSet& c : groups_) {
+    c.slots.clear();
+    c.member.assign(count, 0);
+  }
+  auto enter = [](CandidateSet& c, uint32_t s) {
+    c.slots.push_back(s);
+    c.member[s] = 1;
+  };
   for (uint32_t s : liveSlots_) {
-    if (!instances_[s].drained) routableSlots_.push_back(s);
+    const Instance& inst = instances_[s];
+    if (inst.drained) continue;
+    enter(routable_, s);
+    if (inst.wildcard) {
+      for (CandidateSet& c : groups_) enter(c, s);
+    } else {
+      for (uint32_t g : inst.groups) enter(groups_[g], s);
+    }
   }
 }
 
@@ -131,7 +159,7 @@ void Router::match(const uint64_t* ids, uint32_t n, int32_t* matched) {
 
 int32_t Router::leastLoaded() const {
   int32_t best = -1;
-  for (uint32_t s : routableSlots_) {
+  for (uint32_t s : cand_->slots) {
     if (best < 0 || eff_[s].numRequests < eff_[best].numRequests) best = static_cast<int32_t>(s);
   }
   return best;
@@ -139,21 +167,31 @@ int32_t Router::leastLoaded() const {
 
 int32_t Router::lowestScore() const {
   int32_t best = -1;
-  for (uint32_t s : routableSlots_) {
+  for (uint32_t s : cand_->slots) {
     if (best < 0 || scores_[s] < scores_[best]) best = static_cast<int32_t>(s);
   }
   return best;
 }
 
 int32_t Router::roundRobin(bool dryRun) {
+  // Each candidate set has its own cursor, so one group's requests never move
+  // where another's go next.
+  CandidateSet& c = *cand_;
   const uint32_t count = static_cast<uint32_t>(instances_.size());
   for (uint32_t step = 0; step < count; ++step) {
-    const uint32_t s = (rrCursor_ + step) % count;
-    if (!routable(s)) continue;
-    if (!dryRun) rrCursor_ = (s + 1) % count;
+    const uint32_t s = (c.cursor + step) % count;
+    if (c.member[s] == 0) continue;
+    if (!dryRun) c.cursor = (s + 1) % count;
     return static_cast<int32_t>(s);
   }
   return -1;
+}
+
+uint64_t Router::pinKey(uint64_t sessionKey, int32_t group) {
+  if (group < 0) return sessionKey;
+  uint8_t le[4];
+  for (int b = 0; b < 4; ++b) le[b] = static_cast<uint8_t>(static_cast<uint32_t>(group) >> (8 * b));
+  return xxhash64(le, 4, sessionKey);
 }
 
 RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores) {
@@ -166,10 +204,12 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   }
   match(in.ids, in.n, matched);
   std::fill(scores, scores + instances_.size(), NAN);
-  // One pass over the routable instances: state, uncached tokens, score.
+  // The request's candidates, picked once; everything below ranges over them.
+  cand_ = in.group < 0 ? &routable_ : &groups_[static_cast<uint32_t>(in.group)];
+  // One pass over the candidates: state, uncached tokens, score.
   const PolicyKind kind = config_.policy.kind;
   const double decodeWeight = config_.policy.decodeWeight;
-  for (uint32_t s : routableSlots_) {
+  for (uint32_t s : cand_->slots) {
     EffectiveState& e = eff_[s];
     const Instance& inst = instances_[s];
     // A fresh feed snapshot stands in for the instance's own observed one.
@@ -250,7 +290,8 @@ RouteOutput Router::decide(const RouteInput& in) {
         ring_.rebuild(names, live, config_.policy.ringVnodes);
         ringStale_ = false;
       }
-      out.slot = ring_.lookup(key, [this](uint32_t s) { return routable(s); });
+      const uint8_t* member = cand_->member.data();
+      out.slot = ring_.lookup(key, [member](uint32_t s) { return member[s] != 0; });
       out.reason = Reason::kSessionHash;
       break;
     }
@@ -268,8 +309,10 @@ RouteOutput Router::decide(const RouteInput& in) {
         out.reason = Reason::kLeastLoaded;
         break;
       }
-      const SessionPin* pin = in.dryRun ? sessions_.peek(in.sessionKey) : sessions_.lookup(in.sessionKey);
-      if (pin != nullptr && routable(pin->slot) && instances_[pin->slot].generation == pin->generation) {
+      // One pin per (session, group); a pin is honoured only to a candidate.
+      const uint64_t key = pinKey(in.sessionKey, in.group);
+      const SessionPin* pin = in.dryRun ? sessions_.peek(key) : sessions_.lookup(key);
+      if (pin != nullptr && cand_->member[pin->slot] != 0 && instances_[pin->slot].generation == pin->generation) {
         out.slot = static_cast<int32_t>(pin->slot);
         out.reason = Reason::kPinned;
         break;
@@ -277,19 +320,19 @@ RouteOutput Router::decide(const RouteInput& in) {
       out.reason = pin != nullptr ? Reason::kRepinned : Reason::kNewSession;
       out.slot = leastLoaded();
       if (out.slot >= 0 && !in.dryRun) {
-        sessions_.pin(in.sessionKey, SessionPin{static_cast<uint32_t>(out.slot), instances_[out.slot].generation});
+        sessions_.pin(key, SessionPin{static_cast<uint32_t>(out.slot), instances_[out.slot].generation});
       }
       break;
     }
     case PolicyKind::kUnified:
     case PolicyKind::kUnifiedKvBoth: {
-      // The best-cached routable instance: most matched blocks, then the
-      // lower load, then the lower slot.
+      // The best-cached candidate: most matched blocks, then the lower load,
+      // then the lower slot. The gates' means are over the candidates too.
       int32_t best = -1;
       double loadSum = 0;
       double kvSum = 0;
-      const uint32_t routableCount = static_cast<uint32_t>(routableSlots_.size());
-      for (uint32_t s : routableSlots_) {
+      const uint32_t routableCount = static_cast<uint32_t>(cand_->slots.size());
+      for (uint32_t s : cand_->slots) {
         loadSum += eff_[s].numRequests;
         kvSum += eff_[s].kvUsage;
         if (best < 0 || matched_[s] > matched_[best] ||
@@ -422,7 +465,40 @@ std::string Router::checkInvariants() const {
   if (fleet_.bits() != reported) {
     return "fleet index holds " + std::to_string(fleet_.bits()) + " bits, instances report " + std::to_string(reported);
   }
-  return "";
+  // Every candidate set lists exactly its members, ascending, and its members
+  // are exactly the routable instances serving its group.
+  auto checkSet = [&](const CandidateSet& c, int64_t group) -> std::string {
+    const std::string who = group < 0 ? "the routable set" : "group " + std::to_string(group);
+    if (c.member.size() != instances_.size()) return who + ": membership is not sized to the slots";
+    size_t members = 0;
+    for (uint32_t s = 0; s < instances_.size(); ++s) {
+      const Instance& inst = instances_[s];
+      const bool serves = group < 0 || inst.wildcard ||
+                          std::binary_search(inst.groups.begin(), inst.groups.end(), static_cast<uint32_t>(group));
+      if ((c.member[s] != 0) != (routable(s) && serves)) {
+        return who + ": slot " + std::to_string(s) + " membership is " + std::to_string(c.member[s]);
+      }
+      members += c.member[s] != 0 ? 1 : 0;
+    }
+    if (c.slots.size() != members) return who + ": lists " + std::to_string(c.slots.size()) + " slots";
+    for (size_t k = 0; k < c.slots.size(); ++k) {
+      if (c.member[c.slots[k]] == 0 || (k > 0 && c.slots[k - 1] >= c.slots[k])) {
+        return who + ": slot list is not the ascending members";
+      }
+    }
+    if (c.cursor >= std::max<size_t>(instances_.size(), 1)) return who + ": cursor out of range";
+    return "";
+  };
+  std::string setError = checkSet(routable_, -1);
+  for (uint32_t g = 0; g < groups_.size() && setError.empty(); ++g) setError = checkSet(groups_[g], g);
+  for (uint32_t s = 0; s < instances_.size() && setError.empty(); ++s) {
+    const std::vector<uint32_t>& gs = instances_[s].groups;
+    if (!std::is_sorted(gs.begin(), gs.end()) || std::adjacent_find(gs.begin(), gs.end()) != gs.end() ||
+        (!gs.empty() && gs.back() >= groups_.size()) || (instances_[s].wildcard && !gs.empty())) {
+      setError = "slot " + std::to_string(s) + ": group list is not ascending, unique and known";
+    }
+  }
+  return setError;
 }
 
 }  // namespace kvroute

@@ -10,9 +10,18 @@
 // slot's generation so stale pins and tickets are recognised. "Lowest index"
 // in every tie-break means lowest slot.
 //
+// Model groups: an instance serves any model (a wildcard, the default) or the
+// groups (model ids, interned by the caller) it declares. A request naming a
+// group considers only its candidates: the routable instances that declare the
+// group or are wildcards. For the set of requests without a group, and for
+// each group, a candidate set (an ascending slot list, a membership byte per
+// slot and a round-robin cursor) is rebuilt wherever the fleet changes
+// (add/drain/remove/setInstanceGroups), so route() picks one set and never
+// tests membership per instance. Rebuild: O(slots x groups).
+//
 // Per route(): one lockstep prefix match over every live instance
-// (O(N log n) probes), O(N) policy scoring, then, unless it is a dry run,
-// BlockIndex::commit on the chosen instance and the shadow counter moves.
+// (O(N log n) probes), O(candidates) policy scoring, then, unless it is a dry
+// run, BlockIndex::commit on the chosen instance and the shadow counter moves.
 #pragma once
 
 #include <array>
@@ -50,6 +59,8 @@ struct RouteInput {
   uint32_t n = 0;
   double inputTokens = 0;   // prompt tokens
   double blockTokens = 16;  // tokens per block of `ids`
+  // The request's model group (< groupCount()), or -1: any routable instance.
+  int32_t group = -1;
   bool hasSession = false;
   uint64_t sessionKey = 0;
   bool dryRun = false;  // decide and explain, change nothing
@@ -84,10 +95,20 @@ class Router {
   // drained = false puts a drained instance back into routing, its cache model and counters intact.
   void drainInstance(uint32_t slot, bool drained = true);
   void removeInstance(uint32_t slot);
+  // The groups the instance serves: `wildcard` (any model; what addInstance
+  // gives), or exactly groups[0..n) (none when n = 0). Group ids must be below
+  // kMaxGroups; groupCount() grows to cover them and never shrinks. Caches,
+  // counters and pins stay.
+  void setInstanceGroups(uint32_t slot, bool wildcard, const uint32_t* groups, uint32_t n);
+  static constexpr uint32_t kMaxGroups = 65536;
+  // Group ids a request may name: [0, groupCount()). Group 0 always exists.
+  uint32_t groupCount() const { return static_cast<uint32_t>(groups_.size()); }
+  bool isWildcard(uint32_t slot) const { return instances_[slot].wildcard; }
+  const std::vector<uint32_t>& instanceGroups(uint32_t slot) const { return instances_[slot].groups; }
 
   // matched[] and scores[] have slotCount() entries. matched gets every live
-  // slot's match (-1 for free slots); scores gets each routable slot's policy
-  // score (NaN for the others).
+  // slot's match (-1 for free slots); scores gets each candidate's policy
+  // score (NaN for the others: drained, or not serving the request's group).
   RouteOutput route(const RouteInput& in, int32_t* matched, double* scores);
   void match(const uint64_t* ids, uint32_t n, int32_t* matched);
 
@@ -116,6 +137,8 @@ class Router {
   struct Instance {
     bool live = false;
     bool drained = false;
+    bool wildcard = true;          // serves any model
+    std::vector<uint32_t> groups;  // otherwise these, ascending
     uint32_t generation = 0;
     std::string name;
     std::unique_ptr<BlockIndex> index;
@@ -124,18 +147,29 @@ class Router {
     uint64_t routed = 0, completed = 0, aborted = 0;
   };
 
+  // The instances a request may go to: routable, and serving its group.
+  struct CandidateSet {
+    std::vector<uint32_t> slots;  // ascending
+    std::vector<uint8_t> member;  // per slot: 1 when in `slots`
+    uint32_t cursor = 0;          // round_robin: the slot after this set's previous pick
+  };
+
   bool routable(uint32_t slot) const { return instances_[slot].live && !instances_[slot].drained; }
   // Marks the ring stale; session_hash rebuilds it before its next lookup, so
   // adding N instances costs one rebuild, not N.
   void rebuildRing() { ringStale_ = true; }
-  // Rebuilds the live, tracked and routable slot lists (after add/drain/remove).
+  // Rebuilds the live, tracked and routable slot lists and the candidate sets
+  // (after add/drain/remove/setInstanceGroups).
   void refreshLiveList();
   void effective(uint32_t slot, double nowMs, EffectiveState& out) const;
+  // These range over cand_, the current request's candidates.
   int32_t leastLoaded() const;
   int32_t lowestScore() const;
   int32_t roundRobin(bool dryRun);
   // Picks the instance; route() has filled eff_, uncached_ and the scores.
   RouteOutput decide(const RouteInput& in);
+  // sticky's pin key for (session, group); docs/policies.md.
+  static uint64_t pinKey(uint64_t sessionKey, int32_t group);
 
   RouterConfig config_;
   // Declared before instances_: each BlockIndex withdraws from it when destroyed.
@@ -148,7 +182,9 @@ class Router {
   std::vector<const BlockIndex*> untrackedIndexes_;  // parallel to untrackedSlots_
   std::vector<uint32_t> untrackedSlots_;
   std::vector<uint32_t> liveSlots_;
-  std::vector<uint32_t> routableSlots_;  // live and not drained, ascending
+  CandidateSet routable_;             // requests without a group: live and not drained
+  std::vector<CandidateSet> groups_;  // by group id: routable, and wildcard or declaring it
+  CandidateSet* cand_ = &routable_;   // the current route's candidates
   std::vector<int32_t> liveMatched_;
   std::vector<EffectiveState> eff_;   // per slot, valid for routable slots
   std::vector<double> uncached_;      // per slot, this request's uncached tokens
@@ -158,7 +194,6 @@ class Router {
   HashRing ring_;
   bool ringStale_ = true;
   TicketTable tickets_;
-  uint32_t rrCursor_ = 0;
   uint32_t observedCount_ = 0;  // live instances holding an observed snapshot
   double manualNowMs_ = 0;
   std::array<uint64_t, kReasonCount> reasonCounts_{};

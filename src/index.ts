@@ -26,6 +26,7 @@ export type {
   Decision,
   Explanation,
   HashIds,
+  InstanceOptions,
   InstanceSpec,
   InstanceStats,
   ObservedState,

@@ -5,7 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 
+import type { CoreRouterConstructor } from '../src/core/core-router.js';
 import { loadNative } from '../src/core/native.js';
+import { ReferenceRouter } from '../src/core/reference/reference-router.js';
 import { Router, type RouterOptions } from '../src/index.js';
 import { IMPLEMENTATIONS, comparableStats, thrown } from './helpers/routers.js';
 
@@ -98,10 +100,46 @@ describe.each(IMPLEMENTATIONS)('bad input ($impl)', ({ native }) => {
     ['role', { messages: [{ content: 'x' }] }, TYPE, 'request.messages[0].role'],
     ['content', { messages: [{ role: 'user', content: 7 }] }, TYPE, 'request.messages[0].content'],
     ['two id sources', { prompt: 'a', hashIds: [1] }, VALUE, 'request.hashIds'],
+    ['model a number', { model: 5 }, TYPE, 'request.model'],
+    ['model null', { model: null }, TYPE, 'request.model'],
+    ['model empty', { model: '' }, VALUE, 'request.model'],
+    ['blockTokens a string', { hashIds: [1], blockTokens: '32' }, TYPE, 'request.blockTokens'],
+    ['blockTokens zero', { hashIds: [1], blockTokens: 0 }, VALUE, 'request.blockTokens'],
+    ['blockTokens negative', { blockTokens: -16 }, VALUE, 'request.blockTokens'],
+    ['blockTokens fraction', { hashIds: [1], blockTokens: 1.5 }, VALUE, 'request.blockTokens'],
+    ['blockTokens NaN', { hashIds: [1], blockTokens: NaN }, VALUE, 'request.blockTokens'],
+    ['blockTokens over 2^24', { hashIds: [1], blockTokens: 2 ** 24 + 1 }, VALUE, 'request.blockTokens'],
+    ['blockTokens with a prompt', { prompt: 'a', blockTokens: 32 }, VALUE, 'request.blockTokens'],
+    ['blockTokens with messages', { messages: [], blockTokens: 32 }, VALUE, 'request.blockTokens'],
   ])('%s: %j', (_, request, expected, field) => {
     const error = thrown(() => make().route(request as never));
     expect(error).toMatchObject(expected);
     expect(error.message).toContain(field);
+    // A dry run checks exactly the same.
+    expect(thrown(() => make().explain(request as never)).message).toBe(error.message);
+  });
+
+  it.each([
+    ['a string', 'llama', TYPE, 'models of "x"'],
+    ['an object', { 0: 'llama' }, TYPE, 'models of "x"'],
+    ['null', null, TYPE, 'models of "x"'],
+    ['a number element', ['llama', 3], TYPE, 'models[1] of "x"'],
+    ['an empty name', ['llama', ''], VALUE, 'models[1] of "x"'],
+  ])('models as %s names the field wherever instances declare models', (_, models, expected, field) => {
+    const r = make({ instances: [{ id: 'x', models: ['qwen'] }] });
+    for (const attempt of [
+      () => make({ instances: [{ id: 'x', models: models as never }] }),
+      () => make({ instances: [] }).addInstance('x', { models: models as never }),
+      () => r.setInstanceModels('x', models as never),
+    ]) {
+      const error = thrown(attempt);
+      expect(error).toMatchObject(expected);
+      expect(error.message).toContain(field);
+    }
+    // Refused: nothing was declared or interned.
+    expect(r.instanceModels('x')).toEqual(['qwen']);
+    expect(r.models()).toEqual(['qwen']);
+    expect(thrown(() => r.setInstanceModels('nope', []))).toMatchObject({ code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' });
   });
 
   it('an unknown policy is a RangeError listing the known ones', () => {
@@ -194,7 +232,7 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
     feedPath: null,
   };
   const buffers = () => ({
-    request: Float64Array.of(NaN, 0, 0),
+    request: Float64Array.of(NaN, 0, 0, -1, NaN),
     decision: new Int32Array(2),
     events: new Float64Array(9),
   });
@@ -264,6 +302,69 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
   });
 });
 
+describe.each([
+  { impl: 'native', Core: () => loadNative().NativeRouter },
+  { impl: 'reference', Core: (): CoreRouterConstructor => ReferenceRouter },
+])('both cores re-check model groups and blockTokens ($impl)', ({ Core }) => {
+  const config = {
+    policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
+    blockTokens: 16,
+    chunkBytes: 128,
+    stalenessMs: 2000,
+    maxSessions: 10,
+    manualClock: true,
+    feedPath: null,
+  };
+  const setup = () => {
+    const request = Float64Array.of(NaN, 0, 0, -1, NaN);
+    const c = new (Core())(config, { request, decision: new Int32Array(2), events: new Float64Array(9) });
+    c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
+    c.addInstance('a', 100);
+    return { c, request };
+  };
+
+  it.each([
+    ['groups', ({ c }: ReturnType<typeof setup>) => c.setInstanceGroups(0, [1] as never), TYPE],
+    ['groups[1]', ({ c }: ReturnType<typeof setup>) => c.setInstanceGroups(0, Uint32Array.of(1, 65_536)), VALUE],
+    [
+      'slot',
+      ({ c }: ReturnType<typeof setup>) => c.setInstanceGroups(3, null),
+      { name: 'RangeError', code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' },
+    ],
+    ['group', ({ c, request }: ReturnType<typeof setup>) => ((request[3] = 1), c.route(undefined, undefined)), VALUE],
+    ['group', ({ c, request }: ReturnType<typeof setup>) => ((request[3] = 0.5), c.route(undefined, undefined)), VALUE],
+    ['group', ({ c, request }: ReturnType<typeof setup>) => ((request[3] = -2), c.route(undefined, undefined)), VALUE],
+    [
+      'blockTokens',
+      ({ c, request }: ReturnType<typeof setup>) => ((request[4] = 0.5), c.route(undefined, undefined)),
+      VALUE,
+    ],
+    [
+      'blockTokens',
+      ({ c, request }: ReturnType<typeof setup>) => ((request[4] = 2 ** 24 + 1), c.route(undefined, undefined)),
+      VALUE,
+    ],
+  ])('%s', (field, use, expected) => {
+    const s = setup();
+    const error = thrown(() => use(s));
+    expect(error).toMatchObject(expected);
+    expect(error.message).toContain(field);
+    expect(s.c.checkInvariants()).toBe('');
+  });
+
+  it('a group becomes known once an instance declares it or a higher one', () => {
+    const { c, request } = setup();
+    c.setInstanceGroups(0, Uint32Array.of(3, 3, 2));
+    request[3] = 1; // below 3: known, and served only by wildcards (there are none)
+    expect(c.route(undefined, undefined)).toBe(-1);
+    request[3] = 3;
+    expect(c.route(undefined, undefined)).toBeGreaterThanOrEqual(0);
+    request[3] = 4;
+    expect(thrown(() => c.route(undefined, undefined))).toMatchObject(VALUE);
+    expect(c.checkInvariants()).toBe('');
+  });
+});
+
 describe('a route() function kept after its router is gone', () => {
   it('throws a clear error instead of touching freed memory', async () => {
     const { spawnSync } = await import('node:child_process');
@@ -274,7 +375,7 @@ describe('a route() function kept after its router is gone', () => {
       const config = { policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
         blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true, feedPath: null };
       const make = () => {
-        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0), decision: new Int32Array(2), events: new Float64Array(9) });
+        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0, -1, NaN), decision: new Int32Array(2), events: new Float64Array(9) });
         c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
         c.addInstance('a', 100);
         return c.route;

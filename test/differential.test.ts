@@ -3,11 +3,14 @@
  * make the same decision, report the same matched blocks and scores, and hold
  * the same state, over thousands of generated multi-session requests per
  * policy, under eviction pressure, with load events, observed-state updates,
- * clock moves, block removals and instances coming and going.
+ * clock moves, block removals and instances coming and going; and, with
+ * models, over random model sets per instance (wildcards and empty sets too),
+ * a model per request (or none, or one nobody declares), model changes
+ * mid-run and per-request blockTokens.
  */
 import { describe, expect, it } from 'vitest';
 
-import { POLICY_NAMES, type PolicyName, type Router } from '../src/index.js';
+import { POLICY_NAMES, type PolicyName, type RouteRequest, type Router } from '../src/index.js';
 import { Rng } from './helpers/random.js';
 import { comparableStats, twins } from './helpers/routers.js';
 import { generateTrace, type TraceOptions, type TraceRequest } from './helpers/trace-gen.js';
@@ -20,6 +23,25 @@ interface Scenario {
   instances: number;
   /** Route by prompt text instead of ids for this share of requests. */
   promptShare?: number;
+  /** Give instances random model sets and requests random models. */
+  models?: boolean;
+}
+
+const MODELS = ['llama', 'qwen', 'qwen:lora-a', 'qwen:lora-b'];
+/** A random model set: any model (a wildcard), none, or one to three of MODELS. */
+function randomModels(rng: Rng): string[] | undefined {
+  if (rng.chance(0.25)) return undefined;
+  if (rng.chance(0.1)) return [];
+  return Array.from({ length: rng.int(1, 3) }, () => rng.pick(MODELS));
+}
+
+/** Both routers' outcome of one call: its value, or the code and message it threw. */
+function outcome<T>(fn: () => T): { value: T } | { code: unknown; message: string } {
+  try {
+    return { value: fn() };
+  } catch (error) {
+    return { code: (error as { code?: unknown }).code, message: (error as Error).message };
+  }
 }
 
 const BASE_TRACE: TraceOptions = {
@@ -38,7 +60,9 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
   const trace = generateTrace({ ...BASE_TRACE, ...sc.trace, seed: sc.seed });
   const rng = new Rng(sc.seed * 7919);
   const { native, reference } = twins({
-    instances: sc.instances,
+    instances: sc.models
+      ? Array.from({ length: sc.instances }, (_, k) => ({ id: `engine-${k}`, models: randomModels(rng) }))
+      : sc.instances,
     policy: sc.policy,
     capacityBlocks: sc.capacityBlocks,
     clock: 'manual',
@@ -51,20 +75,48 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
   const reasons = new Set<string>();
   let extra = 0;
   let hits = 0;
+  let routed = 0;
+  // A session mostly keeps its model; a model nobody declares, or none, now and then.
+  const sessionModel = new Map<string, string | undefined>();
+  const modelOf = (session: string): string | undefined => {
+    if (!sessionModel.has(session)) sessionModel.set(session, rng.chance(0.15) ? undefined : rng.pick(MODELS));
+    if (rng.chance(0.05)) return 'never-declared';
+    return rng.chance(0.1) ? rng.pick([undefined, ...MODELS]) : sessionModel.get(session);
+  };
 
   for (let step = 0; step < trace.length; step += 1) {
     const req = trace[step]!;
-    const request = {
+    const model = sc.models ? modelOf(req.session) : undefined;
+    const request: RouteRequest = {
       hashIds: req.ids,
       session: rng.chance(0.1) ? undefined : req.session,
       inputTokens: rng.chance(0.2) ? undefined : req.inputTokens,
+      model,
+      blockTokens: sc.models && rng.chance(0.1) ? rng.int(1, 64) : undefined,
     };
-    const routed =
+    const toRoute: RouteRequest =
       sc.promptShare !== undefined && rng.chance(sc.promptShare)
-        ? { prompt: `${req.session}:`.padEnd(40, '.') + 'x'.repeat(req.ids.length * 8), session: request.session }
+        ? {
+            prompt: `${req.session}:`.padEnd(40, '.') + 'x'.repeat(req.ids.length * 8),
+            session: request.session,
+            model,
+          }
         : request;
-    const [ticketN, ticketR] = both((r) => r.route(routed));
-    expect(ticketN).toBe(ticketR);
+    if (sc.models && rng.chance(0.05)) {
+      const [dryN, dryR] = both((r) => r.explain(toRoute));
+      expect(dryN).toEqual(dryR);
+    }
+    const [resultN, resultR] = both((r) => outcome(() => r.route(toRoute)));
+    expect(resultN).toEqual(resultR);
+    if (!('value' in resultN)) {
+      // No candidate serves the model: refused alike, naming it.
+      expect(resultN).toMatchObject({ code: 'ERR_KVROUTE_NO_INSTANCE' });
+      expect(resultN.message).toContain(JSON.stringify(model));
+      expect(sc.models).toBe(true);
+      continue;
+    }
+    routed += 1;
+    const ticketN = resultN.value;
     const [explainN, explainR] = both((r) => r.explain());
     expect(explainN).toEqual(explainR);
     reasons.add(explainN.reason!);
@@ -125,7 +177,8 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
       const instance = rng.pick(ids);
       both((r) => r.drainInstance(instance));
     }
-    if (rng.chance(0.002)) {
+    // With models, drains leave groups without candidates sooner: resume more often.
+    if (rng.chance(sc.models ? 0.005 : 0.002)) {
       const instance = rng.pick(ids);
       both((r) => r.resumeInstance(instance));
     }
@@ -136,7 +189,14 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
     if (rng.chance(0.004)) {
       const name = `extra-${extra++}`;
       const capacity = rng.int(Math.ceil(sc.capacityBlocks / 2), sc.capacityBlocks * 2);
-      both((r) => r.addInstance(name, { capacityBlocks: capacity }));
+      const models = sc.models ? randomModels(rng) : undefined;
+      both((r) => r.addInstance(name, { capacityBlocks: capacity, models }));
+    }
+    if (sc.models && rng.chance(0.01)) {
+      const instance = rng.pick(native.instances());
+      const models = randomModels(rng);
+      both((r) => r.setInstanceModels(instance, models));
+      expect(native.models()).toEqual(reference.models());
     }
     if (step % 250 === 0) {
       expect(comparableStats(native)).toEqual(comparableStats(reference));
@@ -149,7 +209,7 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
   // The eviction pressure was real: several caches are (nearly) full.
   const full = native.stats().instances.filter((s) => s.blocks >= 0.9 * s.capacityBlocks);
   expect(full.length).toBeGreaterThanOrEqual(3);
-  return { decisions: trace.length, reasons, hits };
+  return { decisions: routed, reasons, hits };
 }
 
 describe('native addon vs TypeScript reference', () => {
@@ -188,6 +248,33 @@ describe('native addon vs TypeScript reference', () => {
 
   it.each(['unified', 'session_hash'] as const)('%s with prompt-text requests mixed in', (policy) => {
     runScenario({ seed: 31, policy, trace: { requests: 1500 }, capacityBlocks: 800, instances: 4, promptShare: 0.3 });
+  });
+
+  it.each(POLICY_NAMES)('%s with models: same decisions, refusals, matches and scores', (policy) => {
+    const { reasons, hits, decisions } = runScenario({
+      seed: 53,
+      policy,
+      trace: { requests: 2500 },
+      capacityBlocks: 600,
+      instances: 7,
+      models: true,
+    });
+    expect(reasons.size).toBeGreaterThan(0);
+    expect(decisions).toBeGreaterThan(1500);
+    expect(hits / decisions).toBeGreaterThan(0.1);
+  });
+
+  it('unified with models and prompt-text requests exercises every reason', () => {
+    const { reasons } = runScenario({
+      seed: 59,
+      policy: 'unified+A+B',
+      trace: { requests: 2000 },
+      capacityBlocks: 600,
+      instances: 7,
+      models: true,
+      promptShare: 0.2,
+    });
+    expect([...reasons].sort()).toEqual(['affinity', 'fallback', 'overload']);
   });
 
   it('64 instances, tiny caches', () => {

@@ -34,7 +34,11 @@
 //                FleetIndex::kMaxInstances (so both matchFleet and matchMany
 //                run), instances added / drained / removed / re-added, every
 //                policy, dry runs, ticket events; route()'s matched[] is
-//                compared with one reference model per instance.
+//                compared with one reference model per instance. Instances
+//                serve random model groups (or any, or none) that change
+//                mid-run; a request names a group or none, and must land on a
+//                candidate (routable, serving its group), with NaN scores for
+//                the rest and no slot exactly when there is no candidate.
 //   garbage-*    ids that are not chained (a small pool reused at any depth):
 //                only "no crash, sanitizers quiet, checkInvariants() == "" and
 //                results within [0, n]" is asserted, as the precondition of
@@ -944,6 +948,12 @@ void blockIndexPhase(uint64_t seed, uint32_t ops, Totals& totals) {
 struct SlotModel {
   bool live = false;
   bool drained = false;
+  bool wildcard = true;          // serves any group
+  std::vector<uint32_t> groups;  // otherwise these
+  bool serves(int32_t group) const {
+    return group < 0 || wildcard ||
+           std::find(groups.begin(), groups.end(), static_cast<uint32_t>(group)) != groups.end();
+  }
   uint64_t incarnation = 0;
   std::unique_ptr<RefIndex> ref;
   uint64_t routed = 0, completed = 0, aborted = 0;
@@ -1016,6 +1026,21 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
     m.incarnation = ++incarnations;
     m.ref = std::make_unique<RefIndex>(capacity);
     CHECK(router.slotCount() == slots.size(), "slotCount " << router.slotCount());
+    return slot;
+  };
+  // Random groups for a slot: any (wildcard), none, or one to three of 0..4
+  // (duplicates included: the router drops them).
+  auto setGroups = [&](uint32_t s) {
+    SlotModel& m = slots[s];
+    m.wildcard = rng.percent(30);
+    m.groups.clear();
+    const uint32_t count = m.wildcard || rng.percent(15) ? 0 : static_cast<uint32_t>(rng.range(1, 3));
+    for (uint32_t k = 0; k < count; ++k) m.groups.push_back(static_cast<uint32_t>(rng.below(5)));
+    note(describe("setInstanceGroups", s, count, m.wildcard ? 1 : 0));
+    router.setInstanceGroups(s, m.wildcard, m.groups.data(), count);
+    std::sort(m.groups.begin(), m.groups.end());
+    m.groups.erase(std::unique(m.groups.begin(), m.groups.end()), m.groups.end());
+    CHECK(router.isWildcard(s) == m.wildcard && router.instanceGroups(s) == m.groups, "slot " << s << ": groups");
   };
   auto checkSlot = [&](uint32_t s) {
     const SlotModel& m = slots[s];
@@ -1052,7 +1077,10 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
 
   const uint32_t initial =
       largeFleet ? static_cast<uint32_t>(rng.range(57, 61)) : static_cast<uint32_t>(rng.range(1, 6));
-  for (uint32_t k = 0; k < initial; ++k) addInstance();
+  for (uint32_t k = 0; k < initial; ++k) {
+    const uint32_t s = addInstance();
+    if (rng.percent(50)) setGroups(s);
+  }
   routerInvariants();
 
   for (g.step = 1; g.step <= ops; ++g.step) {
@@ -1074,12 +1102,14 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
       in.inputTokens = std::max<double>(0, n * 16.0 - static_cast<double>(rng.below(16)));
       in.hasSession = rng.percent(80);
       in.sessionKey = req.session;
+      in.group = rng.percent(40) ? -1 : static_cast<int32_t>(rng.below(router.groupCount()));
       in.dryRun = rng.percent(15);
       const bool matchOnly = rng.percent(5);
       note(std::string(matchOnly   ? "match"
                        : in.dryRun ? "route(dry)"
                                    : "route") +
-               " policy=" + std::to_string(kind) + " session=" + (in.hasSession ? std::to_string(req.session) : "none"),
+               " policy=" + std::to_string(kind) + " group=" + std::to_string(in.group) +
+               " session=" + (in.hasSession ? std::to_string(req.session) : "none"),
            req.ids.data(), n);
       std::vector<int32_t> matched(router.slotCount(), -9);
       std::vector<double> scores(router.slotCount(), -9);
@@ -1103,23 +1133,26 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
           CHECK(matched[s] == static_cast<int32_t>(want),
                 "slot " << s << ": matched " << matched[s] << ", model " << want);
         }
-        if (!m.drained) ++routable;
-        if (!matchOnly && m.drained) CHECK(std::isnan(scores[s]), "slot " << s << " (drained): score " << scores[s]);
+        const bool candidate = !m.drained && m.serves(in.group);
+        if (candidate) ++routable;
+        if (!matchOnly && !candidate)
+          CHECK(std::isnan(scores[s]), "slot " << s << " (not a candidate): score " << scores[s]);
       }
       if (matchOnly) continue;
       CHECK((out.slot >= 0) == (routable > 0),
-            "route chose slot " << out.slot << " with " << routable << " routable instances");
+            "route chose slot " << out.slot << " with " << routable << " candidates");
       if (out.slot < 0) {
         CHECK(out.ticket == -1, "ticket " << out.ticket << " without a slot");
         continue;
       }
       SlotModel& chosen = slots[out.slot];
-      CHECK(chosen.live && !chosen.drained, "route chose slot " << out.slot << ", which is not routable");
+      CHECK(chosen.live && !chosen.drained && chosen.serves(in.group),
+            "route chose slot " << out.slot << ", which is not a candidate of group " << in.group);
       if (kind == static_cast<int32_t>(PolicyKind::kUnified) ||
           kind == static_cast<int32_t>(PolicyKind::kUnifiedKvBoth)) {
         if (out.reason == kvroute::Reason::kAffinity) {
           for (uint32_t s = 0; s < slots.size(); ++s) {
-            if (slots[s].live && !slots[s].drained) {
+            if (slots[s].live && !slots[s].drained && slots[s].serves(in.group)) {
               CHECK(matched[out.slot] >= matched[s], "affinity chose slot " << out.slot << " (matched "
                                                                             << matched[out.slot] << ") over slot " << s
                                                                             << " (matched " << matched[s] << ")");
@@ -1170,7 +1203,8 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
       router.setPolicy(randomPolicy(rng, kind));
     } else if (r < 830) {
       if (slots.size() >= 64 && live.size() == slots.size()) continue;
-      addInstance();
+      const uint32_t s = addInstance();
+      if (rng.percent(70)) setGroups(s);
     } else if (r < 845) {
       // Drained instances are removed first, as an operator would.
       const uint32_t s = !drained.empty() && rng.percent(60) ? rng.pick(drained) : rng.pick(live);
@@ -1236,6 +1270,8 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
     } else if (r < 980) {
       nowMs += static_cast<double>(rng.below(600));
       router.setTime(nowMs);
+    } else if (r < 990) {
+      setGroups(rng.pick(live));
     } else {
       const uint32_t s = rng.pick(live);
       note(describe("full check", s, 0));

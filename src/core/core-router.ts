@@ -34,7 +34,10 @@ export interface CoreConfig {
 }
 
 export interface CoreBuffers {
-  /** [inputTokens (NaN = default), flags (1 = dry run), ids kind (see IDS_*)] */
+  /**
+   * [inputTokens (NaN = default), flags (1 = dry run), ids kind (see IDS_*), model group (-1 = no
+   * model), blockTokens (NaN = default)]: see REQUEST_*.
+   */
   request: Float64Array;
   /** [chosen slot (-1 = none), reason code] */
   decision: Int32Array;
@@ -54,7 +57,16 @@ export const EVENT_ABORT = 3;
 export const REQUEST_INPUT_TOKENS = 0;
 export const REQUEST_FLAGS = 1;
 export const REQUEST_IDS_KIND = 2;
-export const REQUEST_FIELDS = 3;
+/**
+ * The request's model group: -1 = no model (every routable instance is a candidate); else a group
+ * id below the core's group count (the routable instances declaring it, and the wildcards).
+ */
+export const REQUEST_GROUP = 3;
+/** Tokens per block of the request's ids, an integer in [1, 2^24]; NaN = the core's default. */
+export const REQUEST_BLOCK_TOKENS = 4;
+export const REQUEST_FIELDS = 5;
+/** Group ids a core accepts are below this (native Router::kMaxGroups). */
+export const MAX_GROUPS = 65_536;
 export const FLAG_DRY_RUN = 1;
 
 /**
@@ -109,6 +121,12 @@ export interface CoreRouter {
   /** drained false puts the instance back into routing. */
   drainInstance(slot: number, drained?: boolean): void;
   removeInstance(slot: number): void;
+  /**
+   * The model groups the instance serves: null = any (a wildcard, what addInstance gives), else
+   * exactly these group ids (none for an empty array), each below MAX_GROUPS. A core's group
+   * count grows to cover every id it is given and never shrinks; group 0 always exists.
+   */
+  setInstanceGroups(slot: number, groups: Uint32Array | null): void;
   setExplainBuffers(matched: Int32Array, scores: Float64Array): void;
   /** Returns the ticket, or -1 for a dry run or when no instance is routable. */
   route(ids: CoreIds | string | undefined, session: string | undefined): number;

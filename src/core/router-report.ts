@@ -46,6 +46,8 @@ export interface StatsSources {
   native: boolean;
   policy: ResolvedPolicy;
   names: ReadonlyArray<string | undefined>;
+  /** Each slot's declared models (sorted); undefined: any model. */
+  models: ReadonlyArray<readonly string[] | undefined>;
   statsBuf: Float64Array;
   countsBuf: Float64Array;
 }
@@ -58,10 +60,12 @@ export function buildRouterStats(src: StatsSources): RouterStats {
   src.names.forEach((name, index) => {
     if (name === undefined) return;
     src.core.stats(index, b);
+    const models = src.models[index];
     instances.push({
       instance: name,
       index,
       drained: b[Stat.Drained] === 1,
+      models: models === undefined ? null : [...models],
       capacityBlocks: b[Stat.CapacityBlocks]!,
       blocks: b[Stat.Blocks]!,
       segments: orNull(b[Stat.Segments]!),

@@ -18,7 +18,9 @@ import {
   IDS_F64,
   IDS_U32,
   IDS_U64,
+  REQUEST_BLOCK_TOKENS,
   REQUEST_FIELDS,
+  REQUEST_GROUP,
   REQUEST_IDS_KIND,
   OBSERVED_FIELDS,
   REQUEST_FLAGS,
@@ -29,8 +31,9 @@ import {
   type CoreIds,
   type CoreRouter,
 } from './core-router.js';
-import { invalidType, rangeError, stateError } from './errors.js';
+import { describe, invalidType, rangeError, stateError } from './errors.js';
 import { FEED_STATUSES, feedPath, feedWarning, type FeedStatus } from './feed.js';
+import { GROUP_NONE, ModelGroups } from './model-groups.js';
 import { loadNative, nativeDisabledByEnv } from './native.js';
 import { resolvePolicy, toCorePolicy } from './policy-spec.js';
 import { promptText } from './prompt-text.js';
@@ -39,6 +42,7 @@ import { buildExplanation, buildRouterStats } from './router-report.js';
 import type {
   Decision,
   Explanation,
+  InstanceOptions,
   InstanceSpec,
   ObservedState,
   PolicyName,
@@ -52,6 +56,7 @@ import { checkInteger, checkNumber, checkObject, checkString, toCoreIds } from '
 
 const DEFAULT_CAPACITY_BLOCKS = 65_536;
 const DEFAULT_BLOCK_SIZE = 16;
+const MAX_BLOCK_TOKENS = 1 << 24;
 const DEFAULT_CHUNK_BYTES = 128;
 const DEFAULT_STALENESS_MS = 2_000;
 const DEFAULT_MAX_SESSIONS = 1 << 20;
@@ -98,6 +103,9 @@ export class Router {
   private resolvedPolicy: ResolvedPolicy;
   private readonly names: Array<string | undefined> = [];
   private readonly slots = new Map<string, number>();
+  private readonly groups = new ModelGroups();
+  /** The request slab holds a model group or blockTokens (not the defaults). */
+  private slabOptioned = false;
   private readonly request = new Float64Array(REQUEST_FIELDS);
   private readonly decisionBuf = new Int32Array(2);
   private readonly events = new Float64Array(1 + 2 * EVENT_QUEUE);
@@ -172,13 +180,16 @@ export class Router {
       manualClock: this.manualClock,
       feedPath: feed ?? null,
     };
+    this.request[REQUEST_GROUP] = GROUP_NONE;
+    this.request[REQUEST_BLOCK_TOKENS] = NaN;
     const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
     this.core.setExplainBuffers(this.matched, this.scores);
     this.view = new DecisionView(this.decisionBuf, this.names);
     this.decision = this.view;
     this.decisionBuf[0] = -1;
-    for (const spec of instances) this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks });
+    for (const spec of instances)
+      this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks, models: spec.models });
     this.feedPath = feed;
     if (feed !== undefined) this.checkFeed();
   }
@@ -220,12 +231,14 @@ export class Router {
    * Places a request: picks an instance, records the dispatch (cache blocks,
    * shadow counters) and returns its ticket for onFirstToken/complete/abort.
    * Read where it went from `router.decision`. Throws ERR_KVROUTE_NO_INSTANCE
-   * when every instance is drained or removed.
+   * when no instance is a candidate: every instance is drained or removed, or
+   * none of the rest serves the request's model.
    */
   route(request: RouteRequest): number {
     const ids = this.requestIds(request);
     this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
     this.request[REQUEST_FLAGS] = 0;
+    this.requestOptions(request);
     const ticket = this.core.route(ids, this.session(request));
     if (this.feedPath !== undefined && ++this.routesSinceFeedCheck >= FEED_CHECK_EVERY) {
       this.routesSinceFeedCheck = 0;
@@ -233,8 +246,7 @@ export class Router {
     }
     this.lastRouted = true;
     this.view.ticket = ticket;
-    if (ticket < 0)
-      throw stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed');
+    if (ticket < 0) throw noInstance(request.model);
     this.track(ticket);
     return ticket;
   }
@@ -247,6 +259,7 @@ export class Router {
     if (request !== undefined) {
       const ids = this.requestIds(request);
       this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
+      this.requestOptions(request);
       this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
       try {
         this.core.route(ids, this.session(request));
@@ -375,7 +388,11 @@ export class Router {
     this.resolvedPolicy = resolved;
   }
 
-  addInstance(id: string, options: { capacityBlocks?: number } = {}): void {
+  /**
+   * Adds an instance. `models` lists the models it serves; omitted, it serves any model (a
+   * wildcard); an empty array, none (it takes only requests that name no model).
+   */
+  addInstance(id: string, options: InstanceOptions = {}): void {
     checkString('instance id', id);
     if (id.length === 0) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'instance id must not be empty');
     if (this.slots.has(id))
@@ -385,11 +402,36 @@ export class Router {
       opts.capacityBlocks === undefined
         ? this.defaultCapacity
         : checkInteger(`capacityBlocks of ${JSON.stringify(id)}`, opts.capacityBlocks, 1);
+    const models = this.groups.check(id, opts.models);
     this.core.counts(this.countsBuf);
     if (this.countsBuf[2]! + 1 > this.matched.length) this.growExplainBuffers(this.matched.length * 2);
     const slot = this.core.addInstance(id, capacity);
     this.names[slot] = id;
     this.slots.set(id, slot);
+    const groups = this.groups.declare(slot, models);
+    if (groups !== null) this.core.setInstanceGroups(slot, groups);
+  }
+
+  /**
+   * Changes the models an instance serves, live (undefined: any model; [] none). Its cache,
+   * counters, open tickets and the sticky pins to it stay; a pin is only ever honoured for a
+   * model the instance serves at the time.
+   */
+  setInstanceModels(id: string, models: readonly string[] | undefined): void {
+    const slot = this.slotOf(id);
+    const checked = this.groups.check(id, models);
+    this.core.setInstanceGroups(slot, this.groups.declare(slot, checked));
+  }
+
+  /** The models the instance declares, sorted; undefined when it serves any model. */
+  instanceModels(id: string): string[] | undefined {
+    const models = this.groups.slots[this.slotOf(id)];
+    return models === undefined ? undefined : [...models];
+  }
+
+  /** Every model some instance declares, sorted (wildcard instances add none). */
+  models(): string[] {
+    return this.groups.declared();
   }
 
   /** Stops sending new requests to the instance; in-flight ones finish and its cache is kept. */
@@ -411,6 +453,7 @@ export class Router {
     for (let index = 0; index < this.slotAt.length; index++) if (this.slotAt[index] === slot) this.slotAt[index] = -1;
     this.names[slot] = undefined;
     this.slots.delete(id);
+    this.groups.forget(slot);
   }
 
   /** Forgets blocks (and everything below them) on one instance, e.g. on an engine eviction event. */
@@ -435,6 +478,7 @@ export class Router {
       native: this.isNative,
       policy: this.policy,
       names: this.names,
+      models: this.groups.slots,
       statsBuf: this.statsBuf,
       countsBuf: this.countsBuf,
     });
@@ -479,24 +523,27 @@ export class Router {
 
   private track(ticket: number): void {
     const index = indexOfTicket(ticket);
-    if (index >= this.ticketAt.length) {
-      const ticketAt = new Float64Array(Math.max(index + 1, this.ticketAt.length * 2)).fill(-1);
-      ticketAt.set(this.ticketAt);
-      const phaseAt = new Uint8Array(ticketAt.length);
-      phaseAt.set(this.phaseAt);
-      const slotAt = new Int32Array(ticketAt.length);
-      slotAt.set(this.slotAt);
-      const routedAt = new Float64Array(ticketAt.length);
-      routedAt.set(this.routedAt);
-      this.ticketAt = ticketAt;
-      this.phaseAt = phaseAt;
-      this.slotAt = slotAt;
-      this.routedAt = routedAt;
-    }
+    if (index >= this.ticketAt.length) this.growTracking(index);
     this.ticketAt[index] = ticket;
     this.phaseAt[index] = PHASE_WAITING;
     this.slotAt[index] = this.decisionBuf[0]!;
     this.routedAt[index] = ++this.routeCount;
+  }
+
+  /** Makes room for ticket slab index `index` (rare: apart from track(), so route() inlines it). */
+  private growTracking(index: number): void {
+    const ticketAt = new Float64Array(Math.max(index + 1, this.ticketAt.length * 2)).fill(-1);
+    ticketAt.set(this.ticketAt);
+    const phaseAt = new Uint8Array(ticketAt.length);
+    phaseAt.set(this.phaseAt);
+    const slotAt = new Int32Array(ticketAt.length);
+    slotAt.set(this.slotAt);
+    const routedAt = new Float64Array(ticketAt.length);
+    routedAt.set(this.routedAt);
+    this.ticketAt = ticketAt;
+    this.phaseAt = phaseAt;
+    this.slotAt = slotAt;
+    this.routedAt = routedAt;
   }
 
   /**
@@ -566,6 +613,35 @@ export class Router {
     return hashIds;
   }
 
+  /**
+   * Writes the request's model group and blockTokens into the slab, or leaves the defaults there.
+   * A request with neither costs two property loads: route() and the checks it calls stay small
+   * enough for V8 to inline them all into it.
+   */
+  private requestOptions(request: RouteRequest): void {
+    if (request.model === undefined && request.blockTokens === undefined && !this.slabOptioned) return;
+    this.setRequestOptions(request);
+  }
+
+  private setRequestOptions(request: RouteRequest): void {
+    const { model, blockTokens } = request;
+    this.slabOptioned = true; // until both are written: a throw between them leaves no default behind
+    this.request[REQUEST_GROUP] = model === undefined ? GROUP_NONE : this.groups.groupOf(model);
+    this.request[REQUEST_BLOCK_TOKENS] = blockTokens === undefined ? NaN : this.blockTokens(request);
+    this.slabOptioned = model !== undefined || blockTokens !== undefined;
+  }
+
+  private blockTokens(request: RouteRequest): number {
+    if (request.prompt !== undefined || request.messages !== undefined) {
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        'request.blockTokens applies to request.hashIds only: the router hashes request.prompt and ' +
+          'request.messages itself, at hashChunkBytes / 4 tokens per block',
+      );
+    }
+    return checkInteger('request.blockTokens', request.blockTokens, 1, MAX_BLOCK_TOKENS);
+  }
+
   private inputTokens(request: RouteRequest): number {
     return request.inputTokens === undefined ? NaN : checkInteger('request.inputTokens', request.inputTokens, 0);
   }
@@ -577,7 +653,7 @@ export class Router {
     throw invalidType('request.session', 'a string or a finite number', s);
   }
 
-  private instanceSpecs(instances: unknown): Array<{ id: string; capacityBlocks?: number }> {
+  private instanceSpecs(instances: unknown): InstanceSpec[] {
     if (typeof instances === 'number') {
       checkInteger('options.instances', instances, 0, 65_536);
       return Array.from({ length: instances }, (_, k) => ({ id: `engine-${k}` }));
@@ -587,9 +663,23 @@ export class Router {
     return instances.map((spec: unknown, k) => {
       if (typeof spec === 'string') return { id: spec };
       const s = checkObject(`options.instances[${k}]`, spec) as Partial<InstanceSpec>;
-      return { id: checkString(`options.instances[${k}].id`, s.id), capacityBlocks: s.capacityBlocks };
+      return {
+        id: checkString(`options.instances[${k}].id`, s.id),
+        capacityBlocks: s.capacityBlocks,
+        models: s.models,
+      };
     });
   }
+}
+
+function noInstance(model: string | undefined) {
+  return model === undefined
+    ? stateError('ERR_KVROUTE_NO_INSTANCE', 'no routable instance: every instance is drained or removed')
+    : stateError(
+        'ERR_KVROUTE_NO_INSTANCE',
+        `no routable instance serves model ${describe(model)}: every instance declaring it, and every ` +
+          'instance serving any model, is drained or removed (or there is none)',
+      );
 }
 
 function unknownTicket(ticket: number) {

@@ -29,8 +29,22 @@ export interface RouteRequest {
   messages?: readonly ChatMessage[];
   /** Session (conversation) id: drives `sticky` and `session_hash`. */
   session?: string | number;
-  /** Prompt length in tokens. Default: ids × blockSize, or UTF-8 bytes / 4 for prompts. */
+  /** Prompt length in tokens. Default: ids × blockTokens, or UTF-8 bytes / 4 for prompts. */
   inputTokens?: number;
+  /**
+   * The model the request asks for (the OpenAI `model`; a vLLM LoRA adapter is a model too). Its
+   * candidates are the routable instances that declare it and those that serve any model; a model
+   * no instance declares goes to the latter only. No candidate: route() throws
+   * ERR_KVROUTE_NO_INSTANCE naming the model. Omitted: every routable instance, whatever it declares.
+   */
+  model?: string;
+  /**
+   * Tokens per block of this request's `hashIds` (an integer >= 1), overriding the router's
+   * `blockSize` for this request: it scales cached tokens (matched blocks × blockTokens) and the
+   * default `inputTokens`. For ids hashed from prompt text, pass `hashChunkBytes / 4`, what the
+   * router uses when it hashes a `prompt` itself. Not allowed with `prompt` or `messages`.
+   */
+  blockTokens?: number;
 }
 
 export type PolicyName = PolicyKindName | 'unified+A+B';
@@ -57,14 +71,23 @@ export interface ResolvedPolicy {
   ringVnodes: number;
 }
 
-export interface InstanceSpec {
-  id: string;
+/** What `addInstance` takes besides the id. */
+export interface InstanceOptions {
   /** This instance's cache capacity in blocks (default: the router's capacityBlocks). */
   capacityBlocks?: number;
+  /**
+   * The models this instance serves (non-empty names; duplicates are dropped). Omitted: any model
+   * (a wildcard). An empty array: none, so it only takes requests that name no model.
+   */
+  models?: readonly string[];
+}
+
+export interface InstanceSpec extends InstanceOptions {
+  id: string;
 }
 
 export interface RouterOptions {
-  /** Instance ids, specs, or a count (ids `engine-0` …). */
+  /** Instance ids, specs (`{ id, capacityBlocks?, models? }`), or a count (ids `engine-0` …). */
   instances: number | ReadonlyArray<string | InstanceSpec>;
   /** Default `unified`. */
   policy?: PolicyName | PolicySpec;
@@ -121,7 +144,7 @@ export interface CandidateExplanation {
   drained: boolean;
   /** Leading blocks of the request this instance holds. */
   matchedBlocks: number;
-  /** The policy's score (lower is better); null when not routable. */
+  /** The policy's score (lower is better); null when not a candidate (drained, or not serving the request's model). */
   score: number | null;
 }
 
@@ -139,6 +162,8 @@ export interface InstanceStats {
   instance: string;
   index: number;
   drained: boolean;
+  /** The models it declares, sorted; null when it serves any model. */
+  models: string[] | null;
   capacityBlocks: number;
   blocks: number;
   /** Radix segments of the native index; null for the TypeScript reference. */

@@ -1,19 +1,22 @@
 /**
  * Policy decisions, the twin of Router::decide in native/router.cc. Every rule
  * and tie-break is written out in docs/policies.md; keep the three in step.
+ * Everything ranges over the request's candidates: the routable instances
+ * serving its model group (all routable instances for a request without one).
  */
 import { PolicyKind, Reason } from '../codes.js';
 import type { CorePolicy } from '../core-router.js';
 import { kvWeightedScore, lmetricScore, type EffectiveState } from './engine-state.js';
 import type { ReferenceHashRing } from './hash-ring.js';
 import type { ReferenceSessionTable } from './session-table.js';
-import { xxhash64Id } from './xxhash64.js';
+import { xxhash64, xxhash64Id } from './xxhash64.js';
 
 /** What one decision reads; arrays are indexed by slot. */
 export interface DecisionContext {
   policy: CorePolicy;
   slotCount: number;
-  routable(slot: number): boolean;
+  /** Routable, and serving the request's model group. */
+  candidate(slot: number): boolean;
   generation(slot: number): number;
   eff: EffectiveState[];
   matched: Int32Array;
@@ -22,6 +25,8 @@ export interface DecisionContext {
   ids: readonly bigint[];
   hasSession: boolean;
   sessionKey: bigint;
+  /** sticky's key for (session, model group): see pinKey(). */
+  pinKey: bigint;
   dryRun: boolean;
   sessions: ReferenceSessionTable;
   ring: ReferenceHashRing;
@@ -36,7 +41,7 @@ export interface DecisionResult {
 function leastLoaded(c: DecisionContext): number {
   let best = -1;
   for (let s = 0; s < c.slotCount; s += 1) {
-    if (!c.routable(s)) continue;
+    if (!c.candidate(s)) continue;
     if (best < 0 || c.eff[s]!.numRequests < c.eff[best]!.numRequests) best = s;
   }
   return best;
@@ -45,7 +50,7 @@ function leastLoaded(c: DecisionContext): number {
 function lowestScore(c: DecisionContext): number {
   let best = -1;
   for (let s = 0; s < c.slotCount; s += 1) {
-    if (!c.routable(s)) continue;
+    if (!c.candidate(s)) continue;
     if (best < 0 || c.scores[s]! < c.scores[best]!) best = s;
   }
   return best;
@@ -59,7 +64,7 @@ function fillScores(c: DecisionContext): void {
     kind === PolicyKind.LoadOnly ||
     kind === PolicyKind.Sticky;
   for (let s = 0; s < c.slotCount; s += 1) {
-    if (!c.routable(s)) continue;
+    if (!c.candidate(s)) continue;
     const e = c.eff[s]!;
     if (loadScores) c.scores[s] = e.numRequests;
     else if (kind === PolicyKind.UnifiedKvBoth) c.scores[s] = kvWeightedScore(e, c.uncached[s]!, decodeWeight);
@@ -69,12 +74,13 @@ function fillScores(c: DecisionContext): void {
 
 function sticky(c: DecisionContext): DecisionResult {
   if (!c.hasSession) return { slot: leastLoaded(c), reason: Reason.LeastLoaded };
-  const pin = c.dryRun ? c.sessions.peek(c.sessionKey) : c.sessions.lookup(c.sessionKey);
-  if (pin !== undefined && c.routable(pin.slot) && c.generation(pin.slot) === pin.generation) {
+  // One pin per (session, group); a pin is honoured only to a candidate.
+  const pin = c.dryRun ? c.sessions.peek(c.pinKey) : c.sessions.lookup(c.pinKey);
+  if (pin !== undefined && c.candidate(pin.slot) && c.generation(pin.slot) === pin.generation) {
     return { slot: pin.slot, reason: Reason.Pinned };
   }
   const slot = leastLoaded(c);
-  if (slot >= 0 && !c.dryRun) c.sessions.pin(c.sessionKey, { slot, generation: c.generation(slot) });
+  if (slot >= 0 && !c.dryRun) c.sessions.pin(c.pinKey, { slot, generation: c.generation(slot) });
   return { slot, reason: pin !== undefined ? Reason.Repinned : Reason.NewSession };
 }
 
@@ -82,10 +88,10 @@ function unified(c: DecisionContext, kvBoth: boolean): DecisionResult {
   let best = -1;
   let loadSum = 0;
   let kvSum = 0;
-  let routableCount = 0;
+  let candidateCount = 0;
   for (let s = 0; s < c.slotCount; s += 1) {
-    if (!c.routable(s)) continue;
-    routableCount += 1;
+    if (!c.candidate(s)) continue;
+    candidateCount += 1;
     const e = c.eff[s]!;
     loadSum += e.numRequests;
     kvSum += e.kvUsage;
@@ -100,8 +106,8 @@ function unified(c: DecisionContext, kvBoth: boolean): DecisionResult {
   if (best < 0) return { slot: -1, reason: Reason.RoundRobin };
   const n = c.ids.length;
   const ratio = n > 0 ? c.matched[best]! / n : 0;
-  const meanLoad = loadSum / routableCount;
-  const meanKv = kvSum / routableCount;
+  const meanLoad = loadSum / candidateCount;
+  const meanKv = kvSum / candidateCount;
   const p = c.policy;
   let reason: number;
   if (!(ratio > p.affinityThreshold)) reason = Reason.Fallback;
@@ -109,6 +115,17 @@ function unified(c: DecisionContext, kvBoth: boolean): DecisionResult {
   else if (kvBoth && !(c.eff[best]!.kvUsage <= p.overloadFactor * meanKv)) reason = Reason.KvPressure;
   else return { slot: best, reason: Reason.Affinity };
   return { slot: lowestScore(c), reason };
+}
+
+/**
+ * sticky's pin key: the session key without a model group (-1); else XXH64 of the group id's four
+ * little-endian bytes, seeded with the session key (Router::pinKey in native/router.cc).
+ */
+export function pinKey(sessionKey: bigint, group: number): bigint {
+  if (group < 0) return sessionKey;
+  const bytes = new Uint8Array(4);
+  new DataView(bytes.buffer).setUint32(0, group, true);
+  return xxhash64(bytes, sessionKey);
 }
 
 export function decide(c: DecisionContext): DecisionResult {
@@ -119,7 +136,7 @@ export function decide(c: DecisionContext): DecisionResult {
     case PolicyKind.SessionHash: {
       if (!c.hasSession && c.ids.length === 0) return { slot: c.roundRobin(c.dryRun), reason: Reason.RoundRobin };
       const key = c.hasSession ? c.sessionKey : xxhash64Id(c.ids[0]!);
-      return { slot: c.ring.lookup(key, (s) => c.routable(s)), reason: Reason.SessionHash };
+      return { slot: c.ring.lookup(key, (s) => c.candidate(s)), reason: Reason.SessionHash };
     }
     case PolicyKind.LoadOnly:
       return { slot: leastLoaded(c), reason: Reason.LeastLoaded };

@@ -14,6 +14,9 @@ import {
   IDS_F64,
   IDS_U32,
   IDS_U64,
+  MAX_GROUPS,
+  REQUEST_BLOCK_TOKENS,
+  REQUEST_GROUP,
   REQUEST_IDS_KIND,
   OBSERVED_FIELDS,
   REQUEST_FLAGS,
@@ -26,19 +29,22 @@ import { loadNative, type NativeFeedReader } from '../native.js';
 import { ReferenceBlockIndex } from './block-index.js';
 import { effectiveState, isFresh, type EffectiveState, type Observed, type ShadowCounters } from './engine-state.js';
 import { ReferenceHashRing } from './hash-ring.js';
-import { decide } from './policy.js';
+import { decide, pinKey } from './policy.js';
 import { hashPromptBytes } from './prompt-hash.js';
 import { ReferenceSessionTable } from './session-table.js';
 import { ReferenceTicketTable } from './ticket-table.js';
 import { xxhash64String } from './xxhash64.js';
 
 const BYTES_PER_TOKEN = 4;
+const MAX_BLOCK_TOKENS = 2 ** 24;
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 const encoder = new TextEncoder();
 
 interface Instance {
   live: boolean;
   drained: boolean;
+  /** The model groups it serves; null: any (a wildcard). */
+  groups: Set<number> | null;
   generation: number;
   name: string;
   index: ReferenceBlockIndex;
@@ -53,6 +59,8 @@ interface ResolvedRequest {
   ids: bigint[];
   inputTokens: number;
   blockTokens: number;
+  /** -1: no model. */
+  group: number;
   dryRun: boolean;
 }
 
@@ -67,7 +75,10 @@ export class ReferenceRouter implements CoreRouter {
   private policy: CorePolicy;
   private matched: Int32Array = new Int32Array(0);
   private scores: Float64Array = new Float64Array(0);
-  private rrCursor = 0;
+  /** round_robin's cursor per candidate set: by group, -1 for requests without one. */
+  private readonly cursors = new Map<number, number>();
+  /** Group ids a request may name: [0, groupCount). */
+  private groupCount = 1;
   private manualNowMs = 0;
 
   /**
@@ -115,6 +126,7 @@ export class ReferenceRouter implements CoreRouter {
     this.instances[slot] = {
       live: true,
       drained: false,
+      groups: null,
       generation,
       name: id,
       index: new ReferenceBlockIndex(capacityBlocks),
@@ -138,10 +150,26 @@ export class ReferenceRouter implements CoreRouter {
     const inst = this.live(slot);
     inst.live = false;
     inst.drained = false;
+    inst.groups = null;
     inst.generation += 1;
     inst.name = '';
     inst.index = new ReferenceBlockIndex(1);
     this.rebuildRing();
+  }
+
+  setInstanceGroups(slot: number, groups: Uint32Array | null): void {
+    this.drainEvents();
+    const inst = this.live(slot);
+    if (groups === null || groups === undefined) {
+      inst.groups = null;
+      return;
+    }
+    if (!(groups instanceof Uint32Array)) throw invalidType('groups', 'a Uint32Array or null', groups);
+    groups.forEach((g, k) => {
+      if (g >= MAX_GROUPS) throw invalidValue(`groups[${k}]`, `below ${MAX_GROUPS}`, g);
+    });
+    inst.groups = new Set(groups);
+    for (const g of groups) this.groupCount = Math.max(this.groupCount, g + 1);
   }
 
   setExplainBuffers(matched: Int32Array, scores: Float64Array): void {
@@ -157,11 +185,13 @@ export class ReferenceRouter implements CoreRouter {
     this.feed?.refresh(false);
     const feedNowMs = Date.now();
     this.matchInto(req.ids);
+    const sessionKey = session !== undefined ? xxhash64String(session, 0n) : 0n;
     const eff: EffectiveState[] = [];
     const uncached: number[] = [];
+    const candidate = (s: number) => this.candidate(s, req.group);
     for (let s = 0; s < this.instances.length; s += 1) {
       this.scores[s] = NaN;
-      if (!this.routable(s)) continue;
+      if (!candidate(s)) continue;
       const inst = this.instances[s]!;
       // A fresh feed snapshot stands in for the instance's own observed one.
       const fed = this.feed === undefined ? null : this.fromFeed(s, feedNowMs);
@@ -180,7 +210,7 @@ export class ReferenceRouter implements CoreRouter {
     const { slot, reason } = decide({
       policy: this.policy,
       slotCount: this.instances.length,
-      routable: (s) => this.routable(s),
+      candidate,
       generation: (s) => this.instances[s]!.generation,
       eff,
       matched: this.matched,
@@ -188,11 +218,12 @@ export class ReferenceRouter implements CoreRouter {
       scores: this.scores,
       ids: req.ids,
       hasSession: session !== undefined,
-      sessionKey: session !== undefined ? xxhash64String(session, 0n) : 0n,
+      sessionKey,
+      pinKey: pinKey(sessionKey, req.group),
       dryRun: req.dryRun,
       sessions: this.sessions,
       ring: this.ring,
-      roundRobin: (dryRun) => this.roundRobin(dryRun),
+      roundRobin: (dryRun) => this.roundRobin(req.group, candidate, dryRun),
     });
     this.buffers.decision[0] = slot;
     this.buffers.decision[1] = reason;
@@ -396,6 +427,13 @@ export class ReferenceRouter implements CoreRouter {
     return inst !== undefined && inst.live && !inst.drained;
   }
 
+  /** Whether a request of `group` (-1: none) may go to `slot`: routable, and serving the group. */
+  private candidate(slot: number, group: number): boolean {
+    if (!this.routable(slot)) return false;
+    const groups = this.instances[slot]!.groups;
+    return group < 0 || groups === null || groups.has(group);
+  }
+
   private live(slot: number): Instance {
     const inst = Number.isInteger(slot) ? this.instances[slot] : undefined;
     if (inst === undefined || !inst.live) {
@@ -432,12 +470,14 @@ export class ReferenceRouter implements CoreRouter {
     return true;
   }
 
-  private roundRobin(dryRun: boolean): number {
+  /** The next candidate from the group's own cursor, so groups never move each other's turn. */
+  private roundRobin(group: number, candidate: (slot: number) => boolean, dryRun: boolean): number {
     const count = this.instances.length;
+    const cursor = this.cursors.get(group) ?? 0;
     for (let step = 0; step < count; step += 1) {
-      const s = (this.rrCursor + step) % count;
-      if (!this.routable(s)) continue;
-      if (!dryRun) this.rrCursor = (s + 1) % count;
+      const s = (cursor + step) % count;
+      if (!candidate(s)) continue;
+      if (!dryRun) this.cursors.set(group, (s + 1) % count);
       return s;
     }
     return -1;
@@ -472,6 +512,18 @@ export class ReferenceRouter implements CoreRouter {
   }
 
   private resolve(ids: CoreIds | string | undefined): ResolvedRequest {
+    const slab = this.buffers.request;
+    const requestBlockTokens = slab[REQUEST_BLOCK_TOKENS]!;
+    if (
+      !Number.isNaN(requestBlockTokens) &&
+      !(Number.isInteger(requestBlockTokens) && requestBlockTokens >= 1 && requestBlockTokens <= MAX_BLOCK_TOKENS)
+    ) {
+      throw invalidValue('blockTokens', `an integer in [1, ${MAX_BLOCK_TOKENS}]`, requestBlockTokens);
+    }
+    const group = slab[REQUEST_GROUP]!;
+    if (group !== -1 && !(Number.isInteger(group) && group >= 0 && group < this.groupCount)) {
+      throw invalidValue('group', `-1 or a known group id below ${this.groupCount}`, group);
+    }
     let bigints: bigint[];
     let blockTokens: number;
     let defaultTokens: number;
@@ -481,14 +533,14 @@ export class ReferenceRouter implements CoreRouter {
         throw invalidValue('prompt', `at most ${MAX_REQUEST_IDS} blocks long`, `${bytes.length} bytes`);
       }
       bigints = hashPromptBytes(bytes, this.config.chunkBytes);
-      blockTokens = this.config.chunkBytes / BYTES_PER_TOKEN;
+      blockTokens = Number.isNaN(requestBlockTokens) ? this.config.chunkBytes / BYTES_PER_TOKEN : requestBlockTokens;
       defaultTokens = Math.ceil(bytes.length / BYTES_PER_TOKEN);
     } else {
       bigints = this.toBigints(ids);
-      blockTokens = this.config.blockTokens;
-      defaultTokens = bigints.length * this.config.blockTokens;
+      blockTokens = Number.isNaN(requestBlockTokens) ? this.config.blockTokens : requestBlockTokens;
+      defaultTokens = bigints.length * blockTokens;
     }
-    const requested = this.buffers.request[REQUEST_INPUT_TOKENS]!;
+    const requested = slab[REQUEST_INPUT_TOKENS]!;
     let inputTokens = defaultTokens;
     if (!Number.isNaN(requested)) {
       if (!(requested >= 0 && requested <= MAX_SAFE && Number.isInteger(requested))) {
@@ -496,7 +548,7 @@ export class ReferenceRouter implements CoreRouter {
       }
       inputTokens = requested;
     }
-    return { ids: bigints, inputTokens, blockTokens, dryRun: this.buffers.request[REQUEST_FLAGS] === FLAG_DRY_RUN };
+    return { ids: bigints, inputTokens, blockTokens, group, dryRun: slab[REQUEST_FLAGS] === FLAG_DRY_RUN };
   }
 
   private toBigints(ids: CoreIds | undefined | null): bigint[] {
