@@ -69,7 +69,8 @@ function bigBody(mb: number): Buffer {
   );
 }
 
-const quantile = (sorted: Float64Array, q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+const quantile = (sorted: Float64Array, q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 /** GET /health back to back until stop() (or PROBE_MAX requests); every latency in µs. */
 function startProbe(port: number): { stop(): Promise<Float64Array>; mark(): number } {

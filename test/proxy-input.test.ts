@@ -61,12 +61,15 @@ describe('proxy: bad input gets OpenAI-style errors', () => {
       'invalid_field',
       'hash_ids',
     );
-    // A message the router cannot hash is the client's mistake too.
-    await expectError(
-      await post(rig.base, '/v1/chat/completions', { model: MODEL, messages: [42] }),
-      400,
-      'invalid_field',
-    );
+    // A message the router cannot hash is the client's mistake too, named up front.
+    expect(
+      await expectError(
+        await post(rig.base, '/v1/chat/completions', { model: MODEL, messages: [42] }),
+        400,
+        'invalid_field',
+        'messages',
+      ),
+    ).toBe('messages[0] must be an object, got 42');
     expect(upstream.requests).toHaveLength(0);
   });
 

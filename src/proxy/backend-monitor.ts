@@ -58,8 +58,9 @@ interface Watch {
   /** Failed probes in a row. */
   failures: number;
   backoffMs: number;
-  /** When the models were last asked for (ms, performance.now()). */
+  /** When the models were last asked for, and /health last probed (ms, performance.now()). */
   modelsAt: number;
+  probedAt: number;
   warned: Set<string>;
 }
 
@@ -82,6 +83,7 @@ export class BackendMonitor {
       failures: 0,
       backoffMs: this.options.healthBackoffMs,
       modelsAt: -Infinity,
+      probedAt: -Infinity,
       warned: new Set(),
     };
     this.watches.set(backend, w);
@@ -139,14 +141,17 @@ export class BackendMonitor {
       return;
     }
     w.backoffMs = o.healthBackoffMs;
-    const period = o.healthIntervalMs > 0 ? o.healthIntervalMs : o.modelsIntervalMs;
-    if (period > 0) this.schedule(w, period);
+    // One timer per backend, at the shorter of the two periods; each tick does what is due.
+    const periods = [o.healthIntervalMs, b.pinned ? 0 : o.modelsIntervalMs].filter((ms) => ms > 0);
+    if (periods.length > 0) this.schedule(w, Math.min(...periods));
   }
 
   private async checkOnce(w: Watch, first: boolean): Promise<void> {
     const b = w.backend;
     const o = this.options;
-    const probing = first || !b.healthy || o.healthIntervalMs > 0;
+    const now = performance.now();
+    const probing = first || !b.healthy || (o.healthIntervalMs > 0 && now - w.probedAt >= o.healthIntervalMs - 1);
+    if (probing) w.probedAt = now;
     const failure = probing ? await this.probe(b) : undefined;
     if (!this.live(w)) return;
     b.checked = true;
@@ -160,7 +165,7 @@ export class BackendMonitor {
       return;
     }
     w.failures = 0;
-    const modelsDue = o.modelsIntervalMs > 0 && performance.now() - w.modelsAt >= o.modelsIntervalMs;
+    const modelsDue = o.modelsIntervalMs > 0 && performance.now() - w.modelsAt >= o.modelsIntervalMs - 1;
     if (!b.pinned && (first || !b.healthy || modelsDue)) {
       w.modelsAt = performance.now();
       await this.discover(w);

@@ -74,7 +74,8 @@ import {
   unsupportedEncoding,
   type BodyEncoding,
 } from './request-encoding.js';
-import { parseRequest, type Endpoint, type ParsedRequest } from './request-inputs.js';
+import type { Endpoint, ParsedRequest } from './request-inputs.js';
+import { scanRequest, scanRequestAsync, SYNC_SCAN_MAX_BYTES } from './request-scan.js';
 import { SseUsageScanner, usageIn } from './usage-scan.js';
 
 /** A held (non-streaming) body past this many bytes is written through instead. */
@@ -264,21 +265,43 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     this.bodyRead(bytes);
   }
 
-  /** The whole (decoded) body: parse it, check its model, then admission. */
+  /**
+   * The whole (decoded) body: one addon call validates it and hashes its prompt (request-scan.ts),
+   * on this thread for a small body, on the threadpool for a large one (the event loop then pays
+   * ~25 µs whatever the size). `bytes` stays referenced by the pending scan until it settles.
+   */
   private bodyRead(bytes: Buffer): void {
-    try {
-      this.parsed = parseRequest(this.endpoint, bytes, this.session, this.ctx.options.stripExtensions);
-    } catch (error) {
-      this.refuseOrFail(error);
+    const strip = this.ctx.options.stripExtensions;
+    if (bytes.length <= SYNC_SCAN_MAX_BYTES) {
+      let parsed: ParsedRequest;
+      try {
+        parsed = scanRequest(this.endpoint, bytes, this.session, strip);
+      } catch (error) {
+        this.refuseOrFail(error);
+        return;
+      }
+      this.bodyParsed(parsed);
       return;
     }
-    const availability = this.ctx.state.modelAvailability(this.parsed.model);
+    scanRequestAsync(this.endpoint, bytes, this.session, strip).then(
+      (parsed) => {
+        if (!this.aborted && !this.ended) this.bodyParsed(parsed);
+      },
+      (error: unknown) => this.refuseOrFail(error),
+    );
+  }
+
+  /** Checks the body's model against the fleet, then admission. */
+  private bodyParsed(parsed: ParsedRequest): void {
+    this.parsed = parsed;
+    parsed.route.model = parsed.model;
+    const availability = this.ctx.state.modelAvailability(parsed.model);
     if (availability === 'unknown') {
-      this.refuse(modelNotFound(this.parsed.model));
+      this.refuse(modelNotFound(parsed.model));
       return;
     }
     if (availability === 'unavailable') {
-      this.refuse(noBackendError(this.parsed.model));
+      this.refuse(noBackendError(parsed.model));
       return;
     }
     this.enterAdmission();

@@ -235,7 +235,7 @@ export class ProxyState {
     const id = normaliseBackend(url, 'backend');
     if (this.backends.has(id)) throw new ProxyOptionError(`backend ${id} already exists`);
     const backend = new Backend(id, models, this.options);
-    this.router.addInstance(id);
+    this.router.addInstance(id, { models: backend.modelIds() });
     this.router.drainInstance(id); // until its first probe passes
     this.backends.set(id, backend);
     this.byModel = undefined;
@@ -337,6 +337,7 @@ export class ProxyState {
   /** A backend's model list changed after it was first discovered (a restarted engine, a new LoRA adapter). */
   private modelsChanged(backend: Backend, before: readonly string[] | undefined): void {
     this.byModel = undefined;
+    this.router.setInstanceModels(backend.id, backend.modelIds());
     if (before === undefined) return;
     const now = backend.modelIds()!;
     this.warn(

@@ -43,11 +43,8 @@ export const MAX_JSON_DEPTH = 1024;
 /** A request's ids become depths in a 24-bit field of the block index. */
 const MAX_PROMPT_IDS = 16_777_215;
 
-/**
- * What the router takes, plus the tokens per block of prompt-derived ids: the router reads it
- * once RouteRequest has `blockTokens` (until then it counts its blockSize per id).
- */
-export type ParsedRoute = RouteRequest & { blockTokens?: number };
+/** What the router takes: prompt-derived ids come with their `blockTokens` (chunkBytes / 4). */
+export type ParsedRoute = RouteRequest;
 
 export interface ParsedRequest {
   /** The body's `model`: a non-empty string. */

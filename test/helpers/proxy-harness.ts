@@ -91,7 +91,7 @@ export interface ProxyRig {
 }
 
 /** A proxy on a free loopback port in front of `backends`, with a recording observer. */
-export async function startProxy(options: Partial<ProxyOptions> & { backends: string[] }): Promise<ProxyRig> {
+export async function startProxy(options: Partial<ProxyOptions> & Pick<ProxyOptions, 'backends'>): Promise<ProxyRig> {
   const observer = new RecordingObserver();
   const warnings: string[] = [];
   const proxy = createProxy({
