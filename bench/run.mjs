@@ -22,7 +22,16 @@ import { machineInfo, printMachine } from './lib/machine.mjs';
 import { timerOverheadUs } from './lib/measure.mjs';
 import { renderResults, targetChecks } from './lib/report.mjs';
 
-const WORKLOADS = ['mooncake', 'agentic-long', 'characterize', 'simulate', 'feed', 'proxy'];
+const WORKLOADS = [
+  'mooncake',
+  'agentic-long',
+  'characterize',
+  'simulate',
+  'feed',
+  'proxy',
+  'proxy-body-size',
+  'proxy-bodies',
+];
 const here = dirname(fileURLToPath(import.meta.url));
 
 const { values } = parseArgs({

@@ -1,6 +1,7 @@
 // @ts-check
 // Turns benchmark results into the target checks of issue #2 and the
 // markdown of bench/RESULTS.md.
+import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 
 /**
@@ -9,7 +10,9 @@ import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
  * @typedef {import('../simulate.mjs').SimulationResult} SimulationResult
  * @typedef {import('../feed.mjs').FeedResult} FeedResult
  * @typedef {import('./proxy-report.mjs').ProxyResult} ProxyResult
- * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult) & { date?: string }} AnyResult
+ * @typedef {import('./bodies-report.mjs').BodySizeResult} BodySizeResult
+ * @typedef {import('./bodies-report.mjs').BodiesResult} BodiesResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -131,7 +134,7 @@ export function targetChecks(allResults) {
       (v) => v <= 60,
       ' s',
     );
-  lines.push(...proxyTargetChecks(allResults));
+  lines.push(...proxyTargetChecks(allResults), ...bodiesTargetChecks(allResults));
   return lines;
 }
 
@@ -173,7 +176,7 @@ export function renderResults(doc, command) {
     'fresh process. The machine is shared: figures move by ±10% between runs. Workloads, capacities and',
     'method: [bench/README.md](README.md).',
     '',
-    '## Targets (issues #2 and #3)',
+    '## Targets',
     '',
     '```',
     ...targetChecks(doc.results),
@@ -261,6 +264,6 @@ export function renderResults(doc, command) {
       );
     out.push('');
   }
-  out.push(...renderProxyResults(doc.results));
+  out.push(...renderProxyResults(doc.results), ...renderBodiesResults(doc.results));
   return out.join('\n');
 }

@@ -68,7 +68,10 @@ export interface ProxyOptions {
   healthBackoffMs?: number;
   /** Longest delay between health probes (default 10,000). */
   healthMaxBackoffMs?: number;
-  /** Completion requests' upstream client: `undici` (default) or `h1`, the lean keep-alive client (http: backends). */
+  /**
+   * Completion requests' upstream client: `h1` (default), the lean keep-alive client of
+   * h1-pool.ts, for http: backends (https: ones always use undici), or `undici`'s Pool.
+   */
   upstream?: 'undici' | 'h1';
   /** Completion requests routed and forwarded at once; 0 (default): no limit (admission.ts). */
   maxInFlight?: number;
@@ -118,7 +121,7 @@ export const PROXY_DEFAULTS = {
   idleTimeoutMs: 300_000,
   healthBackoffMs: 250,
   healthMaxBackoffMs: 10_000,
-  upstream: 'undici' as 'undici' | 'h1',
+  upstream: 'h1' as 'undici' | 'h1',
   maxInFlight: 0,
   queueSize: 1024,
   queueTimeoutMs: 30_000,
