@@ -31,7 +31,7 @@ const BODY_MB = 50;
 const BURSTS = quick ? 1 : 3;
 const IDLE_MS = 2_000;
 /** After the last burst: how long RSS is watched for memory to be given back. */
-const SETTLE_MS = quick ? 3_000 : 8_000;
+const SETTLE_MS = quick ? 3_000 : 10_000;
 /** Bounds on the probe: it stops at the first of these. */
 const PROBE_MAX = 2_000_000;
 const LINE = 'def handler(request):\n    return compute(request.body)  # agentic context line\n';

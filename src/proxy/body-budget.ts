@@ -9,15 +9,27 @@
  * connection (the unread body is not drained), so a burst of huge prompts cannot grow the
  * process without bound. Each reservation is released exactly once, when its request ends.
  *
+ * Giving memory back: a finished body is garbage, but V8 frees a Buffer's memory only at its next
+ * full collection, which nothing triggers on a proxy that went quiet after a burst (the memory of
+ * the last burst's bodies stayed resident). So once RECLAIM_BYTES of bodies were released since
+ * the last collection, the budget asks V8 for a full collection in the background, at most once
+ * per RECLAIM_EVERY_MS (reclaim-memory.ts).
+ *
  * Invariant: 0 ≤ held ≤ limit.
  */
 import { ClientError } from './error-body.js';
+import { collectGarbageSoon } from './reclaim-memory.js';
+
+/** Released body bytes that make a background collection worth it. */
+const RECLAIM_BYTES = 64 * 2 ** 20;
 
 export class BodyBudget {
   /** Bytes reserved now. */
   held = 0;
   /** Reservations refused since start. */
   refused = 0;
+  /** Bytes released since the last collection was asked for. */
+  private released = 0;
 
   constructor(readonly limit: number) {}
 
@@ -33,6 +45,8 @@ export class BodyBudget {
 
   release(bytes: number): void {
     this.held -= bytes;
+    this.released += bytes;
+    if (this.released >= RECLAIM_BYTES && collectGarbageSoon()) this.released = 0;
   }
 
   /** The 503 a request gets when its body does not fit. */

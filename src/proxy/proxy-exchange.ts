@@ -81,6 +81,8 @@ import { SseUsageScanner, usageIn } from './usage-scan.js';
 /** A held (non-streaming) body past this many bytes is written through instead. */
 const HOLD_LIMIT = 8 * 2 ** 20;
 const SSE_DONE = Buffer.from('data: [DONE]\n\n');
+/** What a finished exchange's body is replaced with (see finished()). */
+const RELEASED = Buffer.alloc(0);
 
 export interface ExchangeContext {
   state: ProxyState;
@@ -429,11 +431,20 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     if (this.deadline !== undefined) clearTimeout(this.deadline);
     state.exchangeEnded();
     const observers = this.ctx.observers;
-    if (!observers.any) return;
-    const e2eMs = performance.now() - this.t0;
-    const model = this.parsed !== undefined && status !== 404 ? this.parsed.model : '';
-    observers.onFinished(this.backend?.id, status, e2eMs, usage, outcome, model);
-    if (observers.wantsRecords) observers.onRequest(this.record(status, outcome, e2eMs, usage, error));
+    if (observers.any) {
+      const e2eMs = performance.now() - this.t0;
+      const model = this.parsed !== undefined && status !== 404 ? this.parsed.model : '';
+      observers.onFinished(this.backend?.id, status, e2eMs, usage, outcome, model);
+      if (observers.wantsRecords) observers.onRequest(this.record(status, outcome, e2eMs, usage, error));
+    }
+    // This object can outlive its request by a long time (uWS keeps a keep-alive connection's
+    // last handlers until the next request on it): let go of the body and its ids now, so a burst
+    // of huge prompts is given back when it ends.
+    const parsed = this.parsed;
+    if (parsed !== undefined) {
+      parsed.body = RELEASED;
+      parsed.route = { model: parsed.model };
+    }
   }
 
   private record(
