@@ -47,6 +47,8 @@ const CONTROL_CONNECTIONS = 2;
 export class Backend {
   /** The normalised URL: router instance id and `x-kvroute-instance`. */
   readonly id: string;
+  /** `id` encoded once, for the response header. */
+  readonly idBytes: Buffer;
   readonly origin: string;
   /** Path prefix before /v1/... ('' for a bare origin). */
   readonly basePath: string;
@@ -75,6 +77,7 @@ export class Backend {
 
   constructor(id: string, models: readonly string[] | undefined, timeouts: BackendTimeouts) {
     this.id = id;
+    this.idBytes = Buffer.from(id);
     const url = new URL(id);
     this.origin = url.origin;
     this.basePath = url.pathname === '/' ? '' : url.pathname;

@@ -23,30 +23,43 @@ type Labels = Record<string, string>;
 type HistogramData = Awaited<ReturnType<Histogram<string>['get']>>;
 type HistogramValue = HistogramData['values'][number];
 
-/** Memoizes one cell per label-value tuple; the key is the values joined by NUL. */
+/**
+ * Memoizes one cell per label-value tuple, in one Map per label level (a trie), so a lookup
+ * hashes each value once and builds no key string.
+ */
 class Cells<C> {
-  private readonly byKey = new Map<string, C>();
+  private readonly root = new Map<string, unknown>();
+  private readonly all: C[] = [];
   constructor(
     private readonly labelNames: readonly string[],
     private readonly make: (labels: Labels) => C,
-  ) {}
+  ) {
+    if (labelNames.length === 0) throw new TypeError('a hot metric needs at least one label');
+  }
 
   get(values: readonly string[]): C {
-    const key = values.length === 1 ? values[0]! : values.join('\u0000');
-    let cell = this.byKey.get(key);
+    if (values.length !== this.labelNames.length)
+      throw new TypeError(`expected ${this.labelNames.length} label values (${this.labelNames.join(', ')})`);
+    let level = this.root;
+    const last = values.length - 1;
+    for (let i = 0; i < last; i++) {
+      let next = level.get(values[i]!) as Map<string, unknown> | undefined;
+      if (next === undefined) level.set(values[i]!, (next = new Map()));
+      level = next;
+    }
+    let cell = level.get(values[last]!) as C | undefined;
     if (cell === undefined) {
-      if (values.length !== this.labelNames.length)
-        throw new TypeError(`expected ${this.labelNames.length} label values (${this.labelNames.join(', ')})`);
       const labels: Labels = {};
       this.labelNames.forEach((name, i) => (labels[name] = values[i]!));
       cell = this.make(labels);
-      this.byKey.set(key, cell);
+      level.set(values[last]!, cell);
+      this.all.push(cell);
     }
     return cell;
   }
 
-  values(): IterableIterator<C> {
-    return this.byKey.values();
+  values(): readonly C[] {
+    return this.all;
   }
 }
 

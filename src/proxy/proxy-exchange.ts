@@ -81,6 +81,16 @@ import { SseUsageScanner, usageIn } from './usage-scan.js';
 /** A held (non-streaming) body past this many bytes is written through instead. */
 const HOLD_LIMIT = 8 * 2 ** 20;
 const SSE_DONE = Buffer.from('data: [DONE]\n\n');
+// Header names and values written on every response, pre-encoded: uWS copies a string into UTF-8
+// on each call, a Buffer it reads in place.
+const INSTANCE_HEADER = Buffer.from('x-kvroute-instance');
+const REASON_HEADER = Buffer.from('x-kvroute-reason');
+const REASON_BYTES = new Map<string, Buffer>();
+const reasonBytes = (reason: string): Buffer => {
+  let bytes = REASON_BYTES.get(reason);
+  if (bytes === undefined) REASON_BYTES.set(reason, (bytes = Buffer.from(reason)));
+  return bytes;
+};
 /** What a finished exchange's body is replaced with (see finished()). */
 const RELEASED = Buffer.alloc(0);
 
@@ -654,8 +664,8 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     for (let i = 0; i + 1 < h.length; i += 2) res.writeHeader(h[i]!, h[i + 1]!);
     // A streamed response's head goes out before its end(…, close) could add it.
     if (!this.holding && this.ctx.state.closing) res.writeHeader('connection', 'close');
-    res.writeHeader('x-kvroute-instance', this.backend!.id);
-    res.writeHeader('x-kvroute-reason', this.reason);
+    res.writeHeader(INSTANCE_HEADER, this.backend!.idBytes);
+    res.writeHeader(REASON_HEADER, reasonBytes(this.reason));
     // An engine that echoes the id (vLLM --enable-request-id-headers) already sent it.
     if (!hasHeader(h, REQUEST_ID)) res.writeHeader(REQUEST_ID, this.requestId);
     this.committed = true;

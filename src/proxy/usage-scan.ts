@@ -4,20 +4,24 @@
  * chunk (`stream_options.include_usage`) as it passes.
  *
  * Algorithm: a native substring search for `"prompt_tokens"` per chunk (the other chunks carry
- * `"usage":null`, so they never match), then two small regexes over at most SCAN_WINDOW bytes
- * from the last `"usage"` key. Only runs when an observer listens.
+ * `"usage":null`, so they never match), then the two integers read in place within SCAN_WINDOW
+ * bytes of the last `"usage"` key (JSON's whitespace around the colon allowed). Only runs when an
+ * observer listens.
  *
- * Hazard: an SSE usage event split across two upstream chunks is carried over (copied) until
- * its line ends; a `"prompt_tokens"` key itself split across chunks is missed (usage unknown,
- * never wrong). Engines write each event in one write, so this is rare.
+ * SSE: only whole lines are scanned; a line cut at a chunk's end (an event split across two
+ * upstream reads) is carried over, copied, and scanned with the next chunk, so a usage event is
+ * read whatever its field order and wherever the cut. Engines write each event in one write, so
+ * the carry is rare; a line longer than MAX_CARRY is not carried (its usage unknown, never wrong).
  */
 import type { UsageCounts } from './proxy-observer.js';
 
 const KEY = Buffer.from('"prompt_tokens"');
 const USAGE = Buffer.from('"usage"');
+const DATA = Buffer.from('data:');
 const SCAN_WINDOW = 2048;
-const PROMPT_RE = /"prompt_tokens"\s*:\s*(\d+)/;
-const CACHED_RE = /"cached_tokens"\s*:\s*(\d+)/;
+const CACHED_KEY = Buffer.from('"cached_tokens"');
+const COLON = 0x3a;
+const ZERO = 0x30;
 /** An incomplete usage event longer than this is dropped, not carried. */
 const MAX_CARRY = 64 * 1024;
 
@@ -27,12 +31,30 @@ export function usageIn(buf: Buffer, from = 0, to = buf.length): UsageCounts | u
   if (key < from) return undefined;
   const usageAt = buf.lastIndexOf(USAGE, key);
   const start = usageAt >= from ? usageAt : key;
-  const text = buf.toString('latin1', start, Math.min(to, start + SCAN_WINDOW));
-  const prompt = PROMPT_RE.exec(text);
-  if (prompt === null) return undefined;
-  const cached = CACHED_RE.exec(text);
-  return { prompt_tokens: Number(prompt[1]), cached_tokens: cached === null ? 0 : Number(cached[1]) };
+  const end = Math.min(to, start + SCAN_WINDOW);
+  const prompt = integerAfter(buf, key + KEY.length, end);
+  if (prompt < 0) return undefined;
+  const cachedKey = buf.indexOf(CACHED_KEY, start);
+  const cached = cachedKey >= 0 && cachedKey < end ? integerAfter(buf, cachedKey + CACHED_KEY.length, end) : -1;
+  return { prompt_tokens: prompt, cached_tokens: cached < 0 ? 0 : cached };
 }
+
+/** The non-negative integer after `"key"` at buf[i]: optional space, ':', optional space, digits; -1 if not there. */
+function integerAfter(buf: Buffer, i: number, end: number): number {
+  while (i < end && isSpace(buf[i]!)) i++;
+  if (i >= end || buf[i] !== COLON) return -1;
+  i++;
+  while (i < end && isSpace(buf[i]!)) i++;
+  let value = -1;
+  for (; i < end; i++) {
+    const d = buf[i]! - ZERO;
+    if (d < 0 || d > 9) break;
+    value = (value < 0 ? 0 : value * 10) + d;
+  }
+  return value;
+}
+
+const isSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 
 /** Follows an SSE stream chunk by chunk; `usage` holds the last usage event seen. */
 export class SseUsageScanner {
@@ -45,14 +67,14 @@ export class SseUsageScanner {
       buf = Buffer.concat([this.carry, chunk]);
       this.carry = undefined;
     }
-    const key = buf.lastIndexOf(KEY);
+    // Whole lines only: a line cut at the chunk's end is carried (copied) into the next feed.
+    const complete = buf.lastIndexOf(10) + 1;
+    if (complete < buf.length && buf.length - complete <= MAX_CARRY) this.carry = Buffer.from(buf.subarray(complete));
+    if (complete === 0) return;
+    const key = buf.lastIndexOf(KEY, complete - 1);
     if (key < 0) return;
-    const end = buf.indexOf(10, key); // the event's line ends at '\n'
-    if (end < 0) {
-      const start = Math.max(0, buf.lastIndexOf('data:', key));
-      if (buf.length - start <= MAX_CARRY) this.carry = Buffer.from(buf.subarray(start));
-      return;
-    }
-    this.usage = usageIn(buf, Math.max(0, buf.lastIndexOf('data:', key)), end) ?? this.usage;
+    const start = buf.lastIndexOf(DATA, key);
+    const end = buf.indexOf(10, key);
+    this.usage = usageIn(buf, Math.max(0, start), end) ?? this.usage;
   }
 }
