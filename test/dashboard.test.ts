@@ -426,9 +426,11 @@ describe('the page', () => {
           id: tr.getAttribute('data-instance'),
           requests: Number(tr.querySelector('.requests')?.getAttribute('data-value')),
           kv: tr.querySelector('.kv-usage')?.getAttribute('data-value'),
+          models: tr.querySelector('.models')?.textContent,
         })),
       );
       expect(rows.map((r) => r.id).sort()).toEqual([...fleet.urls].sort());
+      expect(rows.map((r) => r.models)).toEqual(fleet.urls.map(() => fleet.engines[0]!.model)); // discovered
       expect(rows.reduce((n, r) => n + r.requests, 0)).toBe(6);
       for (const r of rows) expect(Number(r.kv)).toBeGreaterThanOrEqual(0);
       const decisions = await page.$$eval('#decisions tr[data-reason] .count', (tds) =>
