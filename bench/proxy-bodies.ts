@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util';
 
 import { Client, Pool } from 'undici';
 
+import { agenticChatBody } from './lib/agentic-body.mjs';
 import { machineInfo, printMachine } from './lib/machine.mjs';
 import { kvrouteServeAvailable, rssBytes, startKvroute, startStub } from './lib/proxy-procs.js';
 
@@ -34,7 +35,6 @@ const IDLE_MS = 2_000;
 const SETTLE_MS = quick ? 3_000 : 10_000;
 /** Bounds on the probe: it stops at the first of these. */
 const PROBE_MAX = 2_000_000;
-const LINE = 'def handler(request):\n    return compute(request.body)  # agentic context line\n';
 
 export interface BodiesResult {
   workload: 'proxy-bodies';
@@ -53,20 +53,6 @@ export interface BodiesResult {
   rss_peak_mb: number;
   rss_after_mb: number;
   date?: string;
-}
-
-function bigBody(mb: number): Buffer {
-  const text = LINE.repeat(Math.ceil((mb * 1e6) / LINE.length));
-  return Buffer.from(
-    JSON.stringify({
-      model: 'stub',
-      messages: [
-        { role: 'system', content: 'You are a coding agent.' },
-        { role: 'user', content: text },
-      ],
-      max_tokens: 16,
-    }),
-  );
 }
 
 const quantile = (sorted: Float64Array, q: number) =>
@@ -102,7 +88,7 @@ async function main(): Promise<BodiesResult> {
   console.log(
     `  ${BURSTS} bursts of ${BODIES} concurrent ${BODY_MB} MB chat bodies (no hash_ids) through kvroute serve; /health probed back to back`,
   );
-  const body = bigBody(BODY_MB);
+  const body = agenticChatBody(BODY_MB * 1e6, { model: 'stub', max_tokens: 16 });
   const stub = await startStub({ ports: 1, chunks: 4, chunkDelayMs: 0 });
   const proxy = await startKvroute(stub.ports, {});
   const pool = new Pool(`http://127.0.0.1:${proxy.port}`, { connections: BODIES, pipelining: 1 });

@@ -32,6 +32,7 @@ import { parseRequest } from '../dist/proxy/request-inputs.js';
 import { scanRequest, scanRequestAsync, SYNC_SCAN_MAX_BYTES } from '../dist/proxy/request-scan.js';
 import { writeFileSync } from 'node:fs';
 
+import { agenticChatBody } from './lib/agentic-body.mjs';
 import { machineInfo, printMachine } from './lib/machine.mjs';
 
 const outArg = process.argv.indexOf('--out');
@@ -46,7 +47,6 @@ const SIZES_KB =
     : QUICK
       ? [2, 50, 200, 800, 8192]
       : [2, 50, 200, 800, 8192, 51200];
-const LINE = 'def handler(request):\n    return compute(request.body)  # agentic context line\n';
 const TARGET_KIB = 820;
 const TARGET_MS = 0.5;
 
@@ -54,19 +54,7 @@ const TARGET_MS = 0.5;
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1] ?? NaN;
 
 /** @param {number} kb */
-function body(kb) {
-  const text = LINE.repeat(Math.ceil((kb * 1024) / LINE.length));
-  return Buffer.from(
-    JSON.stringify({
-      model: 'm',
-      messages: [
-        { role: 'system', content: 'You are a coding agent.' },
-        { role: 'user', content: text },
-      ],
-      stream: true,
-    }),
-  );
-}
+const body = (kb) => agenticChatBody(kb * 1024, { stream: true });
 
 if (OUT === undefined) printMachine(machineInfo());
 console.log(

@@ -430,7 +430,7 @@ describe('the page', () => {
         })),
       );
       expect(rows.map((r) => r.id).sort()).toEqual([...fleet.urls].sort());
-      expect(rows.map((r) => r.models)).toEqual(fleet.urls.map(() => fleet.engines[0]!.model)); // discovered
+      expect(rows.map((r) => r.models)).toEqual(fleet!.urls.map(() => fleet!.engines[0]!.model)); // discovered
       expect(rows.reduce((n, r) => n + r.requests, 0)).toBe(6);
       for (const r of rows) expect(Number(r.kv)).toBeGreaterThanOrEqual(0);
       const decisions = await page.$$eval('#decisions tr[data-reason] .count', (tds) =>

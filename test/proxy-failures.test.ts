@@ -10,33 +10,14 @@ import { request } from 'node:http';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { startSimFleet } from '../src/sim/sim-fleet.js';
-import {
-  eventWithin,
-  MODEL,
-  post,
-  refusingUrl,
-  startProxy,
-  startStub,
-  type ProxyRig,
-  type StubUpstream,
-} from './helpers/proxy-harness.js';
+import { eventWithin, MODEL, post, refusingUrl, scopedRigs, startStub } from './helpers/proxy-harness.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 /** The upstream client the current suite runs with (every suite runs with both). */
 let upstream: 'h1' | 'undici' = 'h1';
-async function proxyFor(options: Parameters<typeof startProxy>[0]): Promise<ProxyRig> {
-  const rig = await startProxy({ upstream, ...options });
-  cleanups.push(rig.close);
-  return rig;
-}
-async function stub(...args: Parameters<typeof startStub>): Promise<StubUpstream> {
-  const s = await startStub(...args);
-  cleanups.push(s.close);
-  return s;
-}
+const rigs = scopedRigs(() => ({ upstream }));
+const { proxyFor, stub } = rigs;
+const cleanups = { push: rigs.add };
+afterEach(() => rigs.closeAll());
 
 type ErrorReply = { error: { code: string; type: string; message: string } };
 

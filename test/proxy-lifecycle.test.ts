@@ -11,23 +11,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
 import { startSimFleet } from '../src/sim/sim-fleet.js';
-import { MODEL, post, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
+import { MODEL, post, scopedRigs, startProxy } from './helpers/proxy-harness.js';
 import { startSimServe } from './helpers/sim-serve-child.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-async function proxyFor(options: Parameters<typeof startProxy>[0]): Promise<ProxyRig> {
-  const rig = await startProxy(options);
-  cleanups.push(rig.close);
-  return rig;
-}
-async function stub(...args: Parameters<typeof startStub>): Promise<StubUpstream> {
-  const s = await startStub(...args);
-  cleanups.push(s.close);
-  return s;
-}
+const rigs = scopedRigs();
+const { proxyFor, stub } = rigs;
+const cleanups = { push: rigs.add };
+afterEach(() => rigs.closeAll());
 
 type ErrorReply = { error: { code: string; type: string; message: string } };
 const chat = (extra: object = {}) => ({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], ...extra });

@@ -204,6 +204,33 @@ export function post(
   });
 }
 
+/**
+ * Proxies and stubs that close after each test: call `closeAll()` in afterEach. `defaults` are
+ * merged under every proxy's options (a suite that runs once per upstream client sets it).
+ */
+export function scopedRigs(defaults: () => Partial<ProxyOptions> = () => ({})) {
+  const cleanups: Array<() => Promise<void>> = [];
+  return {
+    async proxyFor(options: Parameters<typeof startProxy>[0]): Promise<ProxyRig> {
+      const rig = await startProxy({ ...defaults(), ...options });
+      cleanups.push(rig.close);
+      return rig;
+    },
+    async stub(...args: Parameters<typeof startStub>): Promise<StubUpstream> {
+      const s = await startStub(...args);
+      cleanups.push(s.close);
+      return s;
+    },
+    /** Runs `close` with the rest, in reverse order of registration. */
+    add(close: () => Promise<void>): void {
+      cleanups.push(close);
+    },
+    async closeAll(): Promise<void> {
+      for (const c of cleanups.splice(0).reverse()) await c();
+    },
+  };
+}
+
 /** Resolves with `emitter`'s event, or rejects after `timeoutMs`. */
 export function eventWithin<T = unknown>(
   emitter: { once(event: string, fn: (...args: never[]) => void): unknown },
