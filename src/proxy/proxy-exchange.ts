@@ -31,7 +31,7 @@
  * terminal point of every path, which gives it back; a queued request whose client leaves is
  * cancelled from the queue and never held one.
  *
- * Bodies. The declared Content-Length is checked against --max-body and reserved in the body
+ * Bodies (request-body.ts). The declared Content-Length is checked against --max-body and reserved in the body
  * budget (--max-body-memory, body-budget.ts) before a byte is buffered; a chunked body reserves
  * as it arrives. The reservation is released in finished(). A compressed body (gzip, deflate,
  * br) is decoded off the loop before parsing (request-encoding.ts); other codings get 415.
@@ -64,16 +64,11 @@ import { noBackendError, sendClientError, sendJson } from './client-response.js'
 import { ClientError, statusLine } from './error-body.js';
 import { REQUEST_ID, readIncomingHead, relayedResponseHeaders } from './forward-headers.js';
 import { modelNotFound } from './models-route.js';
-import type { ObserverList, RequestOutcome, RequestRecord, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
+import type { ObserverList, RequestOutcome, RequestRecord, UsageCounts } from './proxy-observer.js';
 import type { ResolvedProxyOptions } from './proxy-options.js';
 import { shuttingDown, type ProxyState } from './proxy-state.js';
-import {
-  ACCEPT_ENCODING,
-  bodyEncoding,
-  decodeBody,
-  unsupportedEncoding,
-  type BodyEncoding,
-} from './request-encoding.js';
+import { RequestBodyReader, type BodySink } from './request-body.js';
+import { classifyUpstreamError } from './upstream-errors.js';
 import type { Endpoint, ParsedRequest } from './request-inputs.js';
 import { scanRequest, scanRequestAsync, SYNC_SCAN_MAX_BYTES } from './request-scan.js';
 import { SseUsageScanner, usageIn } from './usage-scan.js';
@@ -100,33 +95,7 @@ export interface ExchangeContext {
   options: ResolvedProxyOptions;
 }
 
-/** undici error codes and errnos → the observer's kind; `trips` = counts against the backend. */
-function classify(error: Error): { kind: UpstreamErrorKind; trips: boolean } {
-  const code = (error as { code?: string }).code;
-  switch (code) {
-    case 'ECONNREFUSED':
-    case 'EHOSTUNREACH':
-    case 'ENETUNREACH':
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return { kind: 'refused', trips: true };
-    case 'UND_ERR_CONNECT_TIMEOUT':
-      return { kind: 'connect_timeout', trips: true };
-    case 'UND_ERR_HEADERS_TIMEOUT':
-      return { kind: 'first_byte_timeout', trips: true };
-    case 'UND_ERR_BODY_TIMEOUT':
-      return { kind: 'idle_timeout', trips: true };
-    case 'UND_ERR_SOCKET':
-    case 'ECONNRESET':
-    case 'EPIPE':
-      return { kind: 'reset', trips: true };
-    default:
-      // UND_ERR_CLOSED / UND_ERR_DESTROYED (pool closing), invalid arguments: not the engine's fault.
-      return { kind: 'error', trips: false };
-  }
-}
-
-export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
+export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, BodySink {
   private readonly t0 = performance.now();
   /** Holds an admission slot (--max-in-flight): finished() gives it back, exactly once. */
   private holdsSlot = false;
@@ -143,19 +112,13 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
   private readonly session: string;
   /** The client's x-request-id, else one made here; sent upstream and back to the client. */
   private readonly requestId: string;
-  private readonly encoding: BodyEncoding;
-  /** Bytes reserved in the body budget; released in finished(). */
-  private reserved = 0;
-  /** The declared Content-Length was reserved whole (chunks then reserve nothing more). */
-  private reservedUpFront = false;
+  /** The request body on its way in (cap, budget, decoding); its reservation ends in finished(). */
+  private readonly reader: RequestBodyReader;
   private deadline: NodeJS.Timeout | undefined;
   /** The request deadline passed: the upstream abort that follows is the proxy's, not a failure. */
   private timedOut = false;
   /** finished() has run. */
   private done = false;
-  private body: Buffer | undefined;
-  private bodyChunks: Buffer[] | undefined;
-  private received = 0;
   private parsed: ParsedRequest | undefined;
 
   private attempts = 0;
@@ -184,7 +147,6 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     private readonly ctx: ExchangeContext,
   ) {
     res.onAborted(() => this.clientAborted());
-    ctx.state.exchangeStarted();
     const head = readIncomingHead(req, ctx.options.sessionHeader);
     const query = req.getQuery();
     this.path = query === undefined || query === '' ? req.getUrl() : `${req.getUrl()}?${query}`;
@@ -192,89 +154,36 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     this.session = head.session;
     this.requestId = head.requestId;
     if (this.requestId === '') this.headers.push(REQUEST_ID, (this.requestId = randomUUID()));
-    const encoding = bodyEncoding(head.contentEncoding);
-    this.encoding = encoding ?? 'identity';
+    // Counted from here to finished(), which every path below reaches exactly once.
+    ctx.state.exchangeStarted();
+    this.reader = new RequestBodyReader(ctx.options.maxBodyBytes, ctx.state.bodies, this);
     // Refusals before the body is read close the connection: its unread bytes must not be taken
     // for the next request.
     if (ctx.state.closed) {
       this.refuse(shuttingDown(), true);
       return;
     }
-    if (head.contentLength > ctx.options.maxBodyBytes) {
-      this.refuse(this.tooLarge(), true);
-      return;
-    }
-    if (encoding === undefined) {
-      this.refuse(unsupportedEncoding(head.contentEncoding), true, ACCEPT_ENCODING);
-      return;
-    }
-    if (head.contentLength >= 0) {
-      if (!ctx.state.bodies.reserve(head.contentLength)) {
-        this.refuse(ctx.state.bodies.refusal(), true);
-        return;
-      }
-      this.reserved = head.contentLength;
-      this.reservedUpFront = true;
-    }
+    if (!this.reader.open(head.contentLength, head.contentEncoding)) return;
     if (ctx.options.requestTimeoutMs > 0)
       this.deadline = setTimeout(() => this.deadlinePassed(), ctx.options.requestTimeoutMs);
-    // One copy into a buffer of the declared size (reserved in the budget above, so declared
-    // sizes cannot allocate past it); a body without a length lists its chunks.
-    if (head.contentLength >= 0) this.body = Buffer.allocUnsafe(head.contentLength);
-    else this.bodyChunks = [];
-    res.onData((chunk, isLast) => this.bodyData(chunk, isLast));
+    res.onData((chunk, isLast) => this.reader.data(chunk, isLast));
   }
 
-  // ---- client request body -------------------------------------------------------------------
+  // ---- client request body (RequestBodyReader's sink) -------------------------------------------
 
-  private bodyData(chunk: ArrayBuffer, isLast: boolean): void {
-    if (this.aborted || this.ended) return;
-    const size = chunk.byteLength;
-    if (this.received + size > this.ctx.options.maxBodyBytes) {
-      this.refuse(this.tooLarge(), true);
-      return;
-    }
-    if (!this.reservedUpFront && size > 0) {
-      if (!this.ctx.state.bodies.reserve(size)) {
-        this.refuse(this.ctx.state.bodies.refusal(), true);
-        return;
-      }
-      this.reserved += size;
-    }
-    // Copy now: uWS neuters the chunk when this callback returns.
-    if (this.body !== undefined && this.received + size <= this.body.length) {
-      this.body.set(new Uint8Array(chunk), this.received);
-    } else {
-      if (this.bodyChunks === undefined) this.bodyChunks = [this.body!.subarray(0, this.received)];
-      this.body = undefined;
-      this.bodyChunks.push(Buffer.from(new Uint8Array(chunk)));
-    }
-    this.received += size;
-    if (!isLast) return;
-    const bytes =
-      this.bodyChunks !== undefined ? Buffer.concat(this.bodyChunks) : this.body!.subarray(0, this.received);
-    this.bodyChunks = undefined;
-    this.body = undefined;
-    if (this.encoding === 'identity') this.bodyRead(bytes);
-    else
-      decodeBody(bytes, this.encoding, this.ctx.options.maxBodyBytes).then(
-        (decoded) => this.decoded(decoded, bytes.length),
-        (error: unknown) => this.refuseOrFail(error),
-      );
+  /** BodySink: the request is still waiting for its body. */
+  live(): boolean {
+    return !this.aborted && !this.ended;
   }
 
-  /** A compressed body came back decoded: its extra bytes join the reservation. */
-  private decoded(bytes: Buffer, encodedBytes: number): void {
-    if (this.aborted || this.ended) return;
-    const extra = bytes.length - encodedBytes;
-    if (extra > 0) {
-      if (!this.ctx.state.bodies.reserve(extra)) {
-        this.refuse(this.ctx.state.bodies.refusal());
-        return;
-      }
-      this.reserved += extra;
-    }
+  /** BodySink: the whole (decoded) body arrived. */
+  whole(bytes: Buffer): void {
     this.bodyRead(bytes);
+  }
+
+  /** BodySink: the body was refused (too large, over the budget, a bad coding). */
+  bodyFailed(error: unknown, closeConnection: boolean, headers: readonly string[] = []): void {
+    this.refuseOrFail(error, closeConnection, headers);
   }
 
   /**
@@ -319,8 +228,9 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     this.enterAdmission();
   }
 
-  private refuseOrFail(error: unknown): void {
-    if (error instanceof ClientError) this.refuse(error);
+  /** A ClientError is the client's mistake (refused); anything else is a bug (500). */
+  private refuseOrFail(error: unknown, closeConnection = false, headers: readonly string[] = []): void {
+    if (error instanceof ClientError) this.refuse(error, closeConnection, headers);
     else this.internalError(error);
   }
 
@@ -347,11 +257,6 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
   expire(error: ClientError): void {
     this.queued = false;
     this.refuse(error);
-  }
-
-  private tooLarge(): ClientError {
-    const max = this.ctx.options.maxBodyBytes;
-    return new ClientError(413, `the request body exceeds --max-body (${max} bytes)`, 'body_too_large');
   }
 
   // ---- routing and upstream ------------------------------------------------------------------
@@ -434,10 +339,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
       this.holdsSlot = false;
       state.admission.leave();
     }
-    if (this.reserved > 0) {
-      state.bodies.release(this.reserved);
-      this.reserved = 0;
-    }
+    this.reader.release();
     if (this.deadline !== undefined) clearTimeout(this.deadline);
     state.exchangeEnded();
     const observers = this.ctx.observers;
@@ -572,7 +474,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable {
     }
     if (this.ended) return;
     const backend = this.backend!;
-    const { kind, trips } = classify(error);
+    const { kind, trips } = classifyUpstreamError(error);
     const afterFirstByte = this.gotBody || this.committed;
     if (this.ctx.observers.any) this.ctx.observers.onUpstreamError(backend.id, kind, afterFirstByte);
     this.settle(false);

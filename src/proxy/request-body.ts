@@ -1,0 +1,121 @@
+/**
+ * A completion request's body on its way in: capped (--max-body), paid for in the body budget
+ * (--max-body-memory, body-budget.ts), decoded if compressed (request-encoding.ts), and handed
+ * over whole.
+ *
+ * - open() checks the head: a declared Content-Length over the cap, an unsupported coding, or a
+ *   declared length the budget cannot take is refused before a byte is buffered (the caller
+ *   closes the connection: the unread body must not be taken for the next request). A declared
+ *   length is reserved whole and read into one buffer of that size (the reservation bounds what
+ *   declared lengths can allocate); a body without one (chunked) reserves chunk by chunk.
+ * - data() copies each chunk (uWS neuters it when its callback returns) and, at the last one,
+ *   hands the bytes to `whole`, after decoding them off the event loop when compressed (the
+ *   decoded size capped at --max-body, the extra bytes reserved).
+ * - release() gives the reservation back, once, when the request ends, however it ends.
+ *
+ * Failures go to the sink's `bodyFailed(error, closeConnection)`; after one, the reader does nothing more.
+ */
+import type { BodyBudget } from './body-budget.js';
+import { ClientError } from './error-body.js';
+import {
+  ACCEPT_ENCODING,
+  bodyEncoding,
+  decodeBody,
+  unsupportedEncoding,
+  type BodyEncoding,
+} from './request-encoding.js';
+
+export interface BodySink {
+  /** The whole (decoded) body. */
+  whole(bytes: Buffer): void;
+  bodyFailed(error: unknown, closeConnection: boolean, headers?: readonly string[]): void;
+  /** False once the request is over (client gone, answered): late results are dropped. */
+  live(): boolean;
+}
+
+export class RequestBodyReader {
+  /** Bytes reserved in the budget. */
+  private reserved = 0;
+  private reservedUpFront = false;
+  private encoding: BodyEncoding = 'identity';
+  private body: Buffer | undefined;
+  private chunks: Buffer[] | undefined;
+  private received = 0;
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly budget: BodyBudget,
+    private readonly sink: BodySink,
+  ) {}
+
+  /** Checks the head; false when the request was refused (and the body must not be read). */
+  open(contentLength: number, contentEncoding: string): boolean {
+    if (contentLength > this.maxBytes) return this.fail(this.tooLarge(), true);
+    const encoding = bodyEncoding(contentEncoding);
+    if (encoding === undefined) return this.fail(unsupportedEncoding(contentEncoding), true, ACCEPT_ENCODING);
+    this.encoding = encoding;
+    if (contentLength >= 0) {
+      if (!this.budget.reserve(contentLength)) return this.fail(this.budget.refusal(), true);
+      this.reserved = contentLength;
+      this.reservedUpFront = true;
+      this.body = Buffer.allocUnsafe(contentLength);
+    } else this.chunks = [];
+    return true;
+  }
+
+  data(chunk: ArrayBuffer, isLast: boolean): void {
+    if (!this.sink.live()) return;
+    const size = chunk.byteLength;
+    if (this.received + size > this.maxBytes) return void this.fail(this.tooLarge(), true);
+    if (!this.reservedUpFront && size > 0) {
+      if (!this.budget.reserve(size)) return void this.fail(this.budget.refusal(), true);
+      this.reserved += size;
+    }
+    if (this.body !== undefined && this.received + size <= this.body.length) {
+      this.body.set(new Uint8Array(chunk), this.received);
+    } else {
+      this.chunks ??= [this.body!.subarray(0, this.received)];
+      this.body = undefined;
+      this.chunks.push(Buffer.from(new Uint8Array(chunk)));
+    }
+    this.received += size;
+    if (!isLast) return;
+    const bytes = this.chunks !== undefined ? Buffer.concat(this.chunks) : this.body!.subarray(0, this.received);
+    this.chunks = undefined;
+    this.body = undefined;
+    if (this.encoding === 'identity') return this.sink.whole(bytes);
+    decodeBody(bytes, this.encoding, this.maxBytes).then(
+      (decoded) => this.decoded(decoded, bytes.length),
+      (error: unknown) => {
+        if (this.sink.live()) this.sink.bodyFailed(error, false);
+      },
+    );
+  }
+
+  /** Gives the reservation back (idempotent). */
+  release(): void {
+    if (this.reserved === 0) return;
+    this.budget.release(this.reserved);
+    this.reserved = 0;
+  }
+
+  /** A compressed body came back decoded: its extra bytes join the reservation. */
+  private decoded(bytes: Buffer, encodedBytes: number): void {
+    if (!this.sink.live()) return;
+    const extra = bytes.length - encodedBytes;
+    if (extra > 0) {
+      if (!this.budget.reserve(extra)) return void this.fail(this.budget.refusal(), false);
+      this.reserved += extra;
+    }
+    this.sink.whole(bytes);
+  }
+
+  private fail(error: ClientError, closeConnection: boolean, headers?: readonly string[]): false {
+    this.sink.bodyFailed(error, closeConnection, headers);
+    return false;
+  }
+
+  private tooLarge(): ClientError {
+    return new ClientError(413, `the request body exceeds --max-body (${this.maxBytes} bytes)`, 'body_too_large');
+  }
+}
