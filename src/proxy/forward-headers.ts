@@ -83,12 +83,18 @@ export function readIncomingHead(req: ClientRequestHead, sessionHeader: string):
   return { headers, session, contentLength, requestId, contentEncoding };
 }
 
-/** The upstream response's headers worth relaying, as [name, value, …] (lowercase names). */
-export function relayedResponseHeaders(raw: Buffer[]): string[] {
+/**
+ * The upstream response's headers worth relaying, as [name, value, …] (lowercase names), from
+ * undici's raw Buffers or the h1 client's latin1 strings.
+ */
+export function relayedResponseHeaders(raw: readonly (Buffer | string)[]): string[] {
   const out: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i]!.toString('latin1').toLowerCase();
-    if (!isDropped(name, DROPPED_RESPONSE)) out.push(name, raw[i + 1]!.toString('latin1'));
+    const rawName = raw[i]!;
+    const name = (typeof rawName === 'string' ? rawName : rawName.toString('latin1')).toLowerCase();
+    if (isDropped(name, DROPPED_RESPONSE)) continue;
+    const value = raw[i + 1]!;
+    out.push(name, typeof value === 'string' ? value : value.toString('latin1'));
   }
   return out;
 }

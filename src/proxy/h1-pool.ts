@@ -4,7 +4,8 @@
  * Why: undici's general machinery (its Request objects, kQueue bookkeeping, llhttp through wasm,
  * per-request timers) is a large share of the proxy's CPU per request. This pool does only what
  * the hot path needs and keeps undici's handler contract (Dispatcher.DispatchHandlers: onConnect,
- * onHeaders, onData, onComplete, onError) and its error codes, so ProxyExchange is unchanged.
+ * onHeaders, onData, onComplete, onError; head fields as latin1 strings instead of Buffers) and
+ * its error codes, so ProxyExchange serves both clients.
  * Health probes and /v1/models keep using undici.
  *
  * Pool: idle sockets on a LIFO stack (the warmest first), at most `connections` sockets
@@ -57,7 +58,15 @@ export interface H1DispatchOptions {
   body: Buffer;
 }
 
-type Handler = Pick<Dispatcher.DispatchHandlers, 'onConnect' | 'onHeaders' | 'onData' | 'onComplete' | 'onError'>;
+/**
+ * undici's handler contract, but for the response head: its fields arrive as latin1 strings
+ * (name, value, …), which the proxy relays as they are; undici gives the same bytes as Buffers.
+ * ProxyExchange takes either.
+ */
+type Handler = Pick<Dispatcher.DispatchHandlers, 'onConnect' | 'onData' | 'onError'> & {
+  onHeaders(statusCode: number, headers: string[], resume: () => void, statusText: string): boolean;
+  onComplete(trailers: string[]): void;
+};
 
 /** An error with undici's code (classify() in proxy-exchange keys on it). */
 export class H1Error extends Error {
@@ -252,11 +261,11 @@ class Conn implements ResponseSink {
 
   // ---- ResponseSink --------------------------------------------------------------------------
 
-  onHead(status: number, statusText: string, rawHeaders: Buffer[], keepAliveHintMs: number): boolean {
+  onHead(status: number, statusText: string, rawHeaders: string[], keepAliveHintMs: number): boolean {
     const job = this.job!;
     this.phase = Phase.Body;
     this.keepAliveMs = keepAliveHintMs > 0 ? Math.min(keepAliveHintMs - HINT_MARGIN_MS, MAX_IDLE_MS) : IDLE_DEFAULT_MS;
-    if (job.handler.onHeaders!(status, rawHeaders, this.resume, statusText) === false) this.pause();
+    if (job.handler.onHeaders(status, rawHeaders, this.resume, statusText) === false) this.pause();
     return !this.paused && !job.done;
   }
 
@@ -271,7 +280,7 @@ class Conn implements ResponseSink {
     return !this.paused;
   }
 
-  onEnd(trailers: Buffer[]): void {
+  onEnd(trailers: string[]): void {
     const job = this.job!;
     this.job = undefined;
     job.conn = undefined;
@@ -290,8 +299,7 @@ class Conn implements ResponseSink {
       this.socket.destroy();
       this.pool.removed(this);
     }
-    // undici's types say string[]; at run time it passes the raw Buffers, as here.
-    job.handler.onComplete!(trailers as unknown as string[]);
+    job.handler.onComplete(trailers);
   }
 
   private pause(): void {

@@ -3,7 +3,8 @@
  *
  * Why: undici's llhttp binding and its request machinery cost the hot path more CPU than the
  * few framings an engine actually sends need. This parser handles exactly those: a status line
- * and headers (kept as raw Buffers, name and value alternating, as undici reports them), then a
+ * and headers (latin1 strings, name and value alternating: undici reports the same bytes as
+ * Buffers, and the proxy wants strings), then a
  * body framed by Content-Length, by chunked transfer coding (sizes, extensions and trailers may
  * be split across reads anywhere), or by the end of the connection. Informational (1xx) heads
  * are skipped. Chunked framing is removed: the sink sees decoded body bytes.
@@ -29,12 +30,15 @@ export class ParseError extends Error {
 }
 
 export interface ResponseSink {
-  /** A final (≥ 200) head (keepAliveHintMs: the Keep-Alive timeout hint, 0 if none); false pauses. */
-  onHead(status: number, statusText: string, rawHeaders: Buffer[], keepAliveHintMs: number): boolean;
+  /**
+   * A final (≥ 200) head: its fields as name, value, … strings (latin1, names as received), and
+   * keepAliveHintMs, the Keep-Alive timeout hint (0 if none). False pauses.
+   */
+  onHead(status: number, statusText: string, rawHeaders: string[], keepAliveHintMs: number): boolean;
   /** Decoded body bytes; false pauses the parser after this piece. */
   onBody(chunk: Buffer): boolean;
-  /** The message ended (trailers: raw name,value Buffers of a chunked body's trailer section). */
-  onEnd(trailers: Buffer[]): void;
+  /** The message ended (trailers: name, value strings of a chunked body's trailer section). */
+  onEnd(trailers: string[]): void;
 }
 
 const enum State {
@@ -48,37 +52,62 @@ const enum State {
   Done,
 }
 
-const CRLF = Buffer.from('\r\n');
 const CRLFCRLF = Buffer.from('\r\n\r\n');
-const EMPTY: Buffer[] = [];
+const EMPTY: string[] = [];
 
-function lowerEquals(buf: Buffer, lower: string): boolean {
-  if (buf.length !== lower.length) return false;
-  for (let i = 0; i < buf.length; i++) if ((buf[i]! | 0x20) !== lower.charCodeAt(i)) return false;
+/** Whether a field name equals `lower`, ignoring ASCII case. */
+function lowerEquals(name: string, lower: string): boolean {
+  if (name.length !== lower.length) return false;
+  for (let i = 0; i < name.length; i++) if ((name.charCodeAt(i) | 0x20) !== lower.charCodeAt(i)) return false;
   return true;
 }
 
-/** Skips leading spaces and tabs (trailing ones are kept: llhttp, hence undici, keeps them). */
-function trimOws(buf: Buffer, start: number, end: number): Buffer {
-  while (start < end && (buf[start] === 0x20 || buf[start] === 0x09)) start++;
-  return buf.subarray(start, end);
-}
-
-/** Splits a header block (lines separated by CRLF, no final empty line) into raw name,value Buffers. */
-function parseFields(block: Buffer, out: Buffer[]): void {
-  let pos = 0;
-  while (pos < block.length) {
-    let eol = block.indexOf(CRLF, pos);
-    if (eol < 0) eol = block.length;
-    if (block[pos] === 0x20 || block[pos] === 0x09) throw new ParseError('obsolete header line folding');
-    const colon = block.indexOf(0x3a, pos);
+/**
+ * Splits a header block (latin1 text, lines separated by CRLF, no final empty line) into name,
+ * value strings: leading spaces and tabs of a value dropped, trailing ones kept (llhttp, hence
+ * undici, keeps them). The head is parsed as one string: V8's string scans are cheaper than
+ * Buffer#indexOf calls and subarrays for a few hundred bytes.
+ */
+function parseFields(text: string, start: number, out: string[]): void {
+  const end = text.length;
+  let pos = start;
+  while (pos < end) {
+    const first = text.charCodeAt(pos);
+    if (first === 0x20 || first === 0x09) throw new ParseError('obsolete header line folding');
+    let eol = text.indexOf('\r\n', pos);
+    if (eol < 0) eol = end;
+    const colon = text.indexOf(':', pos);
     if (colon < 0 || colon >= eol || colon === pos) throw new ParseError('malformed header line');
-    for (let i = pos; i < colon; i++)
-      if (block[i]! <= 0x20 || block[i]! >= 0x7f) throw new ParseError('invalid header name');
-    const name = block.subarray(pos, colon);
-    out.push(name, trimOws(block, colon + 1, eol));
+    for (let i = pos; i < colon; i++) {
+      const c = text.charCodeAt(i);
+      if (c <= 0x20 || c >= 0x7f) throw new ParseError('invalid header name');
+    }
+    let value = colon + 1;
+    while (value < eol && (text.charCodeAt(value) === 0x20 || text.charCodeAt(value) === 0x09)) value++;
+    out.push(text.slice(pos, colon), text.slice(value, eol));
     pos = eol + 2;
   }
+}
+
+/** The non-negative decimal a Content-Length value holds (1 to 15 digits, trailing OWS allowed), or -1. */
+function decimalValue(value: string): number {
+  let end = value.length;
+  while (end > 0 && (value.charCodeAt(end - 1) === 0x20 || value.charCodeAt(end - 1) === 0x09)) end--;
+  if (end === 0 || end > 15) return -1;
+  let n = 0;
+  for (let i = 0; i < end; i++) {
+    const d = value.charCodeAt(i) - 0x30;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
+}
+
+/** The offset of the first CRLF in buf[from, to), or -1. A byte loop: lines here are short. */
+function lineEnd(buf: Buffer, from: number, to = buf.length): number {
+  const last = Math.min(to, buf.length) - 1;
+  for (let i = from; i < last; i++) if (buf[i] === 0x0d && buf[i + 1] === 0x0a) return i;
+  return -1;
 }
 
 export class ResponseParser {
@@ -86,7 +115,7 @@ export class ResponseParser {
   /** Bytes of an incomplete head, chunk-size line or trailer section. */
   private pending: Buffer | undefined;
   private remaining = 0;
-  private trailers: Buffer[] = EMPTY;
+  private trailers: string[] = EMPTY;
   /** The sink paused on the head: stop before the body. */
   private holdAfterHead = false;
   /** The connection may carry another request after this response. */
@@ -154,7 +183,13 @@ export class ResponseParser {
           break;
         }
         case State.ChunkDataEnd: {
-          // Two bytes, CRLF, possibly split.
+          // Two bytes, CRLF, possibly split. Whole in this read (the usual case): no copy.
+          if (this.pending === undefined && pos + 2 <= data.length) {
+            if (data[pos] !== 0x0d || data[pos + 1] !== 0x0a) throw new ParseError('missing CRLF after chunk data');
+            pos += 2;
+            this.state = State.ChunkSize;
+            break;
+          }
           const have = this.pending === undefined ? 0 : this.pending.length;
           const need = 2 - have;
           const take = Math.min(need, data.length - pos);
@@ -225,31 +260,33 @@ export class ResponseParser {
     const consumedInBuf = at + 4;
     const afterInData = this.pending === undefined ? consumedInBuf : pos + (consumedInBuf - this.pending.length);
     this.pending = undefined;
-    this.parseHead(buf.subarray(base, at));
+    this.parseHead(buf.toString('latin1', base, at));
     return afterInData;
   }
 
-  private parseHead(head: Buffer): void {
-    let eol = head.indexOf(CRLF);
+  /** The head as latin1 text: the status line, then the fields. */
+  private parseHead(head: string): void {
+    let eol = head.indexOf('\r\n');
     if (eol < 0) eol = head.length;
     // "HTTP/1.x SSS[ reason]"
+    const minor = head.charCodeAt(7);
     if (
       eol < 12 ||
-      head.toString('latin1', 0, 7) !== 'HTTP/1.' ||
-      (head[7] !== 0x31 && head[7] !== 0x30) ||
-      head[8] !== 0x20 ||
-      (eol > 12 && head[12] !== 0x20)
+      !head.startsWith('HTTP/1.') ||
+      (minor !== 0x31 && minor !== 0x30) ||
+      head.charCodeAt(8) !== 0x20 ||
+      (eol > 12 && head.charCodeAt(12) !== 0x20)
     )
       throw new ParseError('malformed status line');
-    const d0 = head[9]! - 0x30;
-    const d1 = head[10]! - 0x30;
-    const d2 = head[11]! - 0x30;
+    const d0 = head.charCodeAt(9) - 0x30;
+    const d1 = head.charCodeAt(10) - 0x30;
+    const d2 = head.charCodeAt(11) - 0x30;
     if (d0 < 1 || d0 > 5 || d1 < 0 || d1 > 9 || d2 < 0 || d2 > 9) throw new ParseError('malformed status code');
     const status = d0 * 100 + d1 * 10 + d2;
-    const http10 = head[7] === 0x30;
-    const statusText = eol > 13 ? head.toString('latin1', 13, eol) : '';
-    const raw: Buffer[] = [];
-    if (eol + 2 < head.length) parseFields(head.subarray(eol + 2), raw);
+    const http10 = minor === 0x30;
+    const statusText = eol > 13 ? head.slice(13, eol) : '';
+    const raw: string[] = [];
+    if (eol + 2 < head.length) parseFields(head, eol + 2, raw);
     if (status < 200) return; // informational: the final head follows
 
     let contentLength = -1;
@@ -262,16 +299,15 @@ export class ResponseParser {
       switch (name.length) {
         case 14:
           if (lowerEquals(name, 'content-length')) {
-            const text = value.toString('latin1').trimEnd();
-            if (!/^\d{1,15}$/.test(text)) throw new ParseError('invalid content-length');
-            const n = Number(text);
+            const n = decimalValue(value);
+            if (n < 0) throw new ParseError('invalid content-length');
             if (contentLength >= 0 && contentLength !== n) throw new ParseError('conflicting content-length');
             contentLength = n;
           }
           break;
         case 17:
           if (lowerEquals(name, 'transfer-encoding')) {
-            const codings = value.toString('latin1').toLowerCase().split(',');
+            const codings = value.toLowerCase().split(',');
             if (codings[codings.length - 1]!.trim() !== 'chunked')
               throw new ParseError('unsupported transfer-encoding');
             chunked = true;
@@ -279,11 +315,11 @@ export class ResponseParser {
           break;
         case 10:
           if (lowerEquals(name, 'connection')) {
-            const tokens = value.toString('latin1').toLowerCase();
+            const tokens = value.toLowerCase();
             if (/(^|,)\s*close\s*(,|$)/.test(tokens)) close = true;
             else if (http10 && /(^|,)\s*keep-alive\s*(,|$)/.test(tokens)) close = false;
           } else if (lowerEquals(name, 'keep-alive')) {
-            const m = /timeout\s*=\s*(\d+)/i.exec(value.toString('latin1'));
+            const m = /timeout\s*=\s*(\d+)/i.exec(value);
             if (m !== null) keepAliveHintMs = Number(m[1]) * 1000;
           }
           break;
@@ -313,14 +349,15 @@ export class ResponseParser {
 
   /** Returns the offset after the chunk-size line, or -1 when it is incomplete (bytes kept). */
   private chunkSize(data: Buffer, pos: number): number {
-    const eol = data.indexOf(CRLF, pos);
+    // A line longer than the limit is refused below whether or not its CRLF is found.
+    const eol = lineEnd(data, pos, pos + MAX_LINE_BYTES + 2);
     let line: Buffer;
     let after: number;
     if (eol < 0 || this.pending !== undefined) {
       // Split line (or a CR at the end of the pending part): join and rescan.
       const joined =
         this.pending === undefined ? data.subarray(pos) : Buffer.concat([this.pending, data.subarray(pos)]);
-      const at = joined.indexOf(CRLF);
+      const at = lineEnd(joined, 0, MAX_LINE_BYTES + 2);
       if (at < 0) {
         if (joined.length > MAX_LINE_BYTES) throw new ParseError('chunk-size line too long');
         this.pending = Buffer.from(joined);
@@ -376,8 +413,8 @@ export class ResponseParser {
       return -1;
     }
     this.pending = undefined;
-    const trailers: Buffer[] = [];
-    parseFields(Buffer.from(joined.subarray(0, at)), trailers);
+    const trailers: string[] = [];
+    parseFields(joined.toString('latin1', 0, at), 0, trailers);
     this.trailers = trailers;
     this.end();
     return pos + at + 4 - pendingLength;

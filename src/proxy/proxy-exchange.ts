@@ -396,7 +396,13 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     if (this.aborted || this.timedOut) abort();
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean {
+  /** The response head: its fields as Buffers (undici) or latin1 strings (the h1 client). */
+  onHeaders(
+    statusCode: number,
+    rawHeaders: readonly (Buffer | string)[],
+    resume: () => void,
+    statusText: string,
+  ): boolean {
     if (statusCode < 200) return true; // 1xx: informational, the real head follows
     this.status = statusCode;
     this.statusText = statusText;
