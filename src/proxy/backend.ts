@@ -104,11 +104,6 @@ export class Backend {
     return this.models?.map((m) => m.id);
   }
 
-  /** Whether it takes requests for `model` (it lists it, or its models are unknown). */
-  serves(model: string): boolean {
-    return this.models === undefined || this.models.some((m) => m.id === model);
-  }
-
   /** Opens the breaker (if closed). Returns true when it was closed. */
   trip(why: string): boolean {
     this.failures++;

@@ -28,7 +28,6 @@ import uWS from 'uWebSockets.js';
 
 import type { Router } from '../core/router.js';
 import { RETRY_AFTER, sendClientError, sendJson } from './client-response.js';
-import type { ClientResponse } from './client-io.js';
 import { ClientError } from './error-body.js';
 import { handleModel, handleModels } from './models-route.js';
 import { createNodeServer, dispatchNode, type NodeServerHooks } from './node-server.js';
@@ -185,10 +184,7 @@ export function createProxy(options: ProxyOptions): Proxy {
   };
 
   const app = resolved.http === 'uws' ? uWS.App() : undefined;
-  if (app !== undefined)
-    table.applyTo(app, hooks.wrongMethod, hooks.fallback, (res: ClientResponse) =>
-      (res as unknown as uWS.HttpResponse).endWithoutBody(),
-    );
+  if (app !== undefined) table.applyTo(app, hooks.wrongMethod, hooks.fallback);
   const handleNode: NodeHandler = (req, res, next) => dispatchNode(table, hooks, req, res, next);
 
   let listenSocket: uWS.us_listen_socket | undefined;

@@ -34,9 +34,9 @@ interface PathRoutes {
   methods: Map<RouteMethod, RouteHandler>;
 }
 
-/** A handler for the HEAD of a GET route: the body is never written (see HeadResponse). */
-function headOf(handler: RouteHandler, endHead: (res: ClientResponse) => void): RouteHandler {
-  return (res, req) => handler(new HeadResponse(res, endHead), req);
+/** A uWS handler for the HEAD of a GET route: the body is never written (see HeadResponse). */
+function headOf(handler: RouteHandler): (res: uWS.HttpResponse, req: uWS.HttpRequest) => void {
+  return (res, req) => handler(new HeadResponse(res), req);
 }
 
 export class RouteTable implements MountApp {
@@ -69,21 +69,13 @@ export class RouteTable implements MountApp {
     return { allow: allowHeader(routes) };
   }
 
-  /**
-   * Registers every route into a uWS app, each known path's other methods as 405, and
-   * `fallback` for everything else. `endHead` ends a HEAD response without a body.
-   */
-  applyTo(
-    app: uWS.TemplatedApp,
-    wrongMethod: (allow: string) => RouteHandler,
-    fallback: RouteHandler,
-    endHead: (res: ClientResponse) => void,
-  ): void {
+  /** Registers every route into a uWS app, each known path's other methods as 405, and `fallback` for everything else. */
+  applyTo(app: uWS.TemplatedApp, wrongMethod: (allow: string) => RouteHandler, fallback: RouteHandler): void {
     for (const routes of this.byPath.values()) {
       for (const [method, handler] of routes.methods) {
         if (method === 'GET') app.get(routes.path, handler);
         else if (method === 'POST') app.post(routes.path, handler);
-        else app.head(routes.path, headOf(handler, endHead));
+        else app.head(routes.path, headOf(handler));
       }
       app.any(routes.path, wrongMethod(allowHeader(routes)));
     }
@@ -128,10 +120,7 @@ function allowHeader(routes: PathRoutes): string {
 class HeadResponse implements ClientResponse {
   private ended = false;
 
-  constructor(
-    private readonly res: ClientResponse,
-    private readonly endHead: (res: ClientResponse) => void,
-  ) {}
+  constructor(private readonly res: uWS.HttpResponse) {}
 
   onAborted(handler: () => void): this {
     this.res.onAborted(handler);
@@ -164,7 +153,8 @@ class HeadResponse implements ClientResponse {
   end(): this {
     if (this.ended) return this;
     this.ended = true;
-    this.endHead(this.res);
+    // No reported length: endWithoutBody(n) aborts the process in this uWS build (20.30).
+    this.res.endWithoutBody();
     return this;
   }
   close(): this {
