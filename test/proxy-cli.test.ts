@@ -3,6 +3,7 @@
  * name the flag, variable or key, and the command itself end to end: the embedded default (4
  * simulated engines) answers a request and SIGTERM exits 0; real --backends are proxied.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { ConfigError, resolveServeConfig } from '../src/proxy/serve-config.js';
 import { MODEL, post, startStub } from './helpers/proxy-harness.js';
-import { serveFailure, startServe } from './helpers/proxy-serve-child.js';
+import { CLI, serveFailure, startServe } from './helpers/proxy-serve-child.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-serve-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -137,6 +138,13 @@ describe('kvroute serve', () => {
       expect(await serve.stop()).toBe(0);
       await upstream.close();
     }
+  });
+
+  it('--help prints every flag and exits 0', () => {
+    const help = spawnSync(process.execPath, [CLI, 'serve', '--help'], { encoding: 'utf8' });
+    expect(help.status).toBe(0);
+    for (const flag of ['--backends', '--http', '--health-interval', '--max-body-memory', '--request-timeout'])
+      expect(help.stdout).toContain(flag);
   });
 
   it('a bad value is a usage error: exit 2, the flag named', async () => {

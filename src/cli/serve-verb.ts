@@ -106,6 +106,10 @@ The x-kvroute-instance and x-kvroute-reason response headers say where each requ
 }
 
 export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise<void> {
+  if (args.includes('--help') || args.includes('-h')) {
+    process.stdout.write(`usage: kvroute serve [flags]\n${SERVE_USAGE}\n`);
+    return;
+  }
   let config;
   try {
     config = resolveServeConfig(parseFlags(args), process.env);
