@@ -1,5 +1,5 @@
 /** The flags every verb that reads a trace shares, and how its warnings are reported. */
-import { WARNING_KINDS, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
+import { TIME_UNITS, WARNING_KINDS, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { TRACE_FORMATS } from '../trace/types.js';
 import { choiceFlag, integerFlag, type OptionValues } from './common.js';
 
@@ -8,6 +8,8 @@ export const TRACE_INPUT_OPTIONS = {
   'block-size': { type: 'string' },
   strict: { type: 'boolean' },
   'infer-sessions': { type: 'boolean' },
+  'time-unit': { type: 'string' },
+  'reorder-window': { type: 'string' },
 } as const;
 
 export const TRACE_INPUT_USAGE = `                    --format auto|mooncake|session   input format (default auto: session when
@@ -17,7 +19,10 @@ export const TRACE_INPUT_USAGE = `                    --format auto|mooncake|ses
                     --strict          treat length mismatches, backwards timestamps and
                                       unknown parent_chat_id as errors
                     --infer-sessions  Mooncake: a request extending an earlier request's
-                                      full hash_ids continues its session`;
+                                      full hash_ids continues its session
+                    --time-unit s|ms  the unit of timestamp (default ms mooncake, s session)
+                    --reorder-window N  lines held to sort the trace into arrival order
+                                      (default 65536)`;
 
 export function readerOptions(values: OptionValues): ReadTraceOptions {
   const options: ReadTraceOptions = {
@@ -27,11 +32,16 @@ export function readerOptions(values: OptionValues): ReadTraceOptions {
   };
   const blockSize = integerFlag(values, 'block-size', 1);
   if (blockSize !== undefined) options.blockSize = blockSize;
+  const timeUnit = choiceFlag(values, 'time-unit', TIME_UNITS);
+  if (timeUnit !== undefined) options.timeUnit = timeUnit;
+  const reorderWindow = integerFlag(values, 'reorder-window', 1);
+  if (reorderWindow !== undefined) options.reorderWindow = reorderWindow;
   return options;
 }
 
-/** One stderr line per kind of warning the reader counted. */
+/** One stderr line per note the reader made and per kind of warning it counted. */
 export function reportWarnings(verb: string, stats: TraceReadStats): void {
+  for (const note of stats.notes) process.stderr.write(`kvroute ${verb}: note: ${note}\n`);
   for (const kind of WARNING_KINDS) {
     const count = stats.warnings[kind];
     if (count === 0) continue;

@@ -26,7 +26,15 @@ export interface ReadTraceOptions {
   inferSessions?: boolean;
   /** Name used in error messages; defaults to the path. */
   sourceName?: string;
+  /** The unit of `timestamp`; defaults to the format's (Mooncake ms, session s). */
+  timeUnit?: TimeUnit;
+  /** Lines held to sort a trace into arrival order (default REORDER_WINDOW_DEFAULT). */
+  reorderWindow?: number;
 }
+
+export const TIME_UNITS = ['s', 'ms'] as const;
+export type TimeUnit = (typeof TIME_UNITS)[number];
+export const REORDER_WINDOW_DEFAULT = 65_536;
 
 export const WARNING_KINDS = ['hash_ids_length', 'arrival_order', 'orphan_parent'] as const;
 export type TraceWarningKind = (typeof WARNING_KINDS)[number];
@@ -40,6 +48,8 @@ export interface TraceReadStats {
   warnings: Record<TraceWarningKind, number>;
   /** The first occurrence of each warning, as a message with its line number. */
   firstWarning: Partial<Record<TraceWarningKind, string>>;
+  /** What the reader inferred and the user should know (a block size, a time unit), one line each. */
+  notes: string[];
 }
 
 interface SessionProgress {
@@ -56,6 +66,7 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
     sessions: 0,
     warnings: { hash_ids_length: 0, arrival_order: 0, orphan_parent: 0 },
     firstWarning: {},
+    notes: [],
   };
   private readonly progress = new Map<string, SessionProgress>();
   private readonly chatSessions = new Map<number, string>();
