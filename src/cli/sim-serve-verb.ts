@@ -2,7 +2,8 @@
 import { parseArgs } from 'node:util';
 
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
-import { SIM_FLEET_DEFAULTS, startSimFleet } from '../sim/sim-fleet.js';
+import { startSimFleet } from '../sim/sim-fleet.js';
+import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { choiceFlag, integerFlag, numberFlag, untilStopped, UsageError } from './common.js';
 import { publishFleetState } from './fleet-feed.js';
 

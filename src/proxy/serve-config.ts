@@ -14,6 +14,7 @@ import { parse as parseYaml } from 'yaml';
 
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import type { PolicyName } from '../core/types.js';
+import { SERVE_DEFAULTS, SETTINGS, envName, type Setting } from './serve-settings.js';
 import {
   PROXY_DEFAULTS,
   ProxyOptionError,
@@ -40,67 +41,6 @@ export interface ServeConfig {
   /** The request log's path, `-` for stdout; undefined: no request log. */
   accessLog: string | undefined;
 }
-
-type Kind =
-  | 'urls'
-  | 'policy'
-  | 'port'
-  | 'host'
-  | 'header'
-  | 'bool'
-  | 'count'
-  | 'size'
-  | 'engine-state'
-  | 'ms'
-  | 'token'
-  | 'upstream'
-  | 'http'
-  | 'path'
-  | 'secret';
-
-interface Setting {
-  flag: string;
-  kind: Kind;
-  /** Minimum for count and ms kinds. */
-  min?: number;
-}
-
-/** Every setting, by flag name. The YAML key is the flag name; the variable is KVROUTE_<FLAG>. */
-export const SETTINGS: readonly Setting[] = [
-  { flag: 'backends', kind: 'urls' },
-  { flag: 'policy', kind: 'policy' },
-  { flag: 'port', kind: 'port' },
-  { flag: 'host', kind: 'host' },
-  { flag: 'session-header', kind: 'header' },
-  { flag: 'strip-extensions', kind: 'bool' },
-  { flag: 'retries', kind: 'count', min: 0 },
-  { flag: 'max-body', kind: 'size' },
-  { flag: 'engine-state', kind: 'engine-state' },
-  { flag: 'block-size', kind: 'count', min: 1 },
-  { flag: 'connections', kind: 'count', min: 1 },
-  { flag: 'connect-timeout', kind: 'ms', min: 1 },
-  { flag: 'first-byte-timeout', kind: 'ms', min: 1 },
-  { flag: 'idle-timeout', kind: 'ms', min: 1 },
-  { flag: 'admin-token', kind: 'token' },
-  { flag: 'reconcile-interval', kind: 'ms', min: 0 },
-  { flag: 'upstream', kind: 'upstream' },
-  { flag: 'access-log', kind: 'path' },
-  { flag: 'max-in-flight', kind: 'count', min: 0 },
-  { flag: 'queue-size', kind: 'count', min: 0 },
-  { flag: 'queue-timeout', kind: 'ms', min: 1 },
-  { flag: 'http', kind: 'http' },
-  { flag: 'health-interval', kind: 'ms', min: 0 },
-  { flag: 'health-timeout', kind: 'ms', min: 1 },
-  { flag: 'health-failures', kind: 'count', min: 1 },
-  { flag: 'models-interval', kind: 'ms', min: 0 },
-  { flag: 'backend-api-key', kind: 'secret' },
-  { flag: 'request-timeout', kind: 'ms', min: 0 },
-  { flag: 'max-body-memory', kind: 'size' },
-];
-
-export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
-
-export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', reconcileMs: 30_000 };
 
 /** Admin tokens shorter than this are refused: a guessable token is no protection. */
 const MIN_TOKEN_LENGTH = 16;

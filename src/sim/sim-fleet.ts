@@ -3,8 +3,9 @@
  * the proxy's embedded demo. Engine i listens on `port + i`; with port 0 each engine gets its own
  * free port (tests). Either every engine starts or none stays up.
  */
-import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from './engine-preset.js';
+import { ENGINE_PRESETS } from './engine-preset.js';
 import { EngineServer } from './engine-server.js';
+import { SIM_FLEET_DEFAULTS } from './sim-fleet-defaults.js';
 
 export interface SimFleetOptions {
   /** Engines (default 8). */
@@ -32,15 +33,6 @@ export interface SimFleet {
   /** Stops every engine: running requests are aborted and their connections closed. */
   close(): Promise<void>;
 }
-
-export const SIM_FLEET_DEFAULTS = {
-  instances: 8,
-  port: 8100,
-  host: '127.0.0.1',
-  speed: 1,
-  preset: DEFAULT_ENGINE_PRESET,
-  blockSize: 16,
-} as const;
 
 export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimFleet> {
   // `??`, not a spread: an option given as undefined takes its default.
