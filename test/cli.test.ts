@@ -16,7 +16,7 @@ const kvroute = (args: string[], input?: string) =>
 describe('kvroute', () => {
   it('prints help and version', () => {
     expect(kvroute(['--help'])).toMatchObject({ status: 0 });
-    expect(kvroute(['--help']).stdout).toContain('hash [FILE|-]');
+    expect(kvroute(['--help']).stdout).toContain('hash [options] [FILE]');
     expect(kvroute(['--version']).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
     expect(kvroute([])).toMatchObject({ status: 2 });
   });
@@ -43,12 +43,12 @@ describe('kvroute', () => {
   });
 
   it.each([
-    [['frobnicate'], 'unknown verb "frobnicate"'],
+    [['frobnicate'], "kvroute: unknown command 'frobnicate'"],
     [['hash', '--chunk-bytes', '0'], '--chunk-bytes must be a positive integer, got 0'],
     [['hash', '--chunk-bytes', 'x'], '--chunk-bytes must be a positive integer, got x'],
-    [['hash', '--colour'], "Unknown option '--colour'"],
+    [['hash', '--colour'], "kvroute hash: unknown option '--colour'"],
     [['hash', '/no/such/file'], 'cannot read /no/such/file: ENOENT'],
-    [['hash', 'a', 'b'], 'at most one FILE'],
+    [['hash', 'a', 'b'], "too many arguments for 'hash'"],
   ])('refuses %j with a clear message and exit code 2', (args, message) => {
     const out = kvroute(args, '');
     expect(out.status).toBe(2);

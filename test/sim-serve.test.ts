@@ -362,12 +362,12 @@ describe('sim serve: bad input', () => {
 
 describe('kvroute sim serve', () => {
   it('refuses bad flags with usage errors', async () => {
-    await expect(simServeVerb(['--speed', '0'])).rejects.toThrow('--speed must be a positive number, got 0');
-    await expect(simServeVerb(['--instances', '0'])).rejects.toThrow('--instances must be a positive integer');
-    await expect(simServeVerb(['--preset', 'a100'])).rejects.toThrow('--preset must be one of');
-    await expect(simServeVerb(['--port', '65535', '--instances', '2'])).rejects.toThrow(UsageError);
+    await expect(simServeVerb({ speed: '0' })).rejects.toThrow('--speed must be a positive number, got 0');
+    await expect(simServeVerb({ instances: '0' })).rejects.toThrow('--instances must be a positive integer');
+    await expect(simServeVerb({ preset: 'a100' })).rejects.toThrow('--preset must be one of');
+    await expect(simServeVerb({ port: '65535', instances: '2' })).rejects.toThrow(UsageError);
     const taken = new URL(url).port;
-    await expect(simServeVerb(['--port', taken, '--instances', '1'])).rejects.toThrow('cannot listen');
+    await expect(simServeVerb({ port: taken, instances: '1' })).rejects.toThrow('cannot listen');
   });
 
   it('prints one URL per engine, serves, and exits cleanly on SIGTERM', async () => {
@@ -380,7 +380,7 @@ describe('kvroute sim serve', () => {
         `const { simServeVerb } = await import(${JSON.stringify(module)}); await simServeVerb(JSON.parse(process.env.ARGS));`,
       ],
       {
-        env: { ...process.env, ARGS: JSON.stringify(['--instances', '2', '--port', '0', '--speed', '50']) },
+        env: { ...process.env, ARGS: JSON.stringify({ instances: '2', port: '0', speed: '50' }) },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );

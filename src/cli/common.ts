@@ -15,7 +15,8 @@ export function readInput(file: string | undefined): string {
   }
 }
 
-function text(values: OptionValues, name: string): string | undefined {
+/** `--name X`: its text, or undefined when the flag is absent. */
+export function stringFlag(values: OptionValues, name: string): string | undefined {
   const value = values[name];
   return typeof value === 'string' ? value : undefined;
 }
@@ -24,7 +25,7 @@ const INTEGER_KINDS: Record<number, string> = { 0: 'a non-negative integer', 1: 
 
 /** `--name N`: an integer ≥ `min`, or undefined when the flag is absent. */
 export function integerFlag(values: OptionValues, name: string, min: number): number | undefined {
-  const raw = text(values, name);
+  const raw = stringFlag(values, name);
   if (raw === undefined) return undefined;
   const value = Number(raw);
   if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min)
@@ -34,7 +35,7 @@ export function integerFlag(values: OptionValues, name: string, min: number): nu
 
 /** `--name X`: a finite number > 0 (or ≥ 0 with `allowZero`). */
 export function numberFlag(values: OptionValues, name: string, allowZero = false): number | undefined {
-  const raw = text(values, name);
+  const raw = stringFlag(values, name);
   if (raw === undefined) return undefined;
   const value = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0))
@@ -44,7 +45,7 @@ export function numberFlag(values: OptionValues, name: string, allowZero = false
 
 /** `--name A`: one of `choices`. */
 export function choiceFlag<T extends string>(values: OptionValues, name: string, choices: readonly T[]): T | undefined {
-  const raw = text(values, name);
+  const raw = stringFlag(values, name);
   if (raw === undefined) return undefined;
   if (!choices.includes(raw as T)) throw new UsageError(`--${name} must be one of ${choices.join(', ')}, got ${raw}`);
   return raw as T;

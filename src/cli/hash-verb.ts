@@ -1,15 +1,9 @@
 /** `kvroute hash`: the chained block ids the router computes for a prompt. */
-import { parseArgs } from 'node:util';
-
 import { hashPrompt } from '../core/hashing.js';
 import { promptText } from '../core/prompt-text.js';
 import type { ChatMessage } from '../core/types.js';
-import { integerFlag, readInput, UsageError } from './common.js';
-
-export const HASH_USAGE = `  hash [FILE|-]     print the chained block ids the router computes for a prompt:
-                    plain text, or an OpenAI request body ({"messages": [...]} or {"prompt": "..."})
-                    --chunk-bytes N   bytes per block (default 128)
-                    --json            print {"bytes", "chunkBytes", "ids": ["<u64>", ...]}`;
+import { integerFlag, readInput, UsageError, type OptionValues } from './common.js';
+import { HASH_DEFAULTS } from './hash-command.js';
 
 /** The text a request hashes: a chat body's messages, a completion's prompt, or the input itself. */
 function promptOf(input: string): string {
@@ -26,15 +20,9 @@ function promptOf(input: string): string {
   throw new UsageError('a JSON input needs "messages" (chat) or a string "prompt" (completions)');
 }
 
-export function hashVerb(args: string[]): void {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { 'chunk-bytes': { type: 'string' }, json: { type: 'boolean' } },
-  });
-  if (positionals.length > 1) throw new UsageError('hash takes at most one FILE');
-  const chunkBytes = integerFlag(values, 'chunk-bytes', 1) ?? 128;
-  const text = promptOf(readInput(positionals[0]));
+export function hashVerb(values: OptionValues, [file]: string[]): void {
+  const chunkBytes = integerFlag(values, 'chunk-bytes', 1) ?? HASH_DEFAULTS.chunkBytes;
+  const text = promptOf(readInput(file));
   const ids = hashPrompt(text, { chunkBytes });
   if (values.json) {
     const bytes = Buffer.byteLength(text, 'utf8');

@@ -1,5 +1,6 @@
 /**
- * `kvroute serve`: the routing proxy (docs/proxy.md) until SIGINT or SIGTERM.
+ * `kvroute serve` (declared in serve-command.ts): the routing proxy (docs/proxy.md) until SIGINT or
+ * SIGTERM.
  *
  * Configuration comes from flags, KVROUTE_* variables and a YAML file (src/proxy/serve-config.ts);
  * any bad value is a usage error naming its source (exit 2). With no backends anywhere it starts
@@ -10,8 +11,6 @@
  * (benchmarks and tests parse it; with --port 0 it shows the real port), followed only by the
  * request log when `--access-log -` sends it there; everything else goes to stderr.
  */
-import { parseArgs } from 'node:util';
-
 import { openAccessLog, type AccessLog } from '../proxy/access-log.js';
 import { adminMount } from '../proxy/admin-api.js';
 import { createDashboard } from '../proxy/dashboard/dashboard.js';
@@ -19,51 +18,9 @@ import { createProxyMetrics } from '../proxy/proxy-metrics.js';
 import { createProxy, type Proxy } from '../proxy/proxy-server.js';
 import { ShadowReconciler } from '../state/shadow-reconciler.js';
 import { ConfigError, resolveServeConfig } from '../proxy/serve-config.js';
-import { envName, SERVE_DEFAULTS, SETTINGS } from '../proxy/serve-settings.js';
-import { PROXY_DEFAULTS } from '../proxy/proxy-options.js';
-import { POLICY_NAMES } from '../core/policy-spec.js';
+import { envName } from '../proxy/serve-settings.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
-import { untilStopped, UsageError } from './common.js';
-
-export const SERVE_USAGE = `  serve               the routing proxy: OpenAI-compatible, cache-aware (docs/proxy.md)
-                    --backends URL,…   engines to route to (none: 4 simulated engines in-process)
-                    --policy NAME      routing policy (default ${PROXY_DEFAULTS.policy}):
-                                       ${POLICY_NAMES.join(', ')}
-                    --port P           listen port (default ${SERVE_DEFAULTS.port}; 0: a free port)
-                    --host H           listen address (default ${SERVE_DEFAULTS.host})
-                    --config FILE      YAML settings, keys named like the flags
-                    --session-header H session id header (default ${PROXY_DEFAULTS.sessionHeader}; else body "user")
-                    --strip-extensions remove kvroute's body fields (hash_ids) before forwarding
-                    --retries N        re-routes after a failure before the first byte (default ${PROXY_DEFAULTS.retries})
-                    --max-body SIZE    request body cap, e.g. 64MiB (default)
-                    --engine-state S   shadow (default) or shm:NAME (the engine-state feed)
-                    --block-size B     tokens per hash_ids block (default ${PROXY_DEFAULTS.blockSize})
-                    --connections N    connection cap per backend (default ${PROXY_DEFAULTS.connections})
-                    --connect-timeout MS, --first-byte-timeout MS, --idle-timeout MS
-                                       (defaults ${PROXY_DEFAULTS.connectTimeoutMs}, ${PROXY_DEFAULTS.firstByteTimeoutMs}, ${PROXY_DEFAULTS.idleTimeoutMs})
-                    --upstream C       completion requests' upstream client: undici or h1 (default ${PROXY_DEFAULTS.upstream})
-                    --admin-token T    turns on /admin/* with Authorization: Bearer T (≥ 16 characters;
-                                       prefer KVROUTE_ADMIN_TOKEN, flags show in ps)
-                    --reconcile-interval MS  reconcile the shadow counters with the backends'
-                                       /metrics (default ${SERVE_DEFAULTS.reconcileMs}; 0: off)
-                    --access-log PATH  one JSON line per request, appended to PATH (- : stdout);
-                                       SIGHUP reopens it (log rotation)
-                    --max-in-flight N  route at most N requests at once (default 0: no limit); the
-                                       rest wait in a queue (--queue-size, default ${PROXY_DEFAULTS.queueSize}) for up to
-                                       --queue-timeout MS (default ${PROXY_DEFAULTS.queueTimeoutMs}), else 429
-                    --http S           the HTTP server: uws (default, fastest) or node (also answers
-                                       HTTP/1.0, Host-less requests and many headers; docs/proxy.md)
-                    --health-interval MS  probe each backend's /health this often (default ${PROXY_DEFAULTS.healthIntervalMs}; 0: off)
-                    --health-timeout MS   a probe's timeout (default ${PROXY_DEFAULTS.healthTimeoutMs})
-                    --health-failures N   failed probes in a row that take a backend out (default ${PROXY_DEFAULTS.healthFailures})
-                    --models-interval MS  re-read each backend's /v1/models this often (default ${PROXY_DEFAULTS.modelsIntervalMs})
-                    --backend-api-key K   sent with model discovery (engines with --api-key; prefer
-                                       KVROUTE_BACKEND_API_KEY)
-                    --request-timeout MS  overall deadline of a request (default 0: none)
-                    --max-body-memory SIZE  request bodies held at once (default 512MiB); past it 503
-                    GET / is the live dashboard, GET /metrics Prometheus
-                    every flag also as KVROUTE_<FLAG> (e.g. KVROUTE_BACKENDS); flags beat
-                    variables, which beat the file`;
+import { untilStopped, UsageError, type OptionValues } from './common.js';
 
 export interface ServeHooks {
   /** Stops the server when aborted, besides SIGINT and SIGTERM. */
@@ -71,15 +28,6 @@ export interface ServeHooks {
 }
 
 const EMBEDDED_ENGINES = 4;
-
-function parseFlags(args: string[]): Record<string, string | boolean | undefined> {
-  const options: Record<string, { type: 'string' | 'boolean' }> = { config: { type: 'string' } };
-  for (const s of SETTINGS) options[s.flag] = { type: s.kind === 'bool' ? 'boolean' : 'string' };
-  return parseArgs({ args, allowPositionals: false, strict: true, options }).values as Record<
-    string,
-    string | boolean | undefined
-  >;
-}
 
 function embeddedBanner(fleet: SimFleet, base: string): string {
   const model = fleet.engines[0]!.model;
@@ -106,14 +54,11 @@ The x-kvroute-instance and x-kvroute-reason response headers say where each requ
 `;
 }
 
-export async function serveVerb(args: string[], hooks: ServeHooks = {}): Promise<void> {
-  if (args.includes('--help') || args.includes('-h')) {
-    process.stdout.write(`usage: kvroute serve [flags]\n${SERVE_USAGE}\n`);
-    return;
-  }
+/** `values`: the flags the user gave, none defaulted (serve-command.ts), so variables and the file apply. */
+export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): Promise<void> {
   let config;
   try {
-    config = resolveServeConfig(parseFlags(args), process.env);
+    config = resolveServeConfig(values, process.env);
   } catch (error) {
     if (error instanceof ConfigError) throw new UsageError(error.message);
     throw error;

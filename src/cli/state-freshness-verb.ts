@@ -1,17 +1,13 @@
-/** `kvroute state freshness NAME`: how old the feed's snapshots are when the router reads them. */
-import { parseArgs } from 'node:util';
-
+/**
+ * `kvroute state freshness NAME` (declared in state-command.ts): how old the feed's snapshots are
+ * when the router reads them.
+ */
 import { percentileOfSorted } from '../analysis/percentiles.js';
 import { stateError } from '../core/errors.js';
 import { sampleFeedFreshness, type SlotAges } from '../state/feed-freshness.js';
 import { FEED_STATUS_REASONS, StateFeedReader } from '../state/shm-feed.js';
-import { integerFlag, UsageError } from './common.js';
-
-export const STATE_FRESHNESS_USAGE = `  state freshness NAME  sample the age of each snapshot at read time: median, p99, % older than the staleness
-                    --duration MS     how long to sample (default 10000)
-                    --sample MS       mean ms between readings, jittered (default 10)
-                    --staleness MS    the router's staleness limit (default 2000)
-                    --json            one JSON object instead of the table`;
+import { integerFlag, type OptionValues } from './common.js';
+import { STATE_DEFAULTS } from './state-command.js';
 
 interface AgeSummary {
   samples: number;
@@ -21,22 +17,11 @@ interface AgeSummary {
   pct_stale: number;
 }
 
-export async function freshnessVerb(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      duration: { type: 'string' },
-      sample: { type: 'string' },
-      staleness: { type: 'string' },
-      json: { type: 'boolean' },
-    },
-  });
-  if (positionals.length !== 1) throw new UsageError('state freshness needs one feed NAME (or path)');
-  const durationMs = integerFlag(values, 'duration', 1) ?? 10_000;
-  const sampleMs = integerFlag(values, 'sample', 1) ?? 10;
-  const stalenessMs = integerFlag(values, 'staleness', 0) ?? 2_000;
-  const reader = new StateFeedReader(positionals[0]!, { recheckMs: 100, warn: () => {} });
+export async function freshnessVerb(values: OptionValues, [name]: string[]): Promise<void> {
+  const durationMs = integerFlag(values, 'duration', 1) ?? STATE_DEFAULTS.freshnessDurationMs;
+  const sampleMs = integerFlag(values, 'sample', 1) ?? STATE_DEFAULTS.freshnessSampleMs;
+  const stalenessMs = integerFlag(values, 'staleness', 0) ?? STATE_DEFAULTS.stalenessMs;
+  const reader = new StateFeedReader(name!, { recheckMs: 100, warn: () => {} });
   const controller = new AbortController();
   const stop = () => controller.abort();
   process.once('SIGINT', stop);

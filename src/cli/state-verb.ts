@@ -1,41 +1,19 @@
-/** `kvroute state watch`: the engine-state feed in shared memory, as a live table or one JSON reading. */
+/**
+ * `kvroute state watch` (the engine-state feed in shared memory, as a live table or one JSON
+ * reading) and `kvroute state publish`, declared in state-command.ts.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 
 import { stateError } from '../core/errors.js';
 import { publishEngineMetrics } from '../state/metrics-publisher.js';
 import { FEED_STATUS_REASONS, StateFeedReader, feedPath, type EngineSnapshot } from '../state/shm-feed.js';
-import { integerFlag, UsageError } from './common.js';
-import { freshnessVerb, STATE_FRESHNESS_USAGE } from './state-freshness-verb.js';
+import { integerFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { STATE_DEFAULTS } from './state-command.js';
 
-export const STATE_USAGE = `  state watch NAME    the engine-state feed /dev/shm/NAME (or a path), one row per published slot
-                    --once            one reading, then exit (1 when the feed is missing or malformed)
-                    --json            print readings as JSON
-                    --interval MS     refresh period of the live table (default 500)
-  state publish       scrape engines' /metrics (vLLM or SGLang) into the feed, slot i = engine i
-                    --engines URL[,URL…]  --shm NAME
-                    --interval MS     scrape period (default 50)
-                    --timeout MS      an engine slower than this is marked unreachable (default 1000)
-                    --rounds N        stop after N rounds (default: until SIGINT or SIGTERM)
-${STATE_FRESHNESS_USAGE}`;
-
-export async function stateVerb(args: string[]): Promise<void> {
-  const [sub, ...rest] = args;
-  if (sub === 'publish') return publishVerb(rest);
-  if (sub === 'freshness') return freshnessVerb(rest);
-  if (sub !== 'watch')
-    throw new UsageError(
-      `state needs a sub-command: watch, publish or freshness${sub === undefined ? '' : `, got ${sub}`}`,
-    );
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: { once: { type: 'boolean' }, json: { type: 'boolean' }, interval: { type: 'string' } },
-  });
-  if (positionals.length !== 1) throw new UsageError('state watch needs one feed NAME (or path)');
-  const interval = integerFlag(values, 'interval', 1) ?? 500;
+export async function watchVerb(values: OptionValues, [name]: string[]): Promise<void> {
+  const interval = integerFlag(values, 'interval', 1) ?? STATE_DEFAULTS.watchIntervalMs;
   const warnings: string[] = [];
-  const reader = new StateFeedReader(positionals[0]!, { recheckMs: 0, warn: (m) => warnings.push(m) });
+  const reader = new StateFeedReader(name!, { recheckMs: 0, warn: (m) => warnings.push(m) });
   try {
     if (values.once) {
       const { status } = reader;
@@ -131,21 +109,12 @@ function table(reader: StateFeedReader): string {
   return [title, line(head), ...body.map(line)].join('\n');
 }
 
-async function publishVerb(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    allowPositionals: false,
-    options: {
-      engines: { type: 'string' },
-      shm: { type: 'string' },
-      interval: { type: 'string' },
-      timeout: { type: 'string' },
-      rounds: { type: 'string' },
-    },
-  });
-  if (values.engines === undefined) throw new UsageError('state publish needs --engines URL[,URL…]');
-  if (values.shm === undefined) throw new UsageError('state publish needs --shm NAME');
-  const engines = values.engines.split(',').filter((url) => url !== '');
+export async function publishVerb(values: OptionValues): Promise<void> {
+  const list = stringFlag(values, 'engines');
+  const shm = stringFlag(values, 'shm');
+  if (list === undefined) throw new UsageError('state publish needs --engines URL[,URL…]');
+  if (shm === undefined) throw new UsageError('state publish needs --shm NAME');
+  const engines = list.split(',').filter((url) => url !== '');
   for (const url of engines)
     if (!URL.canParse(url) || !['http:', 'https:'].includes(new URL(url).protocol))
       throw new UsageError(`--engines must be http(s) URLs, got ${url}`);
@@ -155,13 +124,13 @@ async function publishVerb(args: string[]): Promise<void> {
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   const rounds = integerFlag(values, 'rounds', 1);
-  process.stderr.write(`kvroute state publish: ${engines.length} engines into ${feedPath(values.shm)}\n`);
+  process.stderr.write(`kvroute state publish: ${engines.length} engines into ${feedPath(shm)}\n`);
   try {
     await publishEngineMetrics({
       engines,
-      shm: values.shm,
-      intervalMs: integerFlag(values, 'interval', 1) ?? 50,
-      timeoutMs: integerFlag(values, 'timeout', 1) ?? 1_000,
+      shm,
+      intervalMs: integerFlag(values, 'interval', 1) ?? STATE_DEFAULTS.publishIntervalMs,
+      timeoutMs: integerFlag(values, 'timeout', 1) ?? STATE_DEFAULTS.publishTimeoutMs,
       ...(rounds === undefined ? {} : { rounds }),
       signal: controller.signal,
       onChange: (engine, reachable, why) =>

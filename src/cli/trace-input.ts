@@ -1,29 +1,12 @@
-/** The flags every verb that reads a trace shares, and how its warnings are reported. */
+/**
+ * What the trace-reading verbs' shared flags (declared by addTraceInputOptions in
+ * trace-options.ts) mean to the reader, and how the reader's warnings are reported.
+ */
 import { TIME_UNITS, WARNING_KINDS, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { TRACE_FORMATS } from '../trace/types.js';
 import { choiceFlag, integerFlag, type OptionValues } from './common.js';
 
-export const TRACE_INPUT_OPTIONS = {
-  format: { type: 'string' },
-  'block-size': { type: 'string' },
-  strict: { type: 'boolean' },
-  'infer-sessions': { type: 'boolean' },
-  'time-unit': { type: 'string' },
-  'reorder-window': { type: 'string' },
-} as const;
-
-export const TRACE_INPUT_USAGE = `                    --format auto|mooncake|session   input format (default auto: session when
-                                      the first line has session_id or chat_id)
-                    --block-size B    tokens per block for lines without block_size
-                                      (default 512 mooncake, 16 session)
-                    --strict          treat length mismatches, backwards timestamps and
-                                      unknown parent_chat_id as errors
-                    --infer-sessions  Mooncake: a request extending an earlier request's
-                                      full hash_ids continues its session
-                    --time-unit s|ms  the unit of timestamp (default ms mooncake, s session)
-                    --reorder-window N  lines held to sort the trace into arrival order
-                                      (default 65536)`;
-
+/** The reader's options from the flags; a bad value is a UsageError naming its flag. */
 export function readerOptions(values: OptionValues): ReadTraceOptions {
   const options: ReadTraceOptions = {
     format: choiceFlag(values, 'format', ['auto', ...TRACE_FORMATS]) ?? 'auto',

@@ -1,54 +1,13 @@
-/** `kvroute trace synth | transform | validate`. */
-import { parseArgs } from 'node:util';
-
+/** `kvroute trace synth | transform | validate` (declared in trace-command.ts). */
 import { readTrace } from '../trace/read-trace.js';
 import { synthesizeTrace, type SynthOptions } from '../trace/synth.js';
 import { transformTrace, type TransformOptions } from '../trace/transforms.js';
 import { TRACE_FORMATS } from '../trace/types.js';
 import { writeTrace } from '../trace/write-trace.js';
-import { choiceFlag, integerFlag, numberFlag, UsageError } from './common.js';
-import { readerOptions, reportWarnings, TRACE_INPUT_OPTIONS, TRACE_INPUT_USAGE } from './trace-input.js';
+import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { readerOptions, reportWarnings } from './trace-input.js';
 
-export const TRACE_USAGE = `  trace synth       write a synthetic agentic-coding session trace (calibrated to the seeds' w600)
-                    -o, --output FILE  (default stdout; files are written atomically)
-                    --sessions N --duration S --seed K --block-size B --scale X
-                    --system-prefix TOKENS   --to session|mooncake
-  trace transform IN  window, sample, cap, rescale or re-block a trace (IN may be -)
-                    -o, --output FILE  --to session|mooncake (default: the input's format)
-                    --window S [--window-start T]   keep arrivals in [T, T+S), re-based to 0
-                                      (T: the first arrival unless given)
-                    --sample-sessions R [--seed K]  keep each session with probability R
-                    --cap-turns N     keep each session's first N requests
-                    --time-scale F    multiply arrival times by F
-                    --reblock B       merge blocks into B-token blocks (a multiple of the input's)
-${TRACE_INPUT_USAGE}
-  trace validate IN   check every line; print counts and warnings (--json)`;
-
-export async function traceVerb(args: string[]): Promise<void> {
-  const [sub, ...rest] = args;
-  if (sub === 'synth') return synthVerb(rest);
-  if (sub === 'transform') return transformVerb(rest);
-  if (sub === 'validate') return validateVerb(rest);
-  throw new UsageError(
-    `trace needs a sub-command: synth, transform or validate${sub === undefined ? '' : `, got ${sub}`}`,
-  );
-}
-
-async function synthVerb(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    allowPositionals: false,
-    options: {
-      output: { type: 'string', short: 'o' },
-      sessions: { type: 'string' },
-      duration: { type: 'string' },
-      seed: { type: 'string' },
-      'block-size': { type: 'string' },
-      scale: { type: 'string' },
-      'system-prefix': { type: 'string' },
-      to: { type: 'string' },
-    },
-  });
+export async function synthVerb(values: OptionValues): Promise<void> {
   const options: SynthOptions = {};
   const set = <K extends keyof SynthOptions>(key: K, value: SynthOptions[K] | undefined): void => {
     if (value !== undefined) options[key] = value;
@@ -60,9 +19,9 @@ async function synthVerb(args: string[]): Promise<void> {
   set('scale', numberFlag(values, 'scale'));
   set('systemPrefixTokens', integerFlag(values, 'system-prefix', 0));
   const format = choiceFlag(values, 'to', TRACE_FORMATS) ?? 'session';
-  const { requests } = await writeTrace(synthesizeWithFlagNames(options), values.output ?? '-', format);
-  if (values.output !== undefined)
-    process.stderr.write(`kvroute trace synth: wrote ${requests} requests to ${values.output}\n`);
+  const output = stringFlag(values, 'output');
+  const { requests } = await writeTrace(synthesizeWithFlagNames(options), output ?? '-', format);
+  if (output !== undefined) process.stderr.write(`kvroute trace synth: wrote ${requests} requests to ${output}\n`);
 }
 
 /** The generator's option names, as the flags that set them. */
@@ -87,24 +46,7 @@ function synthesizeWithFlagNames(options: SynthOptions): ReturnType<typeof synth
   }
 }
 
-async function transformVerb(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: {
-      ...TRACE_INPUT_OPTIONS,
-      output: { type: 'string', short: 'o' },
-      to: { type: 'string' },
-      window: { type: 'string' },
-      'window-start': { type: 'string' },
-      'sample-sessions': { type: 'string' },
-      seed: { type: 'string' },
-      'cap-turns': { type: 'string' },
-      'time-scale': { type: 'string' },
-      reblock: { type: 'string' },
-    },
-  });
-  const input = onlyInput(positionals, 'transform');
+export async function transformVerb(values: OptionValues, [input]: string[]): Promise<void> {
   const transform: TransformOptions = {};
   const set = <K extends keyof TransformOptions>(key: K, value: number | undefined): void => {
     if (value !== undefined) transform[key] = value;
@@ -118,7 +60,7 @@ async function transformVerb(args: string[]): Promise<void> {
   set('blockSize', integerFlag(values, 'reblock', 1));
   if (transform.sampleSessions !== undefined && transform.sampleSessions > 1)
     throw new UsageError(`--sample-sessions must be a fraction in (0, 1], got ${values['sample-sessions']}`);
-  const reader = readTrace(input, readerOptions(values));
+  const reader = readTrace(input!, readerOptions(values));
   const to = choiceFlag(values, 'to', TRACE_FORMATS);
   // The output format defaults to the input's, known once the first line is read.
   const requests = transformTrace(reader, transform);
@@ -128,20 +70,16 @@ async function transformVerb(args: string[]): Promise<void> {
     if (!first.done) yield first.value;
     yield* requests;
   }
-  const { requests: written } = await writeTrace(all(), values.output ?? '-', format);
+  const output = stringFlag(values, 'output');
+  const { requests: written } = await writeTrace(all(), output ?? '-', format);
   reportWarnings('trace transform', reader.stats);
   process.stderr.write(
-    `kvroute trace transform: read ${reader.stats.requests} requests, wrote ${written}${values.output === undefined ? '' : ` to ${values.output}`}\n`,
+    `kvroute trace transform: read ${reader.stats.requests} requests, wrote ${written}${output === undefined ? '' : ` to ${output}`}\n`,
   );
 }
 
-async function validateVerb(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args,
-    allowPositionals: true,
-    options: { ...TRACE_INPUT_OPTIONS, json: { type: 'boolean' } },
-  });
-  const reader = readTrace(onlyInput(positionals, 'validate'), readerOptions(values));
+export async function validateVerb(values: OptionValues, [input]: string[]): Promise<void> {
+  const reader = readTrace(input!, readerOptions(values));
   for await (const _ of reader);
   const { stats } = reader;
   if (values.json) {
@@ -153,9 +91,4 @@ async function validateVerb(args: string[]): Promise<void> {
     );
   }
   reportWarnings('trace validate', stats);
-}
-
-function onlyInput(positionals: string[], verb: string): string {
-  if (positionals.length !== 1) throw new UsageError(`trace ${verb} takes one input file (or -)`);
-  return positionals[0]!;
 }

@@ -1,0 +1,80 @@
+/**
+ * The `kvroute` command line, declared with commander. Why commander: no dependencies and a
+ * quick load; nested sub-commands (`kvroute trace synth`); "Did you mean" suggestions for an
+ * unknown option or command; help per command with its defaults; exitOverride, so kvroute keeps
+ * its own exit statuses; widely used and maintained. Version 14: 15 needs Node 22.
+ *
+ * Invariants:
+ * - This module and the *-command.ts files it registers load no verb implementation (they are
+ *   imported by every run, `kvroute --help` included); each verb's action imports its module.
+ * - Commander never exits the process: every outcome, help and version included, is thrown as a
+ *   CommanderError for src/cli.ts to turn into an exit status.
+ * - Commander's own error messages are printed as `kvroute <verb>: <message>`, the prefix every
+ *   failure of the verb gets, followed by a pointer to the help of the command that failed.
+ */
+import { Command } from 'commander';
+
+import { addAnalyzeCommand } from './analyze-command.js';
+import { addHashCommand } from './hash-command.js';
+import { addServeCommand } from './serve-command.js';
+import { addSimCommand } from './sim-command.js';
+import { addStateCommand } from './state-command.js';
+import { addTraceCommand } from './trace-command.js';
+
+export interface Cli {
+  program: Command;
+  /** `kvroute <verb>: ` once a verb was recognised, else `kvroute: `: what failure messages start with. */
+  prefix(): string;
+}
+
+export function createCli(version: string): Cli {
+  let verb: string | undefined;
+  const prefix = (): string => (verb === undefined ? 'kvroute: ' : `kvroute ${verb}: `);
+  const program = new Command('kvroute')
+    .description(`kvroute ${version}: cache-aware request routing for LLM inference fleets`)
+    .usage('<verb> [options]')
+    .version(version, '-v, --version', 'print the version')
+    .helpCommand('help [verb...]', 'print the help of a verb, e.g. kvroute help trace synth')
+    // Settings made before the verbs are added are inherited by every verb and sub-verb.
+    .exitOverride()
+    .configureOutput({ outputError: (text, write) => write(`${prefix()}${oneLine(text)}\n`) })
+    .showHelpAfterError(`See 'kvroute --help'.`);
+  program.hook('preSubcommand', (_program, command) => {
+    verb = command.name();
+  });
+  for (const add of [
+    addHashCommand,
+    addTraceCommand,
+    addAnalyzeCommand,
+    addSimCommand,
+    addStateCommand,
+    addServeCommand,
+  ])
+    add(program);
+  program.addHelpText(
+    'after',
+    `
+Every verb and sub-verb has its own help: kvroute trace --help, kvroute trace synth --help.
+Exit status: 0 success; 1 bad data (a trace line that fails validation); 2 bad usage.
+
+Example:
+  $ echo "hello world" | kvroute hash --chunk-bytes 4`,
+  );
+  return { program, prefix };
+}
+
+/** Commander's "error: unknown option '--x'\n(Did you mean --y?)" as one line without "error: ". */
+function oneLine(text: string): string {
+  return text
+    .replace(/^error: /, '')
+    .trim()
+    .replaceAll('\n', ' ');
+}
+
+/**
+ * The command line with `help A B` turned into `A B --help`: commander's help command reaches one
+ * level (`help trace`), this reaches every sub-verb (`help trace synth`).
+ */
+export function expandHelp(argv: readonly string[]): string[] {
+  return argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
+}

@@ -1,0 +1,86 @@
+/**
+ * `kvroute serve`, declared; serve-verb.ts runs it.
+ *
+ * The flags are SETTINGS (src/proxy/serve-settings.ts) plus --config, each with its help text
+ * here. No flag has a commander default: resolveServeConfig must see only the flags the user gave,
+ * or a default would beat a KVROUTE_* variable or the YAML file. The defaults are in the text.
+ */
+import type { Command } from 'commander';
+
+import { POLICY_NAMES } from '../core/policy-spec.js';
+import { PROXY_DEFAULTS as P } from '../proxy/proxy-options.js';
+import { envName, SERVE_DEFAULTS, SETTINGS } from '../proxy/serve-settings.js';
+import { example, runs, subcommand, withDefault } from './command-kit.js';
+
+const MIB = 2 ** 20;
+
+/** Per setting: the value's placeholder (none for a switch) and its help text. */
+const HELP: Record<string, readonly [string, string]> = {
+  backends: ['<URL,…>', withDefault('engines to route to', 'none: 4 simulated engines in this process')],
+  policy: ['<NAME>', withDefault(`routing policy: ${POLICY_NAMES.join(', ')}`, P.policy)],
+  port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
+  host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
+  'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],
+  'strip-extensions': ['', "remove kvroute's body fields (hash_ids) before forwarding"],
+  retries: ['<N>', withDefault('re-routes after a failure before the first byte', P.retries)],
+  'max-body': ['<SIZE>', withDefault('request body cap, e.g. 64MiB', `${P.maxBodyBytes / MIB}MiB`)],
+  'engine-state': ['<S>', withDefault('shadow, or shm:NAME to read the engine-state feed', P.engineState)],
+  'block-size': ['<B>', withDefault('tokens per hash_ids block', P.blockSize)],
+  connections: ['<N>', withDefault('connection cap per backend', P.connections)],
+  'connect-timeout': ['<MS>', withDefault('connecting to a backend', P.connectTimeoutMs)],
+  'first-byte-timeout': ['<MS>', withDefault("a backend's first response byte", P.firstByteTimeoutMs)],
+  'idle-timeout': ['<MS>', withDefault('silence from a backend mid-response', P.idleTimeoutMs)],
+  'admin-token': [
+    '<T>',
+    'turns on /admin/* with Authorization: Bearer T (at least 16 characters; prefer KVROUTE_ADMIN_TOKEN: flags show in ps)',
+  ],
+  'reconcile-interval': [
+    '<MS>',
+    withDefault("reconcile the shadow counters with the backends' /metrics (0: off)", SERVE_DEFAULTS.reconcileMs),
+  ],
+  upstream: ['<C>', withDefault("completion requests' upstream client: undici or h1", P.upstream)],
+  'access-log': ['<PATH>', 'one JSON line per request, appended to PATH (-: stdout); SIGHUP reopens it'],
+  'max-in-flight': [
+    '<N>',
+    withDefault('route at most N requests at once, queue the rest (0: no limit)', P.maxInFlight),
+  ],
+  'queue-size': ['<N>', withDefault('requests waiting for --max-in-flight; past it 429', P.queueSize)],
+  'queue-timeout': ['<MS>', withDefault('longest wait in that queue; then 429', P.queueTimeoutMs)],
+  http: [
+    '<S>',
+    withDefault('the HTTP server: uws (fastest) or node (also HTTP/1.0, Host-less requests, many headers)', P.http),
+  ],
+  'health-interval': ['<MS>', withDefault("probe each backend's /health this often (0: off)", P.healthIntervalMs)],
+  'health-timeout': ['<MS>', withDefault("a probe's timeout", P.healthTimeoutMs)],
+  'health-failures': ['<N>', withDefault('failed probes in a row that take a backend out', P.healthFailures)],
+  'models-interval': ['<MS>', withDefault("re-read each backend's /v1/models this often", P.modelsIntervalMs)],
+  'backend-api-key': ['<K>', 'sent with model discovery (engines with --api-key; prefer KVROUTE_BACKEND_API_KEY)'],
+  'request-timeout': ['<MS>', withDefault('overall deadline of a request (0: none)', P.requestTimeoutMs)],
+  'max-body-memory': [
+    '<SIZE>',
+    withDefault('request bodies held at once; past it 503', `${P.maxBodyMemoryBytes / MIB}MiB`),
+  ],
+};
+
+export function addServeCommand(program: Command): void {
+  const serve = subcommand(program, 'serve', 'the routing proxy: OpenAI-compatible, cache-aware (docs/proxy.md)');
+  for (const { flag } of SETTINGS) {
+    const help = HELP[flag];
+    // A setting without help text is a bug here, caught by any run of the command line.
+    if (help === undefined) throw new Error(`serve-command.ts: no help text for --${flag}`);
+    serve.option(`--${flag}${help[0] === '' ? '' : ` ${help[0]}`}`, help[1]);
+  }
+  serve.option('--config <FILE>', 'YAML settings, keys named like the flags (also KVROUTE_CONFIG)');
+  serve.addHelpText(
+    'after',
+    `
+Every flag is also a variable KVROUTE_<FLAG> (e.g. ${envName('backends')}) and a key of the --config
+file; flags beat variables, which beat the file. GET / is the live dashboard, GET /metrics
+Prometheus. Runs until SIGINT or SIGTERM.`,
+  );
+  example(serve, 'kvroute serve --backends http://10.0.0.1:8000,http://10.0.0.2:8000 --policy unified');
+  runs(serve, async () => {
+    const { serveVerb } = await import('./serve-verb.js');
+    return (values) => serveVerb(values);
+  });
+}

@@ -1,0 +1,78 @@
+/**
+ * `kvroute sim run | serve | interference`, declared; sim-verb.ts runs `run` and `interference`,
+ * sim-serve-verb.ts runs `serve`.
+ */
+import type { Command } from 'commander';
+
+import { DEFAULT_POLICY, POLICY_NAMES } from '../core/policy-spec.js';
+import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
+import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { addTraceInputOptions } from './trace-options.js';
+
+export const SIM_RUN_DEFAULTS = {
+  policy: DEFAULT_POLICY,
+  instances: 8,
+  engineState: 'shadow',
+  preset: DEFAULT_ENGINE_PRESET,
+  seed: 1,
+} as const;
+
+export const SIM_SERVE_DEFAULTS = { publishMs: 50 };
+
+export function addSimCommand(program: Command): void {
+  const sim = subcommand(program, 'sim', 'simulated engines: sim run, sim serve, sim interference');
+  example(sim, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified');
+  addRun(sim);
+  addServe(sim);
+  const interference = subcommand(
+    sim,
+    'interference',
+    "the seeds' B2 microbench on two engine models: TTFT and TPOT indices of a steady decode load when large prefills land on the same or another engine",
+  ).option('--json', 'print the cells as JSON');
+  example(interference, 'kvroute sim interference');
+  runs(interference, async () => (await import('./sim-verb.js')).interferenceVerb);
+}
+
+function addRun(sim: Command): void {
+  const d = SIM_RUN_DEFAULTS;
+  const run = subcommand(sim, 'run', 'replay a trace in virtual time through the router and N engine models')
+    .option('--trace <IN>', 'the trace file, or - for stdin (required)')
+    .option('--policy <P>', withDefault(POLICY_NAMES.join(', '), d.policy))
+    .option('--instances <N>', withDefault('engines', d.instances))
+    .option(
+      '--engine-state <shadow|shm>',
+      withDefault("the router sees its shadow counters only, or the engines' true state every 50 ms", d.engineState),
+    )
+    .option('--preset <NAME>', withDefault(`engine model: ${Object.keys(ENGINE_PRESETS).join(', ')}`, d.preset))
+    .option('--rate <R>', 'open-loop Poisson arrivals at R requests/s instead of session-sequential dispatch')
+    .option('--seed <K>', withDefault("--rate's seed", d.seed))
+    .option('--records <OUT>', 'write per-request records (MessagePack)')
+    .option('--json', 'print the metrics as JSON');
+  addTraceInputOptions(run);
+  example(run, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8');
+  runs(run, async () => (await import('./sim-verb.js')).simRunVerb);
+}
+
+function addServe(sim: Command): void {
+  const d = SIM_FLEET_DEFAULTS;
+  const serve = subcommand(sim, 'serve', 'simulated vLLM engines over HTTP (OpenAI API, /metrics), one per port')
+    .option('--instances <N>', withDefault('engines', d.instances))
+    .option('--port <P>', withDefault('engines on P .. P+N-1 (0: free ports)', d.port))
+    .option('--host <H>', withDefault('listen address', d.host))
+    .option('--speed <X>', withDefault('run the model X times faster than real time', d.speed))
+    .option('--preset <NAME>', withDefault(`engine model: ${Object.keys(ENGINE_PRESETS).join(', ')}`, d.preset))
+    .option('--block-size <B>', withDefault('tokens per KV block', d.blockSize))
+    .option('--model <NAME>', withDefault('served model name', "the preset's model"))
+    .option('--shm <NAME>', "publish each engine's state to the feed /dev/shm/NAME (slot i = engine i)")
+    .option('--publish-ms <MS>', withDefault('how often --shm publishes', SIM_SERVE_DEFAULTS.publishMs));
+  serve.addHelpText(
+    'after',
+    '\nRuns until SIGINT or SIGTERM; prints one URL per engine on stdout (docs/sim-serve.md).',
+  );
+  example(serve, 'kvroute sim serve --instances 2 --port 8101 --speed 10');
+  runs(serve, async () => {
+    const { simServeVerb } = await import('./sim-serve-verb.js');
+    return (values) => simServeVerb(values);
+  });
+}

@@ -1,0 +1,47 @@
+/**
+ * The trace flags several verbs share, declared once: how a trace is read (`trace transform`,
+ * `trace validate`, `analyze trace`, `sim run`; trace-input.ts maps them to ReadTraceOptions) and
+ * how one is written (`trace synth`, `trace transform`).
+ *
+ * Loaded by every `kvroute` run, so it never imports the trace reader: the time units and the
+ * reorder window's default are repeated here, and test/cli-help.test.ts checks them against
+ * src/trace/read-trace.ts.
+ */
+import type { Command } from 'commander';
+
+import type { TimeUnit } from '../trace/read-trace.js';
+import { TRACE_FORMATS } from '../trace/types.js';
+import { withDefault } from './command-kit.js';
+
+const TIME_UNITS: readonly TimeUnit[] = ['s', 'ms'];
+const REORDER_WINDOW_DEFAULT = 65_536;
+
+/** --format, --block-size, --strict, --infer-sessions, --time-unit, --reorder-window. */
+export function addTraceInputOptions(command: Command): Command {
+  return command
+    .option(
+      '--format <F>',
+      withDefault(
+        `input format: auto, ${TRACE_FORMATS.join(' or ')}`,
+        'auto, session when the first line has session_id or chat_id',
+      ),
+    )
+    .option('--block-size <B>', withDefault('tokens per block of lines without block_size', '512 mooncake, 16 session'))
+    .option('--strict', 'treat length mismatches, backwards timestamps and unknown parent_chat_id as errors')
+    .option(
+      '--infer-sessions',
+      "Mooncake: a request extending an earlier request's full hash_ids continues its session",
+    )
+    .option(`--time-unit <${TIME_UNITS.join('|')}>`, withDefault('the unit of timestamp', 'ms mooncake, s session'))
+    .option(
+      '--reorder-window <N>',
+      withDefault('lines held to sort the trace into arrival order', REORDER_WINDOW_DEFAULT),
+    );
+}
+
+/** -o/--output and --to. */
+export function addTraceOutputOptions(command: Command, formatDefault: string): Command {
+  return command
+    .option('-o, --output <FILE>', withDefault('where to write the trace; files are written atomically', 'stdout'))
+    .option(`--to <${TRACE_FORMATS.join('|')}>`, withDefault('output format', formatDefault));
+}
