@@ -16,7 +16,7 @@ const VERSION: string = JSON.parse(readFileSync(new URL('../package.json', impor
 async function main(argv: string[]): Promise<number> {
   const { program, prefix } = createCli(VERSION);
   try {
-    await program.parseAsync(expandHelp(argv), { from: 'user' });
+    await program.parseAsync(expandHelp(program, argv), { from: 'user' });
     return 0;
   } catch (error) {
     return exitStatus(error, prefix());

@@ -34,7 +34,8 @@ export function createCli(version: string): Cli {
     .description(`kvroute ${version}: cache-aware request routing for LLM inference fleets`)
     .usage('<verb> [options]')
     .version(version, '-v, --version', 'print the version')
-    .helpCommand('help [verb...]', 'print the help of a verb, e.g. kvroute help trace synth')
+    .helpOption('-h, --help', 'print this help')
+    .helpCommand('help [verb...]', 'print the help of a verb or sub-verb')
     // Settings made before the verbs are added are inherited by every verb and sub-verb.
     .exitOverride()
     .configureOutput({ outputError: (text, write) => write(`${prefix()}${oneLine(text)}\n`) })
@@ -73,8 +74,17 @@ function oneLine(text: string): string {
 
 /**
  * The command line with `help A B` turned into `A B --help`: commander's help command reaches one
- * level (`help trace`), this reaches every sub-verb (`help trace synth`).
+ * level (`help trace`), this reaches the sub-verbs (`help trace synth`). From the first name that
+ * is no command on, the rest is dropped, so commander reports that name with its suggestion.
  */
-export function expandHelp(argv: readonly string[]): string[] {
-  return argv[0] === 'help' ? [...argv.slice(1), '--help'] : [...argv];
+export function expandHelp(program: Command, argv: readonly string[]): string[] {
+  if (argv[0] !== 'help') return [...argv];
+  const names = argv.slice(1);
+  let command = program;
+  for (const [i, name] of names.entries()) {
+    const sub = command.commands.find((c) => c.name() === name);
+    if (sub === undefined) return names.slice(0, i + 1);
+    command = sub;
+  }
+  return [...names, '--help'];
 }

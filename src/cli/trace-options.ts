@@ -7,7 +7,7 @@
  * reorder window's default are repeated here, and test/cli-help.test.ts checks them against
  * src/trace/read-trace.ts.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 
 import type { TimeUnit } from '../trace/read-trace.js';
 import { TRACE_FORMATS } from '../trace/types.js';
@@ -18,30 +18,32 @@ const REORDER_WINDOW_DEFAULT = 65_536;
 
 /** --format, --block-size, --strict, --infer-sessions, --time-unit, --reorder-window. */
 export function addTraceInputOptions(command: Command): Command {
-  return command
-    .option(
+  return addGroup(command, 'Trace input:', [
+    [
       '--format <F>',
       withDefault(
         `input format: auto, ${TRACE_FORMATS.join(' or ')}`,
         'auto, session when the first line has session_id or chat_id',
       ),
-    )
-    .option('--block-size <B>', withDefault('tokens per block of lines without block_size', '512 mooncake, 16 session'))
-    .option('--strict', 'treat length mismatches, backwards timestamps and unknown parent_chat_id as errors')
-    .option(
-      '--infer-sessions',
-      "Mooncake: a request extending an earlier request's full hash_ids continues its session",
-    )
-    .option(`--time-unit <${TIME_UNITS.join('|')}>`, withDefault('the unit of timestamp', 'ms mooncake, s session'))
-    .option(
-      '--reorder-window <N>',
-      withDefault('lines held to sort the trace into arrival order', REORDER_WINDOW_DEFAULT),
-    );
+    ],
+    ['--block-size <B>', withDefault('tokens per block of lines without block_size', '512 mooncake, 16 session')],
+    ['--strict', 'treat length mismatches, backwards timestamps and unknown parent_chat_id as errors'],
+    ['--infer-sessions', "Mooncake: a request extending an earlier request's full hash_ids continues its session"],
+    [`--time-unit <${TIME_UNITS.join('|')}>`, withDefault('the unit of timestamp', 'ms mooncake, s session')],
+    ['--reorder-window <N>', withDefault('lines held to sort the trace into arrival order', REORDER_WINDOW_DEFAULT)],
+  ]);
 }
 
-/** -o/--output and --to. */
+/** -o/--output and --to; `formatDefault` says what --to defaults to. */
 export function addTraceOutputOptions(command: Command, formatDefault: string): Command {
-  return command
-    .option('-o, --output <FILE>', withDefault('where to write the trace; files are written atomically', 'stdout'))
-    .option(`--to <${TRACE_FORMATS.join('|')}>`, withDefault('output format', formatDefault));
+  return addGroup(command, 'Trace output:', [
+    ['-o, --output <FILE>', withDefault('where to write the trace; files are written atomically', 'stdout')],
+    [`--to <${TRACE_FORMATS.join('|')}>`, withDefault('output format', formatDefault)],
+  ]);
+}
+
+/** The options under their own heading in the help, after the command's own. */
+function addGroup(command: Command, heading: string, options: ReadonlyArray<readonly [string, string]>): Command {
+  for (const [flags, description] of options) command.addOption(new Option(flags, description).helpGroup(heading));
+  return command;
 }
