@@ -31,6 +31,7 @@ const WORKLOADS = [
   'proxy',
   'proxy-body-size',
   'proxy-bodies',
+  'cli-startup',
 ];
 const here = dirname(fileURLToPath(import.meta.url));
 

@@ -46,3 +46,31 @@ it('an unknown workload is refused with a clear message', () => {
   expect(child.status).toBe(2);
   expect(child.stderr).toContain('unknown workload(s): nope; known: mooncake, agentic-long, characterize, simulate');
 });
+
+it('npm run bench -- --quick --only cli-startup times the floor, kvroute --help and kvroute hash', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'cli-startup', '--json', out], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    expect(child.stdout).toMatch(/info {2}cold start, median: node -e 0 \d+ ms; kvroute --help \d+ ms/);
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    expect(doc.results.map((r: { command: string }) => r.command)).toEqual([
+      'node -e 0',
+      'kvroute --help',
+      'kvroute hash',
+    ]);
+    for (const r of doc.results) {
+      expect(r).toMatchObject({ workload: 'cli-startup', kind: 'cli-startup', runs: 5 });
+      expect(r.p90_ms).toBeGreaterThanOrEqual(r.median_ms);
+      expect(r.floor_ratio).toBeGreaterThan(0);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

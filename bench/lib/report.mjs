@@ -2,6 +2,7 @@
 // Turns benchmark results into the target checks of issue #2 and the
 // markdown of bench/RESULTS.md.
 import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
+import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 
 /**
@@ -12,7 +13,8 @@ import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
  * @typedef {import('./proxy-report.mjs').ProxyResult} ProxyResult
  * @typedef {import('./bodies-report.mjs').BodySizeResult} BodySizeResult
  * @typedef {import('./bodies-report.mjs').BodiesResult} BodiesResult
- * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult) & { date?: string }} AnyResult
+ * @typedef {import('../cli-startup.mjs').CliStartupResult} CliStartupResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -134,7 +136,7 @@ export function targetChecks(allResults) {
       (v) => v <= 60,
       ' s',
     );
-  lines.push(...proxyTargetChecks(allResults), ...bodiesTargetChecks(allResults));
+  lines.push(...proxyTargetChecks(allResults), ...bodiesTargetChecks(allResults), ...cliStartupChecks(allResults));
   return lines;
 }
 
@@ -264,6 +266,10 @@ export function renderResults(doc, command) {
       );
     out.push('');
   }
-  out.push(...renderProxyResults(doc.results), ...renderBodiesResults(doc.results));
+  out.push(
+    ...renderProxyResults(doc.results),
+    ...renderBodiesResults(doc.results),
+    ...renderCliStartupResults(doc.results),
+  );
   return out.join('\n');
 }
