@@ -43,15 +43,8 @@ export function createCli(version: string): Cli {
   program.hook('preSubcommand', (_program, command) => {
     verb = command.name();
   });
-  for (const add of [
-    addHashCommand,
-    addTraceCommand,
-    addAnalyzeCommand,
-    addSimCommand,
-    addStateCommand,
-    addServeCommand,
-  ])
-    add(program);
+  const verbs = [addHashCommand, addTraceCommand, addAnalyzeCommand, addSimCommand, addStateCommand, addServeCommand];
+  for (const add of verbs) add(program);
   program.addHelpText(
     'after',
     `

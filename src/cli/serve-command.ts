@@ -9,13 +9,13 @@ import type { Command } from 'commander';
 
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import { PROXY_DEFAULTS as P } from '../proxy/proxy-options.js';
-import { envName, SERVE_DEFAULTS, SETTINGS } from '../proxy/serve-settings.js';
+import { envName, SERVE_DEFAULTS, SETTINGS, type SettingFlag } from '../proxy/serve-settings.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 
 const MIB = 2 ** 20;
 
-/** Per setting: the value's placeholder (none for a switch) and its help text. */
-const HELP: Record<string, readonly [string, string]> = {
+/** Per setting: the value's placeholder (none for a switch) and its help text; tsc checks that every setting has one. */
+const HELP: Record<SettingFlag, readonly [string, string]> = {
   backends: ['<URL,…>', withDefault('engines to route to', 'none: 4 simulated engines in this process')],
   policy: ['<NAME>', withDefault(`routing policy: ${POLICY_NAMES.join(', ')}`, P.policy)],
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
@@ -65,10 +65,8 @@ const HELP: Record<string, readonly [string, string]> = {
 export function addServeCommand(program: Command): void {
   const serve = subcommand(program, 'serve', 'the routing proxy: OpenAI-compatible, cache-aware (docs/proxy.md)');
   for (const { flag } of SETTINGS) {
-    const help = HELP[flag];
-    // A setting without help text is a bug here, caught by any run of the command line.
-    if (help === undefined) throw new Error(`serve-command.ts: no help text for --${flag}`);
-    serve.option(`--${flag}${help[0] === '' ? '' : ` ${help[0]}`}`, help[1]);
+    const [value, help] = HELP[flag];
+    serve.option(`--${flag}${value === '' ? '' : ` ${value}`}`, help);
   }
   serve.option('--config <FILE>', 'YAML settings, keys named like the flags (also KVROUTE_CONFIG)');
   serve.addHelpText(

@@ -166,7 +166,7 @@ function readConfigFile(path: string): Map<string, unknown> {
   if (doc === null || doc === undefined) return out;
   if (typeof doc !== 'object' || Array.isArray(doc))
     throw new ConfigError(`config ${path} must be a mapping of settings (e.g. "port: 8000")`);
-  const known = new Set(SETTINGS.map((s) => s.flag));
+  const known = new Set<string>(SETTINGS.map((s) => s.flag));
   for (const [key, value] of Object.entries(doc)) {
     if (!known.has(key)) throw new ConfigError(`config ${path}: unknown key "${key}"; known: ${[...known].join(', ')}`);
     out.set(key, value);

@@ -31,7 +31,7 @@ export interface Setting {
 }
 
 /** Every setting, by flag name. The YAML key is the flag name; the variable is KVROUTE_<FLAG>. */
-export const SETTINGS: readonly Setting[] = [
+export const SETTINGS = [
   { flag: 'backends', kind: 'urls' },
   { flag: 'policy', kind: 'policy' },
   { flag: 'port', kind: 'port' },
@@ -61,7 +61,10 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'backend-api-key', kind: 'secret' },
   { flag: 'request-timeout', kind: 'ms', min: 0 },
   { flag: 'max-body-memory', kind: 'size' },
-];
+] as const satisfies readonly Setting[];
+
+/** A setting's flag name, e.g. 'max-body'. */
+export type SettingFlag = (typeof SETTINGS)[number]['flag'];
 
 export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
 
