@@ -34,7 +34,7 @@ export interface ReadTraceOptions {
 
 export const TIME_UNITS = ['s', 'ms'] as const;
 export type TimeUnit = (typeof TIME_UNITS)[number];
-export const REORDER_WINDOW_DEFAULT = 65_536;
+export const REORDER_WINDOW_DEFAULT = 4096;
 
 export const WARNING_KINDS = ['hash_ids_length', 'arrival_order', 'orphan_parent'] as const;
 export type TraceWarningKind = (typeof WARNING_KINDS)[number];
