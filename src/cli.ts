@@ -44,7 +44,12 @@ const VERBS: Record<string, (args: string[]) => void | Promise<void>> = {
 };
 
 /** Data errors: the input is wrong, not the command line. */
-const DATA_ERRORS = new Set(['ERR_KVROUTE_TRACE_FORMAT', 'ERR_KVROUTE_TRACE_IO', 'ERR_KVROUTE_STATE_FEED']);
+const DATA_ERRORS = new Set([
+  'ERR_KVROUTE_TRACE_FORMAT',
+  'ERR_KVROUTE_TRACE_IO',
+  'ERR_KVROUTE_TRACE_EMPTY',
+  'ERR_KVROUTE_STATE_FEED',
+]);
 
 async function main(argv: string[]): Promise<number> {
   const [verb, ...rest] = argv;
