@@ -65,7 +65,10 @@ export class ByteSource {
         for await (const chunk of gunzip as AsyncIterable<Buffer>) yield chunk;
       } catch (error) {
         if (!(error as NodeJS.ErrnoException).code?.startsWith('Z_')) throw error;
-        throw decodeError(`${this.source}: gzip: ${(error as Error).message} (is the file truncated or corrupt?)`, error);
+        throw decodeError(
+          `${this.source}: gzip: ${(error as Error).message} (is the file truncated or corrupt?)`,
+          error,
+        );
       } finally {
         gunzip.destroy();
       }
