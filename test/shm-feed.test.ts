@@ -183,7 +183,7 @@ describe('malformed and missing feeds', () => {
 });
 
 describe('across processes', () => {
-  it('accepts zero torn snapshots in 1M reads while another process writes flat out', async () => {
+  it('accepts zero torn snapshots in 1M+ reads while another process writes flat out', async () => {
     const path = fresh();
     new StateFeedWriter(path, { slots: 2 }).close();
     const script = fileURLToPath(new URL('./fixtures/feed-writer.mjs', import.meta.url));
@@ -198,8 +198,11 @@ describe('across processes', () => {
       let torn = 0;
       let last = 0;
       let changes = 0;
+      // At least 1M reads, and on until the writer has really written 1,000 times meanwhile (a
+      // loaded 2-core machine may not schedule it much during the first million); bounded in
+      // reads and time.
       const deadline = Date.now() + 60_000;
-      while (reads < 1_000_000 && Date.now() < deadline) {
+      while ((reads < 1_000_000 || changes <= 1_000) && reads < 50_000_000 && Date.now() < deadline) {
         const s = reader.read(0);
         if (s === undefined) continue; // busy for every attempt: not a value, not torn
         reads++;
@@ -222,7 +225,7 @@ describe('across processes', () => {
         last = c;
       }
       reader.close();
-      expect(reads).toBe(1_000_000);
+      expect(reads).toBeGreaterThanOrEqual(1_000_000);
       expect(torn).toBe(0);
       expect(changes).toBeGreaterThan(1_000); // the writer really was writing meanwhile
     } finally {
