@@ -22,7 +22,7 @@ export const TRACE_INPUT_USAGE = `                    --format auto|mooncake|ses
                                       full hash_ids continues its session
                     --time-unit s|ms  the unit of timestamp (default ms mooncake, s session)
                     --reorder-window N  lines held to sort the trace into arrival order
-                                      (default 4096)`;
+                                      (default 1024)`;
 
 export function readerOptions(values: OptionValues): ReadTraceOptions {
   const options: ReadTraceOptions = {

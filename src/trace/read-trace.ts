@@ -57,7 +57,7 @@ export interface ReadTraceOptions {
 }
 
 export { TIME_UNITS, type TimeUnit } from './types.js';
-export const REORDER_WINDOW_DEFAULT = 4096;
+export const REORDER_WINDOW_DEFAULT = 1024;
 /** Lines read before the first request is handed on, to infer what the file does not state. */
 export const READ_AHEAD_LINES = 4096;
 
