@@ -12,6 +12,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { characterizeTrace } from '../src/analysis/characterize.js';
+import { ArrivalSort } from '../src/trace/arrival-sort.js';
 import { fittingBlockSizes } from '../src/trace/block-size-inference.js';
 import { readLines } from '../src/trace/line-reader.js';
 import { READ_AHEAD_LINES, readTrace, type ReadTraceOptions } from '../src/trace/read-trace.js';
@@ -175,6 +176,34 @@ describe('timestamp units', () => {
 });
 
 describe('arrival order', () => {
+  it('ArrivalSort releases a stable sort, and refuses exactly the items earlier than one released (randomized)', () => {
+    const rng = new Rng(11);
+    for (let trial = 0; trial < 500; trial++) {
+      const window = rng.int(1, 20);
+      const items = Array.from({ length: rng.int(0, 200) }, (_, line) => ({
+        arrival: rng.chance(0.7) ? line : rng.int(0, 200),
+        line,
+      }));
+      const sort = new ArrivalSort<{ arrival: number; line: number }>(window);
+      const out: typeof items = [];
+      const refused: typeof items = [];
+      for (const item of items) {
+        const last = sort.released;
+        const earlier =
+          last !== undefined &&
+          (item.arrival < last.arrival || (item.arrival === last.arrival && item.line < last.line));
+        const accepted = sort.push(item);
+        expect(accepted).toBe(!earlier);
+        if (!accepted) refused.push(item);
+        for (let next = sort.pop(); next !== undefined; next = sort.pop()) out.push(next);
+        expect(sort.size).toBeLessThanOrEqual(window);
+      }
+      for (let next = sort.pop(true); next !== undefined; next = sort.pop(true)) out.push(next);
+      const kept = items.filter((item) => !refused.includes(item));
+      expect(out).toEqual([...kept].sort((a, b) => a.arrival - b.arrival || a.line - b.line));
+    }
+  });
+
   it('hands lines on in arrival order, whatever their local disorder (randomized)', async () => {
     const rng = new Rng(3);
     for (let trial = 0; trial < 8; trial++) {
