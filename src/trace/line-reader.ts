@@ -14,15 +14,21 @@ export interface NumberedLine {
   text: string;
 }
 
+/** Bytes taken from the input so far; bumped once per read chunk, so cheap to poll from a timer. */
+export interface ByteCounter {
+  bytes: number;
+}
+
 const CHUNK_BYTES = 1 << 20;
 
 /** `path` '-' reads stdin. Empty lines are skipped but still counted. */
-export async function* readLines(path: string): AsyncGenerator<NumberedLine> {
+export async function* readLines(path: string, counter?: ByteCounter): AsyncGenerator<NumberedLine> {
   const stream: Readable = path === '-' ? process.stdin : createReadStream(path, { highWaterMark: CHUNK_BYTES });
   let carry: Buffer | undefined;
   let line = 0;
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) {
+      if (counter !== undefined) counter.bytes += chunk.length;
       const buffer = carry === undefined ? chunk : Buffer.concat([carry, chunk]);
       let start = 0;
       for (let newline = buffer.indexOf(10, start); newline !== -1; newline = buffer.indexOf(10, start)) {

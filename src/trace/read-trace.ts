@@ -9,8 +9,10 @@
  * and become hard errors under `strict`: `hash_ids` whose length contradicts `input_length`,
  * arrivals that go backwards, and a `parent_chat_id` that names no earlier chat.
  */
+import { statSync } from 'node:fs';
+
 import { LineFields, type JsonObject } from './line-fields.js';
-import { readLines } from './line-reader.js';
+import { readLines, type ByteCounter } from './line-reader.js';
 import { SessionInference } from './session-inference.js';
 import { invalidValue } from '../core/errors.js';
 import { DEFAULT_BLOCK_SIZE, TRACE_FORMATS, type TraceFormat, type TraceRequest } from './types.js';
@@ -75,6 +77,8 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
   private blockSizeLine = 0;
   private started = false;
   private readonly source: string;
+  private readonly consumed: ByteCounter = { bytes: 0 };
+  private size: number | null | undefined;
 
   constructor(
     private readonly path: string,
@@ -91,10 +95,31 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
     this.source = options.sourceName ?? (path === '-' ? 'stdin' : path);
   }
 
+  /** Bytes of the input consumed so far (a read chunk at a time); for progress reports. */
+  get bytesRead(): number {
+    return this.consumed.bytes;
+  }
+
+  /**
+   * The input file's size in bytes, or undefined when it has none up front (stdin, a pipe) or
+   * cannot be stat'ed (iterating reports that error). Stat'ed once, on first use.
+   */
+  get totalBytes(): number | undefined {
+    if (this.size === undefined) {
+      try {
+        const stats = this.path === '-' ? undefined : statSync(this.path);
+        this.size = stats?.isFile() ? stats.size : null;
+      } catch {
+        this.size = null;
+      }
+    }
+    return this.size ?? undefined;
+  }
+
   async *[Symbol.asyncIterator](): AsyncGenerator<TraceRequest> {
     if (this.started) throw new Error('a TraceReader is iterated once; open the file again to re-read it');
     this.started = true;
-    for await (const { line, text } of readLines(this.path)) {
+    for await (const { line, text } of readLines(this.path, this.consumed)) {
       this.stats.lines = line;
       let object: unknown;
       try {
