@@ -79,7 +79,7 @@ describe('kvroute trace', () => {
   it('synth writes a session trace that validates and characterizes', () => {
     const run = kvroute(['trace', 'synth', '--sessions', '30', '--seed', '3', '-o', synth]);
     expect(run.status).toBe(0);
-    expect(run.stderr).toMatch(/wrote \d+ requests/);
+    expect(run.stderr).toMatch(/wrote \d+(\.\d k)? requests to /);
     const validate = JSON.parse(kvroute(['trace', 'validate', synth, '--json', '--strict']).stdout);
     expect(validate).toMatchObject({ format: 'session', blockSize: 16, sessions: 30 });
     const summary = JSON.parse(kvroute(['analyze', 'trace', synth, '--json']).stdout);

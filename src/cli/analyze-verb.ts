@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 
 import { characterizeTrace } from '../analysis/characterize.js';
+import { formatDuration } from '../analysis/format-units.js';
 import { renderSummary } from '../analysis/render-summary.js';
 import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { readTrace } from '../trace/read-trace.js';
@@ -45,6 +46,6 @@ export async function analyzeVerb(args: string[]): Promise<void> {
   if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
     process.stdout.write(`${renderSummary(summary)}\n`);
-    process.stderr.write(`(${((performance.now() - started) / 1000).toFixed(1)} s)\n`);
+    process.stderr.write(`(${formatDuration((performance.now() - started) / 1000)})\n`);
   }
 }

@@ -1,6 +1,7 @@
 /** `kvroute trace synth | transform | validate`. */
 import { parseArgs } from 'node:util';
 
+import { formatCount } from '../analysis/format-units.js';
 import { readTrace } from '../trace/read-trace.js';
 import { synthesizeTrace, type SynthOptions } from '../trace/synth.js';
 import { transformTrace, type TransformOptions } from '../trace/transforms.js';
@@ -62,7 +63,7 @@ async function synthVerb(args: string[]): Promise<void> {
   const format = choiceFlag(values, 'to', TRACE_FORMATS) ?? 'session';
   const { requests } = await writeTrace(synthesizeWithFlagNames(options), values.output ?? '-', format);
   if (values.output !== undefined)
-    process.stderr.write(`kvroute trace synth: wrote ${requests} requests to ${values.output}\n`);
+    process.stderr.write(`kvroute trace synth: wrote ${formatCount(requests, 'requests')} to ${values.output}\n`);
 }
 
 /** The generator's option names, as the flags that set them. */
@@ -131,7 +132,7 @@ async function transformVerb(args: string[]): Promise<void> {
   const { requests: written } = await writeTrace(all(), values.output ?? '-', format);
   reportWarnings('trace transform', reader.stats);
   process.stderr.write(
-    `kvroute trace transform: read ${reader.stats.requests} requests, wrote ${written}${values.output === undefined ? '' : ` to ${values.output}`}\n`,
+    `kvroute trace transform: read ${formatCount(reader.stats.requests, 'requests')}, wrote ${formatCount(written)}${values.output === undefined ? '' : ` to ${values.output}`}\n`,
   );
 }
 
@@ -149,7 +150,7 @@ async function validateVerb(args: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(counts)}\n`);
   } else {
     process.stdout.write(
-      `${stats.format} trace: ${stats.requests} requests, ${stats.sessions} sessions, block size ${stats.blockSize ?? '-'}\n`,
+      `${stats.format} trace: ${formatCount(stats.requests, 'requests')}, ${formatCount(stats.sessions, 'sessions')}, block size ${stats.blockSize === undefined ? '-' : `${stats.blockSize} tokens`}\n`,
     );
   }
   reportWarnings('trace validate', stats);
