@@ -1,0 +1,167 @@
+/**
+ * A progress line on stderr for the verbs that work for tens of seconds (analyze trace, trace
+ * synth / transform / validate, sim run): amount done, rate, and with a known total a bar, the
+ * percentage and an ETA; without one (stdin) the amount, rate and elapsed time.
+ *
+ * Library: cli-progress (pinned exactly in package.json). It draws one line in place, throttles
+ * redraws to `fps` and redraws only when the text changed, does nothing on a stream that is not
+ * a TTY, and clears its line on stop; one small dependency (string-width, already in the tree).
+ * The alternatives looked at: `progress` (no release since 2018, no clear-on-stop), `gauge`
+ * (npm's own, eight dependencies), `@opentf/cli-pbar` (two dependencies, little use).
+ *
+ * Invariants and hazards:
+ * - Only a TTY stream (`isTTY === true`) is drawn on. Anywhere else (a pipe, a file, CI) or with
+ *   `enabled: false`, startProgress returns a handle that does nothing and writes nothing, so
+ *   piped and --json runs get no extra bytes. Nothing here writes to stdout.
+ * - The hot loop never calls in: a timer polls `poll()` (a counter the work bumps anyway) every
+ *   1/FPS s, and the library redraws at most FPS times a second. Timers fire only between the
+ *   work's I/O waits, so the line moves a read chunk at a time.
+ * - stop() leaves the cursor at the start of an empty line, so what the verb prints next (its
+ *   output, warnings or an error) starts clean; it is idempotent. withProgress stops on error.
+ * - The library's redraw timer is not unref'd: a bar that is never stopped keeps the process
+ *   alive. Pair every start with a stop (withProgress does).
+ * - No cursor hiding, no line-wrap switching, no SIGINT handler (the library's would keep
+ *   Ctrl-C from ending the process): an interrupted run leaves at most a drawn line behind.
+ */
+import cliProgress from 'cli-progress';
+
+import { formatBytes, formatCount, formatDuration } from '../analysis/format-units.js';
+
+export type ProgressUnit = 'bytes' | 'requests' | 'sessions';
+
+/** What the bar draws on: process.stderr, or a stand-in with the same three members. */
+export interface ProgressStream {
+  isTTY?: boolean;
+  columns?: number;
+  write(chunk: string): boolean;
+}
+
+export interface ProgressOptions {
+  /** Leads the line, e.g. "analyze trace". */
+  label: string;
+  unit: ProgressUnit;
+  /**
+   * The amount when done; a function when it is known only later (read on every tick).
+   * undefined: unknown (stdin), so no bar and no ETA.
+   */
+  total?: number | (() => number | undefined);
+  /** The amount done so far. Called from a timer, at most FPS times a second. */
+  poll: () => number;
+  /** Default process.stderr. */
+  stream?: ProgressStream;
+  /** false: draw nothing (e.g. the verb streams its output to the same terminal). Default true. */
+  enabled?: boolean;
+}
+
+export interface Progress {
+  /** Clears the line and ends the timers. Safe to call more than once. */
+  stop(): void;
+}
+
+/** Redraws per second, and the polling rate. */
+const FPS = 10;
+/** The rate and ETA are measured over this much recent time, so they follow a change of pace. */
+const RATE_WINDOW_MS = 5_000;
+const BAR_CHARS = 20;
+
+const NO_PROGRESS: Progress = { stop() {} };
+
+interface Frame {
+  label: string;
+  unit: ProgressUnit;
+  /** Per second; undefined until two samples exist. */
+  rate: number | undefined;
+  known: boolean;
+}
+
+function amount(value: number, unit: ProgressUnit): string {
+  return unit === 'bytes' ? formatBytes(value) : formatCount(value, unit);
+}
+
+function rateText(rate: number | undefined, unit: ProgressUnit): string {
+  if (rate === undefined) return `- ${unit === 'bytes' ? 'B' : unit}/s`;
+  return unit === 'bytes' ? `${formatBytes(rate)}/s` : `${formatCount(rate, unit)}/s`;
+}
+
+/** The line for one redraw; drops the bar, then cuts the end, to stay inside the terminal. */
+function formatFrame(options: cliProgress.Options, params: cliProgress.Params, frame: Frame): string {
+  const { unit } = frame;
+  const done = amount(params.value, unit);
+  const rate = rateText(frame.rate, unit);
+  let parts: string[];
+  let bar = '';
+  if (frame.known) {
+    const left = Math.max(0, params.total - params.value);
+    const eta = left === 0 ? 'finishing' : frame.rate ? `ETA ${formatDuration(left / frame.rate)}` : 'ETA -';
+    bar = cliProgress.Format.BarFormat(params.progress, options);
+    parts = [`${Math.floor(params.progress * 100)}%`, `${done} of ${amount(params.total, unit)}`, rate, eta];
+  } else {
+    parts = [done, rate, `${formatDuration((Date.now() - params.startTime) / 1000)} elapsed`];
+  }
+  const width = Math.max(1, params.maxWidth - 1); // the last column would wrap on some terminals
+  const withBar = `${frame.label} ${bar} ${parts.join(' · ')}`;
+  const line = bar !== '' && withBar.length <= width ? withBar : `${frame.label} ${parts.join(' · ')}`;
+  return line.slice(0, width);
+}
+
+/** Starts drawing; see the module header for when it draws nothing. */
+export function startProgress(options: ProgressOptions): Progress {
+  const stream = options.stream ?? process.stderr;
+  if (options.enabled === false || stream.isTTY !== true) return NO_PROGRESS;
+  const totalOf = (): number | undefined => {
+    const total = typeof options.total === 'function' ? options.total() : options.total;
+    return total !== undefined && Number.isFinite(total) && total >= 0 ? total : undefined;
+  };
+  const frame: Frame = { label: options.label, unit: options.unit, rate: undefined, known: false };
+  const bar = new cliProgress.SingleBar({
+    stream: stream as NodeJS.WritableStream,
+    fps: FPS,
+    format: (o, params) => formatFrame(o, params, frame),
+    barsize: BAR_CHARS,
+    barCompleteChar: '█',
+    barIncompleteChar: '░',
+    clearOnComplete: true,
+    hideCursor: false,
+    linewrap: true,
+    gracefulExit: false,
+  });
+  const samples: Array<{ at: number; value: number }> = [];
+  const tick = (): void => {
+    const at = Date.now();
+    const value = options.poll();
+    const total = totalOf();
+    frame.known = total !== undefined;
+    if (total !== undefined && total !== bar.getTotal()) bar.setTotal(total);
+    samples.push({ at, value });
+    while (samples.length > 2 && at - samples[1]!.at >= RATE_WINDOW_MS) samples.shift();
+    const first = samples[0]!;
+    frame.rate = at > first.at ? ((value - first.value) * 1000) / (at - first.at) : undefined;
+    bar.update(value);
+  };
+  const initial = totalOf();
+  frame.known = initial !== undefined;
+  const start = { at: Date.now(), value: options.poll() };
+  samples.push(start);
+  bar.start(initial ?? 0, start.value);
+  const timer = setInterval(tick, 1000 / FPS);
+  timer.unref();
+  let stopped = false;
+  return {
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(timer);
+      bar.stop();
+    },
+  };
+}
+
+/** Runs `work` with a progress line, stopping it (the line cleared) whether `work` succeeds or throws. */
+export async function withProgress<T>(options: ProgressOptions, work: () => Promise<T>): Promise<T> {
+  const progress = startProgress(options);
+  try {
+    return await work();
+  } finally {
+    progress.stop();
+  }
+}
