@@ -59,7 +59,7 @@ describe('startProgress on a TTY', () => {
     });
     vi.advanceTimersByTime(500);
     expect(stream.frames()).toContain(
-      'analyze trace ██████████░░░░░░░░░░ 50% · 5.0 MiB of 10.0 MiB · 10.0 MiB/s · ETA 500.0 ms',
+      `analyze trace ${'█'.repeat(15)}${'░'.repeat(15)} 50% · 5.0 MiB / 10.0 MiB · 10.0 MiB/s · ETA 500.0 ms`,
     );
     progress.stop();
   });
@@ -87,7 +87,7 @@ describe('startProgress on a TTY', () => {
     expect(stream.frames().at(-1)).not.toMatch(/ETA|%/);
     plan.total = 1_000;
     vi.advanceTimersByTime(1_000);
-    expect(stream.frames().at(-1)).toMatch(/ 20% · 200 requests of 1.0 k requests · 100 requests\/s · ETA 8.0 s$/);
+    expect(stream.frames().at(-1)).toMatch(/ 20% · 200 requests \/ 1.0 k requests · 100 requests\/s · ETA 8.0 s$/);
     progress.stop();
   });
 
@@ -100,7 +100,20 @@ describe('startProgress on a TTY', () => {
     progress.stop();
   });
 
-  it('stays inside a narrow terminal by dropping the bar', () => {
+  it('narrows the bar to fit the terminal, and drops it when there is no room', () => {
+    const medium = fakeStream(true, 80);
+    const shown = startProgress({
+      label: 'sim run',
+      unit: 'bytes',
+      total: 10 * MIB,
+      poll: steady(MIB),
+      stream: medium,
+    });
+    vi.advanceTimersByTime(1_000);
+    shown.stop();
+    const frame = medium.frames().at(-1)!;
+    expect(frame.length).toBe(79);
+    expect(frame).toMatch(/^sim run [█░]{10,30} 10% · /);
     const stream = fakeStream(true, 60);
     const progress = startProgress({ label: 'sim run', unit: 'bytes', total: 10 * MIB, poll: steady(MIB), stream });
     vi.advanceTimersByTime(1_000);

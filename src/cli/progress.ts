@@ -62,7 +62,9 @@ export interface Progress {
 const FPS = 10;
 /** The rate and ETA are measured over this much recent time, so they follow a change of pace. */
 const RATE_WINDOW_MS = 5_000;
-const BAR_CHARS = 20;
+/** Bar width bounds, in columns. */
+const BAR_MIN = 10;
+const BAR_MAX = 30;
 
 const NO_PROGRESS: Progress = { stop() {} };
 
@@ -83,24 +85,31 @@ function rateText(rate: number | undefined, unit: ProgressUnit): string {
   return unit === 'bytes' ? `${formatBytes(rate)}/s` : `${formatCount(rate, unit)}/s`;
 }
 
-/** The line for one redraw; drops the bar, then cuts the end, to stay inside the terminal. */
-function formatFrame(options: cliProgress.Options, params: cliProgress.Params, frame: Frame): string {
+function barOf(progress: number, width: number): string {
+  const done = Math.round(Math.min(1, Math.max(0, progress)) * width);
+  return `${'█'.repeat(done)}${'░'.repeat(width - done)}`;
+}
+
+/** The line for one redraw: the bar takes the room the text leaves (none below BAR_MIN). */
+function formatFrame(params: cliProgress.Params, frame: Frame): string {
   const { unit } = frame;
   const done = amount(params.value, unit);
   const rate = rateText(frame.rate, unit);
   let parts: string[];
-  let bar = '';
   if (frame.known) {
     const left = Math.max(0, params.total - params.value);
     const eta = left === 0 ? 'finishing' : frame.rate ? `ETA ${formatDuration(left / frame.rate)}` : 'ETA -';
-    bar = cliProgress.Format.BarFormat(params.progress, options);
-    parts = [`${Math.floor(params.progress * 100)}%`, `${done} of ${amount(params.total, unit)}`, rate, eta];
+    parts = [`${Math.floor(params.progress * 100)}%`, `${done} / ${amount(params.total, unit)}`, rate, eta];
   } else {
     parts = [done, rate, `${formatDuration((Date.now() - params.startTime) / 1000)} elapsed`];
   }
+  const text = parts.join(' · ');
   const width = Math.max(1, params.maxWidth - 1); // the last column would wrap on some terminals
-  const withBar = `${frame.label} ${bar} ${parts.join(' · ')}`;
-  const line = bar !== '' && withBar.length <= width ? withBar : `${frame.label} ${parts.join(' · ')}`;
+  const room = Math.min(BAR_MAX, width - frame.label.length - text.length - 2);
+  const line =
+    frame.known && room >= BAR_MIN
+      ? `${frame.label} ${barOf(params.progress, room)} ${text}`
+      : `${frame.label} ${text}`;
   return line.slice(0, width);
 }
 
@@ -116,10 +125,7 @@ export function startProgress(options: ProgressOptions): Progress {
   const bar = new cliProgress.SingleBar({
     stream: stream as NodeJS.WritableStream,
     fps: FPS,
-    format: (o, params) => formatFrame(o, params, frame),
-    barsize: BAR_CHARS,
-    barCompleteChar: '█',
-    barIncompleteChar: '░',
+    format: (_options, params) => formatFrame(params, frame),
     clearOnComplete: true,
     hideCursor: false,
     linewrap: true,
