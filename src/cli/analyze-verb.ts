@@ -7,7 +7,9 @@ import { renderSummary } from '../analysis/render-summary.js';
 import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { readTrace } from '../trace/read-trace.js';
 import { choiceFlag, integerFlag, UsageError } from './common.js';
+import { withProgress } from './progress.js';
 import { readerOptions, reportWarnings, TRACE_INPUT_OPTIONS, TRACE_INPUT_USAGE } from './trace-input.js';
+import { readerProgress } from './work-progress.js';
 
 export const ANALYZE_USAGE = `  analyze trace IN  characterize a workload: counts, APC ceilings, reuse, KV footprint
                     --json            print the summary as JSON
@@ -41,7 +43,7 @@ export async function analyzeVerb(args: string[]): Promise<void> {
   };
   const workers = integerFlag(values, 'workers', 0);
   if (workers !== undefined) options.workers = workers;
-  const summary = await characterizeTrace(reader, options);
+  const summary = await withProgress(readerProgress('analyze trace', reader), () => characterizeTrace(reader, options));
   reportWarnings('analyze trace', reader.stats);
   if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {

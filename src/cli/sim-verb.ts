@@ -11,9 +11,11 @@ import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { choiceFlag, integerFlag, numberFlag, UsageError } from './common.js';
+import { withProgress } from './progress.js';
 import { SIM_SERVE_USAGE, simServeVerb } from './sim-serve-verb.js';
 import { renderInterference, renderMetrics } from './sim-tables.js';
 import { readerOptions, reportWarnings, TRACE_INPUT_OPTIONS } from './trace-input.js';
+import { readerProgress } from './work-progress.js';
 
 export const SIM_USAGE = `  sim run --trace IN  replay a trace in virtual time through the router and N engine models
                     --policy P        ${POLICY_NAMES.join(', ')} (default unified)
@@ -64,7 +66,7 @@ export async function simVerb(args: string[]): Promise<void> {
   if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed: integerFlag(values, 'seed', 0) ?? 1 };
   const started = performance.now();
   const reader = readTrace(values.trace, readerOptions(values));
-  const result = await simulateStream(reader, options);
+  const result = await withProgress(readerProgress('sim run', reader), () => simulateStream(reader, options));
   reportWarnings('sim run', reader.stats);
   const metrics = runMetrics(result.records);
   if (values.records !== undefined) writeRecords(values.records, result.records);
