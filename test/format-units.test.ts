@@ -94,7 +94,10 @@ describe('table scales', () => {
     expect(durationScale([0.05, 0.2]).unit).toBe('ms');
     expect(durationScale([0.88, 15.75]).unit).toBe('s');
     expect(durationScale([0, 0]).unit).toBe('s');
-    expect(durationScale([Number.NaN, 120]).unit).toBe('min');
+    expect(durationScale([7.8, 139.8]).unit).toBe('s'); // seconds up to 999 s
+    expect(durationScale([Number.NaN, 1200]).unit).toBe('min');
+    expect(durationScale([60_000]).unit).toBe('h');
+    expect(durationScale([-0.5]).unit).toBe('ms');
     const ms = durationScale([0.0078, 0.0469]);
     expect([ms.unit, formatIn(0.0078, ms, 1)]).toEqual(['ms', '7.8']);
     expect(formatIn(Number.NaN, ms, 1)).toBe('-');

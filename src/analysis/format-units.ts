@@ -99,22 +99,24 @@ export interface Scale {
   divisor: number;
 }
 
-function scaleOf(ladder: readonly Rung[], values: readonly number[], floor: number): Scale {
-  const finite = values.filter(Number.isFinite).map(Math.abs);
-  const max = finite.length === 0 ? 0 : Math.max(...finite);
-  const rung = ladder[Math.max(floor, rungIndex(ladder, max))]!;
+/** The IEC unit in which the largest of `bytes` reads from 1 to 1024 (B below 1 KiB). */
+export function bytesScale(bytes: readonly number[]): Scale {
+  const finite = bytes.filter(Number.isFinite).map(Math.abs);
+  const rung = BYTES[rungIndex(BYTES, finite.length === 0 ? 0 : Math.max(...finite))]!;
   return { unit: rung.unit, divisor: rung.size };
 }
 
-/** The IEC unit in which the largest of `bytes` reads from 1 to 1024 (B below 1 KiB). */
-export function bytesScale(bytes: readonly number[]): Scale {
-  return scaleOf(BYTES, bytes, 0);
-}
-
-/** The unit (µs … h) in which the largest of `seconds` reads from 1 up; all zero reads "s". */
+/**
+ * The unit for a column of durations (seconds), by its largest value: µs, ms or s by SI steps,
+ * and seconds stay up to 999 s (a latency column of 0.9 s to 140 s reads "s", not "min"), then
+ * min up to 999 min, then h. All zero (or none finite) reads "s".
+ */
 export function durationScale(seconds: readonly number[]): Scale {
-  const finite = seconds.filter((s) => Number.isFinite(s) && s !== 0);
-  return finite.length === 0 ? { unit: 's', divisor: 1 } : scaleOf(DURATION, finite, 0);
+  const finite = seconds.filter(Number.isFinite).map(Math.abs);
+  const max = finite.length === 0 ? 0 : Math.max(...finite);
+  const unit =
+    max === 0 || (max >= 1 && max < 1000) ? 's' : max < 1e-3 ? 'µs' : max < 1 ? 'ms' : max < 60_000 ? 'min' : 'h';
+  return { unit, divisor: DURATION.find((rung) => rung.unit === unit)!.size };
 }
 
 /** `value` in `scale` with `decimals` places, "-" when it is not a finite number. */
