@@ -50,7 +50,7 @@ describe('the progress line from the CLI', () => {
     const run = onTerminal(['trace', 'synth', '--sessions', '50', '--seed', '2', '-o', drawn]);
     expect(run.status).toBe(0);
     const screen = run.stdout;
-    expect(screen).toMatch(/trace synth .*\d+% · [\d.]+( k)? requests \/ [\d.]+( k)? requests · /);
+    expect(screen).toMatch(/trace synth .*\d+% · [\d.]+( k)? \/ [\d.]+( k)? requests · [\d.]+( k)?\/s · /);
     const cleared = screen.lastIndexOf(CLEAR_LINE);
     expect(cleared).toBeGreaterThan(0);
     expect(screen.slice(cleared + CLEAR_LINE.length)).toMatch(/^kvroute trace synth: wrote \d+ requests to \S+\r?\n$/);

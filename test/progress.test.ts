@@ -69,7 +69,7 @@ describe('startProgress on a TTY', () => {
     const progress = startProgress({ label: 'trace validate', unit: 'requests', poll: steady(2_500), stream });
     vi.advanceTimersByTime(2_000);
     const last = stream.frames().at(-1)!;
-    expect(last).toBe('trace validate 5.0 k requests · 2.5 k requests/s · 2.0 s elapsed');
+    expect(last).toBe('trace validate 5.0 k requests · 2.5 k/s · 2.0 s elapsed');
     progress.stop();
   });
 
@@ -87,7 +87,7 @@ describe('startProgress on a TTY', () => {
     expect(stream.frames().at(-1)).not.toMatch(/ETA|%/);
     plan.total = 1_000;
     vi.advanceTimersByTime(1_000);
-    expect(stream.frames().at(-1)).toMatch(/ 20% · 200 requests \/ 1.0 k requests · 100 requests\/s · ETA 8.0 s$/);
+    expect(stream.frames().at(-1)).toMatch(/ 20% · 200 \/ 1.0 k requests · 100\/s · ETA 8.0 s$/);
     progress.stop();
   });
 

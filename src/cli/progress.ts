@@ -76,13 +76,22 @@ interface Frame {
   known: boolean;
 }
 
+/** `value` with its unit: "1.2 GiB", "6.5 k requests". */
 function amount(value: number, unit: ProgressUnit): string {
   return unit === 'bytes' ? formatBytes(value) : formatCount(value, unit);
 }
 
+/** "6.5 k / 12.4 k requests": the unit once, after the total. */
+function amountOf(value: number, total: number, unit: ProgressUnit): string {
+  return unit === 'bytes'
+    ? `${formatBytes(value)} / ${formatBytes(total)}`
+    : `${formatCount(value)} / ${formatCount(total, unit)}`;
+}
+
+/** Per second, the unit left to the amount beside it: "72.5 MiB/s", "10.5 k/s". */
 function rateText(rate: number | undefined, unit: ProgressUnit): string {
-  if (rate === undefined) return `- ${unit === 'bytes' ? 'B' : unit}/s`;
-  return unit === 'bytes' ? `${formatBytes(rate)}/s` : `${formatCount(rate, unit)}/s`;
+  if (rate === undefined) return '-/s';
+  return `${unit === 'bytes' ? formatBytes(rate) : formatCount(rate)}/s`;
 }
 
 function barOf(progress: number, width: number): string {
@@ -93,15 +102,14 @@ function barOf(progress: number, width: number): string {
 /** The line for one redraw: the bar takes the room the text leaves (none below BAR_MIN). */
 function formatFrame(params: cliProgress.Params, frame: Frame): string {
   const { unit } = frame;
-  const done = amount(params.value, unit);
   const rate = rateText(frame.rate, unit);
   let parts: string[];
   if (frame.known) {
     const left = Math.max(0, params.total - params.value);
     const eta = left === 0 ? 'finishing' : frame.rate ? `ETA ${formatDuration(left / frame.rate)}` : 'ETA -';
-    parts = [`${Math.floor(params.progress * 100)}%`, `${done} / ${amount(params.total, unit)}`, rate, eta];
+    parts = [`${Math.floor(params.progress * 100)}%`, amountOf(params.value, params.total, unit), rate, eta];
   } else {
-    parts = [done, rate, `${formatDuration((Date.now() - params.startTime) / 1000)} elapsed`];
+    parts = [amount(params.value, unit), rate, `${formatDuration((Date.now() - params.startTime) / 1000)} elapsed`];
   }
   const text = parts.join(' · ');
   const width = Math.max(1, params.maxWidth - 1); // the last column would wrap on some terminals
@@ -157,6 +165,7 @@ export function startProgress(options: ProgressOptions): Progress {
       if (stopped) return;
       stopped = true;
       clearInterval(timer);
+      tick(); // the last frame (drawn, then cleared, by bar.stop) shows where the work ended
       bar.stop();
     },
   };
