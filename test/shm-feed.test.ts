@@ -309,7 +309,11 @@ describe('kvroute state watch and sim serve --shm', () => {
       decode_batch: 4,
     });
     expect(doc.instances[0].age_ms).toBeGreaterThanOrEqual(0);
-    expect(kvroute(['state', 'watch', path, '--once']).stdout).toMatch(/engine-1/);
+    const once = kvroute(['state', 'watch', path, '--once']).stdout;
+    expect(once).toMatch(/engine-1/);
+    // Every column names its unit in the row under the header; counts scale (12,000 → 12.0 k).
+    expect(once).toMatch(/\n\s+(µs|ms|s|min|h)\s+requests\s+requests\s+blocks\s+%\s+tokens\s+tokens\s+sequences\n/);
+    expect(once).toMatch(/engine-1 .* 9\.0 k\/20\.2 k\s+44\.6\s+12\.0 k\s+8\.0 k\s+4$/m);
     writer.close();
     const missing = kvroute(['state', 'watch', join(dir, 'nothing-here'), '--once']);
     expect(missing.status).toBe(1);
@@ -382,7 +386,8 @@ describe('kvroute state freshness', () => {
       expect(dead.status).toBe(0);
       expect(JSON.parse(dead.stdout).pct_stale).toBe(100);
       const table = await freshness([path, '--duration', '100']);
-      expect(table.stdout).toMatch(/median age .* ms, p99 .* ms, .*% older than 2000 ms/);
+      expect(table.stdout).toMatch(/median age [\d.]+ (ms|s|min), p99 [\d.]+ (ms|s|min), .*% older than 2\.0 s/);
+      expect(table.stdout).toMatch(/readings\s+median \((ms|s|min)\)\s+p99 \((ms|s|min)\)\s+stale \(%\)/);
     } finally {
       if (!stopped) await serve.stop();
     }

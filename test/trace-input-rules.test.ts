@@ -30,7 +30,12 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function file(content: string | Buffer | readonly object[]): string {
   const path = join(dir, `t${files++}.jsonl`);
-  writeFileSync(path, Array.isArray(content) ? content.map((line) => JSON.stringify(line)).join('\n') + '\n' : content);
+  writeFileSync(
+    path,
+    typeof content === 'string' || Buffer.isBuffer(content)
+      ? content
+      : content.map((line) => JSON.stringify(line)).join('\n') + '\n',
+  );
   return path;
 }
 
@@ -48,7 +53,10 @@ const refusal = (path: string, options?: ReadTraceOptions) =>
   );
 
 /** The public trace as a session trace whose lines carry no block_size (512-token blocks). */
-const sessionLines512 = MOONCAKE_LINES.map((line, i) => ({ session_id: `s${i % 300}`, ...line }));
+const sessionLines512: Record<string, unknown>[] = MOONCAKE_LINES.map((line, i) => ({
+  session_id: `s${i % 300}`,
+  ...line,
+}));
 
 describe('block size nobody stated', () => {
   it('fittingBlockSizes is exactly the set of B with ceil(L / B) = k (randomized)', () => {
@@ -159,7 +167,9 @@ describe('timestamp units', () => {
   });
 
   it('warns when a session trace is in milliseconds; --time-unit ms reads it right', async () => {
-    const seconds = sessionLines512.slice(0, 500).map((line) => ({ ...line, block_size: 512 }));
+    const seconds: Record<string, unknown>[] = sessionLines512
+      .slice(0, 500)
+      .map((line) => ({ ...line, block_size: 512 }));
     const millis = seconds.map((line) => ({ ...line, timestamp: (line.timestamp as number) * 1000 }));
     const { stats } = await readAll(file(millis));
     expect(stats.firstWarning.time_unit).toMatch(/timestamps look like milliseconds, not seconds: .*--time-unit ms/);

@@ -28,7 +28,12 @@ const lines: Record<string, unknown>[] = readFileSync(MOONCAKE, 'utf8')
 
 function write(name: string, content: string | Buffer | readonly object[]): string {
   const path = join(dir, name);
-  writeFileSync(path, Array.isArray(content) ? content.map((l) => JSON.stringify(l)).join('\n') + '\n' : content);
+  writeFileSync(
+    path,
+    typeof content === 'string' || Buffer.isBuffer(content)
+      ? content
+      : content.map((l) => JSON.stringify(l)).join('\n') + '\n',
+  );
   return path;
 }
 

@@ -2,11 +2,14 @@
 import { parseArgs } from 'node:util';
 
 import { characterizeTrace } from '../analysis/characterize.js';
+import { formatDuration } from '../analysis/format-units.js';
 import { renderSummary } from '../analysis/render-summary.js';
 import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { readTrace } from '../trace/read-trace.js';
 import { choiceFlag, integerFlag, UsageError } from './common.js';
+import { withProgress } from './progress.js';
 import { readerOptions, reportWarnings, TRACE_INPUT_OPTIONS, TRACE_INPUT_USAGE } from './trace-input.js';
+import { readerProgress } from './work-progress.js';
 
 export const ANALYZE_USAGE = `  analyze trace IN  characterize a workload: counts, APC ceilings, reuse, KV footprint
                     --json            print the summary as JSON
@@ -40,11 +43,11 @@ export async function analyzeVerb(args: string[]): Promise<void> {
   };
   const workers = integerFlag(values, 'workers', 0);
   if (workers !== undefined) options.workers = workers;
-  const summary = await characterizeTrace(reader, options);
+  const summary = await withProgress(readerProgress('analyze trace', reader), () => characterizeTrace(reader, options));
   reportWarnings('analyze trace', reader.stats);
   if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
     process.stdout.write(`${renderSummary(summary)}\n`);
-    process.stderr.write(`(${((performance.now() - started) / 1000).toFixed(1)} s)\n`);
+    process.stderr.write(`(${formatDuration((performance.now() - started) / 1000)})\n`);
   }
 }

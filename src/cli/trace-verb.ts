@@ -1,13 +1,16 @@
 /** `kvroute trace synth | transform | validate`. */
 import { parseArgs } from 'node:util';
 
+import { formatCount } from '../analysis/format-units.js';
 import { readTrace } from '../trace/read-trace.js';
-import { synthesizeTrace, type SynthOptions } from '../trace/synth.js';
+import { synthesizeTrace, type SynthOptions, type SynthProgress } from '../trace/synth.js';
 import { transformTrace, type TransformOptions } from '../trace/transforms.js';
 import { TRACE_FORMATS } from '../trace/types.js';
 import { writeTrace } from '../trace/write-trace.js';
 import { choiceFlag, integerFlag, numberFlag, UsageError } from './common.js';
+import { withProgress } from './progress.js';
 import { readerOptions, reportWarnings, TRACE_INPUT_OPTIONS, TRACE_INPUT_USAGE } from './trace-input.js';
+import { readerProgress, synthProgress } from './work-progress.js';
 
 export const TRACE_USAGE = `  trace synth       write a synthetic agentic-coding session trace (calibrated to the seeds' w600)
                     -o, --output FILE  (default stdout; files are written atomically)
@@ -60,9 +63,13 @@ async function synthVerb(args: string[]): Promise<void> {
   set('scale', numberFlag(values, 'scale'));
   set('systemPrefixTokens', integerFlag(values, 'system-prefix', 0));
   const format = choiceFlag(values, 'to', TRACE_FORMATS) ?? 'session';
-  const { requests } = await writeTrace(synthesizeWithFlagNames(options), values.output ?? '-', format);
+  const counter: SynthProgress = { requests: 0, totalRequests: undefined };
+  const trace = synthesizeWithFlagNames(options, counter);
+  const { requests } = await withProgress(synthProgress(counter, values.output ?? '-'), () =>
+    writeTrace(trace, values.output ?? '-', format),
+  );
   if (values.output !== undefined)
-    process.stderr.write(`kvroute trace synth: wrote ${requests} requests to ${values.output}\n`);
+    process.stderr.write(`kvroute trace synth: wrote ${formatCount(requests, 'requests')} to ${values.output}\n`);
 }
 
 /** The generator's option names, as the flags that set them. */
@@ -76,9 +83,9 @@ const SYNTH_FLAGS: Record<string, string> = {
 };
 
 /** Validates now (the generator is lazy), naming a bad option by its flag. */
-function synthesizeWithFlagNames(options: SynthOptions): ReturnType<typeof synthesizeTrace> {
+function synthesizeWithFlagNames(options: SynthOptions, progress: SynthProgress): ReturnType<typeof synthesizeTrace> {
   try {
-    return synthesizeTrace(options);
+    return synthesizeTrace(options, progress);
   } catch (error) {
     const field = /^(\w+) /.exec((error as Error).message)?.[1];
     const flag = field === undefined ? undefined : SYNTH_FLAGS[field];
@@ -128,10 +135,13 @@ async function transformVerb(args: string[]): Promise<void> {
     if (!first.done) yield first.value;
     yield* requests;
   }
-  const { requests: written } = await writeTrace(all(), values.output ?? '-', format);
+  const { requests: written } = await withProgress(
+    readerProgress('trace transform', reader, values.output ?? '-'),
+    () => writeTrace(all(), values.output ?? '-', format),
+  );
   reportWarnings('trace transform', reader.stats);
   process.stderr.write(
-    `kvroute trace transform: read ${reader.stats.requests} requests, wrote ${written}${values.output === undefined ? '' : ` to ${values.output}`}\n`,
+    `kvroute trace transform: read ${formatCount(reader.stats.requests, 'requests')}, wrote ${formatCount(written)}${values.output === undefined ? '' : ` to ${values.output}`}\n`,
   );
 }
 
@@ -142,14 +152,16 @@ async function validateVerb(args: string[]): Promise<void> {
     options: { ...TRACE_INPUT_OPTIONS, json: { type: 'boolean' } },
   });
   const reader = readTrace(onlyInput(positionals, 'validate'), readerOptions(values));
-  for await (const _ of reader);
+  await withProgress(readerProgress('trace validate', reader), async () => {
+    for await (const _ of reader);
+  });
   const { stats } = reader;
   if (values.json) {
     const { firstWarning: _, ...counts } = stats;
     process.stdout.write(`${JSON.stringify(counts)}\n`);
   } else {
     process.stdout.write(
-      `${stats.format} trace: ${stats.requests} requests, ${stats.sessions} sessions, block size ${stats.blockSize ?? '-'}\n`,
+      `${stats.format} trace: ${formatCount(stats.requests, 'requests')}, ${formatCount(stats.sessions, 'sessions')}, block size ${stats.blockSize === undefined ? '-' : `${stats.blockSize} tokens`}\n`,
     );
   }
   reportWarnings('trace validate', stats);
