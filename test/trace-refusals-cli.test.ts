@@ -63,7 +63,7 @@ describe.each(READERS)('kvroute %s', (_, args) => {
   });
 
   it('refuses lines that disagree on an unstated block size with exit 1, suggesting --block-size', () => {
-    const mixed = write('mixed.jsonl', [lines[0], { ...lines[1], hash_ids: [1] }]);
+    const mixed = write('mixed.jsonl', [lines[0]!, { ...lines[1], hash_ids: [1] }]);
     const out = kvroute(args(mixed));
     expect(out.status).toBe(1);
     expect(out.stderr).toMatch(/line 2: hash_ids: the lines disagree on the block size.*--block-size/);
