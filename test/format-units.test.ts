@@ -8,6 +8,7 @@ import {
   formatCount,
   formatDuration,
   formatIn,
+  formatTotal,
 } from '../src/analysis/format-units.js';
 
 describe('formatCount', () => {
@@ -46,6 +47,18 @@ describe('formatCount', () => {
       expect(formatCount(value)).toBe('-');
       expect(formatCount(value, 'tokens')).toBe('-');
     }
+  });
+});
+
+describe('formatTotal', () => {
+  it('prints counts people quote exactly below a million, with separators, and scales above', () => {
+    expect(formatTotal(3993, 'requests')).toBe('3,993 requests');
+    expect(formatTotal(0)).toBe('0');
+    expect(formatTotal(999_999)).toBe('999,999');
+    expect(formatTotal(1_000_000, 'requests')).toBe('1.0 M requests');
+    expect(formatTotal(-1234)).toBe('-1,234');
+    expect(formatTotal(1234.5)).toBe('1.2 k'); // not a whole count: scaled like any number
+    expect(formatTotal(undefined, 'requests')).toBe('-');
   });
 });
 

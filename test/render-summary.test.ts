@@ -33,7 +33,7 @@ function bigSummary(): TraceSummary {
 describe('renderSummary', () => {
   it('scales large counts with SI prefixes and names their units', () => {
     const text = renderSummary(bigSummary());
-    expect(text).toContain('1.0 M requests · 123.5 k sessions · input 41.6 G tokens · output 595.4 M tokens');
+    expect(text).toContain('1.0 M requests · 123,456 sessions · input 41.6 G tokens · output 595.4 M tokens');
     expect(text).toContain('block size 512 tokens · 81.3 M blocks, 29.0 M distinct · span 24.0 h');
     expect(text).not.toMatch(/\d{4,}(\.\d)? M/); // never "41643.1 M"
   });
@@ -43,7 +43,7 @@ describe('renderSummary', () => {
     const row = (start: string) => lines.find((l) => l.trimStart().startsWith(start))!;
     expect(row('input length (tokens)')).toMatch(/11\.6 k\s+38\.6 k\s+66\.5 k\s+191\.4 k\s+15\.3 k$/);
     expect(row('theoretical APC ceilings')).toMatch(/tokens\s+blocks\s+hit requests$/);
-    expect(row('any-session')).toMatch(/65\.1%\s+64\.0%\s+445\.6 k \(44\.6%\)$/);
+    expect(row('any-session')).toMatch(/65\.1%\s+64\.0%\s+445,600 \(44\.6%\)$/);
     expect(row('reuse of the any-session match')).toMatch(/blocks\s+share$/);
     expect(row('cross-session')).toMatch(/46\.1 M\s+59\.2%$/);
     expect(row('KV footprint per request')).toContain('96.0 KiB/token');

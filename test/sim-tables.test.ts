@@ -19,7 +19,7 @@ const metrics: RunMetrics = {
 describe('renderMetrics', () => {
   it('gives each latency row the unit that fits it, and scales the counts', () => {
     const lines = renderMetrics({ policy: 'sticky', instances: 8, engineState: 'shadow' }, metrics, 1752).split('\n');
-    expect(lines[0]).toBe('sticky · 8 instances · engine state shadow · 125.5 k requests · 29.2 min simulated');
+    expect(lines[0]).toBe('sticky · 8 instances · engine state shadow · 125,500 requests · 29.2 min simulated');
     expect(lines[2]).toMatch(/^ {2}TTFT \(s\)\s+0\.88\s+7\.72\s+15\.75$/);
     expect(lines[3]).toMatch(/^ {2}TPOT \(ms\)\s+7\.8\s+11\.8\s+46\.9$/);
     expect(lines[4]).toMatch(/^ {2}E2E \(ms\)\s+40\.0\s+90\.0\s+500\.0$/);

@@ -76,6 +76,17 @@ function render(ladder: readonly Rung[], value: number | null | undefined, whole
   return unit === '' ? `${sign}${digits}` : `${sign}${digits} ${unit}`;
 }
 
+/**
+ * A count of things people quote exactly (requests, sessions, blocks): the whole number with
+ * thousands separators below a million ("3,993 requests"), an SI prefix above ("1.2 M requests").
+ */
+export function formatTotal(value: number | null | undefined, unit?: string): string {
+  if (value === null || value === undefined || !Number.isInteger(value) || Math.abs(value) >= 1e6)
+    return formatCount(value, unit);
+  const digits = value.toLocaleString('en-US');
+  return unit === undefined ? digits : `${digits} ${unit}`;
+}
+
 /** A count with an SI prefix: 41.6e9 → "41.6 G", or "41.6 G tokens" with `unit`. */
 export function formatCount(value: number | null | undefined, unit?: string): string {
   const text = render(COUNT, value, true);

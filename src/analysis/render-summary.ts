@@ -3,7 +3,7 @@
  * (SI), sizes are IEC and every table names its unit in a header or row label (format-units.ts);
  * the --json form is the TraceSummary itself and never goes through here.
  */
-import { bytesScale, formatBytes, formatCount, formatDuration, formatIn } from './format-units.js';
+import { bytesScale, formatBytes, formatCount, formatDuration, formatIn, formatTotal } from './format-units.js';
 import type { Ceiling, TraceSummary } from './trace-summary.js';
 
 const percent = (ratio: number): string => (Number.isFinite(ratio) ? `${(ratio * 100).toFixed(1)}%` : '-');
@@ -11,8 +11,8 @@ const cells = (values: readonly string[], width: number): string => values.map((
 
 function headline(s: TraceSummary): string[] {
   return [
-    `${formatCount(s.requests, 'requests')} · ${formatCount(s.sessions, 'sessions')} · input ${formatCount(s.input_tokens, 'tokens')} · output ${formatCount(s.output_tokens, 'tokens')}`,
-    `block size ${s.block_size === null ? 'mixed' : `${s.block_size} tokens`} · ${formatCount(s.blocks, 'blocks')}, ${formatCount(s.distinct_blocks)} distinct · span ${formatDuration(s.duration_s)}`,
+    `${formatTotal(s.requests, 'requests')} · ${formatTotal(s.sessions, 'sessions')} · input ${formatCount(s.input_tokens, 'tokens')} · output ${formatCount(s.output_tokens, 'tokens')}`,
+    `block size ${s.block_size === null ? 'mixed' : `${s.block_size} tokens`} · ${formatTotal(s.blocks, 'blocks')}, ${formatTotal(s.distinct_blocks)} distinct · span ${formatDuration(s.duration_s)}`,
   ];
 }
 
@@ -33,7 +33,7 @@ function shape(s: TraceSummary): string[] {
 
 function ceilings(s: TraceSummary): string[] {
   const row = (name: string, c: Ceiling): string =>
-    `  ${name.padEnd(36)}${cells([percent(c.token_ratio), percent(c.block_ratio)], 9)}   ${formatCount(c.hit_requests)} (${percent(c.hit_requests / s.requests)})`;
+    `  ${name.padEnd(36)}${cells([percent(c.token_ratio), percent(c.block_ratio)], 9)}   ${formatTotal(c.hit_requests)} (${percent(c.hit_requests / s.requests)})`;
   return [
     `${'theoretical APC ceilings'.padEnd(38)}${cells(['tokens', 'blocks'], 9)}   hit requests`,
     row('any-session (perfect global cache)', s.apc_ceiling.any_session),
@@ -44,7 +44,7 @@ function ceilings(s: TraceSummary): string[] {
 
 function reuse(s: TraceSummary): string[] {
   const row = (name: string, blocks: number, fraction: number): string =>
-    `  ${name.padEnd(36)}${cells([formatCount(blocks), percent(fraction)], 9)}`;
+    `  ${name.padEnd(36)}${cells([formatTotal(blocks), percent(fraction)], 9)}`;
   return [
     `${'reuse of the any-session match'.padEnd(38)}${cells(['blocks', 'share'], 9)}`,
     row('intra-session', s.reuse_blocks.intra_session, s.reuse.intra_session),

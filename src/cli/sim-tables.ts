@@ -3,7 +3,7 @@
  * its unit; latency rows take the unit that fits their largest value (format-units.ts). The
  * --json forms print the metrics objects themselves and never come here.
  */
-import { durationScale, formatCount, formatDuration, formatIn } from '../analysis/format-units.js';
+import { durationScale, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
 import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
 import type { InterferenceCell } from '../sim/interference-bench.js';
 import type { SimulationOptions } from '../sim/simulator.js';
@@ -23,12 +23,12 @@ export function renderMetrics(options: SimulationOptions, m: RunMetrics, makespa
   const policy = typeof options.policy === 'string' ? options.policy : options.policy.name;
   const ms = (q: Quantiles): Quantiles => ({ p50: q.p50 / 1000, p90: q.p90 / 1000, p99: q.p99 / 1000 });
   return [
-    `${policy} · ${options.instances} instances · engine state ${options.engineState} · ${formatCount(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
+    `${policy} · ${options.instances} instances · engine state ${options.engineState} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
     `${''.padEnd(14)}${['p50', 'p90', 'p99'].map((p) => p.padStart(9)).join('')}`,
     latencyRow('TTFT', m.ttft_s),
     latencyRow('TPOT', ms(m.tpot_ms)),
     latencyRow('E2E', m.e2e_s),
-    `APC ${(m.apc * 100).toFixed(1)}% · interference ${index(m.interference_index)} · hotspot ${index(m.hotspot_index)} · instances per session ${m.instances_per_session.toFixed(2)} · preempted requests ${formatCount(m.preempted_requests)}`,
+    `APC ${(m.apc * 100).toFixed(1)}% · interference ${index(m.interference_index)} · hotspot ${index(m.hotspot_index)} · instances per session ${m.instances_per_session.toFixed(2)} · preempted requests ${formatTotal(m.preempted_requests)}`,
   ].join('\n');
 }
 

@@ -1,7 +1,7 @@
 /** `kvroute trace synth | transform | validate`. */
 import { parseArgs } from 'node:util';
 
-import { formatCount } from '../analysis/format-units.js';
+import { formatTotal } from '../analysis/format-units.js';
 import { readTrace } from '../trace/read-trace.js';
 import { synthesizeTrace, type SynthOptions, type SynthProgress } from '../trace/synth.js';
 import { transformTrace, type TransformOptions } from '../trace/transforms.js';
@@ -69,7 +69,7 @@ async function synthVerb(args: string[]): Promise<void> {
     writeTrace(trace, values.output ?? '-', format),
   );
   if (values.output !== undefined)
-    process.stderr.write(`kvroute trace synth: wrote ${formatCount(requests, 'requests')} to ${values.output}\n`);
+    process.stderr.write(`kvroute trace synth: wrote ${formatTotal(requests, 'requests')} to ${values.output}\n`);
 }
 
 /** The generator's option names, as the flags that set them. */
@@ -141,7 +141,7 @@ async function transformVerb(args: string[]): Promise<void> {
   );
   reportWarnings('trace transform', reader.stats);
   process.stderr.write(
-    `kvroute trace transform: read ${formatCount(reader.stats.requests, 'requests')}, wrote ${formatCount(written)}${values.output === undefined ? '' : ` to ${values.output}`}\n`,
+    `kvroute trace transform: read ${formatTotal(reader.stats.requests, 'requests')}, wrote ${formatTotal(written)}${values.output === undefined ? '' : ` to ${values.output}`}\n`,
   );
 }
 
@@ -161,7 +161,7 @@ async function validateVerb(args: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(counts)}\n`);
   } else {
     process.stdout.write(
-      `${stats.format} trace: ${formatCount(stats.requests, 'requests')}, ${formatCount(stats.sessions, 'sessions')}, block size ${stats.blockSize === undefined ? '-' : `${stats.blockSize} tokens`}\n`,
+      `${stats.format} trace: ${formatTotal(stats.requests, 'requests')}, ${formatTotal(stats.sessions, 'sessions')}, block size ${stats.blockSize === undefined ? '-' : `${stats.blockSize} tokens`}\n`,
     );
   }
   reportWarnings('trace validate', stats);
