@@ -183,7 +183,7 @@ describe('malformed and missing feeds', () => {
 });
 
 describe('across processes', () => {
-  it('accepts zero torn snapshots in 1M reads while another process writes flat out', async () => {
+  it('accepts zero torn snapshots in 1M+ reads while another process writes flat out', async () => {
     const path = fresh();
     new StateFeedWriter(path, { slots: 2 }).close();
     const script = fileURLToPath(new URL('./fixtures/feed-writer.mjs', import.meta.url));
@@ -198,8 +198,11 @@ describe('across processes', () => {
       let torn = 0;
       let last = 0;
       let changes = 0;
+      // At least 1M reads, and on until the writer has really written 1,000 times meanwhile (a
+      // loaded 2-core machine may not schedule it much during the first million); bounded in
+      // reads and time.
       const deadline = Date.now() + 60_000;
-      while (reads < 1_000_000 && Date.now() < deadline) {
+      while ((reads < 1_000_000 || changes <= 1_000) && reads < 50_000_000 && Date.now() < deadline) {
         const s = reader.read(0);
         if (s === undefined) continue; // busy for every attempt: not a value, not torn
         reads++;
@@ -222,7 +225,7 @@ describe('across processes', () => {
         last = c;
       }
       reader.close();
-      expect(reads).toBe(1_000_000);
+      expect(reads).toBeGreaterThanOrEqual(1_000_000);
       expect(torn).toBe(0);
       expect(changes).toBeGreaterThan(1_000); // the writer really was writing meanwhile
     } finally {
@@ -306,7 +309,11 @@ describe('kvroute state watch and sim serve --shm', () => {
       decode_batch: 4,
     });
     expect(doc.instances[0].age_ms).toBeGreaterThanOrEqual(0);
-    expect(kvroute(['state', 'watch', path, '--once']).stdout).toMatch(/engine-1/);
+    const once = kvroute(['state', 'watch', path, '--once']).stdout;
+    expect(once).toMatch(/engine-1/);
+    // Every column names its unit in the row under the header; counts scale (12,000 → 12.0 k).
+    expect(once).toMatch(/\n\s+(µs|ms|s|min|h)\s+requests\s+requests\s+blocks\s+%\s+tokens\s+tokens\s+sequences\n/);
+    expect(once).toMatch(/engine-1 .* 9\.0 k\/20\.2 k\s+44\.6\s+12\.0 k\s+8\.0 k\s+4$/m);
     writer.close();
     const missing = kvroute(['state', 'watch', join(dir, 'nothing-here'), '--once']);
     expect(missing.status).toBe(1);
@@ -379,7 +386,8 @@ describe('kvroute state freshness', () => {
       expect(dead.status).toBe(0);
       expect(JSON.parse(dead.stdout).pct_stale).toBe(100);
       const table = await freshness([path, '--duration', '100']);
-      expect(table.stdout).toMatch(/median age .* ms, p99 .* ms, .*% older than 2000 ms/);
+      expect(table.stdout).toMatch(/median age [\d.]+ (ms|s|min), p99 [\d.]+ (ms|s|min), .*% older than 2\.0 s/);
+      expect(table.stdout).toMatch(/readings\s+median \((ms|s|min)\)\s+p99 \((ms|s|min)\)\s+stale \(%\)/);
     } finally {
       if (!stopped) await serve.stop();
     }

@@ -50,7 +50,7 @@ describe('kvroute analyze trace', () => {
   it('prints the same figures as text, and infers sessions on request', () => {
     const text = kvroute(['analyze', 'trace', MOONCAKE, '--workers', '0']);
     expect(text.status).toBe(0);
-    expect(text.stdout).toMatch(/requests 3,993 · sessions 3,993 · input 61\.2 M tokens/);
+    expect(text.stdout).toMatch(/^3,993 requests · 3,993 sessions · input 61\.2 M tokens/);
     expect(text.stdout).toMatch(/any-session \(perfect global cache\)\s+\d+\.\d%/);
     const inferred = JSON.parse(kvroute(['analyze', 'trace', MOONCAKE, '--infer-sessions', '--json']).stdout);
     expect(inferred.sessions).toBeLessThan(3993);
@@ -79,7 +79,7 @@ describe('kvroute trace', () => {
   it('synth writes a session trace that validates and characterizes', () => {
     const run = kvroute(['trace', 'synth', '--sessions', '30', '--seed', '3', '-o', synth]);
     expect(run.status).toBe(0);
-    expect(run.stderr).toMatch(/wrote \d+ requests/);
+    expect(run.stderr).toMatch(/wrote \d+(\.\d k)? requests to /);
     const validate = JSON.parse(kvroute(['trace', 'validate', synth, '--json', '--strict']).stdout);
     expect(validate).toMatchObject({ format: 'session', blockSize: 16, sessions: 30 });
     const summary = JSON.parse(kvroute(['analyze', 'trace', synth, '--json']).stdout);

@@ -66,7 +66,8 @@ describe('reading traces', () => {
   it('loads the public Mooncake trace: 3,993 sessionless requests in 512-token blocks, no warnings', async () => {
     const { requests, stats } = await readAll(MOONCAKE);
     expect(stats).toMatchObject({ format: 'mooncake', blockSize: 512, requests: 3993, sessions: 3993 });
-    expect(stats.warnings).toEqual({ hash_ids_length: 0, arrival_order: 0, orphan_parent: 0 });
+    expect(stats.warnings).toEqual({ hash_ids_length: 0, arrival_order: 0, orphan_parent: 0, time_unit: 0 });
+    expect(stats.notes).toEqual([]);
     expect(requests[0]).toMatchObject({ arrival: 0, inputLength: 40160, outputLength: 6, sessionless: true });
     expect(requests[0]!.hashIds).toEqual(Array.from({ length: 79 }, (_, i) => i));
     expect(requests.at(-1)!.arrival).toBeCloseTo(1022.025, 6);
@@ -197,20 +198,25 @@ describe('bad trace input', () => {
     );
   });
 
-  it('counts hash_ids that contradict input_length, and refuses them under --strict', async () => {
+  it('counts hash_ids that contradict a stated block size, and refuses them under --strict', async () => {
     const path = file([good, { ...good, input_length: 1025 }, { ...good, input_length: 100, hash_ids: [1, 2, 3] }]);
-    const { requests, stats } = await readAll(path);
+    await expect(readAll(path)).rejects.toThrow(/line 3: hash_ids: the lines disagree on the block size.*--block-size/);
+    const { requests, stats } = await readAll(path, { blockSize: 512 });
     expect(requests).toHaveLength(3);
     expect(stats.warnings.hash_ids_length).toBe(2);
     expect(stats.firstWarning.hash_ids_length).toMatch(
       /line 2: hash_ids: has 2 ids, but input_length 1025 at block size 512 needs 3/,
     );
-    await expect(readAll(path, { strict: true })).rejects.toThrow(/line 2: hash_ids: has 2 ids.*\(strict\)/);
+    await expect(readAll(path, { strict: true, blockSize: 512 })).rejects.toThrow(
+      /line 2: hash_ids: has 2 ids.*\(strict\)/,
+    );
   });
 
-  it('counts timestamps that go backwards, and refuses them under --strict', async () => {
+  it('sorts timestamps that go backwards, counting them, and refuses them under --strict', async () => {
     const path = file([{ ...good, timestamp: 5000 }, good]);
-    expect((await readAll(path)).stats.warnings.arrival_order).toBe(1);
+    const { requests, stats } = await readAll(path);
+    expect(stats.warnings.arrival_order).toBe(1);
+    expect(requests.map((r) => r.arrival)).toEqual([0, 5]);
     await expect(readAll(path, { strict: true })).rejects.toThrow(/line 2: timestamp: goes back in time/);
   });
 

@@ -2,6 +2,7 @@
  * `kvroute state freshness NAME` (declared in state-command.ts): how old the feed's snapshots are
  * when the router reads them.
  */
+import { durationScale, formatCount, formatDuration, formatIn } from '../analysis/format-units.js';
 import { percentileOfSorted } from '../analysis/percentiles.js';
 import { stateError } from '../core/errors.js';
 import { sampleFeedFreshness, type SlotAges } from '../state/feed-freshness.js';
@@ -70,14 +71,18 @@ function summarize(ages: readonly number[], stalenessMs: number): AgeSummary {
   };
 }
 
+/** The summary line, then a row per slot; the ages of all slots share one unit, named in the header. */
 function table(report: AgeSummary & { feed: string; staleness_ms: number }, slots: SlotAges[]): string {
-  const rows = slots.map((s) => {
-    const r = summarize(s.ages, report.staleness_ms);
-    return `${String(s.slot).padStart(4)}  ${s.instance.padEnd(24)}  ${String(r.samples).padStart(7)}  ${r.median_ms.toFixed(1).padStart(9)}  ${r.p99_ms.toFixed(1).padStart(8)}  ${r.pct_stale.toFixed(1).padStart(7)}`;
+  const perSlot = slots.map((s) => ({ slot: s, ages: summarize(s.ages, report.staleness_ms) }));
+  const scale = durationScale(perSlot.flatMap(({ ages }) => [ages.median_ms / 1000, ages.p99_ms / 1000]));
+  const rows = perSlot.map(({ slot: s, ages: r }) => {
+    const age = (ms: number) => formatIn(ms / 1000, scale, 1);
+    return `${String(s.slot).padStart(4)}  ${s.instance.padEnd(24)}  ${formatCount(r.samples).padStart(8)}  ${age(r.median_ms).padStart(12)}  ${age(r.p99_ms).padStart(9)}  ${r.pct_stale.toFixed(1).padStart(9)}`;
   });
+  const ms = (value: number) => formatDuration(value / 1000);
   return [
-    `${report.feed}: ${report.samples} readings, median age ${report.median_ms} ms, p99 ${report.p99_ms} ms, ${report.pct_stale}% older than ${report.staleness_ms} ms`,
-    `slot  ${'instance'.padEnd(24)}  samples  median ms    p99 ms  % stale`,
+    `${report.feed}: ${formatCount(report.samples, 'readings')}, median age ${ms(report.median_ms)}, p99 ${ms(report.p99_ms)}, ${report.pct_stale}% older than ${ms(report.staleness_ms)}`,
+    `slot  ${'instance'.padEnd(24)}  ${'readings'.padStart(8)}  ${`median (${scale.unit})`.padStart(12)}  ${`p99 (${scale.unit})`.padStart(9)}  ${'stale (%)'.padStart(9)}`,
     ...rows,
   ].join('\n');
 }

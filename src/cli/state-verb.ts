@@ -4,6 +4,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 
+import { durationScale, formatCount, formatIn } from '../analysis/format-units.js';
 import { stateError } from '../core/errors.js';
 import { publishEngineMetrics } from '../state/metrics-publisher.js';
 import { FEED_STATUS_REASONS, StateFeedReader, feedPath, type EngineSnapshot } from '../state/shm-feed.js';
@@ -75,38 +76,31 @@ function reading(reader: StateFeedReader) {
   };
 }
 
+/** The live table: a header, a row of units, one row per published slot (ages in one unit). */
 function table(reader: StateFeedReader): string {
   if (reader.status !== 'ok') return `${reader.path}: ${reader.status} (waiting for the feed)`;
   const now = Date.now();
-  const head = [
-    'slot',
-    'instance',
-    'age ms',
-    'running',
-    'waiting',
-    'KV used',
-    'KV %',
-    'prefill',
-    'max prefill',
-    'decode',
-  ];
-  const body = rows(reader).map(({ slot, snapshot: s }) => [
+  const published = rows(reader);
+  const age = durationScale(published.map(({ snapshot: s }) => (now - s.timestampMs) / 1000));
+  const head = ['slot', 'instance', 'age', 'running', 'waiting', 'KV used', 'KV', 'prefill', 'max prefill', 'decode'];
+  const units = ['', '', age.unit, 'requests', 'requests', 'blocks', '%', 'tokens', 'tokens', 'sequences'];
+  const body = published.map(({ slot, snapshot: s }) => [
     String(slot),
     s.unreachable ? `${s.instance} (unreachable)` : s.instance,
-    (now - s.timestampMs).toFixed(0),
-    String(s.running),
-    String(s.waiting),
-    `${s.kvBlocksUsed}/${s.kvBlocksTotal}`,
+    formatIn((now - s.timestampMs) / 1000, age, 1),
+    formatCount(s.running),
+    formatCount(s.waiting),
+    `${formatCount(s.kvBlocksUsed)}/${formatCount(s.kvBlocksTotal)}`,
     s.kvBlocksTotal > 0 ? ((100 * s.kvBlocksUsed) / s.kvBlocksTotal).toFixed(1) : '-',
-    String(s.pendingPrefillTokens),
-    String(s.maxPrefillRemaining),
-    String(s.decodeBatch),
+    formatCount(s.pendingPrefillTokens),
+    formatCount(s.maxPrefillRemaining),
+    formatCount(s.decodeBatch),
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)));
+  const widths = head.map((h, i) => Math.max(h.length, units[i]!.length, ...body.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     cells.map((c, i) => (i === 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   const title = `${reader.path} · generation ${reader.generation} · ${reader.slots} slots, ${body.length} published`;
-  return [title, line(head), ...body.map(line)].join('\n');
+  return [title, line(head), line(units), ...body.map(line)].join('\n');
 }
 
 export async function publishVerb(values: OptionValues): Promise<void> {

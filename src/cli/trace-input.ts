@@ -28,6 +28,11 @@ export function reportWarnings(verb: string, stats: TraceReadStats): void {
   for (const kind of WARNING_KINDS) {
     const count = stats.warnings[kind];
     if (count === 0) continue;
+    if (kind === 'time_unit') {
+      // A judgement on the whole trace, not a count of lines.
+      process.stderr.write(`kvroute ${verb}: warning: ${stats.firstWarning[kind]}\n`);
+      continue;
+    }
     const lines = count === 1 ? 'line' : 'lines';
     process.stderr.write(
       `kvroute ${verb}: warning: ${count} ${lines} with ${kind}; first: ${stats.firstWarning[kind]}\n`,

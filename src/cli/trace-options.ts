@@ -3,18 +3,15 @@
  * `trace validate`, `analyze trace`, `sim run`; trace-input.ts maps them to ReadTraceOptions) and
  * how one is written (`trace synth`, `trace transform`).
  *
- * Loaded by every `kvroute` run, so it never imports the trace reader: the time units and the
- * reorder window's default are repeated here, and test/cli-help.test.ts checks them against
- * src/trace/read-trace.ts.
+ * Loaded by every `kvroute` run, so it never imports the trace reader: the reorder window's
+ * default is repeated here, and test/cli-help.test.ts checks it against src/trace/read-trace.ts.
  */
 import { Option, type Command } from 'commander';
 
-import type { TimeUnit } from '../trace/read-trace.js';
-import { TRACE_FORMATS } from '../trace/types.js';
+import { TIME_UNITS, TRACE_FORMATS } from '../trace/types.js';
 import { withDefault } from './command-kit.js';
 
-const TIME_UNITS: readonly TimeUnit[] = ['s', 'ms'];
-const REORDER_WINDOW_DEFAULT = 65_536;
+const REORDER_WINDOW_DEFAULT = 1024;
 
 /** --format, --block-size, --strict, --infer-sessions, --time-unit, --reorder-window. */
 export function addTraceInputOptions(command: Command): Command {
@@ -26,10 +23,22 @@ export function addTraceInputOptions(command: Command): Command {
         'auto, session when the first line has session_id or chat_id',
       ),
     ],
-    ['--block-size <B>', withDefault('tokens per block of lines without block_size', '512 mooncake, 16 session')],
-    ['--strict', 'treat length mismatches, backwards timestamps and unknown parent_chat_id as errors'],
+    [
+      '--block-size <B>',
+      withDefault(
+        'tokens per block of lines without block_size',
+        'inferred: 512 mooncake, 16 session when they fit (docs/traces.md)',
+      ),
+    ],
+    [
+      '--strict',
+      'treat length mismatches, lines out of order, unknown parent_chat_id and an implausible time unit as errors',
+    ],
     ['--infer-sessions', "Mooncake: a request extending an earlier request's full hash_ids continues its session"],
-    [`--time-unit <${TIME_UNITS.join('|')}>`, withDefault('the unit of timestamp', 'ms mooncake, s session')],
+    [
+      `--time-unit <${TIME_UNITS.join('|')}>`,
+      withDefault('the unit of timestamp; stating it silences the plausibility check', 'ms mooncake, s session'),
+    ],
     ['--reorder-window <N>', withDefault('lines held to sort the trace into arrival order', REORDER_WINDOW_DEFAULT)],
   ]);
 }

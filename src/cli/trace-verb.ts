@@ -1,11 +1,14 @@
 /** `kvroute trace synth | transform | validate` (declared in trace-command.ts). */
+import { formatTotal } from '../analysis/format-units.js';
 import { readTrace } from '../trace/read-trace.js';
-import { synthesizeTrace, type SynthOptions } from '../trace/synth.js';
+import { synthesizeTrace, type SynthOptions, type SynthProgress } from '../trace/synth.js';
 import { transformTrace, type TransformOptions } from '../trace/transforms.js';
 import { TRACE_FORMATS } from '../trace/types.js';
 import { writeTrace } from '../trace/write-trace.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { withProgress } from './progress.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
+import { readerProgress, synthProgress } from './work-progress.js';
 
 export async function synthVerb(values: OptionValues): Promise<void> {
   const options: SynthOptions = {};
@@ -20,8 +23,13 @@ export async function synthVerb(values: OptionValues): Promise<void> {
   set('systemPrefixTokens', integerFlag(values, 'system-prefix', 0));
   const format = choiceFlag(values, 'to', TRACE_FORMATS) ?? 'session';
   const output = stringFlag(values, 'output');
-  const { requests } = await writeTrace(synthesizeWithFlagNames(options), output ?? '-', format);
-  if (output !== undefined) process.stderr.write(`kvroute trace synth: wrote ${requests} requests to ${output}\n`);
+  const counter: SynthProgress = { requests: 0, totalRequests: undefined };
+  const trace = synthesizeWithFlagNames(options, counter);
+  const { requests } = await withProgress(synthProgress(counter, output ?? '-'), () =>
+    writeTrace(trace, output ?? '-', format),
+  );
+  if (output !== undefined)
+    process.stderr.write(`kvroute trace synth: wrote ${formatTotal(requests, 'requests')} to ${output}\n`);
 }
 
 /** The generator's option names, as the flags that set them. */
@@ -35,9 +43,9 @@ const SYNTH_FLAGS: Record<string, string> = {
 };
 
 /** Validates now (the generator is lazy), naming a bad option by its flag. */
-function synthesizeWithFlagNames(options: SynthOptions): ReturnType<typeof synthesizeTrace> {
+function synthesizeWithFlagNames(options: SynthOptions, progress: SynthProgress): ReturnType<typeof synthesizeTrace> {
   try {
-    return synthesizeTrace(options);
+    return synthesizeTrace(options, progress);
   } catch (error) {
     const field = /^(\w+) /.exec((error as Error).message)?.[1];
     const flag = field === undefined ? undefined : SYNTH_FLAGS[field];
@@ -71,23 +79,27 @@ export async function transformVerb(values: OptionValues, [input]: string[]): Pr
     yield* requests;
   }
   const output = stringFlag(values, 'output');
-  const { requests: written } = await writeTrace(all(), output ?? '-', format);
+  const { requests: written } = await withProgress(readerProgress('trace transform', reader, output ?? '-'), () =>
+    writeTrace(all(), output ?? '-', format),
+  );
   reportWarnings('trace transform', reader.stats);
   process.stderr.write(
-    `kvroute trace transform: read ${reader.stats.requests} requests, wrote ${written}${output === undefined ? '' : ` to ${output}`}\n`,
+    `kvroute trace transform: read ${formatTotal(reader.stats.requests, 'requests')}, wrote ${formatTotal(written)}${output === undefined ? '' : ` to ${output}`}\n`,
   );
 }
 
 export async function validateVerb(values: OptionValues, [input]: string[]): Promise<void> {
   const reader = readTrace(input!, readerOptions(values));
-  for await (const _ of reader);
+  await withProgress(readerProgress('trace validate', reader), async () => {
+    for await (const _ of reader);
+  });
   const { stats } = reader;
   if (values.json) {
     const { firstWarning: _, ...counts } = stats;
     process.stdout.write(`${JSON.stringify(counts)}\n`);
   } else {
     process.stdout.write(
-      `${stats.format} trace: ${stats.requests} requests, ${stats.sessions} sessions, block size ${stats.blockSize ?? '-'}\n`,
+      `${stats.format} trace: ${formatTotal(stats.requests, 'requests')}, ${formatTotal(stats.sessions, 'sessions')}, block size ${stats.blockSize === undefined ? '-' : `${stats.blockSize} tokens`}\n`,
     );
   }
   reportWarnings('trace validate', stats);

@@ -15,6 +15,7 @@ export type KvrouteErrorCode =
   | 'ERR_KVROUTE_NATIVE_UNAVAILABLE'
   | 'ERR_KVROUTE_TRACE_FORMAT'
   | 'ERR_KVROUTE_TRACE_IO'
+  | 'ERR_KVROUTE_TRACE_EMPTY'
   | 'ERR_KVROUTE_STATE_FEED';
 
 export interface KvrouteError extends Error {

@@ -1,24 +1,48 @@
 /**
- * Reads a Mooncake or session JSONL trace as a stream of TraceRequests, validating each line.
- * Memory is bounded by the number of sessions (one small record each), never by the file:
- * lines are parsed one at a time and handed on.
+ * Reads a Mooncake or session JSONL trace (plain or gzip) as a stream of TraceRequests in
+ * arrival order, validating each line. Memory is bounded by the read-ahead and sort windows
+ * (a few thousand lines) plus one small record per session, never by the file.
+ *
+ * The pipeline, in order:
+ * 1. bytes (ByteSource: gzip sniffed, other encodings refused) → lines (BOM and blank lines
+ *    dropped) → parsed, field-checked TraceLines (the format is detected on the first line);
+ * 2. the first READ_AHEAD_LINES lines decide what the file does not state: the block size
+ *    (BlockSizeInference) and whether the timestamps' unit is plausible (timeUnitWarning);
+ * 3. each line is placed (block size, seconds, consistency checks, in file order) and sorted
+ *    into arrival order within `reorderWindow` lines (ArrivalSort);
+ * 4. in arrival order, sessions and turns are resolved and the request is handed on.
  *
  * Hard errors (a TraceFormatError naming the line and field, raised from the iterator):
  * malformed JSON, a missing or mistyped field, a negative length, non-increasing turns within
- * a session, a block size that changes mid-trace. Soft problems are counted in `stats.warnings`
- * and become hard errors under `strict`: `hash_ids` whose length contradicts `input_length`,
- * arrivals that go backwards, and a `parent_chat_id` that names no earlier chat.
+ * a session, a block size that changes mid-trace, lines that no single unstated block size fits,
+ * a line too far out of order to sort, and an input with no requests (TraceEmptyError). Soft
+ * problems are counted in `stats.warnings` and become hard errors under `strict`: `hash_ids`
+ * whose length contradicts a stated block size, lines out of arrival order (sorted), a
+ * `parent_chat_id` that names no earlier chat, and implausible timestamps for the unit.
  */
-import { LineFields, type JsonObject } from './line-fields.js';
-import { readLines } from './line-reader.js';
+import { invalidValue, rangeError } from '../core/errors.js';
+import { ArrivalSort } from './arrival-sort.js';
+import { BlockSizeInference } from './block-size-inference.js';
+import { ByteSource } from './byte-source.js';
+import { readLines, type NumberedLine } from './line-reader.js';
 import { SessionInference } from './session-inference.js';
-import { invalidValue } from '../core/errors.js';
-import { DEFAULT_BLOCK_SIZE, TRACE_FORMATS, type TraceFormat, type TraceRequest } from './types.js';
+import { timeUnitWarning } from './time-unit-check.js';
+import { TraceEmptyError } from './trace-errors.js';
+import { parseLineObject, traceLine, type TraceLine } from './trace-line.js';
+import {
+  DEFAULT_BLOCK_SIZE,
+  TIME_UNITS,
+  TRACE_FORMATS,
+  type TimeUnit,
+  type TraceFormat,
+  type TraceRequest,
+} from './types.js';
+import type { LineFields } from './line-fields.js';
 
 export interface ReadTraceOptions {
   /** 'auto' (default) picks `session` when the first line has `session_id` or `chat_id`. */
   format?: TraceFormat | 'auto';
-  /** Tokens per block for lines without `block_size`; defaults to the format's (512 / 16). */
+  /** Tokens per block for lines without `block_size`; inferred from the lines when unset. */
   blockSize?: number;
   /** Turn counted warnings into errors. */
   strict?: boolean;
@@ -32,16 +56,21 @@ export interface ReadTraceOptions {
   reorderWindow?: number;
 }
 
-export const TIME_UNITS = ['s', 'ms'] as const;
-export type TimeUnit = (typeof TIME_UNITS)[number];
-export const REORDER_WINDOW_DEFAULT = 65_536;
+export { TIME_UNITS, type TimeUnit } from './types.js';
+export const REORDER_WINDOW_DEFAULT = 1024;
+/** Lines read before the first request is handed on, to infer what the file does not state. */
+export const READ_AHEAD_LINES = 4096;
 
-export const WARNING_KINDS = ['hash_ids_length', 'arrival_order', 'orphan_parent'] as const;
+/** The unit each format's `timestamp` is written in. */
+export const DEFAULT_TIME_UNIT: Record<TraceFormat, TimeUnit> = { mooncake: 'ms', session: 's' };
+
+export const WARNING_KINDS = ['hash_ids_length', 'arrival_order', 'orphan_parent', 'time_unit'] as const;
 export type TraceWarningKind = (typeof WARNING_KINDS)[number];
 
 export interface TraceReadStats {
   format: TraceFormat | undefined;
   blockSize: number | undefined;
+  /** Lines read so far (blank lines included); runs ahead of `requests` by the read-ahead. */
   lines: number;
   requests: number;
   sessions: number;
@@ -57,6 +86,8 @@ interface SessionProgress {
   line: number;
 }
 
+const FORMAT_NAMES: Record<TraceFormat, string> = { mooncake: 'Mooncake', session: 'session' };
+
 export class TraceReader implements AsyncIterable<TraceRequest> {
   readonly stats: TraceReadStats = {
     format: undefined,
@@ -64,17 +95,24 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
     lines: 0,
     requests: 0,
     sessions: 0,
-    warnings: { hash_ids_length: 0, arrival_order: 0, orphan_parent: 0 },
+    warnings: { hash_ids_length: 0, arrival_order: 0, orphan_parent: 0, time_unit: 0 },
     firstWarning: {},
     notes: [],
   };
   private readonly progress = new Map<string, SessionProgress>();
   private readonly chatSessions = new Map<number, string>();
   private readonly inference: SessionInference | undefined;
-  private lastArrival = 0;
-  private blockSizeLine = 0;
-  private started = false;
+  private readonly bytes: ByteSource;
   private readonly source: string;
+  private readonly reorderWindow: number;
+  /** Set by `decide`: the block size of lines without `block_size`, and whether anything stated it. */
+  private blockSize = 0;
+  private blockSizeStated = false;
+  private blockSizeLine = 0;
+  private secondsPerUnit = 1;
+  private latestArrival = -Infinity;
+  private latestLine = 0;
+  private started = false;
 
   constructor(
     private readonly path: string,
@@ -85,91 +123,186 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
       throw invalidValue('format', `one of auto, ${TRACE_FORMATS.join(', ')}`, format);
     if (options.blockSize !== undefined && !(Number.isSafeInteger(options.blockSize) && options.blockSize >= 1))
       throw invalidValue('blockSize', 'a positive integer', options.blockSize);
+    if (options.timeUnit !== undefined && !TIME_UNITS.includes(options.timeUnit))
+      throw invalidValue('timeUnit', `one of ${TIME_UNITS.join(', ')}`, options.timeUnit);
+    if (
+      options.reorderWindow !== undefined &&
+      !(Number.isSafeInteger(options.reorderWindow) && options.reorderWindow >= 1)
+    )
+      throw invalidValue('reorderWindow', 'a positive integer', options.reorderWindow);
     if (options.inferSessions && format === 'session')
       throw invalidValue('inferSessions', 'used with Mooncake traces only (session traces carry sessions)', true);
     this.inference = options.inferSessions ? new SessionInference() : undefined;
     this.source = options.sourceName ?? (path === '-' ? 'stdin' : path);
+    this.bytes = new ByteSource(path, this.source);
+    this.reorderWindow = options.reorderWindow ?? REORDER_WINDOW_DEFAULT;
+  }
+
+  /** Bytes of the input consumed so far (compressed bytes for gzip): progress through the file. */
+  get bytesRead(): number {
+    return this.bytes.bytesRead;
+  }
+
+  /** The input's size in bytes, when it is a regular file; undefined for a pipe. */
+  get totalBytes(): number | undefined {
+    return this.bytes.totalBytes;
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<TraceRequest> {
     if (this.started) throw new Error('a TraceReader is iterated once; open the file again to re-read it');
     this.started = true;
-    for await (const { line, text } of readLines(this.path)) {
-      this.stats.lines = line;
-      let object: unknown;
-      try {
-        object = JSON.parse(text);
-      } catch (error) {
-        new LineFields({}, line, this.source).fail(undefined, `malformed JSON (${(error as Error).message})`);
+    const lines = readLines(this.bytes.chunks());
+    try {
+      const ahead: TraceLine[] = [];
+      while (ahead.length < READ_AHEAD_LINES) {
+        const next = await lines.next();
+        if (next.done) break;
+        ahead.push(this.parse(next.value));
       }
-      if (typeof object !== 'object' || object === null || Array.isArray(object))
-        new LineFields({}, line, this.source).fail(undefined, 'expected a JSON object');
-      const fields = new LineFields(object as JsonObject, line, this.source);
-      const format = (this.stats.format ??= this.detect(fields));
-      const request = format === 'mooncake' ? this.mooncake(fields) : this.session(fields);
-      this.check(fields, request);
-      this.stats.requests++;
-      this.stats.sessions = request.sessionless ? this.stats.requests : this.progress.size;
-      yield request;
+      if (ahead.length === 0) throw new TraceEmptyError(this.source, this.bytes.bytesRead > 0);
+      this.decide(ahead);
+      const sort = new ArrivalSort<TraceLine>(this.reorderWindow);
+      for (const line of ahead) {
+        this.admit(line, sort);
+        const ready = sort.pop();
+        if (ready !== undefined) yield this.finish(ready);
+      }
+      ahead.length = 0;
+      for (let next = await lines.next(); !next.done; next = await lines.next()) {
+        this.admit(this.parse(next.value), sort);
+        const ready = sort.pop();
+        if (ready !== undefined) yield this.finish(ready);
+      }
+      for (let ready = sort.pop(true); ready !== undefined; ready = sort.pop(true)) yield this.finish(ready);
+    } finally {
+      await lines.return(undefined);
     }
+  }
+
+  /** One line, parsed and field-checked; the format is fixed by the first. */
+  private parse({ line, text }: NumberedLine): TraceLine {
+    this.stats.lines = line;
+    const fields = parseLineObject(text, line, this.source);
+    const format = (this.stats.format ??= this.detect(fields));
+    return traceLine(fields, format);
   }
 
   private detect(fields: LineFields): TraceFormat {
+    const sessionLike = fields.has('session_id') || fields.has('chat_id');
+    const key = fields.has('session_id') ? 'session_id' : 'chat_id';
     const format = this.options.format ?? 'auto';
-    if (format !== 'auto') return format;
-    if (this.options.inferSessions) return 'mooncake';
-    return fields.has('session_id') || fields.has('chat_id') ? 'session' : 'mooncake';
+    if (format === 'mooncake' && sessionLike)
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        `format mooncake: ${this.source} is a session trace (line ${fields.line} has ${key}); read as Mooncake its sessions would be dropped and its timestamps taken as milliseconds. Use --format session (or auto), or convert it with kvroute trace transform --to mooncake`,
+      );
+    const detected = format !== 'auto' ? format : sessionLike ? 'session' : 'mooncake';
+    if (this.options.inferSessions && detected === 'session')
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        `inferSessions (--infer-sessions): ${this.source} is a session trace (line ${fields.line} has ${key}), whose sessions are in the file; session inference applies to Mooncake traces only`,
+      );
+    return detected;
   }
 
-  private blockSize(fields: LineFields, format: TraceFormat): number {
-    const size = fields.optionalCount('block_size', 1) ?? this.options.blockSize ?? DEFAULT_BLOCK_SIZE[format];
+  /** What the lines read ahead say about the block size and the time unit. */
+  private decide(ahead: readonly TraceLine[]): void {
+    const format = this.stats.format!;
+    const name = FORMAT_NAMES[format];
+    const unit = this.options.timeUnit ?? DEFAULT_TIME_UNIT[format];
+    this.secondsPerUnit = unit === 'ms' ? 1000 : 1;
+    // Lines without block_size take --block-size, else the first line's block_size, else the
+    // size inferred from the other lines without one.
+    const stated = this.options.blockSize ?? ahead[0]!.blockSizeField;
+    if (stated !== undefined) {
+      this.blockSize = stated;
+      this.blockSizeStated = true;
+    } else {
+      const inference = new BlockSizeInference(this.source);
+      for (const line of ahead)
+        if (line.blockSizeField === undefined) inference.add(line.line, line.inputLength, line.hashIds.length);
+      const decision = inference.decide(DEFAULT_BLOCK_SIZE[format], name);
+      this.blockSize = decision.size;
+      if (decision.note !== undefined) this.stats.notes.push(decision.note);
+    }
+    if (this.options.timeUnit === undefined) {
+      const warning = timeUnitWarning(ahead, unit, name);
+      if (warning !== undefined) this.warn(ahead[0]!.fields, 'time_unit', warning, 'timestamp');
+    }
+  }
+
+  /** Block size, seconds and the per-line checks, in file order; then into the sort. */
+  private admit(line: TraceLine, sort: ArrivalSort<TraceLine>): void {
+    const { fields } = line;
+    line.blockSize = line.blockSizeField ?? this.blockSize;
     if (this.stats.blockSize === undefined) {
-      this.stats.blockSize = size;
-      this.blockSizeLine = fields.line;
-    } else if (size !== this.stats.blockSize) {
+      this.stats.blockSize = line.blockSize;
+      this.blockSizeLine = line.line;
+    } else if (line.blockSize !== this.stats.blockSize) {
       fields.fail(
         'block_size',
-        `${size} differs from the trace's ${this.stats.blockSize} (line ${this.blockSizeLine})`,
+        `${line.blockSize} differs from the trace's ${this.stats.blockSize} (line ${this.blockSizeLine})`,
       );
     }
-    return size;
-  }
-
-  private mooncake(fields: LineFields): TraceRequest {
-    const arrival = fields.time('timestamp') / 1000;
-    const inputLength = fields.count('input_length');
-    const outputLength = fields.count('output_length');
-    const hashIds = fields.hashIds('hash_ids');
-    const blockSize = this.blockSize(fields, 'mooncake');
-    if (this.inference === undefined) {
-      const session = `r${this.stats.requests}`;
-      return { session, turn: 1, arrival, inputLength, outputLength, hashIds, blockSize, sessionless: true };
+    const expected = Math.ceil(line.inputLength / line.blockSize);
+    if (line.hashIds.length !== expected) {
+      const mismatch = `has ${line.hashIds.length} ids, but input_length ${line.inputLength} at block size ${line.blockSize} needs ${expected}`;
+      if (!this.blockSizeStated && line.blockSizeField === undefined)
+        fields.fail(
+          'hash_ids',
+          `${mismatch}. The block size ${line.blockSize} is not stated but was inferred from lines 1–${Math.min(this.stats.lines, READ_AHEAD_LINES)}, and this line does not fit it: the lines disagree. Give --block-size B (lines that do not fit it are then counted as hash_ids_length warnings)`,
+        );
+      this.warn(fields, 'hash_ids_length', mismatch, 'hash_ids');
     }
-    const session = `m${this.inference.assign(hashIds)}`;
-    const turn = (this.progress.get(session)?.turn ?? 0) + 1;
-    return { session, turn, arrival, inputLength, outputLength, hashIds, blockSize };
+    line.arrival = line.timestamp / this.secondsPerUnit;
+    if (line.arrival < this.latestArrival)
+      this.warn(
+        fields,
+        'arrival_order',
+        `goes back in time (${line.arrival} s after ${this.latestArrival} s on line ${this.latestLine}); sorted into arrival order`,
+        'timestamp',
+      );
+    else {
+      this.latestArrival = line.arrival;
+      this.latestLine = line.line;
+    }
+    if (!sort.push(line)) {
+      const released = sort.released!;
+      fields.fail(
+        'timestamp',
+        `${line.arrival} s is earlier than line ${released.line} (${released.arrival} s), which was already handed on: this line is more than ${this.reorderWindow} lines out of arrival order, beyond what kvroute sorts in memory. Sort the file by timestamp first, or raise --reorder-window (memory grows with it)`,
+      );
+    }
   }
 
-  private session(fields: LineFields): TraceRequest {
-    const arrival = fields.time('timestamp');
-    const inputLength = fields.count('input_length');
-    const outputLength = fields.count('output_length');
-    const hashIds = fields.hashIds('hash_ids');
-    const blockSize = this.blockSize(fields, 'session');
-    const chatId = fields.optionalId('chat_id');
-    const parentChatId = fields.optionalId('parent_chat_id');
-    const session = fields.optionalName('session_id') ?? this.sessionFromChain(fields, chatId, parentChatId);
-    const turn = fields.optionalCount('turn', 0) ?? (this.progress.get(session)?.turn ?? 0) + 1;
-    const request: TraceRequest = { session, turn, arrival, inputLength, outputLength, hashIds, blockSize };
-    if (chatId !== undefined) request.chatId = chatId;
-    if (parentChatId !== undefined) request.parentChatId = parentChatId;
+  /** Session and turn, in arrival order. */
+  private finish(line: TraceLine): TraceRequest {
+    const { fields, arrival, inputLength, outputLength, hashIds, blockSize } = line;
+    let request: TraceRequest;
+    if (this.stats.format === 'mooncake') {
+      if (this.inference === undefined) {
+        const session = `r${this.stats.requests}`;
+        request = { session, turn: 1, arrival, inputLength, outputLength, hashIds, blockSize, sessionless: true };
+      } else {
+        const session = `m${this.inference.assign(hashIds)}`;
+        const turn = (this.progress.get(session)?.turn ?? 0) + 1;
+        request = { session, turn, arrival, inputLength, outputLength, hashIds, blockSize };
+      }
+    } else {
+      const session = line.sessionId ?? this.sessionFromChain(fields, line.chatId!, line.parentChatId);
+      const turn = line.turn ?? (this.progress.get(session)?.turn ?? 0) + 1;
+      request = { session, turn, arrival, inputLength, outputLength, hashIds, blockSize };
+      if (line.chatId !== undefined) request.chatId = line.chatId;
+      if (line.parentChatId !== undefined) request.parentChatId = line.parentChatId;
+    }
+    this.stats.requests++;
+    if (request.sessionless) this.stats.sessions = this.stats.requests;
+    else this.advanceTurn(fields, request);
     return request;
   }
 
   /** Bailian traces: a root chat (`parent_chat_id` -1 or absent) starts a session named after it. */
-  private sessionFromChain(fields: LineFields, chatId: number | undefined, parent: number | undefined): string {
-    if (chatId === undefined)
-      fields.fail('session_id', 'missing field (a session trace needs session_id, or chat_id and parent_chat_id)');
+  private sessionFromChain(fields: LineFields, chatId: number, parent: number | undefined): string {
     let session = parent === undefined || parent < 0 ? undefined : this.chatSessions.get(parent);
     if (session === undefined && parent !== undefined && parent >= 0)
       this.warn(fields, 'orphan_parent', `parent_chat_id ${parent} names no earlier chat_id; starting a session`);
@@ -178,24 +311,7 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
     return session;
   }
 
-  private check(fields: LineFields, request: TraceRequest): void {
-    const expected = Math.ceil(request.inputLength / request.blockSize);
-    if (request.hashIds.length !== expected)
-      this.warn(
-        fields,
-        'hash_ids_length',
-        `has ${request.hashIds.length} ids, but input_length ${request.inputLength} at block size ${request.blockSize} needs ${expected}`,
-        'hash_ids',
-      );
-    if (request.arrival < this.lastArrival)
-      this.warn(
-        fields,
-        'arrival_order',
-        `goes back in time (${request.arrival} s after ${this.lastArrival} s)`,
-        'timestamp',
-      );
-    else this.lastArrival = request.arrival;
-    if (request.sessionless) return;
+  private advanceTurn(fields: LineFields, request: TraceRequest): void {
     const last = this.progress.get(request.session);
     if (last !== undefined && request.turn <= last.turn)
       fields.fail(
@@ -207,6 +323,7 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
       last.turn = request.turn;
       last.line = fields.line;
     }
+    this.stats.sessions = this.progress.size;
   }
 
   private warn(fields: LineFields, kind: TraceWarningKind, message: string, field?: string): void {

@@ -15,6 +15,10 @@
  * up front; requests are produced lazily by merging the root start times with a heap of
  * active sessions, so memory is O(sessions + active sessions' id runs), never O(hash ids).
  * Yields in non-decreasing `arrival`; the same options give the same requests.
+ *
+ * Progress: a SynthProgress counter, if given, learns the trace's request count when the plan is
+ * built (each session emits exactly its planned turns) and is bumped once per request; it draws
+ * no random numbers, so a counted trace is the same as an uncounted one.
  */
 import type { TraceRequest } from './types.js';
 import { SYNTH_MODEL, type SynthModel } from './synth-model.js';
@@ -35,8 +39,21 @@ function traitsOf(plan: SynthPlan, planIndex: number): SessionTraits {
   return { planIndex, turns: plan.turns[planIndex]!, long: plan.long[planIndex] === 1 };
 }
 
-function* generate(options: Required<SynthOptions>, model: SynthModel): Generator<TraceRequest> {
+/** How far a synthetic trace has got; a plain counter, cheap to poll from a timer. */
+export interface SynthProgress {
+  /** Requests yielded so far. */
+  requests: number;
+  /** The trace's request count (Σ planned turns); set when the plan is built, at the first request. */
+  totalRequests: number | undefined;
+}
+
+function* generate(
+  options: Required<SynthOptions>,
+  model: SynthModel,
+  progress?: SynthProgress,
+): Generator<TraceRequest> {
   const plan = buildPlan(options, model);
+  if (progress !== undefined) progress.totalRequests = plan.turns.reduce((sum, turns) => sum + turns, 0);
   const ctx: SessionContext = {
     options,
     model,
@@ -67,6 +84,7 @@ function* generate(options: Required<SynthOptions>, model: SynthModel): Generato
       }
     }
     if (session.advance()) heap.push(session);
+    if (progress !== undefined) progress.requests++;
     yield request;
   }
 }
@@ -79,7 +97,8 @@ export function synthesizeWithModel(options: SynthOptions, model: SynthModel): G
 /**
  * A synthetic agentic trace, lazily, in arrival order. Options are validated now (throwing a
  * kvroute error naming the field), requests are produced as the generator is iterated.
+ * `progress`, if given, counts them (see SynthProgress) without changing them.
  */
-export function synthesizeTrace(options: SynthOptions = {}): Generator<TraceRequest> {
-  return generate(validateSynthOptions(options), SYNTH_MODEL);
+export function synthesizeTrace(options: SynthOptions = {}, progress?: SynthProgress): Generator<TraceRequest> {
+  return generate(validateSynthOptions(options), SYNTH_MODEL, progress);
 }

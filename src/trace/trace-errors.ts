@@ -27,3 +27,17 @@ export function ioError(path: string, cause: unknown): Error & KvrouteError {
   const reason = (cause as NodeJS.ErrnoException).code ?? (cause as Error).message;
   return Object.assign(new Error(`${path}: ${reason}`, { cause }), { code: 'ERR_KVROUTE_TRACE_IO' as const });
 }
+
+/** Bytes that cannot be decoded (a corrupt or truncated gzip stream): the same code as I/O errors. */
+export function decodeError(message: string, cause: unknown): Error & KvrouteError {
+  return Object.assign(new Error(message, { cause }), { code: 'ERR_KVROUTE_TRACE_IO' as const });
+}
+
+/** A trace with no requests in it: every analysis of it would be zeros, so it is refused. */
+export class TraceEmptyError extends Error implements KvrouteError {
+  readonly code = 'ERR_KVROUTE_TRACE_EMPTY' as const;
+  constructor(source: string, blankLines: boolean) {
+    super(`${source} holds no requests (${blankLines ? 'only blank lines' : 'the input is empty'})`);
+    this.name = 'TraceEmptyError';
+  }
+}

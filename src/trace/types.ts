@@ -37,3 +37,7 @@ export const TRACE_FORMATS: readonly TraceFormat[] = ['mooncake', 'session'];
 
 /** Block size each format declares when a line does not say. */
 export const DEFAULT_BLOCK_SIZE: Record<TraceFormat, number> = { mooncake: 512, session: 16 };
+
+/** Units a trace's `timestamp` may be written in. */
+export const TIME_UNITS = ['s', 'ms'] as const;
+export type TimeUnit = (typeof TIME_UNITS)[number];

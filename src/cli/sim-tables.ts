@@ -1,0 +1,56 @@
+/**
+ * The human tables of `kvroute sim run` and `kvroute sim interference`. Each row or column names
+ * its unit; latency rows take the unit that fits their largest value (format-units.ts). The
+ * --json forms print the metrics objects themselves and never come here.
+ */
+import { durationScale, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
+import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
+import type { InterferenceCell } from '../sim/interference-bench.js';
+import type { SimulationOptions } from '../sim/simulator.js';
+
+const index = (value: number | null | undefined): string =>
+  value === null || value === undefined ? '-' : value.toFixed(2);
+
+/** A latency row (values in seconds) in its own unit: "  TTFT (s)   0.88   7.72  15.75". */
+function latencyRow(name: string, q: Quantiles): string {
+  const values = [q.p50, q.p90, q.p99];
+  const scale = durationScale(values);
+  const decimals = ['s', 'min', 'h'].includes(scale.unit) ? 2 : 1;
+  return `  ${`${name} (${scale.unit})`.padEnd(12)}${values.map((v) => formatIn(v, scale, decimals).padStart(9)).join('')}`;
+}
+
+export function renderMetrics(options: SimulationOptions, m: RunMetrics, makespan: number): string {
+  const policy = typeof options.policy === 'string' ? options.policy : options.policy.name;
+  const ms = (q: Quantiles): Quantiles => ({ p50: q.p50 / 1000, p90: q.p90 / 1000, p99: q.p99 / 1000 });
+  return [
+    `${policy} · ${options.instances} instances · engine state ${options.engineState} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
+    `${''.padEnd(14)}${['p50', 'p90', 'p99'].map((p) => p.padStart(9)).join('')}`,
+    latencyRow('TTFT', m.ttft_s),
+    latencyRow('TPOT', ms(m.tpot_ms)),
+    latencyRow('E2E', m.e2e_s),
+    `APC ${(m.apc * 100).toFixed(1)}% · interference ${index(m.interference_index)} · hotspot ${index(m.hotspot_index)} · instances per session ${m.instances_per_session.toFixed(2)} · preempted requests ${formatTotal(m.preempted_requests)}`,
+  ].join('\n');
+}
+
+/** The B2 cells: a header, a row of units, then one row per cell. */
+export function renderInterference(cells: readonly InterferenceCell[]): string {
+  const row = (values: string[]): string =>
+    `${values[0]!.padEnd(10)}${values
+      .slice(1)
+      .map((v) => v.padStart(10))
+      .join('')}`;
+  return [
+    row(['variant', 'prefill', 'overlap', 'clean', 'TPOT idx', 'TTFT idx']),
+    row(['', 'tokens', 'requests', 'requests', 'ratio', 'ratio']),
+    ...cells.map((c) =>
+      row([
+        c.variant,
+        String(c.prefill_tokens),
+        String(c.n_overlap),
+        String(c.n_clean),
+        index(c.tpot_index),
+        index(c.ttft_index),
+      ]),
+    ),
+  ].join('\n');
+}

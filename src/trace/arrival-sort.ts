@@ -1,0 +1,99 @@
+/**
+ * Puts trace lines into arrival order within a bounded window. Lines enter in file order and
+ * leave in (arrival, line) order once more than `window` lines are held; the rest leave at the
+ * end. A line earlier than one already released is out of place by more than the window and
+ * cannot be sorted in bounded memory: `push` reports it and the caller refuses the trace.
+ *
+ * Invariant: every released item's key ≤ every held item's key, so the output is sorted
+ * whenever no push was refused. Ties keep file order (the line number breaks them).
+ *
+ * Held items live in two places: a run (a FIFO queue, sorted because an item joins it only when
+ * it is not before the run's last) and a binary heap for the items that arrived out of order.
+ * The next to leave is the earlier of the run's head and the heap's top. An in-order file never
+ * touches the heap, so each line costs O(1); disorder costs O(log n) for the lines involved.
+ */
+export interface Arrival {
+  arrival: number;
+  line: number;
+}
+
+function before(a: Arrival, b: Arrival): boolean {
+  return a.arrival < b.arrival || (a.arrival === b.arrival && a.line < b.line);
+}
+
+export class ArrivalSort<T extends Arrival> {
+  private run: T[] = [];
+  private runHead = 0;
+  private readonly heap: T[] = [];
+  /** The last item released, or undefined before the first. */
+  released: T | undefined;
+
+  constructor(private readonly window: number) {}
+
+  get size(): number {
+    return this.run.length - this.runHead + this.heap.length;
+  }
+
+  /** False when `item` arrives before an item already released (nothing is added then). */
+  push(item: T): boolean {
+    if (this.released !== undefined && before(item, this.released)) return false;
+    const run = this.run;
+    if (run.length === this.runHead || !before(item, run[run.length - 1]!)) run.push(item);
+    else this.heapPush(item);
+    return true;
+  }
+
+  /** The earliest held item when the window is over-full (or `drain`), else undefined. */
+  pop(drain = false): T | undefined {
+    const size = this.size;
+    if (size === 0 || (!drain && size <= this.window)) return undefined;
+    const runNext = this.runHead < this.run.length ? this.run[this.runHead] : undefined;
+    const heapNext = this.heap[0];
+    let next: T;
+    if (runNext !== undefined && (heapNext === undefined || before(runNext, heapNext))) {
+      next = runNext;
+      this.run[this.runHead++] = undefined as unknown as T; // let it be collected
+      if (this.runHead === this.run.length) {
+        this.run.length = 0;
+        this.runHead = 0;
+      } else if (this.runHead >= 4096 && this.runHead * 2 >= this.run.length) {
+        this.run = this.run.slice(this.runHead);
+        this.runHead = 0;
+      }
+    } else next = this.heapPop();
+    this.released = next;
+    return next;
+  }
+
+  private heapPush(item: T): void {
+    const heap = this.heap;
+    let i = heap.length;
+    heap.push(item);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(item, heap[parent]!)) break;
+      heap[i] = heap[parent]!;
+      i = parent;
+    }
+    heap[i] = item;
+  }
+
+  private heapPop(): T {
+    const heap = this.heap;
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length === 0) return top;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= heap.length) break;
+      const right = left + 1;
+      const child = right < heap.length && before(heap[right]!, heap[left]!) ? right : left;
+      if (!before(heap[child]!, last)) break;
+      heap[i] = heap[child]!;
+      i = child;
+    }
+    heap[i] = last;
+    return top;
+  }
+}
