@@ -10,9 +10,10 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { readTrace, type ReadTraceOptions } from '../src/trace/read-trace.js';
+import { readTrace } from '../src/trace/read-trace.js';
 import { writeTrace } from '../src/trace/write-trace.js';
 import type { TraceFormat, TraceRequest } from '../src/trace/types.js';
+import { readAll } from './helpers/read-all.js';
 import { Rng } from './helpers/random.js';
 
 const MOONCAKE = fileURLToPath(new URL('../data/mooncake_synthetic_trace.jsonl', import.meta.url));
@@ -24,13 +25,6 @@ function file(lines: readonly (string | object)[]): string {
   const path = join(dir, `t${files++}.jsonl`);
   writeFileSync(path, lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n');
   return path;
-}
-
-async function readAll(path: string, options?: ReadTraceOptions) {
-  const reader = readTrace(path, options);
-  const requests: TraceRequest[] = [];
-  for await (const request of reader) requests.push(request);
-  return { requests, stats: reader.stats };
 }
 
 function randomRequests(rng: Rng, count: number, blockSize: number, sessions: boolean): TraceRequest[] {

@@ -17,6 +17,7 @@ import { fittingBlockSizes } from '../src/trace/block-size-inference.js';
 import { readLines } from '../src/trace/line-reader.js';
 import { READ_AHEAD_LINES, readTrace, type ReadTraceOptions } from '../src/trace/read-trace.js';
 import type { TraceRequest } from '../src/trace/types.js';
+import { readAll } from './helpers/read-all.js';
 import { Rng } from './helpers/random.js';
 
 const MOONCAKE = fileURLToPath(new URL('../data/mooncake_synthetic_trace.jsonl', import.meta.url));
@@ -37,13 +38,6 @@ function file(content: string | Buffer | readonly object[]): string {
       : content.map((line) => JSON.stringify(line)).join('\n') + '\n',
   );
   return path;
-}
-
-async function readAll(path: string, options?: ReadTraceOptions) {
-  const reader = readTrace(path, options);
-  const requests: TraceRequest[] = [];
-  for await (const request of reader) requests.push(request);
-  return { requests, stats: reader.stats };
 }
 
 const refusal = (path: string, options?: ReadTraceOptions) =>

@@ -12,6 +12,8 @@
  * The next to leave is the earlier of the run's head and the heap's top. An in-order file never
  * touches the heap, so each line costs O(1); disorder costs O(log n) for the lines involved.
  */
+import { MinHeap } from './min-heap.js';
+
 export interface Arrival {
   arrival: number;
   line: number;
@@ -24,14 +26,14 @@ function before(a: Arrival, b: Arrival): boolean {
 export class ArrivalSort<T extends Arrival> {
   private run: T[] = [];
   private runHead = 0;
-  private readonly heap: T[] = [];
+  private readonly heap = new MinHeap<T>(before);
   /** The last item released, or undefined before the first. */
   released: T | undefined;
 
   constructor(private readonly window: number) {}
 
   get size(): number {
-    return this.run.length - this.runHead + this.heap.length;
+    return this.run.length - this.runHead + this.heap.size;
   }
 
   /** False when `item` arrives before an item already released (nothing is added then). */
@@ -39,7 +41,7 @@ export class ArrivalSort<T extends Arrival> {
     if (this.released !== undefined && before(item, this.released)) return false;
     const run = this.run;
     if (run.length === this.runHead || !before(item, run[run.length - 1]!)) run.push(item);
-    else this.heapPush(item);
+    else this.heap.push(item);
     return true;
   }
 
@@ -48,7 +50,7 @@ export class ArrivalSort<T extends Arrival> {
     const size = this.size;
     if (size === 0 || (!drain && size <= this.window)) return undefined;
     const runNext = this.runHead < this.run.length ? this.run[this.runHead] : undefined;
-    const heapNext = this.heap[0];
+    const heapNext = this.heap.peek();
     let next: T;
     if (runNext !== undefined && (heapNext === undefined || before(runNext, heapNext))) {
       next = runNext;
@@ -60,40 +62,8 @@ export class ArrivalSort<T extends Arrival> {
         this.run = this.run.slice(this.runHead);
         this.runHead = 0;
       }
-    } else next = this.heapPop();
+    } else next = this.heap.pop()!;
     this.released = next;
     return next;
-  }
-
-  private heapPush(item: T): void {
-    const heap = this.heap;
-    let i = heap.length;
-    heap.push(item);
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!before(item, heap[parent]!)) break;
-      heap[i] = heap[parent]!;
-      i = parent;
-    }
-    heap[i] = item;
-  }
-
-  private heapPop(): T {
-    const heap = this.heap;
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length === 0) return top;
-    let i = 0;
-    for (;;) {
-      const left = 2 * i + 1;
-      if (left >= heap.length) break;
-      const right = left + 1;
-      const child = right < heap.length && before(heap[right]!, heap[left]!) ? right : left;
-      if (!before(heap[child]!, last)) break;
-      heap[i] = heap[child]!;
-      i = child;
-    }
-    heap[i] = last;
-    return top;
   }
 }
