@@ -10,8 +10,10 @@ import { interferenceTable } from '../sim/interference-bench.js';
 import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
+import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
 import { withProgress } from './progress.js';
+import { runHeader } from './run-header.js';
 import { SIM_RUN_DEFAULTS } from './sim-command.js';
 import { renderInterference, renderMetrics } from './sim-tables.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
@@ -30,12 +32,30 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   const rate = numberFlag(values, 'rate');
   if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed: integerFlag(values, 'seed', 0) ?? d.seed };
   const started = performance.now();
+  const startedAt = new Date();
   const reader = readTrace(trace, readerOptions(values));
-  const result = await withProgress(readerProgress('sim run', reader), () => simulateStream(reader, options));
+  const fingerprint = new TraceFingerprint();
+  const result = await withProgress(readerProgress('sim run', reader), () =>
+    simulateStream(fingerprinted(reader, fingerprint), options),
+  );
   reportWarnings('sim run', reader.stats);
   const metrics = runMetrics(result.records);
   const records = stringFlag(values, 'records');
-  if (records !== undefined) writeRecords(records, result.records);
+  if (records !== undefined) {
+    const header = runHeader(
+      {
+        source: 'sim',
+        trace: { path: trace, fingerprint: fingerprint.digest() },
+        policy: typeof options.policy === 'string' ? options.policy : options.policy.name,
+        engine_state: options.engineState ?? 'shadow',
+        instances: options.instances,
+        mode: options.dispatch?.mode ?? 'session',
+        ...(rate === undefined ? {} : { rate }),
+      },
+      startedAt,
+    );
+    writeRecords(records, result.records, header);
+  }
   if (values.json) {
     process.stdout.write(
       `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions })}\n`,

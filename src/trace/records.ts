@@ -1,21 +1,62 @@
 /**
- * Per-request records of a run: what the simulator and (later) the live replayer write, and what
- * run metrics read. Times are seconds on the run's clock.
+ * Per-request records of a run: what the simulator and the live replayer write, and what every
+ * run analysis reads. Times are seconds on the run's clock (the simulator's virtual clock, or
+ * the replayer's monotonic clock from its start).
+ *
+ * A record file starts with a RunHeader naming the run (its source, trace and settings), then
+ * one RequestRecord per request in completion order (docs/records.md).
  */
 export interface RequestRecord {
   session: string;
   turn: number;
-  /** Index of the instance the router chose. */
+  /** Index of the instance the request went to (the router's choice; -1 when none answered). */
   instance: number;
   /** When the request was sent to the instance. */
   dispatch: number;
+  /** When the first output token arrived (equal to `finish` for a failed request). */
   first_token: number;
   finish: number;
   input_tokens: number;
   cached_tokens: number;
   output_tokens: number;
-  /** A prefill ran on the same instance while this request was decoding. */
+  /** A prefill ran on the same instance while this request was decoding (sim only; false live). */
   overlapped: boolean;
-  /** Times the engine preempted it (recompute). */
+  /** Times the engine preempted it (recompute; sim only, 0 live). */
   preemptions: number;
+  /** The router's reason (`x-kvroute-reason` live, the policy's decision in the simulator). */
+  reason?: string;
+  /** HTTP status of a live request (200 for success); absent in the simulator. */
+  status?: number;
+  /** Why a live request failed; absent when it succeeded. */
+  error?: string;
 }
+
+/** The first value of a record file. */
+export interface RunHeader {
+  format: typeof RECORDS_FORMAT;
+  version: typeof RECORDS_VERSION;
+  /** What produced the records. */
+  source: 'sim' | 'replay';
+  trace: {
+    /** As given on the command line. */
+    path: string;
+    /** TraceFingerprint of the requests as read: two runs of the same trace share it. */
+    fingerprint: string;
+  };
+  /** The routing policy (sim, or the proxy's when known), and the engine state it saw. */
+  policy?: string;
+  engine_state?: string;
+  instances?: number;
+  /** replay: the endpoint driven, and the dispatch mode (`session` or `poisson`). */
+  target?: string;
+  mode?: string;
+  rate?: number;
+  kvroute_version: string;
+  /** argv after `kvroute`. */
+  command: string[];
+  /** ISO 8601, when the run started. */
+  started_at: string;
+}
+
+export const RECORDS_FORMAT = 'kvroute-records' as const;
+export const RECORDS_VERSION = 2 as const;

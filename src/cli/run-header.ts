@@ -1,0 +1,26 @@
+/** The RunHeader a verb writes at the top of its record file: what ran, on what, when, by which kvroute. */
+import { readFileSync } from 'node:fs';
+
+import { RECORDS_FORMAT, RECORDS_VERSION, type RunHeader } from '../trace/records.js';
+
+let version: string | undefined;
+
+/** kvroute's version, from package.json (read once). */
+export function kvrouteVersion(): string {
+  version ??= (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
+    .version;
+  return version;
+}
+
+type RunFacts = Omit<RunHeader, 'format' | 'version' | 'kvroute_version' | 'command' | 'started_at'>;
+
+export function runHeader(facts: RunFacts, startedAt = new Date()): RunHeader {
+  return {
+    format: RECORDS_FORMAT,
+    version: RECORDS_VERSION,
+    ...facts,
+    kvroute_version: kvrouteVersion(),
+    command: process.argv.slice(2),
+    started_at: startedAt.toISOString(),
+  };
+}
