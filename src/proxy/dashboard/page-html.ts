@@ -15,6 +15,7 @@
 export interface PagePaths {
   uplotJs: string;
   uplotCss: string;
+  localeGuard: string;
   script: string;
   css: string;
 }
@@ -29,6 +30,7 @@ export function pageHtml(paths: PagePaths): string {
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="${paths.uplotCss}">
 <link rel="stylesheet" href="${paths.css}">
+<script src="${paths.localeGuard}" defer></script>
 <script src="${paths.uplotJs}" defer></script>
 <script src="${paths.script}" defer></script>
 </head>

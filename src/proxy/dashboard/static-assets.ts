@@ -1,7 +1,7 @@
 /**
  * The files the dashboard page loads, read into memory once when the dashboard is created:
- * uPlot's browser build and stylesheet from node_modules, and the page's own HTML, CSS and
- * script (string modules, so `tsc` alone ships them; it copies no other files).
+ * uPlot's browser build and stylesheet from node_modules, and the page's own HTML, CSS, locale
+ * guard and script (string modules, so `tsc` alone ships them; it copies no other files).
  *
  * uPlot's paths carry its version, so the browser may cache them for a long time: a new
  * version is a new URL. The page's own files change with kvroute and are revalidated.
@@ -13,6 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
+import { LOCALE_GUARD_SCRIPT } from './locale-guard.js';
 import { PAGE_CSS } from './page-css.js';
 import { pageHtml } from './page-html.js';
 import { PAGE_SCRIPT } from './page-script.js';
@@ -47,6 +48,7 @@ export function loadStaticAssets(): Map<string, StaticAsset> {
   const paths = {
     uplotJs: `/dashboard/uplot-${uplot.version}.min.js`,
     uplotCss: `/dashboard/uplot-${uplot.version}.min.css`,
+    localeGuard: '/dashboard/locale.js',
     script: '/dashboard/app.js',
     css: '/dashboard/app.css',
   };
@@ -59,6 +61,12 @@ export function loadStaticAssets(): Map<string, StaticAsset> {
     },
     { path: paths.uplotJs, contentType: 'text/javascript; charset=utf-8', cacheControl: IMMUTABLE, body: uplot.js },
     { path: paths.uplotCss, contentType: 'text/css; charset=utf-8', cacheControl: IMMUTABLE, body: uplot.css },
+    {
+      path: paths.localeGuard,
+      contentType: 'text/javascript; charset=utf-8',
+      cacheControl: REVALIDATE,
+      body: Buffer.from(LOCALE_GUARD_SCRIPT),
+    },
     {
       path: paths.script,
       contentType: 'text/javascript; charset=utf-8',
