@@ -41,6 +41,7 @@ describe('kvroute --help', () => {
         'analyze',
         'analyze trace',
         'hash',
+        'report',
         'serve',
         'sim',
         'sim interference',

@@ -13,6 +13,7 @@ export const DATA_ERRORS: ReadonlySet<string> = new Set([
   'ERR_KVROUTE_TRACE_IO',
   'ERR_KVROUTE_TRACE_EMPTY',
   'ERR_KVROUTE_RECORDS',
+  'ERR_KVROUTE_REPORT',
   'ERR_KVROUTE_STATE_FEED',
 ]);
 

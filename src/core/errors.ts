@@ -17,6 +17,7 @@ export type KvrouteErrorCode =
   | 'ERR_KVROUTE_TRACE_IO'
   | 'ERR_KVROUTE_TRACE_EMPTY'
   | 'ERR_KVROUTE_RECORDS'
+  | 'ERR_KVROUTE_REPORT'
   | 'ERR_KVROUTE_STATE_FEED';
 
 export interface KvrouteError extends Error {

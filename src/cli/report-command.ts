@@ -1,0 +1,19 @@
+/** `kvroute report`, declared; report-verb.ts runs it (and only it loads the charting libraries). */
+import type { Command } from 'commander';
+
+import { example, runs, subcommand, withDefault } from './command-kit.js';
+
+export function addReportCommand(program: Command): void {
+  const report = subcommand(
+    program,
+    'report',
+    'one self-contained HTML report (and a Markdown summary) of a sweep directory or a record file',
+  )
+    .argument('<IN>', 'a sweep directory (with sweep.json; docs/report.md) or one run’s record file')
+    .option(
+      '-o, --out <OUT.html>',
+      withDefault('the HTML file to write; OUT.md is written beside it', 'DIR/report.html, or RECORDS.html'),
+    );
+  example(report, 'kvroute report runs/sweep-w600 -o w600.html');
+  runs(report, async () => (await import('./report-verb.js')).reportVerb);
+}

@@ -1,0 +1,368 @@
+/**
+ * The report's figures as Vega-Lite specifications, built from a ReportInput (report-input.ts).
+ *
+ * Why Vega-Lite: a declarative, well-kept charting grammar whose compiler and renderer run in
+ * Node with no canvas and no browser; render-svg.ts turns each spec into static SVG at report
+ * time, so the page needs no script and no network to show them.
+ *
+ * Each figure is either drawn (a spec and a caption saying what it shows) or omitted with the
+ * reason (the input lacks its data): the report says so instead of drawing an empty chart.
+ * Figures, in order: latency per policy; APC against the trace's ceilings; APC against hotspot
+ * index; per-worker TTFT p90; slow-cause breakdown; KV footprint CDF; reuse decomposition;
+ * interference against prefill size.
+ *
+ * Cost: O(cells × instances + CDF points), all tiny next to reading the input.
+ */
+import type { ReportCell, ReportInput } from './report-input.js';
+
+/** A Vega-Lite top-level specification (its own types are not loaded until render time). */
+export type VegaLiteSpec = Record<string, unknown>;
+
+export interface DrawnFigure {
+  id: string;
+  title: string;
+  caption: string;
+  spec: VegaLiteSpec;
+}
+
+export interface OmittedFigure {
+  id: string;
+  title: string;
+  omitted: string;
+}
+
+export type Figure = DrawnFigure | OmittedFigure;
+
+export function isDrawn(figure: Figure): figure is DrawnFigure {
+  return 'spec' in figure;
+}
+
+const WIDTH = 640;
+const HEIGHT = 260;
+
+/** What every spec shares: inline data, and no title (the page's heading names the figure). */
+function base(rows: object[]): VegaLiteSpec {
+  return {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    data: { values: rows },
+    config: {
+      font: 'sans-serif',
+      view: { stroke: null },
+      axis: { labelFontSize: 11, titleFontSize: 12 },
+      legend: { labelLimit: 240 },
+    },
+  };
+}
+
+/** The label a cell is shown under: its id, which names policy (and state or mode) in a sweep. */
+const label = (cell: ReportCell): string => cell.id;
+
+function latency(input: ReportInput): Figure {
+  const id = 'latency';
+  const title = 'Latency per policy';
+  const metrics = [
+    ['ttft_s', 'TTFT (s)'],
+    ['tpot_ms', 'TPOT (ms)'],
+    ['e2e_s', 'E2E (s)'],
+  ] as const;
+  const rows = input.cells.flatMap((cell) =>
+    metrics.flatMap(([key, metric]) =>
+      (['p50', 'p90', 'p99'] as const).map((q) => ({
+        cell: label(cell),
+        metric,
+        quantile: q,
+        value: cell.summary[key][q],
+      })),
+    ),
+  );
+  return {
+    id,
+    title,
+    caption:
+      'Time to first token, time per output token and end-to-end latency, at p50, p90 and p99, per run. ' +
+      'Each panel has its own scale.',
+    spec: {
+      ...base(rows),
+      facet: { column: { field: 'metric', type: 'nominal', title: null, sort: metrics.map(([, m]) => m) } },
+      spec: {
+        width: 200,
+        height: HEIGHT,
+        mark: 'bar',
+        encoding: {
+          x: { field: 'cell', type: 'nominal', title: null, axis: { labelAngle: -30 } },
+          xOffset: { field: 'quantile', type: 'nominal' },
+          y: { field: 'value', type: 'quantitative', title: null },
+          color: { field: 'quantile', type: 'nominal', title: 'quantile' },
+          tooltip: [{ field: 'cell' }, { field: 'quantile' }, { field: 'value', format: '.3~g' }],
+        },
+      },
+      resolve: { scale: { y: 'independent' } },
+    },
+  };
+}
+
+function apcCeiling(input: ReportInput): Figure {
+  const id = 'apc-ceiling';
+  const title = 'APC against the ceiling';
+  const trace = input.traceSummary;
+  if (trace === undefined)
+    return { id, title, omitted: 'no trace characterization (trace_summary in sweep.json) gives the ceilings' };
+  const bars = input.cells.map((cell) => ({ cell: label(cell), apc: cell.summary.apc }));
+  const ceilings = [
+    { ceiling: 'any-session ceiling', value: trace.apc_ceiling.any_session.token_ratio },
+    { ceiling: 'intra-session ceiling', value: trace.apc_ceiling.intra_session.token_ratio },
+  ];
+  const percent = { format: '.0%' };
+  return {
+    id,
+    title,
+    caption:
+      'Achieved prompt-cache hit rate (cached ÷ input tokens) per run, against the trace’s theoretical ceilings: ' +
+      'a perfect cache shared by all sessions (any-session) and one per session (intra-session).',
+    spec: {
+      ...base(bars),
+      width: WIDTH,
+      height: HEIGHT,
+      layer: [
+        {
+          mark: 'bar',
+          encoding: {
+            x: { field: 'cell', type: 'nominal', title: null, axis: { labelAngle: -30 } },
+            y: { field: 'apc', type: 'quantitative', title: 'APC', axis: percent, scale: { domain: [0, 1] } },
+            tooltip: [{ field: 'cell' }, { field: 'apc', format: '.1%' }],
+          },
+        },
+        {
+          data: { values: ceilings },
+          mark: { type: 'rule', strokeDash: [6, 3], strokeWidth: 2 },
+          encoding: {
+            y: { field: 'value', type: 'quantitative' },
+            color: { field: 'ceiling', type: 'nominal', title: null, scale: { range: ['#c2410c', '#15803d'] } },
+          },
+        },
+      ],
+    },
+  };
+}
+
+function apcHotspot(input: ReportInput): Figure {
+  const id = 'apc-hotspot';
+  const title = 'APC against hotspot index';
+  const rows = input.cells
+    .filter((cell) => cell.summary.hotspot_index !== null && cell.summary.hotspot_index !== undefined)
+    .map((cell) => ({ cell: label(cell), apc: cell.summary.apc, hotspot: cell.summary.hotspot_index }));
+  if (rows.length < 2)
+    return { id, title, omitted: 'fewer than two runs with a hotspot index: there is no trade-off to plot' };
+  return {
+    id,
+    title,
+    caption:
+      'Each run’s cache hit rate against its hotspot index (the slowest worker’s TTFT p90 ÷ the median ' +
+      'worker’s): up and left is better; affinity buys APC at the price of hot workers.',
+    spec: {
+      ...base(rows),
+      width: WIDTH,
+      height: HEIGHT,
+      layer: [
+        {
+          mark: { type: 'point', filled: true, size: 90 },
+          encoding: {
+            x: { field: 'hotspot', type: 'quantitative', title: 'hotspot index', scale: { zero: false } },
+            y: { field: 'apc', type: 'quantitative', title: 'APC', axis: { format: '.0%' } },
+            color: { field: 'cell', type: 'nominal', title: null },
+          },
+        },
+        {
+          mark: { type: 'text', dx: 8, align: 'left' },
+          encoding: {
+            x: { field: 'hotspot', type: 'quantitative' },
+            y: { field: 'apc', type: 'quantitative' },
+            text: { field: 'cell' },
+          },
+        },
+      ],
+    },
+  };
+}
+
+function perWorker(input: ReportInput): Figure {
+  const id = 'per-worker-ttft';
+  const title = 'Per-worker TTFT p90';
+  const rows = input.cells.flatMap((cell) =>
+    (cell.summary.per_instance ?? []).map((w) => ({
+      cell: label(cell),
+      worker: String(w.instance),
+      ttft_p90_s: w.ttft_p90_s,
+      requests: w.requests,
+    })),
+  );
+  if (rows.length === 0)
+    return { id, title, omitted: 'no run has per-instance data (per_instance in its summary, or its records)' };
+  return {
+    id,
+    title,
+    caption:
+      'TTFT p90 of each worker (engine instance) per run: a tall bar is a hot worker; ' +
+      'the hotspot index is the tallest over the median.',
+    spec: {
+      ...base(rows),
+      width: WIDTH,
+      height: HEIGHT,
+      mark: 'bar',
+      encoding: {
+        x: { field: 'worker', type: 'ordinal', title: 'worker' },
+        xOffset: { field: 'cell', type: 'nominal' },
+        y: { field: 'ttft_p90_s', type: 'quantitative', title: 'TTFT p90 (s)' },
+        color: { field: 'cell', type: 'nominal', title: null },
+        tooltip: [
+          { field: 'cell' },
+          { field: 'worker' },
+          { field: 'ttft_p90_s', format: '.3~g' },
+          { field: 'requests' },
+        ],
+      },
+    },
+  };
+}
+
+function slowCauses(input: ReportInput): Figure {
+  const id = 'slow-causes';
+  const title = 'Slow-request causes';
+  const rows = input.cells.flatMap((cell) =>
+    Object.entries(cell.summary.slow?.causes ?? {}).map(([cause, n]) => ({ cell: label(cell), cause, n })),
+  );
+  if (rows.length === 0) return { id, title, omitted: 'no run summary has a slow-request breakdown (slow.causes)' };
+  return {
+    id,
+    title,
+    caption:
+      'Slow requests per run, by the cause `kvroute analyze run` assigns: a prefill overlapping on the same ' +
+      'worker, a queue on a hot worker, a cache miss with a large append, or unknown.',
+    spec: {
+      ...base(rows),
+      width: WIDTH,
+      height: HEIGHT,
+      mark: 'bar',
+      encoding: {
+        x: { field: 'cell', type: 'nominal', title: null, axis: { labelAngle: -30 } },
+        y: { field: 'n', type: 'quantitative', title: 'slow requests', stack: 'zero' },
+        color: { field: 'cause', type: 'nominal', title: 'cause' },
+        tooltip: [{ field: 'cell' }, { field: 'cause' }, { field: 'n' }],
+      },
+    },
+  };
+}
+
+function kvFootprint(input: ReportInput): Figure {
+  const id = 'kv-footprint';
+  const title = 'KV footprint CDF';
+  const cdf = input.traceSummary?.kv_footprint_cdf;
+  if (cdf === undefined || cdf.length === 0)
+    return { id, title, omitted: 'no trace characterization with a KV footprint CDF (trace_summary.kv_footprint_cdf)' };
+  const rows = cdf.map(([fraction, bytes]) => ({ fraction, gib: bytes / 2 ** 30 }));
+  const model = input.traceSummary?.model?.name ?? input.traceSummary?.model?.preset;
+  return {
+    id,
+    title,
+    caption:
+      `The KV cache one request occupies (its input tokens × KV bytes per token${model === undefined ? '' : ` of ${model}`}), ` +
+      'as a cumulative distribution over the trace’s requests.',
+    spec: {
+      ...base(rows),
+      width: WIDTH,
+      height: HEIGHT,
+      mark: { type: 'line', interpolate: 'step-after' },
+      encoding: {
+        x: { field: 'gib', type: 'quantitative', title: 'KV per request (GiB)' },
+        y: { field: 'fraction', type: 'quantitative', title: 'fraction of requests', axis: { format: '.0%' } },
+      },
+    },
+  };
+}
+
+const REUSE_CLASSES = ['intra_session', 'cross_session', 'shared_prefix', 'unclassified'];
+
+function reuse(input: ReportInput): Figure {
+  const id = 'reuse';
+  const title = 'Reuse decomposition';
+  const rows: { source: string; class: string; share: number }[] = [];
+  const add = (source: string, parts: Record<string, number> | undefined): void => {
+    for (const cls of REUSE_CLASSES)
+      if (typeof parts?.[cls] === 'number') rows.push({ source, class: cls.replace('_', '-'), share: parts[cls] });
+  };
+  add('trace (theoretical)', input.traceSummary?.reuse);
+  for (const cell of input.cells) add(label(cell), cell.summary.reuse);
+  if (rows.length === 0)
+    return { id, title, omitted: 'neither the trace characterization nor a run summary has reuse' };
+  return {
+    id,
+    title,
+    caption:
+      'Where reused prefix blocks come from: the same session, another session, or a prefix shared by many ' +
+      'sessions; for the trace (every reuse a perfect cache could get) and per run where measured.',
+    spec: {
+      ...base(rows),
+      width: WIDTH,
+      height: { step: 28 },
+      mark: 'bar',
+      encoding: {
+        y: { field: 'source', type: 'nominal', title: null, sort: null },
+        x: {
+          field: 'share',
+          type: 'quantitative',
+          title: 'share of reuse',
+          stack: 'normalize',
+          axis: { format: '.0%' },
+        },
+        color: { field: 'class', type: 'nominal', title: null },
+        tooltip: [{ field: 'source' }, { field: 'class' }, { field: 'share', format: '.1%' }],
+      },
+    },
+  };
+}
+
+function interference(input: ReportInput): Figure {
+  const id = 'interference';
+  const title = 'Interference against prefill size';
+  const rows = (input.interference ?? [])
+    .filter((p) => p.tpot_index !== null)
+    .map((p) => ({ variant: `${p.variant} worker`, prefill_tokens: p.prefill_tokens, tpot_index: p.tpot_index }));
+  if (rows.length === 0)
+    return {
+      id,
+      title,
+      omitted: 'no interference cells (interference in sweep.json, from kvroute sim interference --json)',
+    };
+  return {
+    id,
+    title,
+    caption:
+      'TPOT p90 of decodes that overlap a prefill ÷ TPOT p90 of clean decodes, by prefill size: a prefill on the ' +
+      'same worker slows decoding in proportion to its size; on a different worker it does not (index ≈ 1).',
+    spec: {
+      ...base(rows),
+      width: WIDTH,
+      height: HEIGHT,
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'prefill_tokens', type: 'quantitative', title: 'prefill tokens', scale: { type: 'log', base: 2 } },
+        y: { field: 'tpot_index', type: 'quantitative', title: 'TPOT interference index' },
+        color: { field: 'variant', type: 'nominal', title: null },
+      },
+    },
+  };
+}
+
+/** Every figure of the report, drawn or omitted, in order. */
+export function reportFigures(input: ReportInput): Figure[] {
+  return [
+    latency(input),
+    apcCeiling(input),
+    apcHotspot(input),
+    perWorker(input),
+    slowCauses(input),
+    kvFootprint(input),
+    reuse(input),
+    interference(input),
+  ];
+}
