@@ -17,7 +17,7 @@ import { buildReport, markdownPath } from '../src/report/build-report.js';
 import { reportFigures } from '../src/report/report-figures.js';
 import { loadReportInput } from '../src/report/report-input.js';
 import { launchBrowser, newPage } from './helpers/browser.js';
-import { buildSweepFixture, FIXTURE_POLICIES, type SweepFixture } from './helpers/report-fixture.js';
+import { buildSweepFixture, FIXTURE_CELLS, FIXTURE_POLICIES, type SweepFixture } from './helpers/report-fixture.js';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const ALL_FIGURES = [
@@ -29,6 +29,7 @@ const ALL_FIGURES = [
   'kv-footprint',
   'reuse',
   'interference',
+  'engine-state',
 ];
 
 /** The page's DOM, as much as the functions run in the browser use (tsconfig has no DOM lib). */
@@ -73,7 +74,7 @@ describe('kvroute report on a sweep directory', () => {
     const out = join(fixture.dir, 'out', 'sweep.html');
     mkdirSync(join(fixture.dir, 'out'), { recursive: true });
     const run = report([fixture.dir, '-o', out]);
-    expect(run.stderr).toContain(`wrote ${out} (7 figures; not shown: slow-causes)`);
+    expect(run.stderr).toContain(`wrote ${out} (8 figures; not shown: slow-causes)`);
     expect(run.status).toBe(0);
     const html = readFileSync(out, 'utf8');
     for (const id of ALL_FIGURES.filter((f) => f !== 'slow-causes')) expect(html).toContain(`data-figure="${id}"`);
@@ -84,13 +85,14 @@ describe('kvroute report on a sweep directory', () => {
     const md = readFileSync(markdownPath(out), 'utf8');
     expect(md).toContain('- trace: `t.jsonl`');
     expect(md).toContain('| sticky | sticky | shadow | sim |');
+    expect(md).toContain('| sticky-shm | sticky | shm | sim |');
     expect(md).toContain('**Slow-request causes**: no run summary has a slow-request breakdown');
   });
 
   it('draws the slow causes, per-run reuse and given per-instance numbers when the summaries have them', async () => {
     const dir = variant('full', () => {});
-    for (const [i, policy] of FIXTURE_POLICIES.entries()) {
-      const path = join(dir, 'cells', policy, 'summary.json');
+    for (const [i, cell] of FIXTURE_CELLS.entries()) {
+      const path = join(dir, 'cells', cell.id, 'summary.json');
       const summary = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
       summary.slow = {
         n_slow: 10 + i,
@@ -120,7 +122,7 @@ describe('kvroute report on one record file', () => {
     const html = readFileSync(out, 'utf8');
     expect(html).toContain('data-figure="latency"');
     expect(html).toContain('data-figure="per-worker-ttft"');
-    for (const id of ['apc-ceiling', 'apc-hotspot', 'slow-causes', 'kv-footprint', 'reuse', 'interference'])
+    for (const id of ALL_FIGURES.filter((f) => f !== 'latency' && f !== 'per-worker-ttft'))
       expect(html).toContain(`data-omitted="${id}"`);
     // Provenance from the record file's header: the trace, the command, the version.
     expect(html).toContain('<code>t.jsonl</code>');

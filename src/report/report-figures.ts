@@ -9,7 +9,7 @@
  * reason (the input lacks its data): the report says so instead of drawing an empty chart.
  * Figures, in order: latency per policy; APC against the trace's ceilings; APC against hotspot
  * index; per-worker TTFT p90; slow-cause breakdown; KV footprint CDF; reuse decomposition;
- * interference against prefill size.
+ * interference against prefill size; engine-state ablation (TTFT p90 per policy and state).
  *
  * Cost: O(cells × instances + CDF points), all tiny next to reading the input.
  */
@@ -285,10 +285,11 @@ const REUSE_CLASSES = ['intra_session', 'cross_session', 'shared_prefix', 'uncla
 function reuse(input: ReportInput): Figure {
   const id = 'reuse';
   const title = 'Reuse decomposition';
-  const rows: { source: string; class: string; share: number }[] = [];
+  const rows: { source: string; class: string; rank: number; share: number }[] = [];
   const add = (source: string, parts: Record<string, number> | undefined): void => {
     for (const cls of REUSE_CLASSES)
-      if (typeof parts?.[cls] === 'number') rows.push({ source, class: cls.replace('_', '-'), share: parts[cls] });
+      if (typeof parts?.[cls] === 'number')
+        rows.push({ source, class: cls.replace('_', '-'), rank: REUSE_CLASSES.indexOf(cls), share: parts[cls] });
   };
   add('trace (theoretical)', input.traceSummary?.reuse);
   for (const cell of input.cells) add(label(cell), cell.summary.reuse);
@@ -314,7 +315,13 @@ function reuse(input: ReportInput): Figure {
           stack: 'normalize',
           axis: { format: '.0%' },
         },
-        color: { field: 'class', type: 'nominal', title: null },
+        color: {
+          field: 'class',
+          type: 'nominal',
+          title: null,
+          scale: { domain: REUSE_CLASSES.map((c) => c.replace('_', '-')) },
+        },
+        order: { field: 'rank', type: 'quantitative' },
         tooltip: [{ field: 'source' }, { field: 'class' }, { field: 'share', format: '.1%' }],
       },
     },
@@ -324,9 +331,16 @@ function reuse(input: ReportInput): Figure {
 function interference(input: ReportInput): Figure {
   const id = 'interference';
   const title = 'Interference against prefill size';
-  const rows = (input.interference ?? [])
-    .filter((p) => p.tpot_index !== null)
-    .map((p) => ({ variant: `${p.variant} worker`, prefill_tokens: p.prefill_tokens, tpot_index: p.tpot_index }));
+  const rows = (input.interference ?? []).flatMap((p) =>
+    (
+      [
+        ['TPOT index', p.tpot_index],
+        ['TTFT index', p.ttft_index],
+      ] as const
+    )
+      .filter(([, value]) => value !== null && value !== undefined)
+      .map(([index, value]) => ({ index, variant: `${p.variant} worker`, prefill_tokens: p.prefill_tokens, value })),
+  );
   if (rows.length === 0)
     return {
       id,
@@ -337,17 +351,65 @@ function interference(input: ReportInput): Figure {
     id,
     title,
     caption:
-      'TPOT p90 of decodes that overlap a prefill ÷ TPOT p90 of clean decodes, by prefill size: a prefill on the ' +
-      'same worker slows decoding in proportion to its size; on a different worker it does not (index ≈ 1).',
+      'The engine model’s interference microbenchmark: TPOT (left) and TTFT (right) p90 of requests that overlap a ' +
+      'prefill of the given size ÷ p90 of those that do not, with the prefill on the same worker and, as the ' +
+      'control, on a different worker. Above 1: the prefill slowed them.',
+    spec: {
+      ...base(rows),
+      facet: { column: { field: 'index', type: 'nominal', title: null } },
+      spec: {
+        width: 300,
+        height: HEIGHT,
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: {
+            field: 'prefill_tokens',
+            type: 'quantitative',
+            title: 'prefill tokens',
+            scale: { type: 'log', base: 2 },
+          },
+          y: { field: 'value', type: 'quantitative', title: 'interference index' },
+          color: { field: 'variant', type: 'nominal', title: null },
+          tooltip: [{ field: 'variant' }, { field: 'prefill_tokens' }, { field: 'value', format: '.3~g' }],
+        },
+      },
+      resolve: { scale: { y: 'independent' } },
+    },
+  };
+}
+
+/** TTFT p90 per policy under each engine state, for the policies the sweep ran under two or more. */
+function engineState(input: ReportInput): Figure {
+  const id = 'engine-state';
+  const title = 'Engine-state ablation';
+  const states = new Map<string, Set<string>>();
+  for (const cell of input.cells) {
+    if (cell.engine_state === undefined) continue;
+    if (!states.has(cell.policy)) states.set(cell.policy, new Set());
+    states.get(cell.policy)!.add(cell.engine_state);
+  }
+  const rows = input.cells
+    .filter((cell) => cell.engine_state !== undefined && states.get(cell.policy)!.size > 1)
+    .map((cell) => ({ policy: cell.policy, state: cell.engine_state, ttft_p90_s: cell.summary.ttft_s.p90 }));
+  if (rows.length === 0)
+    return { id, title, omitted: 'no policy ran under more than one engine state (shadow counters, shm)' };
+  return {
+    id,
+    title,
+    caption:
+      'TTFT p90 of each policy when the router sees only its own shadow counters and when it also reads the ' +
+      'engines’ real state: where real-time state helps a policy and where it hurts.',
     spec: {
       ...base(rows),
       width: WIDTH,
       height: HEIGHT,
-      mark: { type: 'line', point: true },
+      mark: 'bar',
       encoding: {
-        x: { field: 'prefill_tokens', type: 'quantitative', title: 'prefill tokens', scale: { type: 'log', base: 2 } },
-        y: { field: 'tpot_index', type: 'quantitative', title: 'TPOT interference index' },
-        color: { field: 'variant', type: 'nominal', title: null },
+        x: { field: 'policy', type: 'nominal', title: null, axis: { labelAngle: -30 } },
+        xOffset: { field: 'state', type: 'nominal' },
+        y: { field: 'ttft_p90_s', type: 'quantitative', title: 'TTFT p90 (s)' },
+        color: { field: 'state', type: 'nominal', title: 'engine state' },
+        tooltip: [{ field: 'policy' }, { field: 'state' }, { field: 'ttft_p90_s', format: '.3~g' }],
       },
     },
   };
@@ -364,5 +426,6 @@ export function reportFigures(input: ReportInput): Figure[] {
     kvFootprint(input),
     reuse(input),
     interference(input),
+    engineState(input),
   ];
 }
