@@ -156,9 +156,9 @@ describe('kvroute start-up', () => {
     return readFileSync(log, 'utf8').split('\n');
   }
   const HEAVY =
-    /\/(proxy\/(?!proxy-options|serve-settings)|sim\/(?!engine-preset|sim-fleet-defaults)|analysis\/|state\/)|piscina|uWebSockets|yaml|undici/;
+    /\/(proxy\/(?!proxy-options|serve-settings)|sim\/(?!engine-preset|sim-fleet-defaults)|analysis\/|state\/|report\/)|piscina|uWebSockets|yaml|undici|vega/;
 
-  it('--help and hash load no verb they do not run: no proxy, simulator, analysis or state feed', () => {
+  it('--help and hash load no verb they do not run: no proxy, simulator, analysis, state feed or report charts', () => {
     const help = loaded(['--help']);
     expect(help.some((url) => url.endsWith('/dist/cli/program.js'))).toBe(true);
     expect(help.filter((url) => HEAVY.test(url) || url.endsWith('-verb.js'))).toEqual([]);
