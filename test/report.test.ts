@@ -15,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { buildReport, markdownPath } from '../src/report/build-report.js';
 import { reportFigures } from '../src/report/report-figures.js';
-import { loadReportInput } from '../src/report/report-input.js';
+import { loadReportInput, perInstance } from '../src/report/report-input.js';
+import type { RequestRecord } from '../src/trace/records.js';
 import { launchBrowser, newPage } from './helpers/browser.js';
 import { buildSweepFixture, FIXTURE_CELLS, FIXTURE_POLICIES, type SweepFixture } from './helpers/report-fixture.js';
 
@@ -114,6 +115,30 @@ describe('kvroute report on a sweep directory', () => {
 });
 
 describe('kvroute report on one record file', () => {
+  it('computes per-instance TTFT p90, leaving out requests no instance answered', () => {
+    const record = (instance: number, ttft: number): RequestRecord => ({
+      session: 's',
+      turn: 1,
+      instance,
+      dispatch: 10,
+      first_token: 10 + ttft,
+      finish: 20,
+      input_tokens: 100,
+      cached_tokens: 0,
+      output_tokens: 8,
+      overlapped: false,
+      preemptions: 0,
+    });
+    const records = [record(1, 2), record(0, 1), record(1, 4), record(-1, 0)];
+    const workers = perInstance(records);
+    expect(workers.map((w) => [w.instance, w.requests])).toEqual([
+      [0, 1],
+      [1, 2],
+    ]);
+    expect(workers[0]!.ttft_p90_s).toBeCloseTo(1, 9);
+    expect(workers[1]!.ttft_p90_s).toBeCloseTo(3.8, 9); // linear between 2 and 4, as run-metrics.ts
+  });
+
   it('shows the run and says which figures need a sweep', () => {
     const run = report([fixture.records]);
     expect(run.status).toBe(0);

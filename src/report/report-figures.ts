@@ -85,7 +85,7 @@ function latency(input: ReportInput): Figure {
       ...base(rows),
       facet: { column: { field: 'metric', type: 'nominal', title: null, sort: metrics.map(([, m]) => m) } },
       spec: {
-        width: 200,
+        width: Math.max(200, input.cells.length * 36), // room for three bars per run
         height: HEIGHT,
         mark: 'bar',
         encoding: {

@@ -149,10 +149,11 @@ function checkSummary(file: string, value: unknown): CellSummary {
   return s as unknown as CellSummary;
 }
 
-/** Per-instance request counts and TTFT p90 (seconds), from a run's records. */
+/** Per-instance request counts and TTFT p90 (seconds), from a run's records; instance -1 left out. */
 export function perInstance(records: readonly RequestRecord[]): NonNullable<CellSummary['per_instance']> {
   const byInstance = new Map<number, number[]>();
   for (const r of records) {
+    if (r.instance < 0) continue; // no instance answered (a failed live request)
     if (!byInstance.has(r.instance)) byInstance.set(r.instance, []);
     byInstance.get(r.instance)!.push(r.first_token - r.dispatch);
   }
