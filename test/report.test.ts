@@ -100,11 +100,14 @@ describe('kvroute report on a sweep directory', () => {
         causes: { same_worker_prefill_overlap: 4, hot_worker_queue: 3 + i, cache_miss_large_append: 2, unknown: 1 },
       };
       summary.per_instance = [0, 1, 2].map((instance) => ({ instance, requests: 5, ttft_p90_s: 1 + instance + i }));
-      summary.reuse = { intra_session: 0.9, cross_session: 0.08, shared_prefix: 0.02 };
+      // analyze run --json's shape ({fractions, tokens}, or null without the trace), and a flat split.
+      const split = { intra_session: 0.9, cross_session: 0.08, shared_prefix: 0.02, unclassified: 0 };
+      summary.reuse = [{ fractions: split, tokens: split }, split, null][i % 3];
       writeFileSync(path, JSON.stringify(summary));
     }
     const input = loadReportInput(dir);
     expect(input.cells[2]!.summary.per_instance).toHaveLength(3); // taken as given, not recomputed
+    expect(input.cells.map((c) => c.summary.reuse?.intra_session)).toEqual([0.9, 0.9, undefined, 0.9]);
     const figures = reportFigures(input);
     expect(figures.filter((f) => 'omitted' in f)).toEqual([]);
     const out = join(dir, 'r.html');
@@ -188,6 +191,23 @@ describe('kvroute report refuses bad input, naming the file (exit 1)', () => {
     const bad = report([badField]);
     expect(bad.status).toBe(1);
     expect(bad.stderr).toContain(`${join(badField, 'sweep.json')}: cells[0].policy: must be a non-empty string, got 7`);
+    const newer = variant('newer', (sweep) => {
+      sweep.format = 'kvroute-sweep';
+      sweep.version = 2;
+    });
+    expect(report([newer]).stderr).toContain('sweep version 2 is newer than this kvroute reads (1)');
+    const badReuse = variant('bad-reuse', () => {});
+    const summaryPath = join(badReuse, 'cells', 'lmetric', 'summary.json');
+    writeFileSync(
+      summaryPath,
+      JSON.stringify({
+        ...JSON.parse(readFileSync(summaryPath, 'utf8')),
+        reuse: { fractions: { intra_session: 'x' } },
+      }),
+    );
+    expect(report([badReuse]).stderr).toContain(
+      `${summaryPath}: reuse.fractions.intra_session: must be a finite number`,
+    );
     const noCells = variant('no-cells', (sweep) => {
       sweep.cells = [];
     });

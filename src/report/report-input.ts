@@ -27,6 +27,9 @@ import { percentileOfSorted } from '../analysis/percentiles.js';
 import { readRecordFile } from '../trace/record-file.js';
 import type { RequestRecord, RunHeader } from '../trace/records.js';
 
+/** The newest sweep.json version this reader knows (docs/report.md). */
+export const SWEEP_VERSION = 1;
+
 /** Bad report input: names the file and, when it is JSON, the field. */
 export class ReportError extends Error implements KvrouteError {
   readonly code = 'ERR_KVROUTE_REPORT' as const;
@@ -52,7 +55,10 @@ export interface CellSummary {
   hotspot_index: number | null;
   slow?: SlowCauses;
   per_instance?: { instance: number; requests: number; ttft_p90_s: number }[];
-  reuse?: { intra_session: number; cross_session: number; shared_prefix: number };
+  /** Fractions of the run's cached tokens by where they came from. */
+  reuse?: { intra_session: number; cross_session: number; shared_prefix: number; unclassified?: number };
+  /** Live requests that failed (analyze run, sim run on newer kvroute). */
+  failed?: number;
 }
 
 export interface ReportCell {
@@ -136,6 +142,19 @@ class Fields {
   }
 }
 
+/**
+ * A run's reuse split as fractions: `analyze run --json` gives `{fractions, tokens, …}` (or null
+ * without the trace); a flat `{intra_session, cross_session, shared_prefix}` is taken as is.
+ */
+function reuseFractions(f: Fields, value: unknown): CellSummary['reuse'] {
+  if (value === undefined || value === null) return undefined;
+  const reuse = f.object(value, 'reuse');
+  const split = reuse.fractions === undefined ? reuse : f.object(reuse.fractions, 'reuse.fractions');
+  for (const key of ['intra_session', 'cross_session', 'shared_prefix'])
+    f.number(split[key], `reuse${split === reuse ? '' : '.fractions'}.${key}`);
+  return split as CellSummary['reuse'];
+}
+
 function checkSummary(file: string, value: unknown): CellSummary {
   const f = new Fields(file);
   const s = f.object(value, '(top level)');
@@ -143,9 +162,14 @@ function checkSummary(file: string, value: unknown): CellSummary {
   for (const key of ['ttft_s', 'tpot_ms', 'e2e_s'])
     for (const q of ['p50', 'p90', 'p99']) f.number(f.object(s[key], key)[q], `${key}.${q}`);
   f.number(s.apc, 'apc');
-  if (s.slow !== undefined) f.object(f.object(s.slow, 'slow').causes, 'slow.causes');
-  if (s.per_instance !== undefined) f.array(s.per_instance, 'per_instance');
-  if (s.reuse !== undefined) f.object(s.reuse, 'reuse');
+  // Optional parts: absent or null means "not measured".
+  if (s.slow === null) delete s.slow;
+  else if (s.slow !== undefined) f.object(f.object(s.slow, 'slow').causes, 'slow.causes');
+  if (s.per_instance === null) delete s.per_instance;
+  else if (s.per_instance !== undefined) f.array(s.per_instance, 'per_instance');
+  const reuse = reuseFractions(f, s.reuse);
+  if (reuse === undefined) delete s.reuse;
+  else s.reuse = reuse;
   return s as unknown as CellSummary;
 }
 
@@ -235,6 +259,11 @@ export function loadSweep(dir: string): ReportInput {
     throw new ReportError(`${sweepPath}: missing: ${dir} is not a sweep directory (kvroute sweep writes sweep.json)`);
   const f = new Fields(sweepPath);
   const s = f.object(readJson(sweepPath), '(top level)');
+  if (s.format !== undefined && s.format !== 'kvroute-sweep') f.fail('format', '"kvroute-sweep"', s.format);
+  if (typeof s.version === 'number' && s.version > SWEEP_VERSION)
+    throw new ReportError(
+      `${sweepPath}: sweep version ${s.version} is newer than this kvroute reads (${SWEEP_VERSION})`,
+    );
   const trace = f.object(s.trace, 'trace');
   const cells = f.array(s.cells, 'cells');
   if (cells.length === 0) throw new ReportError(`${sweepPath}: cells: empty: the sweep ran no cell`);
