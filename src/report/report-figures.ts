@@ -236,7 +236,7 @@ function slowCauses(input: ReportInput): Figure {
     id,
     title,
     caption:
-      'Slow requests per run, by the cause `kvroute analyze run` assigns: a prefill overlapping on the same ' +
+      'Slow requests per run, by the cause kvroute analyze run assigns: a prefill overlapping on the same ' +
       'worker, a queue on a hot worker, a cache miss with a large append, or unknown.',
     spec: {
       ...base(rows),
