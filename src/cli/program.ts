@@ -15,6 +15,7 @@
 import { Command } from 'commander';
 
 import { addAnalyzeCommand } from './analyze-command.js';
+import { addBenchCommand } from './bench-command.js';
 import { addHashCommand } from './hash-command.js';
 import { addServeCommand } from './serve-command.js';
 import { addSimCommand } from './sim-command.js';
@@ -43,7 +44,15 @@ export function createCli(version: string): Cli {
   program.hook('preSubcommand', (_program, command) => {
     verb = command.name();
   });
-  const verbs = [addHashCommand, addTraceCommand, addAnalyzeCommand, addSimCommand, addStateCommand, addServeCommand];
+  const verbs = [
+    addHashCommand,
+    addTraceCommand,
+    addAnalyzeCommand,
+    addSimCommand,
+    addBenchCommand,
+    addStateCommand,
+    addServeCommand,
+  ];
   for (const add of verbs) add(program);
   program.addHelpText(
     'after',

@@ -1,5 +1,6 @@
 /**
- * The seeds' B2 prefill–decode interference protocol, shared by the engine-model run
+ * The seeds' B2 prefill–decode interference protocol (constants and arithmetic only: the command
+ * line imports it for its help), shared by the engine-model run
  * (`kvroute sim interference`, interference-bench.ts) and the run against live endpoints
  * (`kvroute bench interference`, src/live/interference-live.ts), so both measure the same thing:
  *
