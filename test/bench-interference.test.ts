@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { coldPrompt } from '../src/live/cold-prompt.js';
 import { liveInterferenceCell } from '../src/live/interference-live.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 
@@ -16,6 +17,17 @@ const kvroute = (args: string[]) => spawnSync(process.execPath, [cli, ...args], 
 
 const SPEED = 5;
 const schedule = { durationS: 30, injections: 2, injectionEveryS: 6 };
+
+describe('cold prompts', () => {
+  it('are the asked length in 4-byte words and share no first block', () => {
+    const prompts = Array.from({ length: 200 }, () => coldPrompt(300));
+    for (const p of prompts) {
+      expect(Buffer.byteLength(p)).toBe(12 + 4 * 300);
+      expect(p.slice(12)).toMatch(/^( [a-z]{3}){300}$/);
+    }
+    expect(new Set(prompts.map((p) => p.slice(0, 12))).size).toBe(200);
+  });
+});
 
 describe('bench interference against live endpoints', () => {
   let fleet: SimFleet;
