@@ -52,6 +52,11 @@ describe('kvroute analyze run', () => {
     expect(analysis.makespan_s).toBeCloseTo(makespan_s as number, 9);
     for (const [key, value] of Object.entries(shared)) expect(analysis[key]).toEqual(value);
     expect(analysis.slow.slo).toEqual({ ttft_s: 5, tpot_ms: 100 });
+    // The header names the trace, which is still there: the reuse split, over every record.
+    expect(analysis.reuse.matched_records).toBe(simJson.requests);
+    const fractions = Object.values(analysis.reuse.fractions as Record<string, number>);
+    expect(fractions.reduce((a, b) => a + b, 0)).toBeCloseTo(1);
+    expect(analysis.reuse.fractions.intra_session).toBeGreaterThan(0.5);
     const causes = Object.values(analysis.slow.causes as Record<string, number>);
     expect(causes.reduce((a, b) => a + b, 0)).toBe(analysis.slow.n_slow);
   });
@@ -65,6 +70,7 @@ describe('kvroute analyze run', () => {
     expect(out.stdout).toMatch(/slow requests \(TTFT > 1\.0 s or TPOT > 20 ms\): \d+ of \d+/);
     for (const cause of ['same worker overlap', 'hot worker queue', 'cache miss large append', 'unknown'])
       expect(out.stdout).toContain(cause);
+    expect(out.stdout).toMatch(/intra-session\s+[\d.]+ [kM]?\s+[\d.]+%/);
   });
 
   it('reports a truncated last record and analyses the whole ones', () => {

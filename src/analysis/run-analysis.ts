@@ -6,6 +6,7 @@
  */
 import type { RecordFile } from '../trace/record-file.js';
 import { runMetrics, type RunMetrics } from './run-metrics.js';
+import type { RunReuse } from './run-reuse.js';
 import { DEFAULT_SLO, labelSlowRequests, type Slo, type SlowSummary } from './slow-causes.js';
 
 export interface RunAnalysis extends RunMetrics {
@@ -15,9 +16,11 @@ export interface RunAnalysis extends RunMetrics {
   preemptions: number;
   evictions: null;
   slow: SlowSummary;
+  /** Where the cached tokens came from; null without the trace (run-reuse.ts). */
+  reuse: RunReuse | null;
 }
 
-export function analyzeRun(file: RecordFile, slo: Slo = DEFAULT_SLO): RunAnalysis {
+export function analyzeRun(file: RecordFile, slo: Slo = DEFAULT_SLO, reuse: RunReuse | null = null): RunAnalysis {
   const { records } = file;
   let first = Infinity;
   let last = -Infinity;
@@ -33,5 +36,6 @@ export function analyzeRun(file: RecordFile, slo: Slo = DEFAULT_SLO): RunAnalysi
     preemptions,
     evictions: null,
     slow: labelSlowRequests(records, slo, file.header?.instances).summary,
+    reuse,
   };
 }

@@ -44,11 +44,15 @@ function addRun(analyze: Command): void {
     'the metrics of a run from its records (sim run --records, replay --records): latency, APC, indices, slow requests by cause',
   )
     .argument('<RECORDS>', 'the record file')
-    .option('--json', 'print the metrics as JSON (the keys of sim run --json, plus slow)')
+    .option('--json', 'print the metrics as JSON (the keys of sim run --json, plus slow and reuse)')
+    .option('--slo <ttft=…,tpot=…>', withDefault('the SLO a slow request misses (units s or ms)', ANALYZE_DEFAULTS.slo))
+    .option('--trace <IN>', withDefault('the trace the run replayed, for the reuse split', "the records' header's"))
+    .option('--workers <N>', withDefault('Piscina threads for the reuse walk (0: this thread)', 'cores - 1'))
     .option(
-      '--slo <ttft=…,tpot=…>',
-      withDefault('the SLO a slow request misses (units s or ms)', ANALYZE_DEFAULTS.slo),
+      '--shared-min-sessions <N>',
+      withDefault('sessions that make a prefix "shared"', ANALYZE_DEFAULTS.sharedMinSessions),
     );
+  addTraceInputOptions(run);
   run.addHelpText('after', '\nSlow-cause rules, metric definitions: docs/analysis.md.');
   example(run, 'kvroute analyze run unified.records --slo ttft=5s,tpot=100ms');
   runs(run, async () => (await import('./analyze-run-verb.js')).analyzeRunVerb);

@@ -1,11 +1,16 @@
 /** `kvroute analyze run RECORDS` and `kvroute analyze compare A B` (declared in analyze-command.ts). */
+import { existsSync } from 'node:fs';
+
 import { checkSameTrace, compareRuns } from '../analysis/compare-runs.js';
 import { analyzeRun } from '../analysis/run-analysis.js';
+import { runReuse, type RunReuse } from '../analysis/run-reuse.js';
 import { parseSlo } from '../analysis/slow-causes.js';
+import { readTrace } from '../trace/read-trace.js';
 import { readRecordFile, type RecordFile } from '../trace/record-file.js';
 import { ANALYZE_DEFAULTS } from './analyze-command.js';
 import { renderComparison, renderRun } from './analyze-tables.js';
-import { stringFlag, type OptionValues } from './common.js';
+import { integerFlag, stringFlag, type OptionValues } from './common.js';
+import { readerOptions, reportWarnings } from './trace-input.js';
 
 /** Reads a record file; a truncated last record is reported, and the whole ones analysed. */
 export function readRecordsReporting(verb: string, path: string): RecordFile {
@@ -17,12 +22,35 @@ export function readRecordsReporting(verb: string, path: string): RecordFile {
   return file;
 }
 
-export function analyzeRunVerb(values: OptionValues, [path]: string[]): void {
+export async function analyzeRunVerb(values: OptionValues, [path]: string[]): Promise<void> {
   const slo = parseSlo(stringFlag(values, 'slo') ?? ANALYZE_DEFAULTS.slo);
   const file = readRecordsReporting('analyze run', path!);
-  const analysis = analyzeRun(file, slo);
+  const analysis = analyzeRun(file, slo, await reuseOf(values, file));
   if (values.json) process.stdout.write(`${JSON.stringify(analysis)}\n`);
   else process.stdout.write(`${renderRun(file.header, analysis)}\n`);
+}
+
+/** The reuse split, from --trace or the header's trace when it is there; null (with a note) without. */
+async function reuseOf(values: OptionValues, file: RecordFile): Promise<RunReuse | null> {
+  const given = stringFlag(values, 'trace');
+  const fromHeader = file.header?.trace.path;
+  const trace =
+    given ?? (fromHeader !== undefined && fromHeader !== '-' && existsSync(fromHeader) ? fromHeader : undefined);
+  if (trace === undefined) {
+    process.stderr.write(
+      `kvroute analyze run: note: no reuse split: ${fromHeader === undefined ? 'the records name no trace' : `the records' trace ${fromHeader} is not there`}; give --trace FILE\n`,
+    );
+    return null;
+  }
+  const options: Parameters<typeof runReuse>[4] = {
+    sharedMinSessions: integerFlag(values, 'shared-min-sessions', 1) ?? ANALYZE_DEFAULTS.sharedMinSessions,
+  };
+  const workers = integerFlag(values, 'workers', 0);
+  if (workers !== undefined) options.workers = workers;
+  const reader = readTrace(trace, readerOptions(values));
+  const reuse = await runReuse(trace, reader, file.records, file.header, options);
+  reportWarnings('analyze run', reader.stats);
+  return reuse;
 }
 
 export function analyzeCompareVerb(values: OptionValues, [pathA, pathB]: string[]): void {

@@ -3,7 +3,7 @@
  * names its unit. The --json forms print the analysis objects themselves and never come here.
  */
 import type { Comparison, RunSide } from '../analysis/compare-runs.js';
-import { durationScale, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
+import { durationScale, formatCount, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
 import type { Quantiles } from '../analysis/run-metrics.js';
 import type { RunAnalysis } from '../analysis/run-analysis.js';
 import { SLOW_CAUSES } from '../analysis/slow-causes.js';
@@ -46,7 +46,23 @@ export function renderRun(header: RunHeader | undefined, a: RunAnalysis): string
       (c) =>
         `${c.replaceAll('_', ' ').padEnd(26)}${formatTotal(slow.causes[c]).padStart(10)}${pct(slow.causes[c], slow.n_slow).padStart(8)}`,
     ),
+    ...reuseRows(a),
   ].join('\n');
+}
+
+function reuseRows(a: RunAnalysis): string[] {
+  if (a.reuse === null) return [];
+  const { tokens, fractions } = a.reuse;
+  const classes = ['intra_session', 'cross_session', 'shared_prefix', 'unclassified'] as const;
+  return [
+    '',
+    `cached tokens by reuse (shared prefix: ≥ ${a.reuse.shared_prefix_min_sessions} sessions)`,
+    `${'class'.padEnd(26)}${'tokens'.padStart(10)}${'share'.padStart(8)}`,
+    ...classes.map(
+      (c) =>
+        `${c.replace('_', '-').padEnd(26)}${formatCount(tokens[c]).padStart(10)}${`${(fractions[c] * 100).toFixed(1)}%`.padStart(8)}`,
+    ),
+  ];
 }
 
 const signed = (value: number | null): string =>
