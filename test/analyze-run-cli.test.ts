@@ -73,6 +73,21 @@ describe('kvroute analyze run', () => {
     expect(out.stdout).toMatch(/intra-session\s+[\d.]+ [kM]?\s+[\d.]+%/);
   });
 
+  it('--engine-state: an instance that reports a waiting queue is a hot worker', () => {
+    const base = JSON.parse(kvroute(['analyze', 'run', at('sticky.rec'), '--json']).stdout);
+    const lines: string[] = [];
+    for (let t = 0; t <= base.makespan_s + 60; t += 1)
+      for (let engine = 0; engine < 4; engine++)
+        lines.push(JSON.stringify({ t, engine, running: 1, waiting: engine === 0 ? 4 : 0 }));
+    writeFileSync(at('run.engine-state'), `${lines.join('\n')}\n`);
+    const out = kvroute(['analyze', 'run', at('sticky.rec'), '--json', '--engine-state', at('run.engine-state')]);
+    expect(out.status).toBe(0);
+    const withLog = JSON.parse(out.stdout).slow;
+    expect(withLog.n_slow).toBe(base.slow.n_slow);
+    expect(withLog.causes.same_worker_overlap).toBe(base.slow.causes.same_worker_overlap);
+    expect(withLog.causes.hot_worker_queue).toBeGreaterThan(base.slow.causes.hot_worker_queue);
+  });
+
   it('reports a truncated last record and analyses the whole ones', () => {
     const bytes = readFileSync(at('sticky.rec'));
     writeFileSync(at('cut.rec'), bytes.subarray(0, bytes.length - 5));

@@ -1,6 +1,7 @@
 /** Slow-request labels on crafted records: one case per label, and each threshold just inside and just outside. */
 import { describe, expect, it } from 'vitest';
 
+import { EngineStates } from '../src/analysis/engine-state-samples.js';
 import { labelSlowRequests, parseSlo, type SlowCause } from '../src/analysis/slow-causes.js';
 import type { RequestRecord } from '../src/trace/records.js';
 
@@ -24,8 +25,8 @@ function rec(fields: Partial<RequestRecord>): RequestRecord {
 }
 
 /** The label of the first record (undefined: not slow). */
-function causeOfFirst(records: RequestRecord[], instances = 4): SlowCause | undefined {
-  return labelSlowRequests(records, { ttft_s: 5, tpot_ms: 100 }, instances).labels.get(0);
+function causeOfFirst(records: RequestRecord[], instances = 4, states?: EngineStates): SlowCause | undefined {
+  return labelSlowRequests(records, { ttft_s: 5, tpot_ms: 100 }, instances, states).labels.get(0);
 }
 
 /** Slow by TPOT: a decode of 101 tokens over 10 s (100.0 ms + ε per token), TTFT 1 s. */
@@ -89,6 +90,25 @@ describe('hot_worker_queue', () => {
     expect(causeOfFirst([slowFirstToken(), busy(0, 5, 10), busy(0)])).toBe('unknown'); // finished at 10
     expect(causeOfFirst([slowFirstToken(), busy(0, 10, 20), busy(0)])).toBe('unknown'); // sent at 10
     expect(causeOfFirst([slowFirstToken(), busy(0, 5, 10.001), busy(0, 9.999, 20)])).toBe('hot_worker_queue');
+  });
+});
+
+describe('hot_worker_queue from the engine-state log', () => {
+  /** Samples at time t: engine i reports waiting[i]. */
+  const states = (t: number, waiting: number[]): EngineStates =>
+    new EngineStates(waiting.map((w, engine) => ({ t, engine, waiting: w })));
+
+  it('at least 1 waiting, more than 2 × the fleet mean waiting', () => {
+    expect(causeOfFirst([slowFirstToken()], 4, states(9, [1, 0, 0, 0]))).toBe('hot_worker_queue');
+    expect(causeOfFirst([slowFirstToken()], 4, states(9, [0, 0, 0, 0]))).toBe('unknown');
+    expect(causeOfFirst([slowFirstToken()], 4, states(9, [2, 1, 0, 0]))).toBe('hot_worker_queue'); // 2 > 1.5
+    expect(causeOfFirst([slowFirstToken()], 4, states(9, [2, 2, 0, 0]))).toBe('unknown'); // 2 > 2 fails
+  });
+
+  it('reads the latest sample at or before the dispatch, at most 2 s old', () => {
+    expect(causeOfFirst([slowFirstToken()], 4, states(8, [1, 0, 0, 0]))).toBe('hot_worker_queue');
+    expect(causeOfFirst([slowFirstToken()], 4, states(7.999, [1, 0, 0, 0]))).toBe('unknown');
+    expect(causeOfFirst([slowFirstToken()], 4, states(10.001, [1, 0, 0, 0]))).toBe('unknown');
   });
 });
 

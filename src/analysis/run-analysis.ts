@@ -5,6 +5,7 @@
  * and are not in records: null here.
  */
 import type { RecordFile } from '../trace/record-file.js';
+import type { EngineStates } from './engine-state-samples.js';
 import { runMetrics, type RunMetrics } from './run-metrics.js';
 import type { RunReuse } from './run-reuse.js';
 import { DEFAULT_SLO, labelSlowRequests, type Slo, type SlowSummary } from './slow-causes.js';
@@ -20,7 +21,12 @@ export interface RunAnalysis extends RunMetrics {
   reuse: RunReuse | null;
 }
 
-export function analyzeRun(file: RecordFile, slo: Slo = DEFAULT_SLO, reuse: RunReuse | null = null): RunAnalysis {
+export function analyzeRun(
+  file: RecordFile,
+  slo: Slo = DEFAULT_SLO,
+  reuse: RunReuse | null = null,
+  engineStates?: EngineStates,
+): RunAnalysis {
   const { records } = file;
   let first = Infinity;
   let last = -Infinity;
@@ -35,7 +41,7 @@ export function analyzeRun(file: RecordFile, slo: Slo = DEFAULT_SLO, reuse: RunR
     makespan_s: records.length === 0 ? 0 : last - first,
     preemptions,
     evictions: null,
-    slow: labelSlowRequests(records, slo, file.header?.instances).summary,
+    slow: labelSlowRequests(records, slo, file.header?.instances, engineStates).summary,
     reuse,
   };
 }

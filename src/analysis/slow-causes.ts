@@ -8,7 +8,9 @@
  *    simulator's `overlapped` flag counts too. (The seeds' B3 definition, any prefill size.)
  * 2. `hot_worker_queue` — when it was dispatched, its instance already held at least
  *    `hotMinInFlight` requests in flight (dispatched before, finishing after), and more than
- *    `hotFactor` × the fleet's mean in flight per instance (unified's overload gate, 2.0).
+ *    `hotFactor` × the fleet's mean in flight per instance (unified's overload gate, 2.0); or,
+ *    given the replay's engine-state log, its latest sample (≤ 2 s old) had at least
+ *    `hotMinWaiting` requests waiting and more than `hotFactor` × the fleet's mean waiting.
  * 3. `cache_miss_large_append` — cached ÷ input < `missHitRatio` (0.5, the affinity gate) and
  *    the uncached append, input − cached, is at least `missMinAppend` tokens (1024: the seeds'
  *    "cold prefill > ~1000 tokens").
@@ -24,6 +26,7 @@
  */
 import { invalidValue } from '../core/errors.js';
 import type { RequestRecord } from '../trace/records.js';
+import type { EngineStates } from './engine-state-samples.js';
 import { isFailed } from './run-metrics.js';
 
 export interface Slo {
@@ -37,7 +40,13 @@ export interface Slo {
  */
 export const DEFAULT_SLO: Slo = { ttft_s: 5, tpot_ms: 100 };
 
-export const SLOW_RULES = { hotMinInFlight: 2, hotFactor: 2.0, missHitRatio: 0.5, missMinAppend: 1024 } as const;
+export const SLOW_RULES = {
+  hotMinInFlight: 2,
+  hotFactor: 2.0,
+  hotMinWaiting: 1,
+  missHitRatio: 0.5,
+  missMinAppend: 1024,
+} as const;
 
 export const SLOW_CAUSES = ['same_worker_overlap', 'hot_worker_queue', 'cache_miss_large_append', 'unknown'] as const;
 export type SlowCause = (typeof SLOW_CAUSES)[number];
@@ -111,6 +120,7 @@ export function labelSlowRequests(
   records: readonly RequestRecord[],
   slo: Slo = DEFAULT_SLO,
   instances?: number,
+  engineStates?: EngineStates,
 ): { labels: Map<number, SlowCause>; summary: SlowSummary } {
   const byInstance = new Map<number, number[]>();
   records.forEach((r, i) => {
@@ -128,7 +138,7 @@ export function labelSlowRequests(
   const causes = Object.fromEntries(SLOW_CAUSES.map((c) => [c, 0])) as Record<SlowCause, number>;
   records.forEach((r, i) => {
     if (!isSlow(r, slo)) return;
-    const cause = causeOf(r, timelines.get(r.instance), fleet.at(r.dispatch) / fleetSize);
+    const cause = causeOf(r, timelines.get(r.instance), fleet.at(r.dispatch) / fleetSize, engineStates);
     labels.set(i, cause);
     causes[cause]++;
   });
@@ -139,12 +149,20 @@ function causeOf(
   r: RequestRecord,
   timeline: { prefills: Prefills; inFlight: InFlight } | undefined,
   fleetMean: number,
+  engineStates: EngineStates | undefined,
 ): SlowCause {
   if (timeline !== undefined) {
     if (r.overlapped || (r.output_tokens > 1 && timeline.prefills.overlaps(r.first_token, r.finish)))
       return 'same_worker_overlap';
     const queue = timeline.inFlight.at(r.dispatch);
     if (queue >= SLOW_RULES.hotMinInFlight && queue > SLOW_RULES.hotFactor * fleetMean) return 'hot_worker_queue';
+    const waiting = engineStates?.waitingAt(r.instance, r.dispatch);
+    if (
+      waiting !== undefined &&
+      waiting >= SLOW_RULES.hotMinWaiting &&
+      waiting > SLOW_RULES.hotFactor * engineStates!.meanWaitingAt(r.dispatch)
+    )
+      return 'hot_worker_queue';
   }
   const uncached = r.input_tokens - r.cached_tokens;
   if (

@@ -46,6 +46,10 @@ function addRun(analyze: Command): void {
     .argument('<RECORDS>', 'the record file')
     .option('--json', 'print the metrics as JSON (the keys of sim run --json, plus slow and reuse)')
     .option('--slo <ttft=…,tpot=…>', withDefault('the SLO a slow request misses (units s or ms)', ANALYZE_DEFAULTS.slo))
+    .option(
+      '--engine-state <FILE>',
+      "the replay's engine-state log: the hot-worker rule also reads each instance's waiting queue",
+    )
     .option('--trace <IN>', withDefault('the trace the run replayed, for the reuse split', "the records' header's"))
     .option('--workers <N>', withDefault('Piscina threads for the reuse walk (0: this thread)', 'cores - 1'))
     .option(

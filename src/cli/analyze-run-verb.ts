@@ -2,6 +2,7 @@
 import { existsSync } from 'node:fs';
 
 import { checkSameTrace, compareRuns } from '../analysis/compare-runs.js';
+import { readEngineStates } from '../analysis/engine-state-samples.js';
 import { analyzeRun } from '../analysis/run-analysis.js';
 import { runReuse, type RunReuse } from '../analysis/run-reuse.js';
 import { parseSlo } from '../analysis/slow-causes.js';
@@ -25,7 +26,13 @@ export function readRecordsReporting(verb: string, path: string): RecordFile {
 export async function analyzeRunVerb(values: OptionValues, [path]: string[]): Promise<void> {
   const slo = parseSlo(stringFlag(values, 'slo') ?? ANALYZE_DEFAULTS.slo);
   const file = readRecordsReporting('analyze run', path!);
-  const analysis = analyzeRun(file, slo, await reuseOf(values, file));
+  const states = stringFlag(values, 'engine-state');
+  const analysis = analyzeRun(
+    file,
+    slo,
+    await reuseOf(values, file),
+    states === undefined ? undefined : readEngineStates(states),
+  );
   if (values.json) process.stdout.write(`${JSON.stringify(analysis)}\n`);
   else process.stdout.write(`${renderRun(file.header, analysis)}\n`);
 }
