@@ -48,7 +48,7 @@ export function isFailed(r: RequestRecord): boolean {
 }
 
 function sorted(values: number[]): Float64Array {
-  return Float64Array.from(values).sort();
+  return new Float64Array(values).sort();
 }
 
 function quantiles(values: number[]): Quantiles {
@@ -65,7 +65,8 @@ export function runMetrics(records: readonly RequestRecord[]): RunMetrics {
   const tpotOverlapped: number[] = [];
   const tpotClean: number[] = [];
   const ttftByInstance = new Map<number, number[]>();
-  const instancesBySession = new Map<string, Set<number>>();
+  // A session's instance, or its distinct instances once it has more than one (few do).
+  const instancesBySession = new Map<string, number | Set<number>>();
   let cached = 0;
   let input = 0;
   let preempted = 0;
@@ -83,10 +84,13 @@ export function runMetrics(records: readonly RequestRecord[]): RunMetrics {
       tpot.push(perToken);
       (r.overlapped ? tpotOverlapped : tpotClean).push(perToken);
     }
-    if (!ttftByInstance.has(r.instance)) ttftByInstance.set(r.instance, []);
-    ttftByInstance.get(r.instance)!.push(firstToken);
-    if (!instancesBySession.has(r.session)) instancesBySession.set(r.session, new Set());
-    instancesBySession.get(r.session)!.add(r.instance);
+    let instanceTtft = ttftByInstance.get(r.instance);
+    if (instanceTtft === undefined) ttftByInstance.set(r.instance, (instanceTtft = []));
+    instanceTtft.push(firstToken);
+    const seen = instancesBySession.get(r.session);
+    if (seen === undefined) instancesBySession.set(r.session, r.instance);
+    else if (typeof seen !== 'number') seen.add(r.instance);
+    else if (seen !== r.instance) instancesBySession.set(r.session, new Set([seen, r.instance]));
     cached += r.cached_tokens;
     input += r.input_tokens;
     if (r.preemptions > 0) preempted++;
@@ -98,7 +102,7 @@ export function runMetrics(records: readonly RequestRecord[]): RunMetrics {
   const medianWorker = percentileOfSorted(workerP90, 50);
   const cleanP90 = tpotClean.length === 0 ? 0 : p90(tpotClean);
   let perSession = 0;
-  for (const instances of instancesBySession.values()) perSession += instances.size;
+  for (const instances of instancesBySession.values()) perSession += typeof instances === 'number' ? 1 : instances.size;
   return {
     requests: records.length,
     failed,

@@ -15,9 +15,10 @@
  * The trace's fingerprint is computed while it is read and must equal the records' header.
  */
 import type { RequestRecord, RunHeader } from '../trace/records.js';
-import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
+import { TraceFingerprint } from '../trace/trace-fingerprint.js';
 import type { TraceRequest } from '../trace/types.js';
 import { forEachMatch, matchTrace, type CharacterizeOptions } from './characterize.js';
+import { Growable } from './growable.js';
 import { isFailed } from './run-metrics.js';
 
 export interface ReuseSplit {
@@ -43,24 +44,39 @@ export class TraceMismatchError extends Error {
 
 const key = (session: string, turn: number): string => `${session}\u0000${turn}`;
 
+/**
+ * Each successful record's cached tokens by (session, turn): all runReuse needs of the records,
+ * so a caller can let go of them before the trace walk (a million records are ~350 MB of heap
+ * the collector would otherwise keep scanning beside the trie).
+ */
+export function cachedByRequest(records: readonly RequestRecord[]): Map<string, number> {
+  const cachedOf = new Map<string, number>();
+  for (const r of records) if (!isFailed(r)) cachedOf.set(key(r.session, r.turn), r.cached_tokens);
+  return cachedOf;
+}
+
+/** The reuse split; `cachedOf` (from cachedByRequest) is consumed. */
 export async function runReuse(
   tracePath: string,
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
-  records: readonly RequestRecord[],
+  cachedOf: Map<string, number>,
   header: RunHeader | undefined,
   options: CharacterizeOptions = {},
 ): Promise<RunReuse> {
-  const cachedOf = new Map<string, number>();
-  for (const r of records) if (!isFailed(r)) cachedOf.set(key(r.session, r.turn), r.cached_tokens);
+  // Taken (and forgotten) as each trace request passes, so what is kept per request is three
+  // typed-array entries.
   const fingerprint = new TraceFingerprint();
-  const keys: string[] = [];
-  const blockSize: number[] = [];
-  const sessionless: boolean[] = [];
+  const cached = new Growable(Float64Array, 1 << 16);
+  const blockSize = new Growable(Uint32Array, 1 << 16);
+  const sessionless = new Growable(Uint8Array, 1 << 16);
   async function* noting(): AsyncGenerator<TraceRequest> {
-    for await (const request of fingerprinted(source, fingerprint)) {
-      keys.push(key(request.session, request.turn));
+    for await (const request of source) {
+      fingerprint.add(request);
+      const k = key(request.session, request.turn);
+      cached.push(cachedOf.get(k) ?? -1);
+      cachedOf.delete(k);
       blockSize.push(request.blockSize);
-      sessionless.push(request.sessionless === true);
+      sessionless.push(request.sessionless === true ? 1 : 0);
       yield request;
     }
   }
@@ -72,18 +88,21 @@ export async function runReuse(
     );
   const tokens: ReuseSplit = { intra_session: 0, cross_session: 0, shared_prefix: 0, unclassified: 0 };
   let matched = 0;
+  const cachedView = cached.view();
+  const sizes = blockSize.view();
+  const noSession = sessionless.view();
   forEachMatch(matches, (r, any, intra, shared) => {
-    const cached = cachedOf.get(keys[r]!);
-    if (cached === undefined) return;
+    const c = cachedView[r]!;
+    if (c < 0) return;
     matched++;
-    const b = blockSize[r]!;
-    const s = Math.min(cached, shared * b);
-    const i = sessionless[r] ? 0 : Math.min(cached, Math.max(shared, intra) * b) - s;
-    const x = sessionless[r] ? 0 : Math.min(cached, Math.max(shared, intra, any) * b) - s - i;
+    const b = sizes[r]!;
+    const s = Math.min(c, shared * b);
+    const i = noSession[r] ? 0 : Math.min(c, Math.max(shared, intra) * b) - s;
+    const x = noSession[r] ? 0 : Math.min(c, Math.max(shared, intra, any) * b) - s - i;
     tokens.shared_prefix += s;
     tokens.intra_session += i;
     tokens.cross_session += x;
-    tokens.unclassified += cached - s - i - x;
+    tokens.unclassified += c - s - i - x;
   });
   const total = tokens.intra_session + tokens.cross_session + tokens.shared_prefix + tokens.unclassified;
   const fraction = (n: number): number => (total === 0 ? 0 : n / total);

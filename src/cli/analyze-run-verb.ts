@@ -4,10 +4,11 @@ import { existsSync } from 'node:fs';
 import { checkSameTrace, compareRuns } from '../analysis/compare-runs.js';
 import { readEngineStates } from '../analysis/engine-state-samples.js';
 import { analyzeRun } from '../analysis/run-analysis.js';
-import { runReuse, type RunReuse } from '../analysis/run-reuse.js';
+import { cachedByRequest, runReuse, type RunReuse } from '../analysis/run-reuse.js';
 import { parseSlo } from '../analysis/slow-causes.js';
 import { readTrace } from '../trace/read-trace.js';
 import { readRecordFile, type RecordFile } from '../trace/record-file.js';
+import type { RunHeader } from '../trace/records.js';
 import { ANALYZE_DEFAULTS } from './analyze-command.js';
 import { renderComparison, renderRun } from './analyze-tables.js';
 import { integerFlag, stringFlag, type OptionValues } from './common.js';
@@ -27,20 +28,22 @@ export async function analyzeRunVerb(values: OptionValues, [path]: string[]): Pr
   const slo = parseSlo(stringFlag(values, 'slo') ?? ANALYZE_DEFAULTS.slo);
   const file = readRecordsReporting('analyze run', path!);
   const states = stringFlag(values, 'engine-state');
-  const analysis = analyzeRun(
-    file,
-    slo,
-    await reuseOf(values, file),
-    states === undefined ? undefined : readEngineStates(states),
-  );
+  const analysis = analyzeRun(file, slo, null, states === undefined ? undefined : readEngineStates(states));
+  const cached = cachedByRequest(file.records);
+  file.records.length = 0; // not needed past here: let the trace walk have the heap
+  analysis.reuse = await reuseOf(values, file.header, cached);
   if (values.json) process.stdout.write(`${JSON.stringify(analysis)}\n`);
   else process.stdout.write(`${renderRun(file.header, analysis)}\n`);
 }
 
 /** The reuse split, from --trace or the header's trace when it is there; null (with a note) without. */
-async function reuseOf(values: OptionValues, file: RecordFile): Promise<RunReuse | null> {
+async function reuseOf(
+  values: OptionValues,
+  header: RunHeader | undefined,
+  cached: Map<string, number>,
+): Promise<RunReuse | null> {
   const given = stringFlag(values, 'trace');
-  const fromHeader = file.header?.trace.path;
+  const fromHeader = header?.trace.path;
   const trace =
     given ?? (fromHeader !== undefined && fromHeader !== '-' && existsSync(fromHeader) ? fromHeader : undefined);
   if (trace === undefined) {
@@ -55,7 +58,7 @@ async function reuseOf(values: OptionValues, file: RecordFile): Promise<RunReuse
   const workers = integerFlag(values, 'workers', 0);
   if (workers !== undefined) options.workers = workers;
   const reader = readTrace(trace, readerOptions(values));
-  const reuse = await runReuse(trace, reader, file.records, file.header, options);
+  const reuse = await runReuse(trace, reader, cached, header, options);
   reportWarnings('analyze run', reader.stats);
   return reuse;
 }
