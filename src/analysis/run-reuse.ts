@@ -42,29 +42,34 @@ export class TraceMismatchError extends Error {
   readonly code = 'ERR_KVROUTE_RECORDS' as const;
 }
 
-const key = (session: string, turn: number): string => `${session}\u0000${turn}`;
-
 /**
- * Each successful record's cached tokens by (session, turn): all runReuse needs of the records,
- * so a caller can let go of them before the trace walk (a million records are ~350 MB of heap
- * the collector would otherwise keep scanning beside the trie).
+ * Each successful record's cached tokens, by session and then turn (an array per session: no
+ * key string per request). All runReuse needs of the records, so a caller can let go of them
+ * before the trace walk (a million records are ~350 MB of heap the collector would otherwise
+ * keep scanning beside the trie).
  */
-export function cachedByRequest(records: readonly RequestRecord[]): Map<string, number> {
-  const cachedOf = new Map<string, number>();
-  for (const r of records) if (!isFailed(r)) cachedOf.set(key(r.session, r.turn), r.cached_tokens);
+export type CachedByRequest = Map<string, number[]>;
+
+export function cachedByRequest(records: readonly RequestRecord[]): CachedByRequest {
+  const cachedOf: CachedByRequest = new Map();
+  for (const r of records) {
+    if (isFailed(r)) continue;
+    let turns = cachedOf.get(r.session);
+    if (turns === undefined) cachedOf.set(r.session, (turns = []));
+    turns[r.turn] = r.cached_tokens;
+  }
   return cachedOf;
 }
 
-/** The reuse split; `cachedOf` (from cachedByRequest) is consumed. */
+/** The reuse split; `cachedOf` from cachedByRequest. */
 export async function runReuse(
   tracePath: string,
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
-  cachedOf: Map<string, number>,
+  cachedOf: CachedByRequest,
   header: RunHeader | undefined,
   options: CharacterizeOptions = {},
 ): Promise<RunReuse> {
-  // Taken (and forgotten) as each trace request passes, so what is kept per request is three
-  // typed-array entries.
+  // Taken as each trace request passes: what is kept per request is three typed-array entries.
   const fingerprint = new TraceFingerprint();
   const cached = new Growable(Float64Array, 1 << 16);
   const blockSize = new Growable(Uint32Array, 1 << 16);
@@ -72,9 +77,7 @@ export async function runReuse(
   async function* noting(): AsyncGenerator<TraceRequest> {
     for await (const request of source) {
       fingerprint.add(request);
-      const k = key(request.session, request.turn);
-      cached.push(cachedOf.get(k) ?? -1);
-      cachedOf.delete(k);
+      cached.push(cachedOf.get(request.session)?.[request.turn] ?? -1);
       blockSize.push(request.blockSize);
       sessionless.push(request.sessionless === true ? 1 : 0);
       yield request;

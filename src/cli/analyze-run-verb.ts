@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { checkSameTrace, compareRuns } from '../analysis/compare-runs.js';
 import { readEngineStates } from '../analysis/engine-state-samples.js';
 import { analyzeRun } from '../analysis/run-analysis.js';
-import { cachedByRequest, runReuse, type RunReuse } from '../analysis/run-reuse.js';
+import { cachedByRequest, runReuse, type CachedByRequest, type RunReuse } from '../analysis/run-reuse.js';
 import { parseSlo } from '../analysis/slow-causes.js';
 import { readTrace } from '../trace/read-trace.js';
 import { readRecordFile, type RecordFile } from '../trace/record-file.js';
@@ -40,7 +40,7 @@ export async function analyzeRunVerb(values: OptionValues, [path]: string[]): Pr
 async function reuseOf(
   values: OptionValues,
   header: RunHeader | undefined,
-  cached: Map<string, number>,
+  cached: CachedByRequest,
 ): Promise<RunReuse | null> {
   const given = stringFlag(values, 'trace');
   const fromHeader = header?.trace.path;
