@@ -1,7 +1,11 @@
-/** Slow-request labels on crafted records: one case per label, and each threshold just inside and just outside. */
+/**
+ * Slow-request labels on crafted records: one case per label, and each threshold just inside and
+ * just outside; and the run metrics' treatment of failed live requests.
+ */
 import { describe, expect, it } from 'vitest';
 
 import { EngineStates } from '../src/analysis/engine-state-samples.js';
+import { runMetrics } from '../src/analysis/run-metrics.js';
 import { labelSlowRequests, parseSlo, type SlowCause } from '../src/analysis/slow-causes.js';
 import type { RequestRecord } from '../src/trace/records.js';
 
@@ -157,5 +161,25 @@ describe('parseSlo', () => {
 
   it.each(['ttft=fast', 'ttft=0', 'latency=3s', 'ttft=3h', ''])('refuses %j, naming the flag', (text) => {
     expect(() => parseSlo(text)).toThrow(/^--slo must be ttft=SECONDS,tpot=MILLISECONDS/);
+  });
+});
+
+describe('runMetrics with failed live requests', () => {
+  it('counts them in failed and leaves them out of every other figure', () => {
+    const ok = [
+      rec({ instance: 0, first_token: 1, finish: 2, input_tokens: 100, cached_tokens: 50 }),
+      rec({ instance: 1, first_token: 3, finish: 4, input_tokens: 100, cached_tokens: 0 }),
+    ];
+    const failed = [
+      rec({ instance: 1, first_token: 60, finish: 60, input_tokens: 100, cached_tokens: 0, status: 502 }),
+      rec({ instance: 2, first_token: 9, finish: 9, input_tokens: 100, cached_tokens: 0, error: 'ECONNRESET' }),
+    ];
+    const m = runMetrics([...ok, ...failed, rec({ status: 200, first_token: 1, finish: 2 })]);
+    expect(m).toMatchObject({ requests: 5, failed: 2, apc: 150 / 300 });
+    expect(m.ttft_s.p99).toBeLessThanOrEqual(3);
+    expect(m.per_instance).toEqual([
+      { instance: 0, requests: 2, ttft_p90_s: 1 },
+      { instance: 1, requests: 1, ttft_p90_s: 3 },
+    ]);
   });
 });
