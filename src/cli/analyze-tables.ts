@@ -84,5 +84,7 @@ export function renderComparison(pathA: string, pathB: string, c: Comparison): s
     '',
     `rerouted ${formatTotal(c.rerouted)} of ${formatTotal(c.matched)} matched requests (${c.reroute_pct.toFixed(1)}%)`,
     `verdict ${c.verdict ?? '-'} (TTFT p90 change: HELPS ≤ ${c.thresholds.helps_at_or_below_pct}%, HURTS ≥ +${c.thresholds.hurts_at_or_above_pct}%, wash between)`,
-  ].join('\n');
+  ]
+    .map((line) => line.trimEnd())
+    .join('\n');
 }
