@@ -96,7 +96,7 @@ describe('runReuse', () => {
   it('refuses a trace whose fingerprint differs, naming both', async () => {
     const other = TRACE.slice(0, 2);
     await expect(runReuse('u.jsonl', other, cachedByRequest(RECORDS), header(TRACE), { workers: 0 })).rejects.toThrow(
-      /^u\.jsonl is not the trace these records ran: its fingerprint is sha256:\w+:2, the records' header says sha256:\w+:3 \(t\.jsonl\)$/,
+      /^u\.jsonl is not the trace these records ran: its fingerprint is sha256:\w+:2, the records' header says sha256:\w+:3 \(t\.jsonl\); read it with the run's trace flags \(the run was: kvroute \)$/,
     );
   });
 });

@@ -87,7 +87,7 @@ export async function runReuse(
   const digest = fingerprint.digest();
   if (header !== undefined && digest !== header.trace.fingerprint)
     throw new TraceMismatchError(
-      `${tracePath} is not the trace these records ran: its fingerprint is ${digest}, the records' header says ${header.trace.fingerprint} (${header.trace.path})`,
+      `${tracePath} is not the trace these records ran: its fingerprint is ${digest}, the records' header says ${header.trace.fingerprint} (${header.trace.path}); read it with the run's trace flags (the run was: kvroute ${header.command.join(' ')})`,
     );
   const tokens: ReuseSplit = { intra_session: 0, cross_session: 0, shared_prefix: 0, unclassified: 0 };
   let matched = 0;
