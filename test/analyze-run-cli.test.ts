@@ -88,6 +88,13 @@ describe('kvroute analyze run', () => {
     expect(withLog.causes.hot_worker_queue).toBeGreaterThan(base.slow.causes.hot_worker_queue);
   });
 
+  it('--skip-reuse reads the records only', () => {
+    const out = kvroute(['analyze', 'run', at('sticky.rec'), '--json', '--skip-reuse']);
+    expect(out.status).toBe(0);
+    expect(out.stderr).toBe('');
+    expect(JSON.parse(out.stdout).reuse).toBeNull();
+  });
+
   it('reports a truncated last record and analyses the whole ones', () => {
     const bytes = readFileSync(at('sticky.rec'));
     writeFileSync(at('cut.rec'), bytes.subarray(0, bytes.length - 5));

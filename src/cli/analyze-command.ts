@@ -50,6 +50,7 @@ function addRun(analyze: Command): void {
       '--engine-state <FILE>',
       "the replay's engine-state log: the hot-worker rule also reads each instance's waiting queue",
     )
+    .option('--skip-reuse', "no reuse split: read the records only, not the trace (a trace walk's time)")
     .option('--trace <IN>', withDefault('the trace the run replayed, for the reuse split', "the records' header's"))
     .option('--workers <N>', withDefault('Piscina threads for the reuse walk (0: this thread)', 'cores - 1'))
     .option(

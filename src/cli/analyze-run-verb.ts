@@ -42,6 +42,7 @@ async function reuseOf(
   header: RunHeader | undefined,
   cached: CachedByRequest,
 ): Promise<RunReuse | null> {
+  if (values['skip-reuse'] === true) return null;
   const given = stringFlag(values, 'trace');
   const fromHeader = header?.trace.path;
   const trace =
