@@ -74,3 +74,32 @@ it('npm run bench -- --quick --only cli-startup times the floor, kvroute --help 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('npm run bench -- --quick --only analyze-run analyses generated records, with and without the reuse split', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'analyze-run', '--json', out], {
+      encoding: 'utf8',
+      timeout: 240_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    expect(child.stdout).toMatch(/analyze run 0\.\d+M records, records only: <= 20 s/);
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    expect(doc.results.map((r: { reuse: boolean; workers: number }) => [r.reuse, r.workers])).toEqual([
+      [false, 0],
+      [true, 1],
+      [true, 0],
+    ]);
+    for (const r of doc.results) {
+      expect(r).toMatchObject({ workload: 'analyze-run', kind: 'run-analysis' });
+      expect(r.records).toBeGreaterThan(100_000);
+      expect(r.n_slow).toBeGreaterThan(0);
+      for (const key of ['seconds', 'peak_rss_bytes', 'file_bytes']) expect(r[key]).toBeGreaterThan(0);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 300_000);

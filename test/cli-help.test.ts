@@ -39,6 +39,8 @@ describe('kvroute --help', () => {
     expect(all.map((c) => c.path.join(' ')).sort()).toEqual(
       [
         'analyze',
+        'analyze compare',
+        'analyze run',
         'analyze trace',
         'bench',
         'bench interference',

@@ -6,6 +6,7 @@ import { renderInterference, renderMetrics } from '../src/cli/sim-tables.js';
 
 const metrics: RunMetrics = {
   requests: 125_500,
+  failed: 0,
   ttft_s: { p50: 0.88, p90: 7.72, p99: 15.75 },
   tpot_ms: { p50: 7.8, p90: 11.8, p99: 46.9 },
   e2e_s: { p50: 0.04, p90: 0.09, p99: 0.5 },
@@ -14,6 +15,7 @@ const metrics: RunMetrics = {
   hotspot_index: null,
   instances_per_session: 1,
   preempted_requests: 0,
+  per_instance: [],
 };
 
 describe('renderMetrics', () => {

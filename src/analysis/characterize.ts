@@ -19,8 +19,9 @@ import { DEFAULT_MODEL_PRESET, MODEL_PRESETS, kvBytesPerToken } from '../trace/m
 import { invalidValue } from '../trace/trace-errors.js';
 import { Growable } from './growable.js';
 import { defaultWorkers, inlinePipeline, threadedPipeline, type Pipeline } from './pipeline.js';
+import type { ShardResult } from './session-shard.js';
 import { summarize, type RequestFigures, type TraceSummary } from './trace-summary.js';
-import { shardOf } from './trie-stage.js';
+import { shardOf, type TrieResult } from './trie-stage.js';
 
 export interface CharacterizeOptions {
   /** Session shards, each on a Piscina thread (plus one thread for the trie stage); 0 runs
@@ -40,10 +41,32 @@ export async function characterizeTrace(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   options: CharacterizeOptions = {},
 ): Promise<TraceSummary> {
-  const workers = options.workers ?? defaultWorkers();
   const modelKey = options.model ?? DEFAULT_MODEL_PRESET;
   const preset = MODEL_PRESETS[modelKey];
   if (preset === undefined) throw invalidValue('model', `one of ${Object.keys(MODEL_PRESETS).join(', ')}`, modelKey);
+  const { figures, trie, shards, minSessions } = await matchTrace(source, options);
+  return summarize(figures, trie, shards, {
+    modelKey,
+    preset,
+    kvBytesPerToken: kvBytesPerToken(preset),
+    sharedMinSessions: minSessions,
+  });
+}
+
+/** Every request's walk: what summarize() reads, and what run-reuse.ts attributes cached tokens by. */
+export interface TraceMatches {
+  figures: RequestFigures;
+  trie: TrieResult;
+  shards: ShardResult[];
+  minSessions: number;
+}
+
+/** Runs the pipeline over `source` (options as characterizeTrace's; `model` unused). */
+export async function matchTrace(
+  source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
+  options: CharacterizeOptions = {},
+): Promise<TraceMatches> {
+  const workers = options.workers ?? defaultWorkers();
   if (!Number.isSafeInteger(workers) || workers < 0) throw invalidValue('workers', 'a non-negative integer', workers);
   const shards = workers === 0 ? (options.shards ?? 1) : workers;
   if (!Number.isSafeInteger(shards) || shards < 1 || shards > 255)
@@ -55,14 +78,23 @@ export async function characterizeTrace(
   try {
     const figures = await read(source, pipeline, shards);
     const { trie, shards: results } = await pipeline.finish(minSessions);
-    return summarize(figures, trie, results, {
-      modelKey,
-      preset,
-      kvBytesPerToken: kvBytesPerToken(preset),
-      sharedMinSessions: minSessions,
-    });
+    return { figures, trie, shards: results, minSessions };
   } finally {
     await pipeline.close();
+  }
+}
+
+/** Calls `visit` for every request in arrival order with its matched blocks: any-session, intra-session, shared. */
+export function forEachMatch(
+  m: TraceMatches,
+  visit: (request: number, any: number, intra: number, shared: number) => void,
+): void {
+  const shardOf = m.figures.shard.view();
+  const cursor = new Array<number>(m.shards.length).fill(0);
+  for (let r = 0; r < shardOf.length; r++) {
+    const shard = shardOf[r]!;
+    const any = m.trie.anyMatch[r]!;
+    visit(r, any, m.shards[shard]!.intraMatches[cursor[shard]!++]!, Math.min(any, m.trie.sharedDepth[r]!));
   }
 }
 

@@ -8,11 +8,11 @@ import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
 import type { InterferenceCell } from '../sim/interference-bench.js';
 import type { SimulationOptions } from '../sim/simulator.js';
 
-const index = (value: number | null | undefined): string =>
+export const index = (value: number | null | undefined): string =>
   value === null || value === undefined ? '-' : value.toFixed(2);
 
 /** A latency row (values in seconds) in its own unit: "  TTFT (s)   0.88   7.72  15.75". */
-function latencyRow(name: string, q: Quantiles): string {
+export function latencyRow(name: string, q: Quantiles): string {
   const values = [q.p50, q.p90, q.p99];
   const scale = durationScale(values);
   const decimals = ['s', 'min', 'h'].includes(scale.unit) ? 2 : 1;
