@@ -19,6 +19,7 @@ import { addHashCommand } from './hash-command.js';
 import { addServeCommand } from './serve-command.js';
 import { addSimCommand } from './sim-command.js';
 import { addStateCommand } from './state-command.js';
+import { addSweepCommand } from './sweep-command.js';
 import { addTraceCommand } from './trace-command.js';
 
 export interface Cli {
@@ -43,7 +44,15 @@ export function createCli(version: string): Cli {
   program.hook('preSubcommand', (_program, command) => {
     verb = command.name();
   });
-  const verbs = [addHashCommand, addTraceCommand, addAnalyzeCommand, addSimCommand, addStateCommand, addServeCommand];
+  const verbs = [
+    addHashCommand,
+    addTraceCommand,
+    addAnalyzeCommand,
+    addSimCommand,
+    addSweepCommand,
+    addStateCommand,
+    addServeCommand,
+  ];
   for (const add of verbs) add(program);
   program.addHelpText(
     'after',
