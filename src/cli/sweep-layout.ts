@@ -75,7 +75,7 @@ export function planCells(policies: readonly string[], engineStates: readonly En
  * Makes `dir` ready for a sweep: refuses one that exists and holds anything unless `force`
  * (then removes the previous sweep.json first, so an interrupted sweep never leaves an old
  * manifest over new cells), and creates each cell's directory. A directory that cannot be
- * created is a UsageError naming it.
+ * created (its parent must exist) is a UsageError naming it.
  */
 export function prepareOutDir(dir: string, cells: readonly SweepCell[], force: boolean): void {
   if (existsSync(dir)) {
@@ -86,8 +86,11 @@ export function prepareOutDir(dir: string, cells: readonly SweepCell[], force: b
       rmSync(join(dir, 'cells'), { recursive: true, force: true });
     }
   }
+  // Non-recursive on purpose: Node's recursive mkdirSync spins forever under /proc.
   try {
-    for (const cell of cells) mkdirSync(join(dir, 'cells', cell.id), { recursive: true });
+    if (!existsSync(dir)) mkdirSync(dir);
+    mkdirSync(join(dir, 'cells'));
+    for (const cell of cells) mkdirSync(join(dir, 'cells', cell.id));
   } catch (error) {
     throw new UsageError(`--out ${dir} is not writable: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
   }

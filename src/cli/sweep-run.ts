@@ -11,6 +11,7 @@
  * Order of writes: cells, trace-summary.json, interference.json, tables.md, and sweep.json last
  * (atomically), so an interrupted sweep leaves no sweep.json naming a missing file.
  */
+import { accessSync, constants } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { Piscina } from 'piscina';
@@ -22,6 +23,7 @@ import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { interferenceTable } from '../sim/interference-bench.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { readRecords } from '../trace/record-file.js';
+import { ioError } from '../trace/trace-errors.js';
 import { kvrouteVersion } from './run-header.js';
 import type { CellFailure, SimCellResult, SimCellTask } from './sweep-cell.js';
 import {
@@ -89,6 +91,11 @@ class CellError extends Error {
 export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
   const startedAt = new Date();
   const cells = planCells(options.policies, options.engineStates, options.mode);
+  try {
+    accessSync(options.trace, constants.R_OK);
+  } catch (error) {
+    throw ioError(options.trace, error);
+  }
   prepareOutDir(options.out, cells, options.force);
   const reader = readTrace(options.trace, options.reader);
   // Characterization runs inline (workers: 0): the cores belong to the cells.

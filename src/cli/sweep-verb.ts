@@ -93,6 +93,6 @@ export async function sweepVerb(values: OptionValues): Promise<void> {
     process.stdout.write(`${JSON.stringify({ sweep: outcome.manifest, summaries })}\n`);
   } else process.stdout.write(outcome.tables);
   process.stderr.write(
-    `kvroute sweep: wrote ${options.out}/sweep.json (${cells} cells, ${formatDuration((performance.now() - started) / 1000)} wall)\n`,
+    `kvroute sweep: wrote ${options.out}/sweep.json (${cells} ${cells === 1 ? 'cell' : 'cells'}, ${formatDuration((performance.now() - started) / 1000)} wall)\n`,
   );
 }
