@@ -50,6 +50,7 @@ describe('kvroute --help', () => {
         'state freshness',
         'state publish',
         'state watch',
+        'sweep',
         'trace',
         'trace synth',
         'trace transform',
