@@ -30,6 +30,8 @@ export interface LiveOptions {
   replayArgs?: string[];
   /** Set by the sweep under --hot: the running fleet. */
   fleet?: Fleet;
+  /** Told the pid of every child started (tests check they are gone). */
+  onSpawn?: (pid: number, args: string[]) => void;
 }
 
 export interface LiveCellOptions extends LiveOptions {
@@ -74,8 +76,10 @@ export interface Child {
 export async function startChild<T>(
   args: string[],
   ready: (stdout: string) => T | undefined,
+  onSpawn?: LiveOptions['onSpawn'],
 ): Promise<{ value: T } & Child> {
   const child = spawn(process.execPath, [CLI_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  if (child.pid !== undefined) onSpawn?.(child.pid, args);
   let stdout = '';
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -114,8 +118,12 @@ export async function startChild<T>(
 }
 
 /** Runs `kvroute …args` to its end; resolves with its exit code and stderr. */
-export function runChild(args: string[]): Promise<{ code: number | null; stderr: string }> {
+export function runChild(
+  args: string[],
+  onSpawn?: LiveOptions['onSpawn'],
+): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [CLI_PATH, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  if (child.pid !== undefined) onSpawn?.(child.pid, args);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   return new Promise((resolve, reject) => {
@@ -125,14 +133,23 @@ export function runChild(args: string[]): Promise<{ code: number | null; stderr:
 }
 
 /** A fresh `kvroute sim serve` fleet on free loopback ports, publishing `feed` when given. */
-export async function startFleet(instances: number, feed?: string, speed?: number): Promise<Fleet> {
+export async function startFleet(
+  instances: number,
+  feed?: string,
+  speed?: number,
+  onSpawn?: LiveOptions['onSpawn'],
+): Promise<Fleet> {
   const args = ['sim', 'serve', '--instances', String(instances), '--port', '0', '--host', '127.0.0.1'];
   if (feed !== undefined) args.push('--shm', feed);
   if (speed !== undefined) args.push('--speed', String(speed));
-  const started = await startChild(args, (stdout) => {
-    const urls = stdout.match(/http:\/\/127\.0\.0\.1:\d+/g) ?? [];
-    return urls.length >= instances ? urls.slice(0, instances) : undefined;
-  });
+  const started = await startChild(
+    args,
+    (stdout) => {
+      const urls = stdout.match(/http:\/\/127\.0\.0\.1:\d+/g) ?? [];
+      return urls.length >= instances ? urls.slice(0, instances) : undefined;
+    },
+    onSpawn,
+  );
   return { urls: started.value, ...(feed === undefined ? {} : { feed }), stop: started.stop };
 }
 
@@ -141,10 +158,15 @@ export async function startProxy(
   backends: string[],
   policy: string,
   engineState: string,
+  onSpawn?: LiveOptions['onSpawn'],
 ): Promise<Child & { base: string }> {
   const args = ['serve', '--backends', backends.join(','), '--policy', policy, '--engine-state', engineState];
   args.push('--port', '0', '--host', '127.0.0.1');
-  const started = await startChild(args, (stdout) => /^kvroute serve: listening on (http:\/\/\S+)$/m.exec(stdout)?.[1]);
+  const started = await startChild(
+    args,
+    (stdout) => /^kvroute serve: listening on (http:\/\/\S+)$/m.exec(stdout)?.[1],
+    onSpawn,
+  );
   return { ...started, base: started.value };
 }
 
@@ -174,11 +196,11 @@ export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Pr
     } else if (options.fleet !== undefined) {
       urls = options.fleet.urls;
     } else {
-      const fleet = await startFleet(options.instances, feed, options.speed);
+      const fleet = await startFleet(options.instances, feed, options.speed, options.onSpawn);
       stops.unshift(fleet.stop);
       urls = fleet.urls;
     }
-    const proxy = await startProxy(urls, cell.policy, feed === undefined ? 'shadow' : `shm:${feed}`);
+    const proxy = await startProxy(urls, cell.policy, feed === undefined ? 'shadow' : `shm:${feed}`, options.onSpawn);
     stops.unshift(proxy.stop);
     return await replayCell(proxy.base, options);
   } finally {
@@ -189,7 +211,7 @@ export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Pr
 /** `kvroute replay` against the proxy (src/replay/, the replay branch): the cell's records. */
 async function replayCell(target: string, options: LiveCellOptions): Promise<LiveCellResult> {
   const args = ['replay', '--trace', options.trace, '--target', target, '--records', options.records];
-  const { code, stderr } = await runChild([...args, ...(options.replayArgs ?? [])]);
+  const { code, stderr } = await runChild([...args, ...(options.replayArgs ?? [])], options.onSpawn);
   if (code !== 0) {
     if (/unknown command 'replay'/.test(stderr))
       throw new Error('this kvroute has no `kvroute replay` yet (it lands with src/replay/); live sweeps need it');
