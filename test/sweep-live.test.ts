@@ -102,6 +102,8 @@ describe('live cells', () => {
       expect(proxyArgs[proxyArgs.indexOf('--policy') + 1]).toBe('unified+A+B');
       expect(spawned[2]).toEqual(expect.arrayContaining(['--trace', trace, '--records', records]));
       if (replayed) expect(existsSync(records)).toBe(true);
+      if (engineState === 'shm')
+        expect(existsSync(join('/dev/shm', fleetArgs[fleetArgs.indexOf('--shm') + 1]!))).toBe(false);
       expect(pids.map(alive)).toEqual(pids.map(() => false));
     },
     60_000,

@@ -11,6 +11,8 @@
  * stopped in reverse (SIGTERM, SIGKILL after a grace period), also when a step fails.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { readRecordFile } from '../trace/record-file.js';
@@ -39,6 +41,11 @@ export interface LiveCellOptions extends LiveOptions {
   records: string;
   trace: string;
   startedAt: Date;
+}
+
+/** A live cell that could not run (a child failed to start, replay failed or is missing). Exit 2. */
+export class LiveCellError extends Error {
+  readonly code = 'ERR_KVROUTE_SWEEP_LIVE' as const;
 }
 
 /** What a live cell hands back: the trace fingerprint from its records' header. */
@@ -94,12 +101,12 @@ export async function startChild<T>(
   try {
     const value = await new Promise<T>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new Error(`kvroute ${args[0]} printed no address in ${START_TIMEOUT_MS / 1000} s`)),
+        () => reject(new LiveCellError(`kvroute ${args[0]} printed no address in ${START_TIMEOUT_MS / 1000} s`)),
         START_TIMEOUT_MS,
       );
       child.once('exit', (code) => {
         clearTimeout(timer);
-        reject(new Error(`kvroute ${args.slice(0, 2).join(' ')} exited early (${code}): ${stderr.trim()}`));
+        reject(new LiveCellError(`kvroute ${args.slice(0, 2).join(' ')} exited early (${code}): ${stderr.trim()}`));
       });
       child.stdout!.on('data', (chunk: Buffer) => {
         stdout += chunk.toString();
@@ -181,8 +188,10 @@ export function feedName(cellId: string): string {
  */
 export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Promise<LiveCellResult> {
   const stops: (() => Promise<void>)[] = [];
+  let ownFeed: string | undefined;
   try {
     const feed = cell.engine_state === 'shm' ? (options.fleet?.feed ?? feedName(cell.id)) : undefined;
+    if (feed !== undefined && options.fleet === undefined) ownFeed = feed;
     let urls: string[];
     if (options.mode === 'backends') {
       urls = options.backends ?? [];
@@ -205,7 +214,13 @@ export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Pr
     return await replayCell(proxy.base, options);
   } finally {
     for (const stop of stops) await stop();
+    if (ownFeed !== undefined) removeFeed(ownFeed);
   }
+}
+
+/** Removes /dev/shm/NAME (the writers leave their feed behind on exit, for late readers). */
+export function removeFeed(name: string): void {
+  rmSync(join('/dev/shm', name), { force: true });
 }
 
 /** `kvroute replay` against the proxy (src/replay/, the replay branch): the cell's records. */
@@ -214,8 +229,10 @@ async function replayCell(target: string, options: LiveCellOptions): Promise<Liv
   const { code, stderr } = await runChild([...args, ...(options.replayArgs ?? [])], options.onSpawn);
   if (code !== 0) {
     if (/unknown command 'replay'/.test(stderr))
-      throw new Error('this kvroute has no `kvroute replay` yet (it lands with src/replay/); live sweeps need it');
-    throw new Error(`kvroute replay exited ${code}: ${stderr.trim()}`);
+      throw new LiveCellError(
+        'this kvroute has no `kvroute replay` yet (it lands with src/replay/); live sweeps need it',
+      );
+    throw new LiveCellError(`kvroute replay exited ${code}: ${stderr.trim()}`);
   }
   const header = readRecordFile(options.records).header;
   return { fingerprint: header?.trace.fingerprint ?? '' };
