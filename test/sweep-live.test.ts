@@ -110,6 +110,43 @@ describe('live cells', () => {
   );
 });
 
+describe('backends cells', () => {
+  it('puts the proxy in front of the given engines, with a state publisher for shm, and stops both', async () => {
+    const fleet = await startFleet(2, undefined, 50);
+    try {
+      const [cell] = planCells(['lmetric'], ['shm'], 'backends');
+      const spawned: string[][] = [];
+      const pids: number[] = [];
+      await runLiveCell(cell!, {
+        mode: 'backends',
+        instances: 2,
+        backends: fleet.urls,
+        records: join(dir, 'backends.msgpack'),
+        trace,
+        startedAt: new Date(),
+        onSpawn: (pid, args) => {
+          pids.push(pid);
+          spawned.push(args);
+        },
+      }).catch((error: Error) => expect(error.message).toMatch(/replay/));
+      expect(spawned.map((args) => args.slice(0, 2).join(' '))).toEqual([
+        'state publish',
+        'serve --backends',
+        'replay --trace',
+      ]);
+      expect(spawned[0]).toEqual(expect.arrayContaining(['--engines', fleet.urls.join(',')]));
+      const feed = spawned[0]![spawned[0]!.indexOf('--shm') + 1]!;
+      expect(spawned[1]).toEqual(
+        expect.arrayContaining(['--backends', fleet.urls.join(','), '--engine-state', `shm:${feed}`]),
+      );
+      expect(pids.map(alive)).toEqual(pids.map(() => false));
+      expect(existsSync(join('/dev/shm', feed))).toBe(false);
+    } finally {
+      await fleet.stop();
+    }
+  }, 60_000);
+});
+
 describe('runSweep, live mode', () => {
   it('writes the layout from the records each live cell leaves', async () => {
     const runner: LiveCellRunner = async (cell, options) => {

@@ -79,10 +79,10 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-/** Starts `kvroute …args` and resolves once `ready(stdout)` returns a value (≤ 20 s). */
+/** Starts `kvroute …args` and resolves once `ready(stdout, stderr)` returns a value (≤ 20 s). */
 export async function startChild<T>(
   args: string[],
-  ready: (stdout: string) => T | undefined,
+  ready: (stdout: string, stderr: string) => T | undefined,
   onSpawn?: LiveOptions['onSpawn'],
 ): Promise<{ value: T } & Child> {
   const child = spawn(process.execPath, [CLI_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -108,14 +108,18 @@ export async function startChild<T>(
         clearTimeout(timer);
         reject(new LiveCellError(`kvroute ${args.slice(0, 2).join(' ')} exited early (${code}): ${stderr.trim()}`));
       });
-      child.stdout!.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString();
-        const found = ready(stdout);
+      const check = (): void => {
+        const found = ready(stdout, stderr);
         if (found !== undefined) {
           clearTimeout(timer);
           resolve(found);
         }
+      };
+      child.stdout!.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        check();
       });
+      child.stderr!.on('data', check);
     });
     return { value, child, stdout: () => stdout, stderr: () => stderr, stop };
   } catch (error) {
@@ -198,7 +202,8 @@ export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Pr
       if (feed !== undefined) {
         const publisher = await startChild(
           ['state', 'publish', '--engines', urls.join(','), '--shm', feed],
-          () => true,
+          (_stdout, stderr) => (stderr.includes('kvroute state publish: ') ? true : undefined),
+          options.onSpawn,
         );
         stops.unshift(publisher.stop);
       }
