@@ -148,6 +148,50 @@ describe('backends cells', () => {
 });
 
 describe('runSweep, live mode', () => {
+  it('--hot shares one fleet, with the feed on, across cells, and stops it', async () => {
+    const spawned: string[][] = [];
+    const pids: number[] = [];
+    const out = join(dir, 'hot');
+    const run = runSweep({
+      trace,
+      reader: {},
+      policies: ['sticky'],
+      engineStates: ['shm', 'shadow'],
+      out,
+      force: false,
+      mode: 'live',
+      instances: 2,
+      preset: 'h20-qwen3-coder-30b-a3b',
+      live: {
+        mode: 'live',
+        instances: 2,
+        hot: true,
+        speed: 50,
+        onSpawn: (pid, args) => {
+          pids.push(pid);
+          spawned.push(args);
+        },
+      },
+      command: ['sweep', '--live', '--hot'],
+    });
+    // Without replay in the build the first cell fails; with it, both cells run.
+    const finished = await run.then(
+      () => true,
+      (error: Error) => {
+        expect(error.message).toMatch(/replay/);
+        return false;
+      },
+    );
+    const verbs = spawned.map((args) => args.slice(0, 2).join(' '));
+    expect(verbs.filter((v) => v === 'sim serve')).toHaveLength(1);
+    expect(verbs.slice(0, 3)).toEqual(['sim serve', 'serve --backends', 'replay --trace']);
+    const feed = spawned[0]![spawned[0]!.indexOf('--shm') + 1]!;
+    expect(spawned[1]).toEqual(expect.arrayContaining(['--engine-state', `shm:${feed}`]));
+    expect(pids.map(alive)).toEqual(pids.map(() => false));
+    expect(existsSync(join('/dev/shm', feed))).toBe(false);
+    expect(existsSync(join(out, 'sweep.json'))).toBe(finished);
+  }, 60_000);
+
   it('writes the layout from the records each live cell leaves', async () => {
     const runner: LiveCellRunner = async (cell, options) => {
       const records: RequestRecord[] = [0, 1].map((turn) => ({
