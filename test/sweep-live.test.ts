@@ -4,14 +4,15 @@
  * stops every child it started, also when replay fails or is missing from the build. runSweep's
  * live path is checked with a stand-in runner that writes records the way replay does.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { planCells, type SweepManifest } from '../src/cli/sweep-layout.js';
-import { runLiveCell, startFleet, startProxy, type LiveCellRunner } from '../src/cli/sweep-live.js';
+import { CLI_PATH, runLiveCell, startFleet, startProxy, type LiveCellRunner } from '../src/cli/sweep-live.js';
 import { runSweep } from '../src/cli/sweep-run.js';
 import { writeRecords } from '../src/trace/record-file.js';
 import type { RequestRecord } from '../src/trace/records.js';
@@ -240,4 +241,40 @@ describe('runSweep, live mode', () => {
     expect(summary.instances_per_session).toBe(2);
     expect(outcome.pairs[0]!.comparison.reroute_pct).toBe(50);
   }, 30_000);
+});
+
+describe('a live sweep stopped by a signal', () => {
+  it('stops its children, removes its feed and exits 143 without sweep.json', async () => {
+    const out = join(dir, 'signalled');
+    const child = spawn(
+      process.execPath,
+      [CLI_PATH, 'sweep', '--live', '--trace', trace, '--out', out, '--policies', 'sticky', '--engine-state', 'shm'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const feed = `kvroute-sweep-${child.pid}-sticky-shm`;
+    // The fleet creates the cell's feed once it runs: signal the sweep then.
+    const watcher = watch('/dev/shm');
+    await new Promise<void>((resolve) => {
+      const check = (): void => {
+        if (existsSync(join('/dev/shm', feed))) resolve();
+      };
+      watcher.on('change', check);
+      check();
+    });
+    watcher.close();
+    const children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(child.pid)], { encoding: 'utf8' })
+      .split('\n')
+      .map((line) => Number(line.trim()))
+      .filter((pid) => pid > 0);
+    expect(children.length).toBeGreaterThan(0);
+    child.kill('SIGTERM');
+    expect(await exited).toBe(143);
+    expect(stderr).toContain('SIGTERM: stopping');
+    expect(children.map(alive)).toEqual(children.map(() => false));
+    expect(existsSync(join('/dev/shm', feed))).toBe(false);
+    expect(existsSync(join(out, 'sweep.json'))).toBe(false);
+  }, 60_000);
 });

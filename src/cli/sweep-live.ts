@@ -69,6 +69,17 @@ export const CLI_PATH = fileURLToPath(
     : new URL('../cli.js', import.meta.url),
 );
 
+/** Every child running now: what stopAllChildren stops when the sweep itself is stopped. */
+const running = new Set<() => Promise<void>>();
+/** Feeds a cell created and has not removed yet. */
+const ownFeeds = new Set<string>();
+
+/** Stops every child this process started and has not stopped yet (SIGINT/SIGTERM of a live sweep). */
+export async function stopAllChildren(): Promise<void> {
+  await Promise.all([...running].map((stop) => stop()));
+  for (const feed of ownFeeds) removeFeed(feed);
+}
+
 const START_TIMEOUT_MS = 20_000;
 const STOP_GRACE_MS = 10_000;
 
@@ -98,6 +109,8 @@ export async function startChild<T>(
     await exited;
     clearTimeout(timer);
   };
+  running.add(stop);
+  void exited.then(() => running.delete(stop));
   try {
     const value = await new Promise<T>((resolve, reject) => {
       const timer = setTimeout(
@@ -135,6 +148,11 @@ export function runChild(
 ): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, [CLI_PATH, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   if (child.pid !== undefined) onSpawn?.(child.pid, args);
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  };
+  running.add(stop);
+  child.once('exit', () => running.delete(stop));
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   return new Promise((resolve, reject) => {
@@ -195,7 +213,7 @@ export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Pr
   let ownFeed: string | undefined;
   try {
     const feed = cell.engine_state === 'shm' ? (options.fleet?.feed ?? feedName(cell.id)) : undefined;
-    if (feed !== undefined && options.fleet === undefined) ownFeed = feed;
+    if (feed !== undefined && options.fleet === undefined) ownFeeds.add((ownFeed = feed));
     let urls: string[];
     if (options.mode === 'backends') {
       urls = options.backends ?? [];
@@ -219,13 +237,23 @@ export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Pr
     return await replayCell(proxy.base, options);
   } finally {
     for (const stop of stops) await stop();
-    if (ownFeed !== undefined) removeFeed(ownFeed);
+    if (ownFeed !== undefined) {
+      removeFeed(ownFeed);
+      ownFeeds.delete(ownFeed);
+    }
   }
+}
+
+/** Marks /dev/shm/NAME as this sweep's, so stopAllChildren removes it too. */
+export function registerFeed(name: string): string {
+  ownFeeds.add(name);
+  return name;
 }
 
 /** Removes /dev/shm/NAME (the writers leave their feed behind on exit, for late readers). */
 export function removeFeed(name: string): void {
   rmSync(join('/dev/shm', name), { force: true });
+  ownFeeds.delete(name);
 }
 
 /** `kvroute replay` against the proxy (src/replay/, the replay branch): the cell's records. */

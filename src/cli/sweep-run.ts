@@ -162,12 +162,12 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
 async function runLiveCells(cells: SweepCell[], options: SweepOptions, startedAt: Date): Promise<SimCellResult[]> {
   const live = options.live;
   if (live === undefined) throw new Error(`${options.mode} cells need live options`);
-  const { runLiveCell, startFleet, feedName, removeFeed } = await import('./sweep-live.js');
+  const { runLiveCell, startFleet, feedName, registerFeed, removeFeed } = await import('./sweep-live.js');
   const runner = options.liveRunner ?? runLiveCell;
   // --hot: one fleet for all cells, publishing the feed whether or not a cell reads it.
   const hot = live.mode === 'live' && live.hot === true && options.liveRunner === undefined;
   const feed = feedName('hot');
-  const fleet = hot ? await startFleet(live.instances, feed, live.speed, live.onSpawn) : undefined;
+  const fleet = hot ? await startFleet(live.instances, registerFeed(feed), live.speed, live.onSpawn) : undefined;
   try {
     return await runEachLive(cells, options, startedAt, runner, fleet === undefined ? live : { ...live, fleet });
   } finally {

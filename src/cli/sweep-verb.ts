@@ -86,7 +86,7 @@ export async function sweepVerb(values: OptionValues): Promise<void> {
   const cells = options.policies.length * options.engineStates.length;
   options.onCell = (cell, wall) =>
     process.stderr.write(`kvroute sweep: ${++done}/${cells} ${cell.id} (${formatDuration(wall)})\n`);
-  const outcome = await runSweep(options);
+  const outcome = options.mode === 'sim' ? await runSweep(options) : await withChildrenStoppedOnSignal(options);
   reportWarnings('sweep', outcome.readStats);
   if (values.json === true) {
     const summaries = Object.fromEntries(outcome.summaries);
@@ -95,4 +95,24 @@ export async function sweepVerb(values: OptionValues): Promise<void> {
   process.stderr.write(
     `kvroute sweep: wrote ${options.out}/sweep.json (${cells} ${cells === 1 ? 'cell' : 'cells'}, ${formatDuration((performance.now() - started) / 1000)} wall)\n`,
   );
+}
+
+/**
+ * A live sweep whose children (fleet, proxy, replay) are stopped when the sweep is: SIGINT or
+ * SIGTERM stops them, then exits 130 or 143 without writing sweep.json.
+ */
+async function withChildrenStoppedOnSignal(options: SweepOptions): Promise<Awaited<ReturnType<typeof runSweep>>> {
+  const { stopAllChildren } = await import('./sweep-live.js');
+  const onSignal = (signal: NodeJS.Signals): void => {
+    process.stderr.write(`kvroute sweep: ${signal}: stopping the cell's processes\n`);
+    void stopAllChildren().then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    return await runSweep(options);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
 }
