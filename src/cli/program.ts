@@ -15,6 +15,7 @@
 import { Command } from 'commander';
 
 import { addAnalyzeCommand } from './analyze-command.js';
+import { addBenchCommand } from './bench-command.js';
 import { addHashCommand } from './hash-command.js';
 import { addServeCommand } from './serve-command.js';
 import { addSimCommand } from './sim-command.js';
@@ -50,6 +51,7 @@ export function createCli(version: string): Cli {
     addAnalyzeCommand,
     addSimCommand,
     addSweepCommand,
+    addBenchCommand,
     addStateCommand,
     addServeCommand,
   ];
