@@ -95,8 +95,9 @@ describe('kvroute sweep refusals', () => {
     ]);
     expect(again.status, again.stderr).toBe(0);
     expect(readdirSync(join(out, 'cells'))).toEqual(['lmetric-shm']);
-    const printed = JSON.parse(again.stdout) as { sweep: { cells: { id: string }[] } };
+    const printed = JSON.parse(again.stdout) as { sweep: { cells: { id: string }[] }; es_ablation: unknown[] };
     expect(printed.sweep).toEqual(JSON.parse(readFileSync(join(out, 'sweep.json'), 'utf8')));
+    expect(printed.es_ablation).toEqual([]);
   }, 60_000);
 });
 

@@ -38,7 +38,7 @@ export function addSweepCommand(program: Command): void {
     .option('--hot', '--live: one fleet for every cell instead of a cold one per cell')
     .option('--speed <X>', '--live: the fleet runs X times faster than real time')
     .option('--backends <URL,…>', 'run each cell through kvroute serve in front of these engines')
-    .option('--json', 'print sweep.json and the cell summaries instead of the tables');
+    .option('--json', 'print sweep.json, the cell summaries and the ES ablation pairs instead of the tables');
   addTraceInputOptions(sweep);
   example(
     sweep,

@@ -90,7 +90,7 @@ export async function sweepVerb(values: OptionValues): Promise<void> {
   reportWarnings('sweep', outcome.readStats);
   if (values.json === true) {
     const summaries = Object.fromEntries(outcome.summaries);
-    process.stdout.write(`${JSON.stringify({ sweep: outcome.manifest, summaries })}\n`);
+    process.stdout.write(`${JSON.stringify({ sweep: outcome.manifest, summaries, es_ablation: outcome.pairs })}\n`);
   } else process.stdout.write(outcome.tables);
   process.stderr.write(
     `kvroute sweep: wrote ${options.out}/sweep.json (${cells} ${cells === 1 ? 'cell' : 'cells'}, ${formatDuration((performance.now() - started) / 1000)} wall)\n`,
