@@ -27,6 +27,7 @@ const WORKLOADS = [
   'agentic-long',
   'characterize',
   'simulate',
+  'sweep',
   'feed',
   'proxy',
   'proxy-body-size',

@@ -55,6 +55,7 @@ describe('kvroute --help', () => {
         'state freshness',
         'state publish',
         'state watch',
+        'sweep',
         'trace',
         'trace synth',
         'trace transform',

@@ -10,13 +10,14 @@ import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
  * @typedef {import('./workload.mjs').Result} Result
  * @typedef {import('../characterize.mjs').AnalysisResult} AnalysisResult
  * @typedef {import('../simulate.mjs').SimulationResult} SimulationResult
+ * @typedef {import('../sweep.mjs').SweepResult} SweepResult
  * @typedef {import('../feed.mjs').FeedResult} FeedResult
  * @typedef {import('./proxy-report.mjs').ProxyResult} ProxyResult
  * @typedef {import('./bodies-report.mjs').BodySizeResult} BodySizeResult
  * @typedef {import('./bodies-report.mjs').BodiesResult} BodiesResult
  * @typedef {import('../cli-startup.mjs').CliStartupResult} CliStartupResult
  * @typedef {import('../analyze-run.mjs').RunAnalysisResult} RunAnalysisResult
- * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult) & { date?: string }} AnyResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -33,6 +34,9 @@ const feedOnly = (results) => /** @type {FeedResult[]} */ (results.filter((r) =>
 /** @param {AnyResult[]} results @returns {SimulationResult[]} */
 const simulationOnly = (results) =>
   /** @type {SimulationResult[]} */ (results.filter((r) => 'kind' in r && r.kind === 'simulation'));
+
+/** @param {AnyResult[]} results @returns {SweepResult[]} */
+const sweepOnly = (results) => /** @type {SweepResult[]} */ (results.filter((r) => 'kind' in r && r.kind === 'sweep'));
 
 const MIB = 2 ** 20;
 
@@ -123,6 +127,8 @@ export function targetChecks(allResults) {
       (v) => v <= 2,
       ' s',
     );
+  for (const s of sweepOnly(allResults))
+    check(`sweep, default (${s.cells} cells, default trace) <= 30 s wall`, s.seconds, (v) => v <= 30, ' s');
   const feeds = feedOnly(allResults);
   if (feeds.length > 0)
     check(
@@ -254,6 +260,18 @@ export function renderResults(doc, command) {
       out.push(
         `| ${s.trace ?? 'default'} | ${s.requests.toLocaleString('en-US')} | ${s.policy} | ${s.engine_state} | ${s.steps.toLocaleString('en-US')} | ${s.virtual_seconds.toFixed(0)} | ${f(s.seconds)} |`,
       );
+    out.push('');
+  }
+  const sweeps = sweepOnly(doc.results);
+  if (sweeps.length > 0) {
+    out.push('## sweep: `kvroute sweep`, the default sweep on the default synthetic trace', '');
+    out.push(
+      'lmetric, load_only, sticky, unified, unified+A+B × shadow, shm in the simulator, 8 instances per cell, cells on Piscina workers; wall time of the CLI from start to sweep.json (trace characterization and the interference grid included).',
+      '',
+    );
+    out.push('| cells | requests per cell | workers | wall s |', '|---:|---:|---:|---:|');
+    for (const s of sweeps)
+      out.push(`| ${s.cells} | ${s.requests.toLocaleString('en-US')} | ${s.workers} | ${f(s.seconds)} |`);
     out.push('');
   }
   const feeds = feedOnly(doc.results);

@@ -21,6 +21,7 @@ import { addReportCommand } from './report-command.js';
 import { addServeCommand } from './serve-command.js';
 import { addSimCommand } from './sim-command.js';
 import { addStateCommand } from './state-command.js';
+import { addSweepCommand } from './sweep-command.js';
 import { addTraceCommand } from './trace-command.js';
 
 export interface Cli {
@@ -50,6 +51,7 @@ export function createCli(version: string): Cli {
     addTraceCommand,
     addAnalyzeCommand,
     addSimCommand,
+    addSweepCommand,
     addBenchCommand,
     addReportCommand,
     addStateCommand,

@@ -1,0 +1,49 @@
+/** `kvroute sweep`, declared; sweep-verb.ts runs it (docs/sweep.md). */
+import type { Command } from 'commander';
+
+import { DEFAULT_ENGINE_PRESET } from '../sim/engine-preset.js';
+import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { addTraceInputOptions } from './trace-options.js';
+
+export const SWEEP_DEFAULTS = {
+  policies: 'lmetric,load_only,sticky,unified,unified+A+B',
+  engineStates: 'shadow,shm',
+  instances: 8,
+  liveInstances: 4,
+  preset: DEFAULT_ENGINE_PRESET,
+} as const;
+
+export function addSweepCommand(program: Command): void {
+  const d = SWEEP_DEFAULTS;
+  const sweep = subcommand(
+    program,
+    'sweep',
+    "run every (policy × engine state) cell of one trace into one directory, with the seeds' B3 and ES ablation tables",
+  )
+    .option('--trace <IN>', 'the trace file (required; read once per cell, so not stdin)')
+    .option('--out <DIR>', 'the sweep directory: sweep.json, cells/<id>/, tables.md (required)')
+    .option('--policies <P,…>', withDefault('policies', d.policies))
+    .option('--engine-state <S,…>', withDefault('engine states: shadow, shm', d.engineStates))
+    .option('--force', 'reuse an --out that is not empty (its previous sweep is removed)')
+    .option(
+      '--instances <N>',
+      withDefault('engines per cell', `${d.instances} (simulator), ${d.liveInstances} (--live)`),
+    )
+    .option('--preset <NAME>', withDefault('engine model of the simulator and the --live fleet', d.preset))
+    .option('--workers <N>', withDefault('simulator cells run at once, one thread each', 'one per core'))
+    .option(
+      '--live',
+      'run each cell through kvroute serve in front of a fresh kvroute sim serve fleet, driven by kvroute replay',
+    )
+    .option('--hot', '--live: one fleet for every cell instead of a cold one per cell')
+    .option('--speed <X>', '--live: the fleet runs X times faster than real time')
+    .option('--backends <URL,…>', 'run each cell through kvroute serve in front of these engines')
+    .option('--json', 'print sweep.json, the cell summaries and the ES ablation pairs instead of the tables');
+  addTraceInputOptions(sweep);
+  example(
+    sweep,
+    'kvroute trace synth -o synth.jsonl',
+    'kvroute sweep --trace synth.jsonl --policies lmetric,load_only,sticky,unified,unified+A+B --engine-state shadow,shm --out sweep-1',
+  );
+  runs(sweep, async () => (await import('./sweep-verb.js')).sweepVerb);
+}

@@ -1,0 +1,221 @@
+/**
+ * `kvroute sweep`: every (policy × engine state) cell of one trace, into one directory
+ * (layout in sweep-layout.ts and docs/sweep.md).
+ *
+ * Offline cells run in the simulator on Piscina workers (one cell per task; each worker reads
+ * the trace itself, so nothing trace-sized crosses threads), while this thread characterizes
+ * the trace (the APC ceiling the B3 table measures against) and runs the B2 interference grid.
+ * Live and backends cells run one after another through runLiveCell (sweep-live.ts): each needs
+ * the machine to itself. Cost: cells × one simulation, spread over `workers` threads.
+ *
+ * Order of writes: cells, trace-summary.json, interference.json, tables.md, and sweep.json last
+ * (atomically), so an interrupted sweep leaves no sweep.json naming a missing file.
+ */
+import { accessSync, constants } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { Piscina } from 'piscina';
+
+import { characterizeTrace } from '../analysis/characterize.js';
+import { comparePairedRuns, type PairedComparison } from '../analysis/paired-compare.js';
+import type { TraceSummary } from '../analysis/trace-summary.js';
+import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { interferenceTable } from '../sim/interference-bench.js';
+import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
+import { readRecords } from '../trace/record-file.js';
+import { ioError } from '../trace/trace-errors.js';
+import { kvrouteVersion } from './run-header.js';
+import type { CellFailure, SimCellResult, SimCellTask } from './sweep-cell.js';
+import {
+  planCells,
+  prepareOutDir,
+  writeAtomically,
+  writeJson,
+  type CellMode,
+  type CellSummary,
+  type EngineStateName,
+  type SweepCell,
+  type SweepManifest,
+} from './sweep-layout.js';
+import type { LiveOptions, LiveCellRunner } from './sweep-live.js';
+import { cellSummary } from './sweep-summary.js';
+import { renderTables, type EsPair } from './sweep-tables.js';
+
+export interface SweepOptions {
+  trace: string;
+  reader: ReadTraceOptions;
+  policies: readonly string[];
+  engineStates: readonly EngineStateName[];
+  out: string;
+  force: boolean;
+  mode: CellMode;
+  /** Engines per cell (sim and live). */
+  instances: number;
+  preset: string;
+  /** Piscina threads for offline cells (default: one per core). */
+  workers?: number;
+  /** live and backends cells. */
+  live?: LiveOptions;
+  /** Runs one live or backends cell; default: runLiveCell. Tests substitute it. */
+  liveRunner?: LiveCellRunner;
+  /** argv after `kvroute`, for sweep.json and the record headers. */
+  command: string[];
+  /** Called as each cell finishes. */
+  onCell?: (cell: SweepCell, wallSeconds: number) => void;
+}
+
+export interface SweepOutcome {
+  manifest: SweepManifest;
+  summaries: Map<string, CellSummary>;
+  traceSummary: TraceSummary;
+  pairs: EsPair[];
+  tables: string;
+  readStats: TraceReadStats;
+}
+
+/** The compiled worker beside this module (from the .ts sources, tests use the build in dist/). */
+const WORKER_URL = import.meta.url.endsWith('.ts')
+  ? new URL('../../dist/cli/sweep-worker.js', import.meta.url).href
+  : new URL('./sweep-worker.js', import.meta.url).href;
+
+/** A cell's failure rethrown here with its code, so a trace read error still exits 1. */
+class CellError extends Error {
+  constructor(
+    message: string,
+    readonly code: string | undefined,
+  ) {
+    super(message);
+  }
+}
+
+export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
+  const startedAt = new Date();
+  const cells = planCells(options.policies, options.engineStates, options.mode);
+  try {
+    accessSync(options.trace, constants.R_OK);
+  } catch (error) {
+    throw ioError(options.trace, error);
+  }
+  prepareOutDir(options.out, cells, options.force);
+  const reader = readTrace(options.trace, options.reader);
+  // Characterization runs inline (workers: 0): the cores belong to the cells.
+  const traceSummaryTask = characterizeTrace(reader, { workers: 0 });
+  traceSummaryTask.catch(() => {});
+  const ran =
+    options.mode === 'sim'
+      ? await runSimCells(cells, options, startedAt)
+      : await runLiveCells(cells, options, startedAt);
+  const traceSummary = await traceSummaryTask;
+  const fingerprints = new Set(ran.map((r) => r.fingerprint));
+  if (fingerprints.size > 1) throw new Error(`cells read different traces: ${[...fingerprints].join(', ')}`);
+  const summaries = new Map(ran.map((r) => [r.id, r.summary]));
+
+  const preset = ENGINE_PRESETS[options.preset]!;
+  const pairs = esPairs(cells, options.out);
+  const tables = renderTables(cells, summaries, traceSummary, pairs);
+  writeJson(join(options.out, 'trace-summary.json'), traceSummary);
+  writeJson(join(options.out, 'interference.json'), interferenceTable(preset));
+  writeAtomically(join(options.out, 'tables.md'), tables);
+  const manifest: SweepManifest = {
+    format: 'kvroute-sweep',
+    version: 1,
+    trace: { path: options.trace, fingerprint: ran[0]?.fingerprint ?? '' },
+    command: options.command,
+    kvroute_version: kvrouteVersion(),
+    started_at: startedAt.toISOString(),
+    cells,
+    trace_summary: 'trace-summary.json',
+    interference: 'interference.json',
+    tables: 'tables.md',
+  };
+  writeJson(join(options.out, 'sweep.json'), manifest);
+  return { manifest, summaries, traceSummary, pairs, tables, readStats: reader.stats };
+}
+
+async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt: Date): Promise<SimCellResult[]> {
+  const threads = Math.max(1, Math.min(cells.length, options.workers ?? availableParallelism()));
+  const pool = new Piscina({ filename: WORKER_URL, minThreads: threads, maxThreads: threads });
+  try {
+    return await Promise.all(
+      cells.map(async (cell) => {
+        const task: SimCellTask = {
+          cell,
+          dir: options.out,
+          trace: options.trace,
+          reader: options.reader,
+          instances: options.instances,
+          preset: options.preset,
+          command: options.command,
+          startedAt: startedAt.toISOString(),
+        };
+        const result = (await pool.run(task)) as SimCellResult | CellFailure;
+        if ('failed' in result) throw new CellError(result.message, result.code);
+        options.onCell?.(cell, result.wall_s);
+        return result;
+      }),
+    );
+  } finally {
+    await pool.destroy();
+  }
+}
+
+async function runLiveCells(cells: SweepCell[], options: SweepOptions, startedAt: Date): Promise<SimCellResult[]> {
+  const live = options.live;
+  if (live === undefined) throw new Error(`${options.mode} cells need live options`);
+  const { runLiveCell, startFleet, feedName, registerFeed, removeFeed } = await import('./sweep-live.js');
+  const runner = options.liveRunner ?? runLiveCell;
+  // --hot: one fleet for all cells, publishing the feed whether or not a cell reads it.
+  const hot = live.mode === 'live' && live.hot === true && options.liveRunner === undefined;
+  const feed = feedName('hot');
+  const fleet = hot ? await startFleet(live.instances, registerFeed(feed), live.speed, live.onSpawn) : undefined;
+  try {
+    return await runEachLive(cells, options, startedAt, runner, fleet === undefined ? live : { ...live, fleet });
+  } finally {
+    await fleet?.stop();
+    if (fleet !== undefined) removeFeed(feed);
+  }
+}
+
+async function runEachLive(
+  cells: SweepCell[],
+  options: SweepOptions,
+  startedAt: Date,
+  runner: LiveCellRunner,
+  live: LiveOptions,
+): Promise<SimCellResult[]> {
+  const results: SimCellResult[] = [];
+  for (const cell of cells) {
+    const started = performance.now();
+    const records = join(options.out, cell.records);
+    const { fingerprint } = await runner(cell, { ...live, records, trace: options.trace, startedAt });
+    const read = readRecords(records);
+    let first = Infinity;
+    let last = -Infinity;
+    for (const r of read) {
+      first = Math.min(first, r.dispatch);
+      last = Math.max(last, r.finish);
+    }
+    const summary = cellSummary(read, { makespan: read.length === 0 ? 0 : last - first, preemptions: 0, evictions: 0 });
+    writeJson(join(options.out, cell.summary), summary);
+    const wall = (performance.now() - started) / 1000;
+    options.onCell?.(cell, wall);
+    results.push({ id: cell.id, fingerprint, summary, wall_s: wall });
+  }
+  return results;
+}
+
+/** For each policy with both a shadow and an shm cell: the paired comparison shadow → shm. */
+function esPairs(cells: readonly SweepCell[], dir: string): EsPair[] {
+  const pairs: EsPair[] = [];
+  for (const shadow of cells) {
+    if (shadow.engine_state !== 'shadow') continue;
+    const shm = cells.find((c) => c.policy === shadow.policy && c.engine_state === 'shm');
+    if (shm === undefined) continue;
+    const comparison: PairedComparison = comparePairedRuns(
+      readRecords(join(dir, shadow.records)),
+      readRecords(join(dir, shm.records)),
+    );
+    pairs.push({ policy: shadow.policy, comparison });
+  }
+  return pairs;
+}

@@ -1,0 +1,123 @@
+/**
+ * The tables of a sweep, as Markdown (tables.md, and what `kvroute sweep` prints):
+ * - B3 (the seeds' window_1_results.md): per cell the latency percentiles, APC against the
+ *   trace's intra-session ceiling, the interference and hotspot indices, slow requests and their
+ *   causes when the summary has them, and instances per session;
+ * - ES ablation (the seeds' ES_ABLATION_RESULTS.md): per policy, shadow against shm
+ *   (comparePairedRuns), with the verdict thresholds printed under the table.
+ */
+import type { PairedComparison } from '../analysis/paired-compare.js';
+import type { TraceSummary } from '../analysis/trace-summary.js';
+import type { CellSummary, SweepCell } from './sweep-layout.js';
+
+export interface EsPair {
+  policy: string;
+  comparison: PairedComparison;
+}
+
+const fixed = (value: number | null | undefined, digits: number): string =>
+  value === null || value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(digits);
+
+const triple = (q: { p50: number; p90: number; p99: number }, digits: number): string =>
+  `${fixed(q.p50, digits)} / ${fixed(q.p90, digits)} / ${fixed(q.p99, digits)}`;
+
+const signedPct = (value: number | null): string =>
+  value === null ? '-' : `${value > 0 ? '+' : value < 0 ? '−' : '±'}${Math.abs(value).toFixed(1)} %`;
+
+function row(cells: readonly string[]): string {
+  return `| ${cells.join(' | ')} |`;
+}
+
+function table(header: readonly string[], rows: readonly string[][]): string {
+  return [row(header), row(header.map(() => '---')), ...rows.map(row)].join('\n');
+}
+
+/** n_slow and "cause n, …" from the run analysis' `slow` field, or "-" while summaries lack it. */
+export function slowColumns(summary: CellSummary): [string, string] {
+  const slow = summary.slow as { n_slow?: unknown; count?: unknown; causes?: unknown } | undefined;
+  if (slow === undefined || slow === null || typeof slow !== 'object') return ['-', '-'];
+  const count = typeof slow.n_slow === 'number' ? slow.n_slow : typeof slow.count === 'number' ? slow.count : null;
+  const causes =
+    slow.causes !== null && typeof slow.causes === 'object'
+      ? Object.entries(slow.causes as Record<string, unknown>)
+          .filter((entry): entry is [string, number] => typeof entry[1] === 'number')
+          .map(([cause, n]) => `${cause.replaceAll('_', ' ')} ${n}`)
+          .join(', ')
+      : '';
+  return [count === null ? '-' : String(count), causes === '' ? '-' : causes];
+}
+
+export function renderB3(
+  cells: readonly SweepCell[],
+  summaries: ReadonlyMap<string, CellSummary>,
+  trace: TraceSummary,
+): string {
+  const ceiling = trace.apc_ceiling.intra_session.token_ratio;
+  const rows = cells.map((cell) => {
+    const s = summaries.get(cell.id)!;
+    const [nSlow, causes] = slowColumns(s);
+    return [
+      cell.id,
+      triple(s.ttft_s, 2),
+      triple(s.tpot_ms, 1),
+      triple(s.e2e_s, 2),
+      `${fixed(s.apc * 100, 1)} % (${ceiling === 0 ? '-' : fixed((s.apc / ceiling) * 100, 0)} %)`,
+      fixed(s.interference_index, 2),
+      fixed(s.hotspot_index, 3),
+      nSlow,
+      causes,
+      fixed(s.instances_per_session, 2),
+    ];
+  });
+  const header = [
+    'cell (policy-engine state)',
+    'TTFT p50/p90/p99 (s)',
+    'TPOT p50/p90/p99 (ms)',
+    'E2E p50/p90/p99 (s)',
+    'APC (% of ceiling)',
+    'interference (×)',
+    'hotspot (×)',
+    'n_slow (requests)',
+    'slow causes (requests)',
+    'instances/session',
+  ];
+  return [
+    `## B3: per cell`,
+    '',
+    table(header, rows),
+    '',
+    `APC ceiling (intra-session, token ratio): ${fixed(ceiling * 100, 1)} % of ${trace.requests} requests' input tokens. ` +
+      `interference = TPOT p90 of decodes that overlapped a same-worker prefill ÷ TPOT p90 of clean ones; ` +
+      `hotspot = max ÷ median over instances of TTFT p90.`,
+  ].join('\n');
+}
+
+export function renderEs(pairs: readonly EsPair[]): string {
+  if (pairs.length === 0) return '## ES ablation: shadow → shm\n\n(no policy ran on both shadow and shm)';
+  const rows = pairs.map(({ policy, comparison: c }) => [
+    policy,
+    `${fixed(c.instances_per_session_a, 2)} → ${fixed(c.instances_per_session_b, 2)}`,
+    `${fixed(c.reroute_pct, 1)} %`,
+    `${fixed(c.ttft_p90_a, 2)} → ${fixed(c.ttft_p90_b, 2)} (${signedPct(c.ttft_p90_change_pct)})`,
+    `${fixed(c.ttft_mean_a, 2)} → ${fixed(c.ttft_mean_b, 2)} (${signedPct(c.ttft_mean_change_pct)})`,
+    c.verdict ?? '-',
+  ]);
+  const t = pairs[0]!.comparison.thresholds;
+  return [
+    '## ES ablation: shadow (es0) → shm (es1)',
+    '',
+    table(['policy', 'instances/session', 'reroute (% of requests)', 'TTFT p90 (s)', 'TTFT mean (s)', 'verdict'], rows),
+    '',
+    `Requests matched by (session, turn); reroute = matched requests on another instance. Verdict on the TTFT p90 change: ` +
+      `HELPS at ≤ −${Math.abs(t.helps_at_or_below_pct)} %, HURTS at ≥ +${t.hurts_at_or_above_pct} %, wash between.`,
+  ].join('\n');
+}
+
+export function renderTables(
+  cells: readonly SweepCell[],
+  summaries: ReadonlyMap<string, CellSummary>,
+  trace: TraceSummary,
+  pairs: readonly EsPair[],
+): string {
+  return `${renderB3(cells, summaries, trace)}\n\n${renderEs(pairs)}\n`;
+}

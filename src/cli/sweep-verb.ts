@@ -1,0 +1,118 @@
+/** `kvroute sweep` (declared in sweep-command.ts): flags to SweepOptions, the run, its tables. */
+import { formatDuration } from '../analysis/format-units.js';
+import { POLICY_NAMES } from '../core/policy-spec.js';
+import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { SWEEP_DEFAULTS } from './sweep-command.js';
+import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
+import type { LiveOptions } from './sweep-live.js';
+import { runSweep, type SweepOptions } from './sweep-run.js';
+import { readerOptions, reportWarnings } from './trace-input.js';
+
+/** A comma-separated list: each item in `known`, no repeats, at least one. */
+export function listFlag<T extends string>(
+  values: OptionValues,
+  name: string,
+  known: readonly T[],
+  fallback: string,
+): T[] {
+  const raw = stringFlag(values, name) ?? fallback;
+  const items = raw
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  if (items.length === 0) throw new UsageError(`--${name} is empty; give one or more of ${known.join(', ')}`);
+  for (const item of items)
+    if (!known.includes(item as T)) throw new UsageError(`--${name}: unknown ${item}; known: ${known.join(', ')}`);
+  const repeated = items.find((item, i) => items.indexOf(item) !== i);
+  if (repeated !== undefined) throw new UsageError(`--${name}: ${repeated} is listed twice`);
+  return items as T[];
+}
+
+export function sweepOptions(values: OptionValues): SweepOptions {
+  const trace = stringFlag(values, 'trace');
+  if (trace === undefined) throw new UsageError('sweep needs --trace FILE');
+  if (trace === '-') throw new UsageError('sweep reads the trace once per cell: --trace must be a file, not stdin');
+  const out = stringFlag(values, 'out');
+  if (out === undefined) throw new UsageError('sweep needs --out DIR');
+  const backends = stringFlag(values, 'backends');
+  if (values.live === true && backends !== undefined) throw new UsageError('--live and --backends exclude each other');
+  const mode: CellMode = values.live === true ? 'live' : backends !== undefined ? 'backends' : 'sim';
+  const d = SWEEP_DEFAULTS;
+  const instances = integerFlag(values, 'instances', 1) ?? (mode === 'live' ? d.liveInstances : d.instances);
+  const options: SweepOptions = {
+    trace,
+    reader: readerOptions(values),
+    policies: listFlag(values, 'policies', POLICY_NAMES, d.policies),
+    engineStates: listFlag<EngineStateName>(values, 'engine-state', ENGINE_STATES, d.engineStates),
+    out,
+    force: values.force === true,
+    mode,
+    instances,
+    preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
+    command: process.argv.slice(2),
+  };
+  const workers = integerFlag(values, 'workers', 1);
+  if (workers !== undefined) options.workers = workers;
+  if (mode !== 'sim') options.live = liveOptions(values, mode, instances, backends);
+  else if (values.hot === true || values.speed !== undefined)
+    throw new UsageError('--hot and --speed apply to --live only');
+  return options;
+}
+
+function liveOptions(
+  values: OptionValues,
+  mode: 'live' | 'backends',
+  instances: number,
+  backends?: string,
+): LiveOptions {
+  const live: LiveOptions = { mode, instances, hot: values.hot === true };
+  const speed = numberFlag(values, 'speed');
+  if (speed !== undefined) live.speed = speed;
+  if (backends !== undefined) {
+    const urls = backends.split(',').map((url) => url.trim());
+    for (const url of urls)
+      if (!/^https?:\/\/[^\s/]+/.test(url))
+        throw new UsageError(`--backends: ${JSON.stringify(url)} is not an http(s) URL`);
+    live.backends = urls;
+  }
+  return live;
+}
+
+export async function sweepVerb(values: OptionValues): Promise<void> {
+  const options = sweepOptions(values);
+  const started = performance.now();
+  let done = 0;
+  const cells = options.policies.length * options.engineStates.length;
+  options.onCell = (cell, wall) =>
+    process.stderr.write(`kvroute sweep: ${++done}/${cells} ${cell.id} (${formatDuration(wall)})\n`);
+  const outcome = options.mode === 'sim' ? await runSweep(options) : await withChildrenStoppedOnSignal(options);
+  reportWarnings('sweep', outcome.readStats);
+  if (values.json === true) {
+    const summaries = Object.fromEntries(outcome.summaries);
+    process.stdout.write(`${JSON.stringify({ sweep: outcome.manifest, summaries, es_ablation: outcome.pairs })}\n`);
+  } else process.stdout.write(outcome.tables);
+  process.stderr.write(
+    `kvroute sweep: wrote ${options.out}/sweep.json (${cells} ${cells === 1 ? 'cell' : 'cells'}, ${formatDuration((performance.now() - started) / 1000)} wall)\n`,
+  );
+}
+
+/**
+ * A live sweep whose children (fleet, proxy, replay) are stopped when the sweep is: SIGINT or
+ * SIGTERM stops them, then exits 130 or 143 without writing sweep.json.
+ */
+async function withChildrenStoppedOnSignal(options: SweepOptions): Promise<Awaited<ReturnType<typeof runSweep>>> {
+  const { stopAllChildren } = await import('./sweep-live.js');
+  const onSignal = (signal: NodeJS.Signals): void => {
+    process.stderr.write(`kvroute sweep: ${signal}: stopping the cell's processes\n`);
+    void stopAllChildren().then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    return await runSweep(options);
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}
