@@ -82,14 +82,22 @@ describe('sweep layout', () => {
     }
   });
 
-  it('matches kvroute sim run --json for one cell', () => {
+  it('matches kvroute sim run --json for one cell, plus the slow requests by cause', () => {
     const run = spawnSync(
       process.execPath,
       [cli, 'sim', 'run', '--trace', trace, '--policy', 'unified+A+B', '--engine-state', 'shm', '--json'],
       { encoding: 'utf8', timeout: 60_000 },
     );
     expect(run.status, run.stderr).toBe(0);
-    expect(json<CellSummary>('cells/unified_A_B-shm/summary.json')).toEqual(JSON.parse(run.stdout));
+    const { slow, ...metrics } = json<CellSummary>('cells/unified_A_B-shm/summary.json');
+    expect(metrics).toEqual(JSON.parse(run.stdout));
+    const records = join(out, 'cells/unified_A_B-shm/records.msgpack');
+    const analyzed = spawnSync(process.execPath, [cli, 'analyze', 'run', records, '--json', '--skip-reuse'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(analyzed.status, analyzed.stderr).toBe(0);
+    expect(slow).toEqual(JSON.parse(analyzed.stdout).slow);
   }, 60_000);
 });
 

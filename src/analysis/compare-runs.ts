@@ -3,6 +3,8 @@
  * (session, turn); reroute % = matched requests whose instance differs ÷ matched requests;
  * instances per session, TTFT p90 and mean of each run, the change A → B in %, and a verdict
  * on the TTFT p90 change: HELPS at ≤ −5 %, HURTS at ≥ +5 %, wash between (docs/analysis.md).
+ * The seeds print no thresholds; ±5 % is the band that reproduces their verdicts (sticky −26 %
+ * HELPS; unified+A+B +1.8 % and v3 +1.5 % wash; lmetric +16.6 % and load_only +27 % HURTS).
  *
  * Runs of different traces are refused: different header fingerprints, or, when either file
  * has no header (kvroute 0.1), different (session, turn) sets. O(n) with one Map of A's keys.

@@ -65,7 +65,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
   );
   header.command = task.command;
   writeRecords(join(task.dir, cell.records), result.records, header);
-  const summary = cellSummary(result.records, result);
+  const summary = cellSummary(result.records, result, task.instances);
   writeJson(join(task.dir, cell.summary), summary);
   return { id: cell.id, fingerprint: header.trace.fingerprint, summary, wall_s: (performance.now() - started) / 1000 };
 }

@@ -195,7 +195,8 @@ async function runEachLive(
       first = Math.min(first, r.dispatch);
       last = Math.max(last, r.finish);
     }
-    const summary = cellSummary(read, { makespan: read.length === 0 ? 0 : last - first, preemptions: 0, evictions: 0 });
+    const totals = { makespan: read.length === 0 ? 0 : last - first, preemptions: 0, evictions: 0 };
+    const summary = cellSummary(read, totals, live.instances);
     writeJson(join(options.out, cell.summary), summary);
     const wall = (performance.now() - started) / 1000;
     options.onCell?.(cell, wall);

@@ -1,10 +1,12 @@
 /**
- * The summary.json of one sweep cell: today what `kvroute sim run --json` prints (runMetrics,
- * makespan, preemptions, evictions). `extendCellSummary` is the one place where the run
- * analysis (`kvroute analyze run`: slow requests and their causes, per-instance TTFT p90, reuse
- * decomposition) joins it once that lands on main; tables read those fields when present.
+ * The summary.json of one sweep cell: what `kvroute sim run --json` prints (runMetrics with its
+ * per-instance TTFT p90, makespan, preemptions, evictions) plus `slow`, the slow requests by
+ * cause at the default SLO, as `kvroute analyze run` labels them (slow-causes.ts). The reuse
+ * split is left out: it walks the whole trace once per cell; `kvroute analyze run --trace` gives
+ * it for any cell's records.
  */
 import { runMetrics } from '../analysis/run-metrics.js';
+import { DEFAULT_SLO, labelSlowRequests } from '../analysis/slow-causes.js';
 import type { RequestRecord } from '../trace/records.js';
 import type { CellSummary } from './sweep-layout.js';
 
@@ -15,21 +17,21 @@ export interface RunTotals {
   evictions: number;
 }
 
-export function cellSummary(records: readonly RequestRecord[], totals: RunTotals): CellSummary {
+export function cellSummary(records: readonly RequestRecord[], totals: RunTotals, instances?: number): CellSummary {
   const summary: CellSummary = {
     ...runMetrics(records),
     makespan_s: totals.makespan,
     preemptions: totals.preemptions,
     evictions: totals.evictions,
   };
-  return extendCellSummary(summary, records);
+  return extendCellSummary(summary, records, instances);
 }
 
-/**
- * TODO(analyze-run): add `slow` ({ n_slow, causes }), `per_instance` and `reuse` from the run
- * analysis (src/analysis/run-analysis.ts on the analyze-run branch) here. The B3 table shows
- * n_slow and the causes when `slow` is present, "-" otherwise (sweep-tables.ts).
- */
-export function extendCellSummary(summary: CellSummary, _records: readonly RequestRecord[]): CellSummary {
-  return summary;
+/** Adds the slow requests by cause (kvroute analyze run's `slow`) for a fleet of `instances`. */
+export function extendCellSummary(
+  summary: CellSummary,
+  records: readonly RequestRecord[],
+  instances?: number,
+): CellSummary {
+  return { ...summary, slow: labelSlowRequests(records, DEFAULT_SLO, instances).summary };
 }
