@@ -41,6 +41,7 @@ describe('kvroute --help', () => {
         'analyze',
         'analyze trace',
         'hash',
+        'replay',
         'serve',
         'sim',
         'sim interference',

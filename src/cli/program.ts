@@ -16,6 +16,7 @@ import { Command } from 'commander';
 
 import { addAnalyzeCommand } from './analyze-command.js';
 import { addHashCommand } from './hash-command.js';
+import { addReplayCommand } from './replay-command.js';
 import { addServeCommand } from './serve-command.js';
 import { addSimCommand } from './sim-command.js';
 import { addStateCommand } from './state-command.js';
@@ -43,7 +44,15 @@ export function createCli(version: string): Cli {
   program.hook('preSubcommand', (_program, command) => {
     verb = command.name();
   });
-  const verbs = [addHashCommand, addTraceCommand, addAnalyzeCommand, addSimCommand, addStateCommand, addServeCommand];
+  const verbs = [
+    addHashCommand,
+    addTraceCommand,
+    addAnalyzeCommand,
+    addSimCommand,
+    addStateCommand,
+    addServeCommand,
+    addReplayCommand,
+  ];
   for (const add of verbs) add(program);
   program.addHelpText(
     'after',
