@@ -21,7 +21,8 @@
  *
  * Cost: O(tokens) per prompt; a cached block is one string concatenation.
  */
-const WORDS = (
+/** 256 distinct words (a test checks the count). */
+export const WORDS = (
   'the of and to in is it you that he was for on are with as his they be at one have this from ' +
   'or had by hot word but what some we can out other were all there when up use your how said an ' +
   'each she which do their time if will way about many then them write would like so these her ' +
@@ -34,10 +35,9 @@ const WORDS = (
   'men change went light kind off need house picture try us again animal point mother world near ' +
   'build self earth father head stand own page should country found answer school grow study still ' +
   'learn plant cover food sun four between state keep eye never last let thought city tree cross ' +
-  'farm hard start might story saw far sea draw left late run while press close night real life few north'
+  'farm hard start might story saw far sea draw left late run while press close night real life few north open seem together next white children begin got walk'
 )
   .split(' ')
-  .slice(0, 256)
   .map((word) => ` ${word}`);
 
 /** Full-block texts kept before the cache is cleared. */

@@ -16,6 +16,8 @@
  * - `maxConnectionFailures` consecutive requests without an HTTP response stop the run
  *   (stoppedBy 'target-down'); any answered request resets the count.
  */
+import { setMaxListeners } from 'node:events';
+
 import { RecordWriter } from '../trace/record-file.js';
 import type { RequestRecord, RunHeader } from '../trace/records.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
@@ -163,6 +165,8 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
   const tally = new ReplayTally();
   const stopSending = new AbortController();
   const abortInflight = new AbortController();
+  // Every waiting session chain and every request in flight listens: no limit applies.
+  setMaxListeners(0, stopSending.signal, abortInflight.signal);
   let stoppedBy: StopCause = 'end';
   const stop = (cause: StopCause): void => {
     if (stopSending.signal.aborted) return;

@@ -1,0 +1,92 @@
+/**
+ * The replay's pure parts: prompt text from block ids (shared blocks give byte-identical
+ * prefixes), the SSE reader (split chunks, CRLF, comments, usage, errors), and --slo parsing.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { REPLAY_CLI_DEFAULTS } from '../src/cli/replay-command.js';
+import { parseSlo } from '../src/replay/find-srr.js';
+import { BlockText, blockWords, WORDS } from '../src/replay/block-text.js';
+import { REPLAY_DEFAULTS } from '../src/replay/replay.js';
+import { SseReader } from '../src/replay/sse.js';
+
+describe('prompt text from block ids', () => {
+  const text = new BlockText(16);
+
+  it('draws from 256 distinct words', () => expect(new Set(WORDS).size).toBe(256));
+
+  it('is a pure function of the ids: one word per token, a leading space each', () => {
+    const a = new BlockText(16).prompt([1, 2, 3], 48);
+    expect(text.prompt([1, 2, 3], 48)).toBe(a);
+    expect(a.split(' ').length - 1).toBe(48);
+    expect(blockWords(7, 16)).not.toBe(blockWords(8, 16));
+  });
+
+  it('shared leading blocks give byte-identical prefixes, exactly through the shared blocks', () => {
+    const earlier = text.prompt([10, 11, 12], 45);
+    const later = text.prompt([10, 11, 12, 13, 14], 70);
+    const shared = text.prompt([10, 11], 32);
+    expect(later.startsWith(shared)).toBe(true);
+    expect(earlier.startsWith(shared)).toBe(true);
+    // The partial last block (13 of 16 tokens) is a prefix of the full block's text.
+    expect(later.startsWith(earlier)).toBe(true);
+    // A different id at block 2 diverges right after the shared prefix.
+    const other = text.prompt([10, 11, 99], 48);
+    expect(other.startsWith(shared)).toBe(true);
+    expect(other.slice(shared.length, shared.length + 40)).not.toBe(later.slice(shared.length, shared.length + 40));
+  });
+
+  it('ids beyond 32 bits are distinct', () => {
+    expect(blockWords(2 ** 40 + 1, 16)).not.toBe(blockWords(1, 16));
+  });
+});
+
+describe('SSE reader', () => {
+  const stream =
+    ': ping\n\ndata: {"choices":[{"text":""}]}\n\ndata: {"choices":[{"text":" a"}]}\r\n\r\n' +
+    'event: x\ndata:{"choices":[{"delta":{"content":"é"}}]}\n\n' +
+    'data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}\n\n' +
+    'data: not json\n\ndata: [DONE]\n\n';
+
+  it.each([1, 2, 3, 7, 1000])('reads a stream split every %i bytes', (step) => {
+    let t = 0;
+    const sse = new SseReader(() => ++t);
+    const bytes = Buffer.from(stream);
+    for (let at = 0; at < bytes.length; at += step) sse.push(bytes.subarray(at, at + step));
+    sse.end();
+    expect(sse.tokenChunks).toBe(2);
+    expect(sse.firstTokenAt).toBe(1);
+    expect(sse.usage).toMatchObject({ prompt_tokens: 12, prompt_tokens_details: { cached_tokens: 8 } });
+    expect(sse.done).toBe(true);
+    expect(sse.error).toBeUndefined();
+  });
+
+  it('an error event and a stream without [DONE] are told apart', () => {
+    const sse = new SseReader();
+    sse.push(Buffer.from('data: {"error":{"message":"boom"}}\n\ndata: {"choices":[{"text":"x"}]}'));
+    sse.end();
+    expect(sse.error).toBe('boom');
+    expect(sse.tokenChunks).toBe(1);
+    expect(sse.done).toBe(false);
+  });
+});
+
+describe('--slo', () => {
+  it('parses terms and refuses bad ones', () => {
+    expect(parseSlo('ttft_p90=10,tpot_p99=0.1')).toEqual([
+      { metric: 'ttft', percentile: 90, limit: 10 },
+      { metric: 'tpot', percentile: 99, limit: 0.1 },
+    ]);
+    expect(() => parseSlo('e2e_p90=1')).toThrow(/e2e_p90=1/);
+    expect(() => parseSlo('ttft_p90=0')).toThrow(RangeError);
+  });
+
+  it("the CLI's defaults are the library's", () => {
+    expect(REPLAY_CLI_DEFAULTS).toMatchObject({
+      speed: REPLAY_DEFAULTS.speed,
+      grace: REPLAY_DEFAULTS.grace,
+      connections: REPLAY_DEFAULTS.connections,
+      maxConnectionFailures: REPLAY_DEFAULTS.maxConnectionFailures,
+    });
+  });
+});
