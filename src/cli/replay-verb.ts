@@ -131,6 +131,7 @@ function summarize(values: OptionValues, options: ReplayOptions, result: ReplayR
     rate_rps: result.elapsed > 0 ? result.done / result.elapsed : 0,
     ttft_p50_s: p(0.5),
     ttft_p90_s: p(0.9),
+    cached_fraction: result.inputTokens > 0 ? result.cachedTokens / result.inputTokens : 0,
     model: result.model,
     instances: result.instances,
     ...(options.records === undefined ? {} : { records: options.records }),
@@ -139,7 +140,7 @@ function summarize(values: OptionValues, options: ReplayOptions, result: ReplayR
   else {
     const lines = [
       `replayed ${result.sent} requests to ${options.target} (${result.model}) in ${formatDuration(result.elapsed)}: ${result.done - result.errors} ok, ${result.errors} failed${result.aborted > 0 ? ` (${result.aborted} aborted)` : ''}`,
-      `TTFT p50 ${formatDuration(summary.ttft_p50_s)}, p90 ${formatDuration(summary.ttft_p90_s)}; ${summary.rate_rps.toFixed(2)} req/s`,
+      `TTFT p50 ${formatDuration(summary.ttft_p50_s)}, p90 ${formatDuration(summary.ttft_p90_s)}; ${summary.rate_rps.toFixed(2)} req/s; cached ${(summary.cached_fraction * 100).toFixed(1)}% of ${formatCount(result.inputTokens)} prompt tokens`,
     ];
     if (result.instances.length > 0)
       lines.push(`instances: ${result.instances.map((id, i) => `${i}=${id}`).join(' ')}`);

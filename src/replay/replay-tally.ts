@@ -12,6 +12,9 @@ export class ReplayTally {
   aborted = 0;
   lastFinish = 0;
   lastError: string | undefined;
+  /** Prompt and cached tokens of successful requests (usage, else the trace's prompt length). */
+  inputTokens = 0;
+  cachedTokens = 0;
   readonly ttft: number[] = [];
   readonly tpot: number[] = [];
 
@@ -29,6 +32,8 @@ export class ReplayTally {
       this.lastError = record.error;
       return;
     }
+    this.inputTokens += record.input_tokens;
+    this.cachedTokens += record.cached_tokens;
     this.ttft.push(record.first_token - record.dispatch);
     if (record.output_tokens > 1) this.tpot.push((record.finish - record.first_token) / (record.output_tokens - 1));
   }

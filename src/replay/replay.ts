@@ -82,6 +82,9 @@ export interface ReplayResult {
   /** Successful requests' TTFT and TPOT (s), for SLO checks. */
   ttft: number[];
   tpot: number[];
+  /** Prompt and cached tokens summed over successful requests. */
+  inputTokens: number;
+  cachedTokens: number;
   /** Index → x-kvroute-instance value (empty for a plain engine). */
   instances: string[];
   model: string;
@@ -164,9 +167,8 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
   });
   const tally = new ReplayTally();
   const stopSending = new AbortController();
-  const abortInflight = new AbortController();
-  // Every waiting session chain and every request in flight listens: no limit applies.
-  setMaxListeners(0, stopSending.signal, abortInflight.signal);
+  // Every waiting session chain listens: no limit applies.
+  setMaxListeners(0, stopSending.signal);
   let stoppedBy: StopCause = 'end';
   const stop = (cause: StopCause): void => {
     if (stopSending.signal.aborted) return;
@@ -182,7 +184,7 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
   let consecutive = 0;
   const send = async (request: TraceRequest): Promise<void> => {
     tally.sent++;
-    const record: RequestRecord = await client.send(request, abortInflight.signal);
+    const record: RequestRecord = await client.send(request);
     tally.finish(record);
     writer?.write(record);
     if (isConnectionFailure(record)) {
@@ -196,7 +198,7 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
       { dispatch: mode, speed: options.speed ?? d.speed, clock, stop: stopSending.signal },
       send,
     );
-    await waitWithGrace(sending, stopSending.signal, options.grace ?? d.grace, abortInflight);
+    await waitWithGrace(sending, stopSending.signal, options.grace ?? d.grace, client);
   } finally {
     clearTimeout(durationTimer);
     options.signal?.removeEventListener('abort', onSignal);
@@ -213,6 +215,8 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
     elapsed: tally.lastFinish,
     ttft: tally.ttft,
     tpot: tally.tpot,
+    inputTokens: tally.inputTokens,
+    cachedTokens: tally.cachedTokens,
     instances: instances.list(),
     model,
     lastError: tally.lastError,
@@ -222,21 +226,18 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
 
 /**
  * Resolves when `sending` does. Once `stopped` aborts, the in-flight requests get `grace`
- * seconds; then `abortInflight` aborts them (each is then recorded as aborted) and this waits
+ * seconds; then the client aborts them (each is then recorded as aborted) and this waits
  * for their records.
  */
 async function waitWithGrace(
   sending: Promise<void>,
   stopped: AbortSignal,
   grace: number,
-  abortInflight: AbortController,
+  client: TargetClient,
 ): Promise<void> {
   let graceTimer: NodeJS.Timeout | undefined;
   const onStop = (): void => {
-    graceTimer = setTimeout(
-      () => abortInflight.abort(new Error(`still running ${grace} s after the stop`)),
-      grace * 1000,
-    );
+    graceTimer = setTimeout(() => client.abortAll(new Error(`still running ${grace} s after the stop`)), grace * 1000);
   };
   if (stopped.aborted) onStop();
   else stopped.addEventListener('abort', onStop, { once: true });

@@ -27,7 +27,7 @@ import { SseReader } from './sse.js';
 
 /** Seconds a request may wait for headers, or between body bytes (a long prefill is silent). */
 const REQUEST_TIMEOUT_MS = 600_000;
-/** Bytes of an error body kept for the record's message. */
+/** Characters of an error body kept for the record's message (at most 16 chunks are kept). */
 const ERROR_BODY_BYTES = 2048;
 
 /** x-kvroute-instance values (backend URLs) → stable indices, first seen first (or as seeded). */
@@ -68,6 +68,10 @@ export interface TargetClientOptions {
 export class TargetClient {
   private readonly pool: Pool;
   private readonly path: string;
+  /** Abort functions of the requests on a socket now. */
+  private readonly inFlight = new Set<(error: Error) => void>();
+  /** Set by abortAll(): requests reaching a socket later are aborted at once. */
+  private stopReason: Error | undefined;
 
   constructor(private readonly options: TargetClientOptions) {
     const url = new URL(options.target);
@@ -95,8 +99,12 @@ export class TargetClient {
     });
   }
 
-  /** Sends `request` and resolves with its record (never rejects; see the header). */
-  async send(request: TraceRequest, signal: AbortSignal): Promise<RequestRecord> {
+  /**
+   * Sends `request` and resolves with its record (never rejects; see the header). Uses undici's
+   * dispatch() with a handler: no stream or async iterator per request (a third of the driver's
+   * CPU per request with `pool.request`).
+   */
+  send(request: TraceRequest): Promise<RequestRecord> {
     const clock = (): number => (performance.now() - this.options.origin) / 1000;
     const body = this.body(request);
     const dispatch = clock();
@@ -115,33 +123,72 @@ export class TargetClient {
       status: 0,
     };
     const sse = new SseReader();
-    try {
-      const response = await this.pool.request({
-        path: this.path,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-session-id': request.session },
-        body,
-        signal,
-      });
-      record.status = response.statusCode;
-      const instance = header(response.headers['x-kvroute-instance']);
-      record.instance = instance === undefined ? 0 : this.options.instances.of(instance);
-      const reason = header(response.headers['x-kvroute-reason']);
-      if (reason !== undefined) record.reason = reason;
-      if (response.statusCode !== 200) {
-        record.error = `HTTP ${response.statusCode}: ${await errorText(response.body)}`;
-      } else {
-        for await (const chunk of response.body) sse.push(chunk as Buffer);
-        sse.end();
-        if (sse.error !== undefined) record.error = `stream error: ${sse.error}`;
-        else if (!sse.done) record.error = 'stream ended before data: [DONE]';
-      }
-    } catch (error) {
-      record.error = failure(error, signal);
-    }
-    record.finish = clock();
-    record.first_token =
-      sse.firstTokenAt === undefined ? record.finish : (sse.firstTokenAt - this.options.origin) / 1000;
+    let errorBody: Buffer[] | undefined;
+    let abort: ((error: Error) => void) | undefined;
+    return new Promise<RequestRecord>((resolve) => {
+      const settle = (error?: Error): void => {
+        if (abort !== undefined) this.inFlight.delete(abort);
+        if (error !== undefined) record.error = failure(error, this.stopReason);
+        else if (errorBody !== undefined)
+          record.error = `HTTP ${record.status}: ${errorText(Buffer.concat(errorBody).toString('utf8'))}`;
+        else {
+          sse.end();
+          if (sse.error !== undefined) record.error = `stream error: ${sse.error}`;
+          else if (!sse.done) record.error = 'stream ended before data: [DONE]';
+        }
+        this.finishRecord(record, sse, clock());
+        resolve(record);
+      };
+      this.pool.dispatch(
+        {
+          path: this.path,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-session-id': request.session },
+          body,
+        },
+        {
+          onConnect: (abortRequest) => {
+            abort = abortRequest;
+            if (this.stopReason !== undefined) return abortRequest(this.stopReason);
+            this.inFlight.add(abortRequest);
+          },
+          onHeaders: (status, headers) => {
+            record.status = status;
+            record.instance = 0;
+            for (let i = 0; i + 1 < headers.length; i += 2) {
+              const name = headers[i]!.toString('latin1').toLowerCase();
+              if (name === 'x-kvroute-instance')
+                record.instance = this.options.instances.of(headers[i + 1]!.toString('latin1'));
+              else if (name === 'x-kvroute-reason') record.reason = headers[i + 1]!.toString('latin1');
+            }
+            if (status !== 200) errorBody = [];
+            return true;
+          },
+          onData: (chunk) => {
+            if (errorBody === undefined) sse.push(chunk);
+            else if (errorBody.length < 16) errorBody.push(Buffer.from(chunk));
+            return true;
+          },
+          onComplete: () => settle(),
+          onError: (error) => settle(error),
+        },
+      );
+    });
+  }
+
+  /**
+   * Aborts every request in flight and every one still queued for a socket: each is recorded
+   * with `aborted: ${reason.message}`.
+   */
+  abortAll(reason: Error): void {
+    this.stopReason = reason;
+    for (const abort of this.inFlight) abort(reason);
+    this.inFlight.clear();
+  }
+
+  private finishRecord(record: RequestRecord, sse: SseReader, finish: number): void {
+    record.finish = finish;
+    record.first_token = sse.firstTokenAt === undefined ? finish : (sse.firstTokenAt - this.options.origin) / 1000;
     const usage = sse.usage;
     if (usage !== undefined) {
       if (isCount(usage.prompt_tokens)) record.input_tokens = usage.prompt_tokens;
@@ -149,7 +196,6 @@ export class TargetClient {
       if (isCount(cached)) record.cached_tokens = cached;
     }
     record.output_tokens = isCount(usage?.completion_tokens) ? usage.completion_tokens : sse.tokenChunks;
-    return record;
   }
 
   async close(): Promise<void> {
@@ -161,19 +207,9 @@ function isCount(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
 /** The start of an error body, its `error.message` when it is OpenAI's error JSON. */
-async function errorText(body: AsyncIterable<unknown>): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    if (size < ERROR_BODY_BYTES) chunks.push(chunk as Buffer);
-    size += (chunk as Buffer).length;
-  }
-  const text = Buffer.concat(chunks).toString('utf8').slice(0, ERROR_BODY_BYTES);
+function errorText(body: string): string {
+  const text = body.slice(0, ERROR_BODY_BYTES);
   try {
     const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
     const message = typeof parsed.error === 'object' ? parsed.error?.message : (parsed.error ?? parsed.message);
@@ -185,8 +221,8 @@ async function errorText(body: AsyncIterable<unknown>): Promise<string> {
 }
 
 /** Why a request failed without a whole response: a connection error, a cut stream, an abort. */
-function failure(error: unknown, signal: AbortSignal): string {
-  if (signal.aborted) return `aborted: ${String((signal.reason as Error | undefined)?.message ?? 'replay stopped')}`;
+function failure(error: unknown, stopped: Error | undefined): string {
+  if (stopped !== undefined) return `aborted: ${stopped.message}`;
   const e = error as { code?: string; message?: string };
   return `${e.code ?? 'error'}: ${e.message ?? String(error)}`;
 }
