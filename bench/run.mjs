@@ -32,6 +32,7 @@ const WORKLOADS = [
   'proxy-body-size',
   'proxy-bodies',
   'cli-startup',
+  'replay-driver',
 ];
 /** The workloads whose samples are route() + complete() pairs net of the timer's cost. */
 const TIMED_PAIRS = ['mooncake', 'agentic-long', 'feed'];

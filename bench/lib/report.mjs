@@ -4,6 +4,7 @@
 import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
+import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-report.mjs';
 
 /**
  * @typedef {import('./workload.mjs').Result} Result
@@ -14,7 +15,8 @@ import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
  * @typedef {import('./bodies-report.mjs').BodySizeResult} BodySizeResult
  * @typedef {import('./bodies-report.mjs').BodiesResult} BodiesResult
  * @typedef {import('../cli-startup.mjs').CliStartupResult} CliStartupResult
- * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult) & { date?: string }} AnyResult
+ * @typedef {import('../replay-driver.js').ReplayDriverResult} ReplayDriverResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | ReplayDriverResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -136,7 +138,12 @@ export function targetChecks(allResults) {
       (v) => v <= 60,
       ' s',
     );
-  lines.push(...proxyTargetChecks(allResults), ...bodiesTargetChecks(allResults), ...cliStartupChecks(allResults));
+  lines.push(
+    ...proxyTargetChecks(allResults),
+    ...bodiesTargetChecks(allResults),
+    ...cliStartupChecks(allResults),
+    ...replayDriverChecks(allResults),
+  );
   return lines;
 }
 
@@ -270,6 +277,7 @@ export function renderResults(doc, command) {
     ...renderProxyResults(doc.results),
     ...renderBodiesResults(doc.results),
     ...renderCliStartupResults(doc.results),
+    ...renderReplayDriverResults(doc.results),
   );
   return out.join('\n');
 }
