@@ -40,6 +40,8 @@ describe('kvroute --help', () => {
       [
         'analyze',
         'analyze trace',
+        'bench',
+        'bench interference',
         'hash',
         'replay',
         'serve',
@@ -156,7 +158,7 @@ describe('kvroute start-up', () => {
     return readFileSync(log, 'utf8').split('\n');
   }
   const HEAVY =
-    /\/(proxy\/(?!proxy-options|serve-settings)|sim\/(?!engine-preset|sim-fleet-defaults)|analysis\/|state\/)|piscina|uWebSockets|yaml|undici/;
+    /\/(proxy\/(?!proxy-options|serve-settings)|sim\/(?!engine-preset|sim-fleet-defaults|interference-protocol)|analysis\/|state\/)|piscina|uWebSockets|yaml|undici/;
 
   it('--help and hash load no verb they do not run: no proxy, simulator, analysis or state feed', () => {
     const help = loaded(['--help']);

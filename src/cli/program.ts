@@ -15,6 +15,7 @@
 import { Command } from 'commander';
 
 import { addAnalyzeCommand } from './analyze-command.js';
+import { addBenchCommand } from './bench-command.js';
 import { addHashCommand } from './hash-command.js';
 import { addReplayCommand } from './replay-command.js';
 import { addServeCommand } from './serve-command.js';
@@ -49,6 +50,7 @@ export function createCli(version: string): Cli {
     addTraceCommand,
     addAnalyzeCommand,
     addSimCommand,
+    addBenchCommand,
     addStateCommand,
     addServeCommand,
     addReplayCommand,
