@@ -116,6 +116,32 @@ describe('against stubs', () => {
     expect(records.every((r) => r.instance === 0)).toBe(true);
   });
 
+  it('session mode: --speed divides trace time; sessionless requests go at their arrival; --duration stops sending', async () => {
+    const stub = await fastStub();
+    rigs.add(stub.close);
+    const requests = sessionTrace(5, 1, 1, 2, 0.5).map((r) => ({ ...r, sessionless: true }));
+    const out = files.path('speed.rec');
+    const result = await replay({ trace: 't', requests, target: stub.url, records: out, speed: 10 });
+    expect(result).toMatchObject({ sent: 5, errors: 0, stoppedBy: 'end' });
+    const dispatched = readRecordFile(out)
+      .records.map((r) => r.dispatch)
+      .sort((a, b) => a - b);
+    for (const [i, at] of dispatched.entries()) {
+      expect(at).toBeGreaterThanOrEqual(i * 0.05 - 0.002);
+      expect(at).toBeLessThan(i * 0.05 + 0.04);
+    }
+    // 100 requests 0.1 s apart, stopped after 0.25 s: three sent (0, 0.1, 0.2), the rest never.
+    const bounded = await replay({
+      trace: 't',
+      requests: sessionTrace(100, 1, 1, 2, 0.1),
+      target: stub.url,
+      duration: 0.25,
+    });
+    expect(bounded.stoppedBy).toBe('duration');
+    expect(bounded.sent).toBe(3);
+    expect(bounded.done).toBe(3);
+  });
+
   it('the body: prompt, max_tokens, ignore_eos, streaming with usage, hash_ids, x-session-id', async () => {
     const stub = await fastStub();
     rigs.add(stub.close);

@@ -6,6 +6,7 @@
  * plain stderr line every PLAIN_EVERY_MS (sent, done, errors, rate), as CI logs want.
  */
 import { formatCount, formatDuration } from '../analysis/format-units.js';
+import { percentileOfSorted } from '../analysis/percentiles.js';
 import { findSrr, parseSlo, type SrrResult, type Trial } from '../replay/find-srr.js';
 import type { ReplayTally } from '../replay/replay-tally.js';
 import { loadTrace, replay, type ReplayOptions, type ReplayResult } from '../replay/replay.js';
@@ -119,8 +120,7 @@ async function singleRun(values: OptionValues, options: ReplayOptions): Promise<
 
 function summarize(values: OptionValues, options: ReplayOptions, result: ReplayResult): void {
   const ttft = Float64Array.from(result.ttft).sort();
-  const p = (q: number): number =>
-    ttft.length === 0 ? 0 : ttft[Math.min(ttft.length - 1, Math.floor(q * ttft.length))]!;
+  const p = (q: number): number => percentileOfSorted(ttft, q * 100);
   const summary = {
     sent: result.sent,
     done: result.done,

@@ -145,15 +145,19 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
   };
   const header = options.header?.(facts) ?? (await import('../cli/run-header.js')).runHeader(facts);
   const writer = options.records === undefined ? undefined : new RecordWriter(options.records, header);
-  const engineLog =
-    options.engineState === undefined || options.engineState.length === 0 || options.records === undefined
-      ? undefined
-      : new EngineStateLog({
-          path: `${options.records}.engine-state`,
-          urls: options.engineState,
-          intervalMs: options.engineStateIntervalMs ?? d.engineStateIntervalMs,
-          clock,
-        });
+  let engineLog: EngineStateLog | undefined;
+  try {
+    if (options.engineState !== undefined && options.engineState.length > 0 && options.records !== undefined)
+      engineLog = new EngineStateLog({
+        path: `${options.records}.engine-state`,
+        urls: options.engineState,
+        intervalMs: options.engineStateIntervalMs ?? d.engineStateIntervalMs,
+        clock,
+      });
+  } catch (error) {
+    writer?.close();
+    throw error;
+  }
   const instances = new InstanceIndex(options.engineState ?? []);
   const client = new TargetClient({
     target: options.target,
