@@ -8,7 +8,24 @@ import { REPLAY_CLI_DEFAULTS } from '../src/cli/replay-command.js';
 import { parseSlo } from '../src/replay/find-srr.js';
 import { BlockText, blockWords, WORDS } from '../src/replay/block-text.js';
 import { REPLAY_DEFAULTS } from '../src/replay/replay.js';
+import { ReplayTally } from '../src/replay/replay-tally.js';
 import { SseReader } from '../src/replay/sse.js';
+import { replayProgress } from '../src/cli/replay-progress.js';
+import type { RequestRecord } from '../src/trace/records.js';
+
+const record: RequestRecord = {
+  session: 's',
+  turn: 1,
+  instance: 0,
+  dispatch: 0,
+  first_token: 0.1,
+  finish: 0.2,
+  input_tokens: 10,
+  cached_tokens: 0,
+  output_tokens: 2,
+  overlapped: false,
+  preemptions: 0,
+};
 
 describe('prompt text from block ids', () => {
   const text = new BlockText(16);
@@ -88,5 +105,29 @@ describe('--slo', () => {
       connections: REPLAY_DEFAULTS.connections,
       maxConnectionFailures: REPLAY_DEFAULTS.maxConnectionFailures,
     });
+  });
+});
+
+describe('progress', () => {
+  it('off a TTY: a plain line per interval with sent, done, errors and the rate; nothing after stop', async () => {
+    const lines: string[] = [];
+    const stream = { isTTY: false, write: (text: string) => lines.push(text) > 0 };
+    const tally = new ReplayTally();
+    tally.sent = 5;
+    tally.finish({ ...record, error: 'HTTP 503: x' });
+    const progress = replayProgress('replay', tally, 10, { stream, everyMs: 20 });
+    await new Promise<void>((resolve) => {
+      const poll = setInterval(() => {
+        if (lines.length >= 2) {
+          clearInterval(poll);
+          resolve();
+        }
+      }, 5);
+    });
+    progress.stop();
+    const count = lines.length;
+    expect(lines[0]).toMatch(/^kvroute replay: 5 sent, 1 done, 1 errors, [\d.]+( k)? req\/s, .* elapsed\n$/);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(lines.length).toBe(count);
   });
 });

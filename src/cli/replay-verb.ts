@@ -2,13 +2,11 @@
  * `kvroute replay`, declared in replay-command.ts: flags → ReplayOptions, the progress display,
  * Ctrl-C/SIGTERM → a graceful stop, and the summary (docs/replay.md).
  *
- * Progress: on a TTY, progress.ts's line (requests done of the trace, rate, ETA); elsewhere a
- * plain stderr line every PLAIN_EVERY_MS (sent, done, errors, rate), as CI logs want.
+ * Progress: replay-progress.ts.
  */
 import { formatCount, formatDuration } from '../analysis/format-units.js';
 import { percentileOfSorted } from '../analysis/percentiles.js';
 import { findSrr, parseSlo, type SrrResult, type Trial } from '../replay/find-srr.js';
-import type { ReplayTally } from '../replay/replay-tally.js';
 import { loadTrace, replay, type ReplayOptions, type ReplayResult } from '../replay/replay.js';
 import { ReplayError } from '../replay/target-check.js';
 import {
@@ -20,26 +18,10 @@ import {
   UsageError,
   type OptionValues,
 } from './common.js';
-import { startProgress, type Progress } from './progress.js';
+import type { Progress } from './progress.js';
+import { replayProgress } from './replay-progress.js';
 import { REPLAY_CLI_DEFAULTS } from './replay-command.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
-
-const PLAIN_EVERY_MS = 10_000;
-
-/** Progress for one run: the TTY line, or plain lines; stop() ends either. */
-function showProgress(label: string, tally: ReplayTally, total: number): Progress {
-  const line = startProgress({ label, unit: 'requests', total, poll: () => tally.done });
-  if (process.stderr.isTTY === true) return line;
-  const started = Date.now();
-  const timer = setInterval(() => {
-    const seconds = (Date.now() - started) / 1000;
-    process.stderr.write(
-      `kvroute ${label}: ${tally.sent} sent, ${tally.done} done, ${tally.errors} errors, ${formatCount(tally.done / seconds)} req/s, ${formatDuration(seconds)} elapsed\n`,
-    );
-  }, PLAIN_EVERY_MS);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
-}
 
 function list(value: string | undefined): string[] | undefined {
   return value
@@ -107,7 +89,7 @@ async function singleRun(values: OptionValues, options: ReplayOptions): Promise<
     options.dispatch = { mode, rate, seed: integerFlag(values, 'seed', 0) ?? d.seed };
   } else if (stringFlag(values, 'rate') !== undefined) throw new UsageError('--rate needs --mode poisson');
   let progress: Progress | undefined;
-  options.onStart = (tally, total) => (progress = showProgress('replay', tally, total));
+  options.onStart = (tally, total) => (progress = replayProgress('replay', tally, total));
   let result: ReplayResult;
   try {
     result = await replay(options);
