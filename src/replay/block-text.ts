@@ -11,9 +11,16 @@
  *   0..i (trace ids are chained) send byte-identical prompt prefixes through block i, whatever
  *   follows. A partial last block (the prompt's remainder) is the full block's text cut to fewer
  *   words, so it is a prefix of the full block's text.
- * - One word per token: every word is a single token for BPE tokenizers of the Llama/Qwen
- *   families (a common word with its leading space), so a block of `blockSize` words is about
- *   `blockSize` tokens and block boundaries fall on word boundaries (tokens do not straddle them).
+ * - One word per token, intended: the words are among the most common in English, which large
+ *   BPE vocabularies (Llama 3, Qwen) hold as single tokens with their leading space, so a block
+ *   of `blockSize` words should be about `blockSize` tokens and no token straddles two blocks.
+ *   Not checked against a tokenizer here (none ships with kvroute): a real engine's
+ *   `prompt_tokens` in the records is the measure.
+ *
+ * Hazard: the byte-identical-prefix property is exact; the token alignment of block boundaries
+ * with the engine's own blocks is not (a tokenizer merging across a word boundary, or a chat
+ * template, shifts it), so an engine's cached tokens can differ from the trace's by up to a block
+ * per request.
  *
  * Tunables: WORDS (the vocabulary; 256 words, so a draw is 8 bits of the PRNG) and the cache of
  * full-block texts (CACHE_BLOCKS entries, cleared when full: memory stays bounded whatever the
