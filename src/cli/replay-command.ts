@@ -28,7 +28,7 @@ export function addReplayCommand(program: Command): void {
     .option('--target <URL>', 'base URL of the endpoint, e.g. http://127.0.0.1:8000 (required)')
     .option('--records <OUT>', 'write per-request records (MessagePack, docs/records.md)')
     .option('--mode <session|poisson>', withDefault("session: the seeds' agentic dispatch; poisson: open loop", d.mode))
-    .option('--rate <R>', 'poisson: requests per second')
+    .option('--rate <R>', "poisson: requests per second; find-srr: the first trial's rate (default 1)")
     .option('--seed <K>', withDefault('poisson: seed of the arrivals', d.seed))
     .option('--find-srr', 'search the highest poisson rate meeting --slo (bracket, then bisect)')
     .option('--slo <SPEC>', withDefault('find-srr: the SLO, seconds', d.slo))
