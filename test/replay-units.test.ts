@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { REPLAY_CLI_DEFAULTS } from '../src/cli/replay-command.js';
-import { parseSlo } from '../src/replay/find-srr.js';
+import { parseSlo, saltBlocks } from '../src/replay/find-srr.js';
 import { BlockText, blockWords, WORDS } from '../src/replay/block-text.js';
 import { REPLAY_DEFAULTS } from '../src/replay/replay.js';
 import { ReplayTally } from '../src/replay/replay-tally.js';
@@ -96,6 +96,20 @@ describe('--slo', () => {
     ]);
     expect(() => parseSlo('e2e_p90=1')).toThrow(/e2e_p90=1/);
     expect(() => parseSlo('ttft_p90=0')).toThrow(RangeError);
+  });
+
+  it('find-srr trials: each its own block ids, the sharing within a trial kept', () => {
+    const base = [
+      { ...record, hashIds: [1, 2, 3], blockSize: 16, arrival: 0, inputLength: 48, outputLength: 2 },
+      { ...record, turn: 2, hashIds: [1, 2, 3, 4], blockSize: 16, arrival: 0, inputLength: 64, outputLength: 2 },
+    ];
+    expect(saltBlocks(base, 0)).toEqual(base);
+    const [a, b] = saltBlocks(base, 1);
+    const [c] = saltBlocks(base, 2);
+    expect(b!.hashIds.slice(0, 3)).toEqual(a!.hashIds);
+    expect(new Set([...a!.hashIds, ...c!.hashIds, ...base[0]!.hashIds]).size).toBe(9);
+    expect(saltBlocks([{ ...base[0]!, hashIds: [2 ** 53 - 1] }], 1)[0]!.hashIds[0]).toBeLessThan(2 ** 53);
+    expect(base[0]!.hashIds).toEqual([1, 2, 3]);
   });
 
   it("the CLI's defaults are the library's", () => {

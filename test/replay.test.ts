@@ -65,6 +65,7 @@ describe('against simulated engines behind the proxy', () => {
       expect(r.first_token).toBeLessThanOrEqual(r.finish);
       bySession.set(r.session, [...(bySession.get(r.session) ?? []), r]);
     }
+    let stayed = 0;
     for (const turns of bySession.values()) {
       turns.sort((a, b) => a.turn - b.turn);
       expect(turns.map((r) => r.turn)).toEqual([1, 2, 3]);
@@ -72,11 +73,15 @@ describe('against simulated engines behind the proxy', () => {
       for (let t = 1; t < turns.length; t++) {
         // Session dispatch: turn N+1 leaves only after turn N finished.
         expect(turns[t]!.dispatch).toBeGreaterThanOrEqual(turns[t - 1]!.finish);
-        // Affinity sends the turn to the same engine, which holds the previous turn's full blocks.
-        expect(turns[t]!.instance).toBe(turns[t - 1]!.instance);
-        expect(turns[t]!.cached_tokens).toBeGreaterThanOrEqual((t * 8 - 1) * BLOCK);
+        // Affinity sends the turn to the same engine, which holds the previous turn's full blocks
+        // (the policy may move a turn off an engine it finds overloaded: then nothing is cached).
+        if (turns[t]!.instance === turns[t - 1]!.instance) {
+          stayed++;
+          expect(turns[t]!.cached_tokens).toBeGreaterThanOrEqual((t * 8 - 1) * BLOCK);
+        }
       }
     }
+    expect(stayed).toBeGreaterThanOrEqual(4);
     // The engine-state log: JSON lines on the replay clock, one per engine per scrape.
     const lines = readFileSync(`${out}.engine-state`, 'utf8')
       .trim()

@@ -34,6 +34,7 @@ export function addReplayCommand(program: Command): void {
     .option('--slo <SPEC>', withDefault('find-srr: the SLO, seconds', d.slo))
     .option('--max-trials <N>', withDefault('find-srr: trials at most', d.maxTrials))
     .option('--trial-requests <N>', withDefault('find-srr: requests per trial', d.trialRequests))
+    .option('--warm-trials', "find-srr: every trial sends the trace's block ids (default: each trial its own, cold)")
     .option('--speed <X>', withDefault('session: replay trace time X times faster', d.speed))
     .option('--max-requests <N>', 'send the first N requests of the trace only')
     .option('--duration <S>', 'stop sending after S seconds')

@@ -164,6 +164,7 @@ async function srrRun(values: OptionValues, options: ReplayOptions): Promise<voi
     seed: integerFlag(values, 'seed', 0) ?? d.seed,
     maxTrials: integerFlag(values, 'max-trials', 1) ?? d.maxTrials,
     trialRequests,
+    warm: values['warm-trials'] === true,
     onTrial,
   });
   const fmt = (x: number | undefined): string => (x === undefined ? '-' : x.toPrecision(4));

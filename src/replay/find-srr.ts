@@ -11,11 +11,17 @@
  * dispatch, successful requests) is at most 10 s; `tpot_pNN` is over (finish − first_token) ÷
  * (output_tokens − 1) of successful requests with two or more output tokens.
  *
+ * Caches: trial k replays the same requests with block ids moved to its own id space (saltBlocks),
+ * so no trial finds the prefixes an earlier trial left in the engines' caches; the engines'
+ * capacity still holds earlier trials' blocks until evicted. `warm` replays the trace's ids in
+ * every trial instead.
+ *
  * Tunables: maxTrials (default 12), tolerance (0.05), maxErrorFraction (0.01).
  * Cost: maxTrials replays at most; each trial's records go to `${records}.trialN` (N from 1).
  */
 import { percentileOfSorted } from '../analysis/percentiles.js';
-import { replay, type ReplayOptions, type ReplayResult } from './replay.js';
+import type { TraceRequest } from '../trace/types.js';
+import { loadTrace, replay, type ReplayOptions, type ReplayResult } from './replay.js';
 
 export interface SloTerm {
   metric: 'ttft' | 'tpot';
@@ -72,6 +78,23 @@ export interface SrrOptions {
   tolerance?: number;
   maxErrorFraction?: number;
   onTrial?: (trial: Trial) => void;
+  /** Replay the same block ids in every trial (later trials find earlier trials' caches). */
+  warm?: boolean;
+}
+
+/** Added to block ids per trial: trials stay apart below 2^53 for ids under 2^44. */
+const TRIAL_SALT = 2 ** 44;
+
+/**
+ * The requests with their block ids moved to trial `k`'s own id space ((id + k × 2^44) mod
+ * 2^53): the same sharing structure within the trial, nothing shared with another trial, so
+ * every trial starts on caches the earlier trials did not fill with its prefixes (their prompts
+ * differ from the first block). Trial 0 keeps the trace's ids.
+ */
+export function saltBlocks(requests: readonly TraceRequest[], k: number): TraceRequest[] {
+  if (k === 0) return [...requests];
+  const salt = k * TRIAL_SALT;
+  return requests.map((r) => ({ ...r, hashIds: r.hashIds.map((id) => (id + salt) % 2 ** 53) }));
 }
 
 function judge(result: ReplayResult, slo: SloTerm[], maxErrorFraction: number): Pick<Trial, 'pass' | 'measured'> {
@@ -93,14 +116,22 @@ export async function findSrr(options: SrrOptions): Promise<SrrResult> {
   let low: number | undefined;
   let high: number | undefined;
   let stoppedBy: SrrResult['stoppedBy'] = 'trials';
+  let requests = options.replay.requests;
+  let fingerprint = options.replay.fingerprint;
+  if (requests === undefined) {
+    const loaded = await loadTrace(options.replay.trace, options.replay.readerOptions, options.trialRequests);
+    ({ requests, fingerprint } = loaded);
+  }
+  const base = requests.slice(0, options.trialRequests);
   const run = async (rate: number): Promise<boolean | undefined> => {
     const n = trials.length + 1;
     const records = options.records === undefined ? undefined : `${options.records}.trial${n}`;
     const result = await replay({
       ...options.replay,
+      requests: options.warm === true ? base : saltBlocks(base, n - 1),
+      ...(fingerprint === undefined ? {} : { fingerprint }),
       ...(records === undefined ? {} : { records }),
       dispatch: { mode: 'poisson', rate, seed: options.seed },
-      maxRequests: options.trialRequests,
     });
     const trial: Trial = {
       n,
