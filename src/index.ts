@@ -83,4 +83,5 @@ export {
 } from './replay/replay.js';
 export { findSrr, parseSlo, type SloTerm, type SrrOptions, type SrrResult, type Trial } from './replay/find-srr.js';
 export type { DispatchMode } from './replay/dispatcher.js';
+export type { ReplayTally } from './replay/replay-tally.js';
 export { ReplayError } from './replay/target-check.js';
