@@ -34,6 +34,7 @@ const WORKLOADS = [
   'proxy-bodies',
   'cli-startup',
   'analyze-run',
+  'replay-driver',
 ];
 /** The workloads whose samples are route() + complete() pairs net of the timer's cost. */
 const TIMED_PAIRS = ['mooncake', 'agentic-long', 'feed'];

@@ -71,3 +71,17 @@ export type { ClientRequestHead, ClientResponse } from './proxy/client-io.js';
 export type { ModelCard } from './proxy/backend.js';
 export { openAccessLog, formatRecord, type AccessLog, type AccessLogOptions } from './proxy/access-log.js';
 export type { BackendSnapshot, ModelAvailability, ProxyState } from './proxy/proxy-state.js';
+
+// Live replay (src/replay/): drive an OpenAI-compatible endpoint with a trace, recording each request.
+export {
+  replay,
+  loadTrace,
+  REPLAY_DEFAULTS,
+  type ReplayOptions,
+  type ReplayResult,
+  type StopCause,
+} from './replay/replay.js';
+export { findSrr, parseSlo, type SloTerm, type SrrOptions, type SrrResult, type Trial } from './replay/find-srr.js';
+export type { DispatchMode } from './replay/dispatcher.js';
+export type { ReplayTally } from './replay/replay-tally.js';
+export { ReplayError } from './replay/target-check.js';

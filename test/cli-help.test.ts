@@ -46,6 +46,7 @@ describe('kvroute --help', () => {
         'bench interference',
         'hash',
         'report',
+        'replay',
         'serve',
         'sim',
         'sim interference',

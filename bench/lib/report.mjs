@@ -5,6 +5,7 @@ import { analyzeRunChecks, renderAnalyzeRunResults } from './analyze-run-report.
 import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
+import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-report.mjs';
 
 /**
  * @typedef {import('./workload.mjs').Result} Result
@@ -17,7 +18,8 @@ import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
  * @typedef {import('./bodies-report.mjs').BodiesResult} BodiesResult
  * @typedef {import('../cli-startup.mjs').CliStartupResult} CliStartupResult
  * @typedef {import('../analyze-run.mjs').RunAnalysisResult} RunAnalysisResult
- * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult) & { date?: string }} AnyResult
+ * @typedef {import('../replay-driver.js').ReplayDriverResult} ReplayDriverResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -149,6 +151,7 @@ export function targetChecks(allResults) {
     ...bodiesTargetChecks(allResults),
     ...cliStartupChecks(allResults),
     ...analyzeRunChecks(allResults),
+    ...replayDriverChecks(allResults),
   );
   return lines;
 }
@@ -296,6 +299,7 @@ export function renderResults(doc, command) {
     ...renderBodiesResults(doc.results),
     ...renderCliStartupResults(doc.results),
     ...renderAnalyzeRunResults(doc.results),
+    ...renderReplayDriverResults(doc.results),
   );
   return out.join('\n');
 }

@@ -18,6 +18,7 @@ import { addAnalyzeCommand } from './analyze-command.js';
 import { addBenchCommand } from './bench-command.js';
 import { addHashCommand } from './hash-command.js';
 import { addReportCommand } from './report-command.js';
+import { addReplayCommand } from './replay-command.js';
 import { addServeCommand } from './serve-command.js';
 import { addSimCommand } from './sim-command.js';
 import { addStateCommand } from './state-command.js';
@@ -51,6 +52,7 @@ export function createCli(version: string): Cli {
     addTraceCommand,
     addAnalyzeCommand,
     addSimCommand,
+    addReplayCommand,
     addSweepCommand,
     addBenchCommand,
     addReportCommand,

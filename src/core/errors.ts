@@ -18,7 +18,8 @@ export type KvrouteErrorCode =
   | 'ERR_KVROUTE_TRACE_EMPTY'
   | 'ERR_KVROUTE_RECORDS'
   | 'ERR_KVROUTE_REPORT'
-  | 'ERR_KVROUTE_STATE_FEED';
+  | 'ERR_KVROUTE_STATE_FEED'
+  | 'ERR_KVROUTE_REPLAY_TARGET';
 
 export interface KvrouteError extends Error {
   code: KvrouteErrorCode;

@@ -1,0 +1,58 @@
+/** `kvroute replay`, declared; replay-verb.ts runs it (docs/replay.md). */
+import type { Command } from 'commander';
+
+import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { addTraceInputOptions } from './trace-options.js';
+
+/** Repeated from src/replay/replay.ts (REPLAY_DEFAULTS) so that --help loads no replay code. */
+export const REPLAY_CLI_DEFAULTS = {
+  mode: 'session',
+  seed: 1,
+  speed: 1,
+  grace: 10,
+  connections: 256,
+  maxConnectionFailures: 20,
+  slo: 'ttft_p90=10,tpot_p90=0.1',
+  maxTrials: 12,
+  trialRequests: 500,
+} as const;
+
+export function addReplayCommand(program: Command): void {
+  const d = REPLAY_CLI_DEFAULTS;
+  const replay = subcommand(
+    program,
+    'replay',
+    'drive an OpenAI-compatible endpoint (kvroute serve, vLLM, SGLang, kvroute sim serve) with a trace in real time, recording every request',
+  )
+    .option('--trace <IN>', 'the trace file (required)')
+    .option('--target <URL>', 'base URL of the endpoint, e.g. http://127.0.0.1:8000 (required)')
+    .option('--records <OUT>', 'write per-request records (MessagePack, docs/records.md)')
+    .option('--mode <session|poisson>', withDefault("session: the seeds' agentic dispatch; poisson: open loop", d.mode))
+    .option('--rate <R>', "poisson: requests per second; find-srr: the first trial's rate (default 1)")
+    .option('--seed <K>', withDefault('poisson: seed of the arrivals', d.seed))
+    .option('--find-srr', 'search the highest poisson rate meeting --slo (bracket, then bisect)')
+    .option('--slo <SPEC>', withDefault('find-srr: the SLO, seconds', d.slo))
+    .option('--max-trials <N>', withDefault('find-srr: trials at most', d.maxTrials))
+    .option('--trial-requests <N>', withDefault('find-srr: requests per trial', d.trialRequests))
+    .option('--warm-trials', "find-srr: every trial sends the trace's block ids (default: each trial its own, cold)")
+    .option('--speed <X>', withDefault('session: replay trace time X times faster', d.speed))
+    .option('--max-requests <N>', 'send the first N requests of the trace only')
+    .option('--duration <S>', 'stop sending after S seconds')
+    .option('--grace <S>', withDefault('seconds in-flight requests get after a stop', d.grace))
+    .option('--connections <N>', withDefault('sockets to the target', d.connections))
+    .option('--model <NAME>', withDefault('model name to send', 'the first the target lists at /v1/models'))
+    .option('--no-ignore-eos', 'do not send ignore_eos: true (for engines that reject it)')
+    .option('--engine-state <URL,…>', "scrape these engines' /metrics every second into OUT.engine-state")
+    .option(
+      '--max-connection-failures <N>',
+      withDefault('stop after N consecutive requests without a response', d.maxConnectionFailures),
+    )
+    .option('--json', 'print the summary as JSON');
+  addTraceInputOptions(replay);
+  replay.addHelpText(
+    'after',
+    '\nCtrl-C or SIGTERM stops sending; in-flight requests get --grace seconds, then are recorded as aborted.',
+  );
+  example(replay, 'kvroute replay --trace window.jsonl --target http://127.0.0.1:8000 --records run.msgpack --speed 4');
+  runs(replay, async () => (await import('./replay-verb.js')).replayVerb);
+}
