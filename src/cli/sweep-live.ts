@@ -256,17 +256,16 @@ export function removeFeed(name: string): void {
   ownFeeds.delete(name);
 }
 
-/** `kvroute replay` against the proxy (src/replay/, the replay branch): the cell's records. */
+/**
+ * `kvroute replay` against the proxy: the cell's records. Against a simulated fleet at `speed`
+ * the replay runs the trace's clock as fast (`replay --speed`), so the engines see the trace's
+ * arrival rate; against real backends it runs in real time.
+ */
 async function replayCell(target: string, options: LiveCellOptions): Promise<LiveCellResult> {
   const args = ['replay', '--trace', options.trace, '--target', target, '--records', options.records];
+  if (options.mode === 'live' && options.speed !== undefined) args.push('--speed', String(options.speed));
   const { code, stderr } = await runChild([...args, ...(options.replayArgs ?? [])], options.onSpawn);
-  if (code !== 0) {
-    if (/unknown command 'replay'/.test(stderr))
-      throw new LiveCellError(
-        'this kvroute has no `kvroute replay` yet (it lands with src/replay/); live sweeps need it',
-      );
-    throw new LiveCellError(`kvroute replay exited ${code}: ${stderr.trim()}`);
-  }
+  if (code !== 0) throw new LiveCellError(`kvroute replay exited ${code}: ${stderr.trim()}`);
   const header = readRecordFile(options.records).header;
   return { fingerprint: header?.trace.fingerprint ?? '' };
 }

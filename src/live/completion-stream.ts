@@ -1,10 +1,12 @@
 /**
  * One streamed `/v1/completions` request against a live endpoint, timed: when it was sent, when
  * the first token arrived, when it finished, and the engine's own token counts (`usage`, asked
- * for with `stream_options.include_usage`). Upstream HTTP is undici. SSE is read line by line:
- * a `data:` line is one JSON chunk, `data: [DONE]` ends the stream.
+ * for with `stream_options.include_usage`). Upstream HTTP is undici; the stream is read by the
+ * replayer's SseReader (src/replay/sse.ts).
  */
 import { Agent, request } from 'undici';
+
+import { SseReader } from '../replay/sse.js';
 
 export interface CompletionTiming {
   sent: number;
@@ -25,11 +27,6 @@ export interface CompletionRequest {
   /** The clock the times are on (seconds). */
   now: () => number;
   signal?: AbortSignal;
-}
-
-interface Chunk {
-  choices?: Array<{ text?: string }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number };
 }
 
 export async function streamCompletion(r: CompletionRequest): Promise<CompletionTiming> {
@@ -53,33 +50,17 @@ export async function streamCompletion(r: CompletionRequest): Promise<Completion
     const text = (await response.body.text()).slice(0, 300);
     throw new Error(`${r.url}/v1/completions answered ${response.statusCode}: ${text}`);
   }
-  let firstToken: number | undefined;
-  let usage: Chunk['usage'];
-  let chunks = 0;
-  let carry = '';
-  response.body.setEncoding('utf8');
-  for await (const piece of response.body as AsyncIterable<string>) {
-    const lines = (carry + piece).split('\n');
-    carry = lines.pop()!;
-    for (const line of lines) {
-      if (!line.startsWith('data:')) continue;
-      const data = line.slice(5).trim();
-      if (data === '[DONE]') continue;
-      const chunk = JSON.parse(data) as Chunk;
-      if (chunk.usage) usage = chunk.usage;
-      if ((chunk.choices?.length ?? 0) > 0) {
-        chunks++;
-        firstToken ??= r.now();
-      }
-    }
-  }
+  const sse = new SseReader(r.now);
+  for await (const chunk of response.body as AsyncIterable<Buffer>) sse.push(chunk);
+  sse.end();
   const finish = r.now();
-  if (firstToken === undefined) throw new Error(`${r.url}/v1/completions streamed no tokens`);
+  if (sse.error !== undefined) throw new Error(`${r.url}/v1/completions streamed an error: ${sse.error}`);
+  if (sse.firstTokenAt === undefined) throw new Error(`${r.url}/v1/completions streamed no tokens`);
   return {
     sent,
-    firstToken,
+    firstToken: sse.firstTokenAt,
     finish,
-    promptTokens: usage?.prompt_tokens ?? 0,
-    outputTokens: usage?.completion_tokens ?? chunks,
+    promptTokens: sse.usage?.prompt_tokens ?? 0,
+    outputTokens: sse.usage?.completion_tokens ?? sse.tokenChunks,
   };
 }
