@@ -14,7 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { planCells, type SweepManifest } from '../src/cli/sweep-layout.js';
 import { CLI_PATH, runLiveCell, startFleet, startProxy, type LiveCellRunner } from '../src/cli/sweep-live.js';
 import { runSweep } from '../src/cli/sweep-run.js';
-import { writeRecords } from '../src/trace/record-file.js';
+import { readRecordFile, writeRecords } from '../src/trace/record-file.js';
 import type { RequestRecord } from '../src/trace/records.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-sweep-live-'));
@@ -60,7 +60,7 @@ describe('live cells', () => {
   }, 60_000);
 
   it.each(['shadow', 'shm'] as const)(
-    'runs a %s cell up to replay and stops every child it started',
+    'runs a %s cell end to end (fleet, proxy, replay at the fleet speed) and stops every child it started',
     async (engineState) => {
       const [cell] = planCells(['unified+A+B'], [engineState], 'live');
       const spawned: string[][] = [];
@@ -78,14 +78,7 @@ describe('live cells', () => {
           spawned.push(args);
         },
       });
-      const replayed = await run.then(
-        () => true,
-        (error: Error) => {
-          // Until src/replay/ lands on main, the build has no replay verb: the cell says so.
-          expect(error.message).toMatch(/no `kvroute replay` yet|kvroute replay exited/);
-          return false;
-        },
-      );
+      await run;
       expect(spawned.map((args) => args.slice(0, 2).join(' '))).toEqual([
         'sim serve',
         'serve --backends',
@@ -101,8 +94,11 @@ describe('live cells', () => {
         expect(proxyArgs[proxyArgs.indexOf('--engine-state') + 1]).toBe('shadow');
       }
       expect(proxyArgs[proxyArgs.indexOf('--policy') + 1]).toBe('unified+A+B');
-      expect(spawned[2]).toEqual(expect.arrayContaining(['--trace', trace, '--records', records]));
-      if (replayed) expect(existsSync(records)).toBe(true);
+      expect(spawned[2]).toEqual(expect.arrayContaining(['--trace', trace, '--records', records, '--speed', '50']));
+      const replayedFile = readRecordFile(records);
+      expect(replayedFile.header).toMatchObject({ source: 'replay' });
+      expect(replayedFile.records.length).toBeGreaterThan(0);
+      expect(replayedFile.records.every((r) => r.error === undefined && r.instance >= 0)).toBe(true);
       if (engineState === 'shm')
         expect(existsSync(join('/dev/shm', fleetArgs[fleetArgs.indexOf('--shm') + 1]!))).toBe(false);
       expect(pids.map(alive)).toEqual(pids.map(() => false));
