@@ -123,6 +123,21 @@ describe('--slo', () => {
 });
 
 describe('progress', () => {
+  it('on a TTY: one line with done of the total, sent, errors, the rate and the ETA', async () => {
+    const chunks: string[] = [];
+    const stream = { isTTY: true, columns: 160, write: (text: string) => chunks.push(text) > 0 };
+    const tally = new ReplayTally();
+    tally.sent = 7;
+    tally.finish({ ...record, error: 'HTTP 503: x' });
+    tally.finish(record);
+    const progress = replayProgress('replay', tally, 10, { stream });
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    progress.stop();
+    // eslint-disable-next-line no-control-regex
+    const frames = chunks.map((c) => c.replace(/\u001b(\[[0-9;?]*[A-Za-z]|[78])/g, '')).filter((c) => c !== '');
+    expect(frames.at(-1)).toMatch(/^replay .*20% · 2 \/ 10 requests · 7 sent · 1 errors · .*\/s · ETA/);
+  });
+
   it('off a TTY: a plain line per interval with sent, done, errors and the rate; nothing after stop', async () => {
     const lines: string[] = [];
     const stream = { isTTY: false, write: (text: string) => lines.push(text) > 0 };

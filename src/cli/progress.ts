@@ -54,6 +54,8 @@ export interface ProgressOptions {
   stream?: ProgressStream;
   /** false: draw nothing (e.g. the verb streams its output to the same terminal). Default true. */
   enabled?: boolean;
+  /** More counts for the line after the amount, e.g. "1,204 sent · 3 errors"; read on every redraw. */
+  detail?: () => string;
 }
 
 export interface Progress {
@@ -77,6 +79,7 @@ interface Frame {
   /** Per second; undefined until two samples exist. */
   rate: number | undefined;
   known: boolean;
+  detail: (() => string) | undefined;
 }
 
 /** `value` with its unit: "1.2 GiB", "6.5 k requests". */
@@ -114,6 +117,8 @@ function formatFrame(params: cliProgress.Params, frame: Frame): string {
   } else {
     parts = [amount(params.value, unit), rate, `${formatDuration((Date.now() - params.startTime) / 1000)} elapsed`];
   }
+  const detail = frame.detail?.();
+  if (detail) parts.splice(frame.known ? 2 : 1, 0, detail);
   const text = parts.join(' · ');
   const width = Math.max(1, params.maxWidth - 1); // the last column would wrap on some terminals
   const room = Math.min(BAR_MAX, width - frame.label.length - text.length - 2);
@@ -132,7 +137,13 @@ export function startProgress(options: ProgressOptions): Progress {
     const total = typeof options.total === 'function' ? options.total() : options.total;
     return total !== undefined && Number.isFinite(total) && total >= 0 ? total : undefined;
   };
-  const frame: Frame = { label: options.label, unit: options.unit, rate: undefined, known: false };
+  const frame: Frame = {
+    label: options.label,
+    unit: options.unit,
+    rate: undefined,
+    known: false,
+    detail: options.detail,
+  };
   const bar = new cliProgress.SingleBar({
     stream: stream as NodeJS.WritableStream,
     fps: FPS,
