@@ -62,9 +62,15 @@ export interface TraceMatches {
 }
 
 /** Runs the pipeline over `source` (options as characterizeTrace's; `model` unused). */
+/**
+ * Walks the trace through the tries. `observe`, when given, sees every request as it is read, in
+ * arrival order (what a caller keeps per request beside the walk, without a generator of its own
+ * around `source`: one per request costs a promise).
+ */
 export async function matchTrace(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   options: CharacterizeOptions = {},
+  observe?: (request: TraceRequest) => void,
 ): Promise<TraceMatches> {
   const workers = options.workers ?? defaultWorkers();
   if (!Number.isSafeInteger(workers) || workers < 0) throw invalidValue('workers', 'a non-negative integer', workers);
@@ -76,7 +82,7 @@ export async function matchTrace(
     throw invalidValue('sharedMinSessions', 'a positive integer', minSessions);
   const pipeline = workers === 0 ? inlinePipeline(shards) : threadedPipeline(shards);
   try {
-    const figures = await read(source, pipeline, shards);
+    const figures = await read(source, pipeline, shards, observe);
     const { trie, shards: results } = await pipeline.finish(minSessions);
     return { figures, trie, shards: results, minSessions };
   } finally {
@@ -102,6 +108,7 @@ async function read(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   pipeline: Pipeline,
   shardCount: number,
+  observe: ((request: TraceRequest) => void) | undefined,
 ): Promise<RequestFigures> {
   const figures: RequestFigures = {
     shard: new Growable(Uint8Array),
@@ -116,6 +123,7 @@ async function read(
   let batch = new Float64Array(BATCH_WORDS);
   let words = 0;
   for await (const request of source) {
+    observe?.(request);
     const ids = request.hashIds;
     figures.inputLength.push(request.inputLength);
     figures.outputLength.push(request.outputLength);

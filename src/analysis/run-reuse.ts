@@ -69,21 +69,14 @@ export async function runReuse(
   header: RunHeader | undefined,
   options: CharacterizeOptions = {},
 ): Promise<RunReuse> {
-  // Taken as each trace request passes: what is kept per request is three typed-array entries.
+  // Taken as each trace request passes: one typed-array entry per request (the walk keeps each
+  // request's block size and sessionless flag itself, in matches.figures).
   const fingerprint = new TraceFingerprint();
   const cached = new Growable(Float64Array, 1 << 16);
-  const blockSize = new Growable(Uint32Array, 1 << 16);
-  const sessionless = new Growable(Uint8Array, 1 << 16);
-  async function* noting(): AsyncGenerator<TraceRequest> {
-    for await (const request of source) {
-      fingerprint.add(request);
-      cached.push(cachedOf.get(request.session)?.[request.turn] ?? -1);
-      blockSize.push(request.blockSize);
-      sessionless.push(request.sessionless === true ? 1 : 0);
-      yield request;
-    }
-  }
-  const matches = await matchTrace(noting(), options);
+  const matches = await matchTrace(source, options, (request) => {
+    fingerprint.add(request);
+    cached.push(cachedOf.get(request.session)?.[request.turn] ?? -1);
+  });
   const digest = fingerprint.digest();
   if (header !== undefined && digest !== header.trace.fingerprint)
     throw new TraceMismatchError(
@@ -92,8 +85,8 @@ export async function runReuse(
   const tokens: ReuseSplit = { intra_session: 0, cross_session: 0, shared_prefix: 0, unclassified: 0 };
   let matched = 0;
   const cachedView = cached.view();
-  const sizes = blockSize.view();
-  const noSession = sessionless.view();
+  const sizes = matches.figures.blockSize.view();
+  const noSession = matches.figures.sessionless.view();
   forEachMatch(matches, (r, any, intra, shared) => {
     const c = cachedView[r]!;
     if (c < 0) return;
