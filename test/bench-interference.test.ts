@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { coldPrompt } from '../src/live/cold-prompt.js';
 import { liveInterferenceCell } from '../src/live/interference-live.js';
+import { checkTarget } from '../src/replay/target-check.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
@@ -37,7 +38,8 @@ describe('bench interference against live endpoints', () => {
   afterAll(() => fleet.close());
 
   it('finds decode TPOT hurt by prefills on its own engine, and not by prefills on the other', async () => {
-    const options = { decodeEndpoint: fleet.urls[0]!, prefillEndpoint: fleet.urls[1]!, schedule, speed: SPEED };
+    const model = await checkTarget(fleet.urls[0]!, undefined);
+    const options = { decodeEndpoint: fleet.urls[0]!, prefillEndpoint: fleet.urls[1]!, model, schedule, speed: SPEED };
     const different = await liveInterferenceCell('different', 16384, options);
     const same = await liveInterferenceCell('same', 16384, options);
     for (const cell of [different, same]) {
@@ -67,7 +69,7 @@ describe('kvroute bench interference refuses', () => {
     ],
     [
       ['--decode-endpoint', 'http://127.0.0.1:9', '--prefill-endpoint', 'http://127.0.0.1:9'],
-      /http:\/\/127\.0\.0\.1:9 does not answer .*is the endpoint up\?/,
+      /the target http:\/\/127\.0\.0\.1:9 is not reachable .*is it running\?/,
     ],
   ])('%j with exit 2 and a message naming the problem', (args, message) => {
     const out = kvroute(['bench', 'interference', ...args]);

@@ -15,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { buildReport, markdownPath } from '../src/report/build-report.js';
 import { reportFigures } from '../src/report/report-figures.js';
-import { loadReportInput, perInstance } from '../src/report/report-input.js';
+import { runMetrics } from '../src/analysis/run-metrics.js';
+import { loadReportInput } from '../src/report/report-input.js';
 import type { RequestRecord } from '../src/trace/records.js';
 import { launchBrowser, newPage } from './helpers/browser.js';
 import { buildSweepFixture, FIXTURE_CELLS, FIXTURE_POLICIES, type SweepFixture } from './helpers/report-fixture.js';
@@ -133,7 +134,7 @@ describe('kvroute report on one record file', () => {
       preemptions: 0,
     });
     const records = [record(1, 2), record(0, 1), record(1, 4), record(-1, 0)];
-    const workers = perInstance(records);
+    const workers = runMetrics(records).per_instance;
     expect(workers.map((w) => [w.instance, w.requests])).toEqual([
       [0, 1],
       [1, 2],

@@ -84,9 +84,12 @@ export function runMetrics(records: readonly RequestRecord[]): RunMetrics {
       tpot.push(perToken);
       (r.overlapped ? tpotOverlapped : tpotClean).push(perToken);
     }
-    let instanceTtft = ttftByInstance.get(r.instance);
-    if (instanceTtft === undefined) ttftByInstance.set(r.instance, (instanceTtft = []));
-    instanceTtft.push(firstToken);
+    if (r.instance >= 0) {
+      // -1: no instance answered; not a worker of its own.
+      let instanceTtft = ttftByInstance.get(r.instance);
+      if (instanceTtft === undefined) ttftByInstance.set(r.instance, (instanceTtft = []));
+      instanceTtft.push(firstToken);
+    }
     const seen = instancesBySession.get(r.session);
     if (seen === undefined) instancesBySession.set(r.session, r.instance);
     else if (typeof seen !== 'number') seen.add(r.instance);

@@ -3,7 +3,8 @@
  * live endpoints, or against two simulated engines this process starts (`--sim`), one cell at a
  * time (cells must not overlap: each measures the other's absence).
  */
-import { firstModel, liveInterferenceCell, type LiveInterferenceOptions } from '../live/interference-live.js';
+import { liveInterferenceCell, type LiveInterferenceOptions } from '../live/interference-live.js';
+import { checkTarget } from '../replay/target-check.js';
 import type { InterferenceCell, InterferenceVariant } from '../sim/interference-protocol.js';
 import { INTERFERENCE_PREFILL_TOKENS, INTERFERENCE_VARIANTS } from '../sim/interference-protocol.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
@@ -75,27 +76,19 @@ export async function benchInterferenceVerb(values: OptionValues): Promise<void>
   let fleet: SimFleet | undefined;
   try {
     if (values.sim === true) fleet = await startSimFleet({ instances: 2, port: 0, speed });
+    const decodeEndpoint = fleet?.urls[0] ?? decode!;
+    const prefillEndpoint = fleet?.urls[1] ?? prefill!;
+    // Both endpoints up now is better than a failed cell later; the decode one names the model.
+    const model = await checkTarget(decodeEndpoint, stringFlag(values, 'model'));
+    await checkTarget(prefillEndpoint, model);
     const options: LiveInterferenceOptions = {
-      decodeEndpoint: fleet?.urls[0] ?? decode!,
-      prefillEndpoint: fleet?.urls[1] ?? prefill!,
+      decodeEndpoint,
+      prefillEndpoint,
+      model,
       schedule,
       ignoreEos: values.eos !== true,
       speed: fleet === undefined ? 1 : speed,
     };
-    const model = stringFlag(values, 'model');
-    if (model !== undefined) options.model = model;
-    else {
-      const { Agent } = await import('undici');
-      const agent = new Agent();
-      try {
-        options.model = await firstModel(options.decodeEndpoint, agent);
-        await firstModel(options.prefillEndpoint, agent); // down now is better than after a cell
-      } catch (error) {
-        throw new UsageError((error as Error).message);
-      } finally {
-        await agent.close();
-      }
-    }
     const cells: InterferenceCell[] = [];
     for (const variant of variants)
       for (const prefillTokens of sizes) {

@@ -12,7 +12,7 @@
  * requests measures nothing).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 
 import {
   INTERFERENCE_SCHEDULE,
@@ -28,8 +28,8 @@ import { streamCompletion, type CompletionTiming } from './completion-stream.js'
 export interface LiveInterferenceOptions {
   decodeEndpoint: string;
   prefillEndpoint: string;
-  /** The model to ask for; default: the first model the decode endpoint lists. */
-  model?: string;
+  /** The model to ask for (checkTarget in src/replay/target-check.ts finds what an endpoint serves). */
+  model: string;
   schedule?: Partial<InterferenceSchedule>;
   /** Send vLLM's `ignore_eos` (default true). */
   ignoreEos?: boolean;
@@ -37,21 +37,6 @@ export interface LiveInterferenceOptions {
   speed?: number;
   /** A request's deadline, engine seconds (default 600). */
   requestTimeoutS?: number;
-}
-
-/** The first model id `url` lists on GET /v1/models; a clear error when it does not answer. */
-export async function firstModel(url: string, dispatcher: Agent): Promise<string> {
-  let response;
-  try {
-    response = await request(`${url}/v1/models`, { dispatcher, signal: AbortSignal.timeout(5000) });
-  } catch (error) {
-    throw new Error(`${url} does not answer (${(error as Error).message}); is the endpoint up?`, { cause: error });
-  }
-  const body = (await response.body.json().catch(() => undefined)) as { data?: Array<{ id?: unknown }> } | undefined;
-  const id = body?.data?.[0]?.id;
-  if (response.statusCode !== 200 || typeof id !== 'string')
-    throw new Error(`${url}/v1/models answered ${response.statusCode} without a model id; give --model`);
-  return id;
 }
 
 export async function liveInterferenceCell(
@@ -66,7 +51,7 @@ export async function liveInterferenceCell(
   const now = (): number => ((performance.now() - started) / 1000) * speed;
   const waitUntil = (engineSeconds: number): Promise<void> =>
     sleep(Math.max(0, (engineSeconds - now()) / speed) * 1000);
-  let model = '';
+  const { model } = options;
   const failed = new AbortController();
   let failure: Error | undefined;
   const send = (url: string, tokens: number, maxTokens: number): Promise<CompletionTiming | undefined> =>
@@ -85,7 +70,6 @@ export async function liveInterferenceCell(
       return undefined;
     });
   try {
-    model = options.model ?? (await firstModel(options.decodeEndpoint, dispatcher));
     const decodes: Array<Promise<CompletionTiming | undefined>> = [];
     const decodeLoad = (async () => {
       for (let k = 0; k / s.decodeRate < s.durationS && failure === undefined; k++) {

@@ -23,9 +23,8 @@ import { join } from 'node:path';
 import type { KvrouteError } from '../core/errors.js';
 import { describe } from '../core/errors.js';
 import { runMetrics, type Quantiles } from '../analysis/run-metrics.js';
-import { percentileOfSorted } from '../analysis/percentiles.js';
 import { readRecordFile } from '../trace/record-file.js';
-import type { RequestRecord, RunHeader } from '../trace/records.js';
+import type { RunHeader } from '../trace/records.js';
 
 /** The newest sweep.json version this reader knows (docs/report.md). */
 export const SWEEP_VERSION = 1;
@@ -173,28 +172,11 @@ function checkSummary(file: string, value: unknown): CellSummary {
   return s as unknown as CellSummary;
 }
 
-/** Per-instance request counts and TTFT p90 (seconds), from a run's records; instance -1 left out. */
-export function perInstance(records: readonly RequestRecord[]): NonNullable<CellSummary['per_instance']> {
-  const byInstance = new Map<number, number[]>();
-  for (const r of records) {
-    if (r.instance < 0) continue; // no instance answered (a failed live request)
-    if (!byInstance.has(r.instance)) byInstance.set(r.instance, []);
-    byInstance.get(r.instance)!.push(r.first_token - r.dispatch);
-  }
-  return [...byInstance.entries()]
-    .sort(([a], [b]) => a - b)
-    .map(([instance, ttft]) => ({
-      instance,
-      requests: ttft.length,
-      ttft_p90_s: percentileOfSorted(Float64Array.from(ttft).sort(), 90),
-    }));
-}
-
 /** A single run: one record file. */
 export function loadRun(path: string): ReportInput {
   const file = readRecordFile(path);
   if (file.records.length === 0) throw new ReportError(`${path}: holds no request records`);
-  const summary: CellSummary = { ...runMetrics(file.records), per_instance: perInstance(file.records) };
+  const summary: CellSummary = runMetrics(file.records);
   const h = file.header;
   return {
     kind: 'run',
@@ -219,7 +201,7 @@ function loadCell(dir: string, value: unknown, i: number): ReportCell {
     if (!existsSync(recordsPath)) throw new ReportError(`${recordsPath}: missing (cells[${i}].records in sweep.json)`);
     const file = readRecordFile(recordsPath);
     header = file.header;
-    summary.per_instance = perInstance(file.records);
+    summary.per_instance = runMetrics(file.records).per_instance;
   }
   const cell: ReportCell = { id, policy: f.string(c.policy, `cells[${i}].policy`), summary };
   if (typeof c.engine_state === 'string') cell.engine_state = c.engine_state;
