@@ -22,7 +22,7 @@ import { join } from 'node:path';
 
 import type { KvrouteError } from '../core/errors.js';
 import { describe } from '../core/errors.js';
-import { runMetrics, type Quantiles } from '../analysis/run-metrics.js';
+import { runMetrics, type RunMetrics } from '../analysis/run-metrics.js';
 import { readRecordFile } from '../trace/record-file.js';
 import type { RunHeader } from '../trace/records.js';
 
@@ -43,22 +43,19 @@ export interface SlowCauses {
   causes: Record<string, number>;
 }
 
-/** One run's summary: `kvroute analyze run --json` (or `sim run --json`, a subset). */
-export interface CellSummary {
-  requests: number;
-  ttft_s: Quantiles;
-  tpot_ms: Quantiles;
-  e2e_s: Quantiles;
-  apc: number;
-  interference_index: number | null;
-  hotspot_index: number | null;
-  slow?: SlowCauses;
-  per_instance?: { instance: number; requests: number; ttft_p90_s: number }[];
-  /** Fractions of the run's cached tokens by where they came from. */
-  reuse?: { intra_session: number; cross_session: number; shared_prefix: number; unclassified?: number };
-  /** Live requests that failed (analyze run, sim run on newer kvroute). */
-  failed?: number;
-}
+/**
+ * One run's summary: `kvroute analyze run --json` (or `sim run --json`, a subset), as read from
+ * disk: RunMetrics' figures, with what older summaries may lack made optional.
+ */
+export type CellSummary = Pick<
+  RunMetrics,
+  'requests' | 'ttft_s' | 'tpot_ms' | 'e2e_s' | 'apc' | 'interference_index' | 'hotspot_index'
+> &
+  Partial<Pick<RunMetrics, 'per_instance' | 'failed'>> & {
+    slow?: SlowCauses;
+    /** Fractions of the run's cached tokens by where they came from. */
+    reuse?: { intra_session: number; cross_session: number; shared_prefix: number; unclassified?: number };
+  };
 
 export interface ReportCell {
   id: string;
