@@ -50,6 +50,7 @@ export type { TraceSummary } from './analysis/trace-summary.js';
 
 // Simulated vLLM engines over HTTP (src/sim/): for demos and tests of anything OpenAI-shaped.
 export { startSimFleet, type SimFleet, type SimFleetOptions } from './sim/sim-fleet.js';
+export type { EngineScaling } from './sim/engine-preset.js';
 
 // The proxy (src/proxy/): an OpenAI-compatible routing server on uWebSockets.js or Node's http.
 export { createProxy, type NodeHandler, type Proxy } from './proxy/proxy-server.js';

@@ -27,6 +27,18 @@ describe('renderMetrics', () => {
     expect(lines[4]).toMatch(/^ {2}E2E \(ms\)\s+40\.0\s+90\.0\s+500\.0$/);
     expect(lines[5]).toContain('interference 2.82 · hotspot - ·');
   });
+
+  it('names a perturbed engine model in the first line', () => {
+    const options = {
+      policy: 'sticky',
+      instances: 8,
+      engineState: 'shadow',
+      scaling: { prefillCost: 1.3, kvCapacity: 0.5 },
+    } as const;
+    expect(renderMetrics(options, metrics, 1752).split('\n')[0]).toBe(
+      'sticky · 8 instances · engine state shadow · prefill cost ×1.3 · KV capacity ×0.5 · 125,500 requests · 29.2 min simulated',
+    );
+  });
 });
 
 describe('renderInterference', () => {

@@ -62,6 +62,8 @@ describe('sweep layout', () => {
       expect(existsSync(join(out, file))).toBe(true);
     expect(manifest.trace.fingerprint).toMatch(/^sha256:[0-9a-f]{16}:1255$/);
     expect(manifest.command).toEqual(['sweep', '--trace', trace, '--out', out]);
+    expect(manifest.preset).toBe('h20-qwen3-coder-30b-a3b');
+    expect(manifest.engine_scaling).toEqual({ prefill_cost: 1, decode_cost: 1, kv_capacity: 1 });
     expect(json<TraceSummary>('trace-summary.json').requests).toBe(1255);
     expect(json<unknown[]>('interference.json')).toHaveLength(10);
   });

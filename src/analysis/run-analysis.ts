@@ -2,9 +2,11 @@
  * `kvroute analyze run`: the metrics of a record file (replay or sim run), with the keys of
  * `sim run --json` (run-metrics.ts) plus the run's span and preemptions from the records and
  * the slow requests by cause (slow-causes.ts). Evictions are the simulator's engine counter
- * and are not in records: null here.
+ * and are not in records: null here. The engine model (preset, engine_scaling,
+ * capacity_blocks) comes from the run header: null when it does not say (replay, older files).
  */
 import type { RecordFile } from '../trace/record-file.js';
+import type { EngineScalingRecord } from '../trace/records.js';
 import type { EngineStates } from './engine-state-samples.js';
 import { runMetrics, type RunMetrics } from './run-metrics.js';
 import type { RunReuse } from './run-reuse.js';
@@ -16,6 +18,9 @@ export interface RunAnalysis extends RunMetrics {
   /** Σ preemptions over the records. */
   preemptions: number;
   evictions: null;
+  preset: string | null;
+  engine_scaling: EngineScalingRecord | null;
+  capacity_blocks: number | null;
   slow: SlowSummary;
   /** Where the cached tokens came from; null without the trace (run-reuse.ts). */
   reuse: RunReuse | null;
@@ -41,6 +46,9 @@ export function analyzeRun(
     makespan_s: records.length === 0 ? 0 : last - first,
     preemptions,
     evictions: null,
+    preset: file.header?.preset ?? null,
+    engine_scaling: file.header?.engine_scaling ?? null,
+    capacity_blocks: file.header?.capacity_blocks ?? null,
     slow: labelSlowRequests(records, slo, file.header?.instances, engineStates).summary,
     reuse,
   };

@@ -11,7 +11,7 @@
  *   node:util parseArgs gave them, so the flag helpers of common.ts name the flag in messages.
  * - Every help ends with an example.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 
 import type { OptionValues } from './common.js';
 
@@ -37,6 +37,16 @@ export function subcommand(parent: Command, name: string, description: string): 
 /** The help text of a flag whose default the implementation applies. */
 export function withDefault(text: string, value: string | number): string {
   return `${text} (default: ${value})`;
+}
+
+/** The options under their own heading in the help, after the command's own. */
+export function addOptionGroup(
+  command: Command,
+  heading: string,
+  options: ReadonlyArray<readonly [string, string]>,
+): Command {
+  for (const [flags, description] of options) command.addOption(new Option(flags, description).helpGroup(heading));
+  return command;
 }
 
 /** Ends the command's help with one example (a line per shell command). */

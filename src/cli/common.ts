@@ -43,6 +43,24 @@ export function numberFlag(values: OptionValues, name: string, allowZero = false
   return value;
 }
 
+/**
+ * `--name X`: a multiplier, a finite number > 0 and ≤ `max`. The message says which of the
+ * three it is not: `--kv-capacity must be greater than 0, got -1`.
+ */
+export function multiplierFlag(values: OptionValues, name: string, max: number): number | undefined {
+  const raw = stringFlag(values, name);
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  const fail = (reason: string): never => {
+    throw new UsageError(`--${name} must be ${reason}, got ${raw}`);
+  };
+  if (raw.trim() === '' || Number.isNaN(value)) fail('a number (a multiplier such as 1.3)');
+  if (!Number.isFinite(value)) fail('finite');
+  if (value <= 0) fail('greater than 0');
+  if (value > max) fail(`at most ${max}`);
+  return value;
+}
+
 /** `--name A`: one of `choices`. */
 export function choiceFlag<T extends string>(values: OptionValues, name: string, choices: readonly T[]): T | undefined {
   const raw = stringFlag(values, name);

@@ -8,6 +8,7 @@ import { DEFAULT_POLICY, POLICY_NAMES } from '../core/policy-spec.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { addEngineScalingOptions } from './engine-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 
 export const SIM_RUN_DEFAULTS = {
@@ -49,6 +50,7 @@ function addRun(sim: Command): void {
     .option('--seed <K>', withDefault("--rate's seed", d.seed))
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
+  addEngineScalingOptions(run);
   addTraceInputOptions(run);
   example(run, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8');
   runs(run, async () => (await import('./sim-verb.js')).simRunVerb);
@@ -66,6 +68,7 @@ function addServe(sim: Command): void {
     .option('--model <NAME>', withDefault('served model name', "the preset's model"))
     .option('--shm <NAME>', "publish each engine's state to the feed /dev/shm/NAME (slot i = engine i)")
     .option('--publish-ms <MS>', withDefault('how often --shm publishes', SIM_SERVE_DEFAULTS.publishMs));
+  addEngineScalingOptions(serve);
   serve.addHelpText(
     'after',
     '\nRuns until SIGINT or SIGTERM; prints one URL per engine on stdout (docs/sim-serve.md).',

@@ -2,7 +2,7 @@
  * `kvroute sim serve` (declared in sim-command.ts): N simulated vLLM engines over HTTP until SIGINT
  * or SIGTERM (docs/sim-serve.md).
  */
-import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { describeScaling, ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
 import { startSimFleet } from '../sim/sim-fleet.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import {
@@ -14,6 +14,7 @@ import {
   UsageError,
   type OptionValues,
 } from './common.js';
+import { engineScalingFlags } from './engine-options.js';
 import { SIM_SERVE_DEFAULTS } from './sim-command.js';
 import { publishFleetState } from './fleet-feed.js';
 
@@ -31,6 +32,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     );
   const model = stringFlag(values, 'model');
   if (model === '') throw new UsageError('--model must not be empty');
+  const scaling = engineScalingFlags(values);
   const fleet = await startSimFleet({
     instances,
     port,
@@ -39,14 +41,16 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)),
     blockSize: integerFlag(values, 'block-size', 1),
     model,
+    scaling,
   }).catch((error: NodeJS.ErrnoException) => {
     if (['EADDRINUSE', 'EACCES', 'EADDRNOTAVAIL', 'ENOTFOUND'].includes(error.code ?? ''))
       throw new UsageError(`cannot listen: ${error.message}`);
     throw error;
   });
   const engine = fleet.engines[0]!;
+  const scaled = isUnscaled(scaling) ? '' : ` · ${describeScaling(scaling)}`;
   process.stderr.write(
-    `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}× · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
+    `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}×${scaled} · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
   );
   process.stdout.write(`${fleet.urls.join('\n')}\n`);
   const shm = stringFlag(values, 'shm');

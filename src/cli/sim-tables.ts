@@ -5,6 +5,7 @@
  */
 import { durationScale, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
 import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
+import { describeScaling, isUnscaled } from '../sim/engine-preset.js';
 import type { InterferenceCell } from '../sim/interference-bench.js';
 import type { SimulationOptions } from '../sim/simulator.js';
 
@@ -22,8 +23,9 @@ export function latencyRow(name: string, q: Quantiles): string {
 export function renderMetrics(options: SimulationOptions, m: RunMetrics, makespan: number): string {
   const policy = typeof options.policy === 'string' ? options.policy : options.policy.name;
   const ms = (q: Quantiles): Quantiles => ({ p50: q.p50 / 1000, p90: q.p90 / 1000, p99: q.p99 / 1000 });
+  const scaled = isUnscaled(options.scaling) ? '' : ` · ${describeScaling(options.scaling)}`;
   return [
-    `${policy} · ${options.instances} instances · engine state ${options.engineState} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
+    `${policy} · ${options.instances} instances · engine state ${options.engineState}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
     `${''.padEnd(14)}${['p50', 'p90', 'p99'].map((p) => p.padStart(9)).join('')}`,
     latencyRow('TTFT', m.ttft_s),
     latencyRow('TPOT', ms(m.tpot_ms)),

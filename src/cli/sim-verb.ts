@@ -12,6 +12,7 @@ import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { engineScalingFlags, scalingRecord } from './engine-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from './run-header.js';
 import { SIM_RUN_DEFAULTS } from './sim-command.js';
@@ -28,6 +29,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
     instances: integerFlag(values, 'instances', 1) ?? d.instances,
     engineState: choiceFlag(values, 'engine-state', ['shadow', 'shm'] as const) ?? d.engineState,
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
+    scaling: engineScalingFlags(values),
   };
   const rate = numberFlag(values, 'rate');
   if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed: integerFlag(values, 'seed', 0) ?? d.seed };
@@ -40,6 +42,11 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   );
   reportWarnings('sim run', reader.stats);
   const metrics = runMetrics(result.records);
+  const engine = {
+    preset: options.preset!,
+    engine_scaling: scalingRecord(options.scaling!),
+    capacity_blocks: result.capacityBlocks,
+  };
   const records = stringFlag(values, 'records');
   if (records !== undefined) {
     const header = runHeader(
@@ -51,6 +58,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
         instances: options.instances,
         mode: options.dispatch?.mode ?? 'session',
         ...(rate === undefined ? {} : { rate }),
+        ...engine,
       },
       startedAt,
     );
@@ -58,7 +66,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   }
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...engine })}\n`,
     );
     return;
   }

@@ -6,10 +6,12 @@
 import { join } from 'node:path';
 
 import type { PolicyName } from '../core/types.js';
+import type { EngineScaling } from '../sim/engine-preset.js';
 import { simulateStream } from '../sim/simulator.js';
 import { readTrace, type ReadTraceOptions } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
+import { scalingRecord } from './engine-options.js';
 import { runHeader } from './run-header.js';
 import { writeJson, type CellSummary, type SweepCell } from './sweep-layout.js';
 import { cellSummary } from './sweep-summary.js';
@@ -22,6 +24,7 @@ export interface SimCellTask {
   reader: ReadTraceOptions;
   instances: number;
   preset: string;
+  scaling: EngineScaling;
   /** The sweep's argv and start, for the record header. */
   command: string[];
   startedAt: string;
@@ -51,7 +54,13 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
     instances: task.instances,
     engineState: cell.engine_state,
     preset: task.preset,
+    scaling: task.scaling,
   });
+  const engine = {
+    preset: task.preset,
+    engine_scaling: scalingRecord(task.scaling),
+    capacity_blocks: result.capacityBlocks,
+  };
   const header = runHeader(
     {
       source: 'sim',
@@ -60,12 +69,13 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
       engine_state: cell.engine_state,
       instances: task.instances,
       mode: 'session',
+      ...engine,
     },
     new Date(task.startedAt),
   );
   header.command = task.command;
   writeRecords(join(task.dir, cell.records), result.records, header);
-  const summary = cellSummary(result.records, result, task.instances);
+  const summary = cellSummary(result.records, result, task.instances, engine);
   writeJson(join(task.dir, cell.summary), summary);
   return { id: cell.id, fingerprint: header.trace.fingerprint, summary, wall_s: (performance.now() - started) / 1000 };
 }

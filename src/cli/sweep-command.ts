@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 
 import { DEFAULT_ENGINE_PRESET } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { addEngineScalingOptions } from './engine-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 
 export const SWEEP_DEFAULTS = {
@@ -39,6 +40,7 @@ export function addSweepCommand(program: Command): void {
     .option('--speed <X>', '--live: the fleet runs X times faster than real time')
     .option('--backends <URL,…>', 'run each cell through kvroute serve in front of these engines')
     .option('--json', 'print sweep.json, the cell summaries and the ES ablation pairs instead of the tables');
+  addEngineScalingOptions(sweep, "every simulated engine's");
   addTraceInputOptions(sweep);
   example(
     sweep,

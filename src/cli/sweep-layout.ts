@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, write
 import { basename, dirname, join } from 'node:path';
 
 import type { RunMetrics } from '../analysis/run-metrics.js';
+import type { EngineScalingRecord } from '../trace/records.js';
 import { UsageError } from './common.js';
 
 export const ENGINE_STATES = ['shadow', 'shm'] as const;
@@ -24,11 +25,24 @@ export interface SweepCell {
   summary: string;
 }
 
+/**
+ * The engine model a cell ran on: the preset, its multipliers (all 1 when unperturbed) and,
+ * for simulated engines, each engine's KV capacity in blocks. Not recorded for --backends.
+ */
+export interface EngineFacts {
+  preset: string;
+  engine_scaling: EngineScalingRecord;
+  capacity_blocks?: number;
+}
+
 /** DIR/sweep.json. */
 export interface SweepManifest {
   format: 'kvroute-sweep';
   version: 1;
   trace: { path: string; fingerprint: string };
+  /** The simulated engines' preset and multipliers (absent for --backends, and in older sweeps). */
+  preset?: string;
+  engine_scaling?: EngineScalingRecord;
   /** argv after `kvroute`. */
   command: string[];
   kvroute_version: string;
@@ -41,7 +55,7 @@ export interface SweepManifest {
 }
 
 /** DIR/cells/<id>/summary.json: what `kvroute sim run --json` prints (extended by sweep-summary.ts). */
-export interface CellSummary extends RunMetrics {
+export interface CellSummary extends RunMetrics, Partial<EngineFacts> {
   makespan_s: number;
   preemptions: number;
   evictions: number;

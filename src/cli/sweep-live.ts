@@ -15,7 +15,9 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import type { EngineScaling } from '../sim/engine-preset.js';
 import { readRecordFile } from '../trace/record-file.js';
+import { engineScalingArgs } from './engine-options.js';
 import type { SweepCell } from './sweep-layout.js';
 
 export interface LiveOptions {
@@ -24,6 +26,10 @@ export interface LiveOptions {
   instances: number;
   /** live: `sim serve --speed`. */
   speed?: number;
+  /** live: `sim serve --preset`. */
+  preset?: string;
+  /** live: `sim serve --prefill-cost/--decode-cost/--kv-capacity`. */
+  scaling?: EngineScaling;
   /** live: one fleet for every cell (started with the feed on) instead of a cold one per cell. */
   hot?: boolean;
   /** backends: the engines' base URLs. */
@@ -161,16 +167,22 @@ export function runChild(
   });
 }
 
-/** A fresh `kvroute sim serve` fleet on free loopback ports, publishing `feed` when given. */
+/**
+ * A fresh `kvroute sim serve` fleet on free loopback ports, publishing `feed` when given, its
+ * engines of `engine.preset` scaled by `engine.scaling`.
+ */
 export async function startFleet(
   instances: number,
   feed?: string,
   speed?: number,
   onSpawn?: LiveOptions['onSpawn'],
+  engine: Pick<LiveOptions, 'preset' | 'scaling'> = {},
 ): Promise<Fleet> {
   const args = ['sim', 'serve', '--instances', String(instances), '--port', '0', '--host', '127.0.0.1'];
   if (feed !== undefined) args.push('--shm', feed);
   if (speed !== undefined) args.push('--speed', String(speed));
+  if (engine.preset !== undefined) args.push('--preset', engine.preset);
+  args.push(...engineScalingArgs(engine.scaling ?? {}));
   const started = await startChild(
     args,
     (stdout) => {
@@ -228,7 +240,7 @@ export async function runLiveCell(cell: SweepCell, options: LiveCellOptions): Pr
     } else if (options.fleet !== undefined) {
       urls = options.fleet.urls;
     } else {
-      const fleet = await startFleet(options.instances, feed, options.speed, options.onSpawn);
+      const fleet = await startFleet(options.instances, feed, options.speed, options.onSpawn, options);
       stops.unshift(fleet.stop);
       urls = fleet.urls;
     }

@@ -19,11 +19,20 @@ import { Piscina } from 'piscina';
 import { characterizeTrace } from '../analysis/characterize.js';
 import { comparePairedRuns, type PairedComparison } from '../analysis/paired-compare.js';
 import type { TraceSummary } from '../analysis/trace-summary.js';
-import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import {
+  capacityBlocks,
+  describeScaling,
+  ENGINE_PRESETS,
+  isUnscaled,
+  scalePreset,
+  type EngineScaling,
+} from '../sim/engine-preset.js';
+import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { interferenceTable } from '../sim/interference-bench.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { readRecords } from '../trace/record-file.js';
 import { ioError } from '../trace/trace-errors.js';
+import { scalingRecord } from './engine-options.js';
 import { kvrouteVersion } from './run-header.js';
 import type { CellFailure, SimCellResult, SimCellTask } from './sweep-cell.js';
 import {
@@ -33,6 +42,7 @@ import {
   writeJson,
   type CellMode,
   type CellSummary,
+  type EngineFacts,
   type EngineStateName,
   type SweepCell,
   type SweepManifest,
@@ -52,6 +62,11 @@ export interface SweepOptions {
   /** Engines per cell (sim and live). */
   instances: number;
   preset: string;
+  /**
+   * Multipliers of the preset's prefill cost, decode cost and KV capacity, for the simulator's
+   * engines and the --live fleet (default: none). --backends engines are what they are.
+   */
+  scaling?: EngineScaling;
   /** Piscina threads for offline cells (default: one per core). */
   workers?: number;
   /** live and backends cells. */
@@ -110,9 +125,13 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
   if (fingerprints.size > 1) throw new Error(`cells read different traces: ${[...fingerprints].join(', ')}`);
   const summaries = new Map(ran.map((r) => [r.id, r.summary]));
 
-  const preset = ENGINE_PRESETS[options.preset]!;
+  const preset = scalePreset(ENGINE_PRESETS[options.preset]!, options.scaling);
   const pairs = esPairs(cells, options.out);
-  const tables = renderTables(cells, summaries, traceSummary, pairs);
+  const perturbed =
+    options.mode === 'backends' || isUnscaled(options.scaling)
+      ? undefined
+      : `${describeScaling(options.scaling)} (preset ${options.preset}; docs/engine-model.md#perturbing-the-model)`;
+  const tables = renderTables(cells, summaries, traceSummary, pairs, perturbed);
   writeJson(join(options.out, 'trace-summary.json'), traceSummary);
   writeJson(join(options.out, 'interference.json'), interferenceTable(preset));
   writeAtomically(join(options.out, 'tables.md'), tables);
@@ -120,6 +139,9 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
     format: 'kvroute-sweep',
     version: 1,
     trace: { path: options.trace, fingerprint: ran[0]?.fingerprint ?? '' },
+    ...(options.mode === 'backends'
+      ? {}
+      : { preset: options.preset, engine_scaling: scalingRecord(options.scaling ?? {}) }),
     command: options.command,
     kvroute_version: kvrouteVersion(),
     started_at: startedAt.toISOString(),
@@ -145,6 +167,7 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
           reader: options.reader,
           instances: options.instances,
           preset: options.preset,
+          scaling: options.scaling ?? {},
           command: options.command,
           startedAt: startedAt.toISOString(),
         };
@@ -160,14 +183,16 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
 }
 
 async function runLiveCells(cells: SweepCell[], options: SweepOptions, startedAt: Date): Promise<SimCellResult[]> {
-  const live = options.live;
-  if (live === undefined) throw new Error(`${options.mode} cells need live options`);
+  const given = options.live;
+  if (given === undefined) throw new Error(`${options.mode} cells need live options`);
+  // A --live fleet runs the sweep's engine model, as the simulator's cells do.
+  const live = given.mode === 'live' ? { ...given, preset: options.preset, scaling: options.scaling ?? {} } : given;
   const { runLiveCell, startFleet, feedName, registerFeed, removeFeed } = await import('./sweep-live.js');
   const runner = options.liveRunner ?? runLiveCell;
   // --hot: one fleet for all cells, publishing the feed whether or not a cell reads it.
   const hot = live.mode === 'live' && live.hot === true && options.liveRunner === undefined;
   const feed = feedName('hot');
-  const fleet = hot ? await startFleet(live.instances, registerFeed(feed), live.speed, live.onSpawn) : undefined;
+  const fleet = hot ? await startFleet(live.instances, registerFeed(feed), live.speed, live.onSpawn, live) : undefined;
   try {
     return await runEachLive(cells, options, startedAt, runner, fleet === undefined ? live : { ...live, fleet });
   } finally {
@@ -196,13 +221,24 @@ async function runEachLive(
       last = Math.max(last, r.finish);
     }
     const totals = { makespan: read.length === 0 ? 0 : last - first, preemptions: 0, evictions: 0 };
-    const summary = cellSummary(read, totals, live.instances);
+    const summary = cellSummary(read, totals, live.instances, liveEngine(options, live));
     writeJson(join(options.out, cell.summary), summary);
     const wall = (performance.now() - started) / 1000;
     options.onCell?.(cell, wall);
     results.push({ id: cell.id, fingerprint, summary, wall_s: wall });
   }
   return results;
+}
+
+/** The engine model of a --live fleet (`sim serve` at its default block size); none for --backends. */
+function liveEngine(options: SweepOptions, live: LiveOptions): EngineFacts | undefined {
+  if (live.mode !== 'live') return undefined;
+  const preset = scalePreset(ENGINE_PRESETS[options.preset]!, options.scaling);
+  return {
+    preset: options.preset,
+    engine_scaling: scalingRecord(options.scaling ?? {}),
+    capacity_blocks: capacityBlocks(preset, SIM_FLEET_DEFAULTS.blockSize),
+  };
 }
 
 /** For each policy with both a shadow and an shm cell: the paired comparison shadow → shm. */

@@ -1,6 +1,7 @@
 /**
  * The summary.json of one sweep cell: what `kvroute sim run --json` prints (runMetrics with its
- * per-instance TTFT p90, makespan, preemptions, evictions) plus `slow`, the slow requests by
+ * per-instance TTFT p90, makespan, preemptions, evictions, and the engine model: preset,
+ * engine_scaling, capacity_blocks) plus `slow`, the slow requests by
  * cause at the default SLO, as `kvroute analyze run` labels them (slow-causes.ts). The reuse
  * split is left out: it walks the whole trace once per cell; `kvroute analyze run --trace` gives
  * it for any cell's records.
@@ -8,7 +9,7 @@
 import { runMetrics } from '../analysis/run-metrics.js';
 import { DEFAULT_SLO, labelSlowRequests } from '../analysis/slow-causes.js';
 import type { RequestRecord } from '../trace/records.js';
-import type { CellSummary } from './sweep-layout.js';
+import type { CellSummary, EngineFacts } from './sweep-layout.js';
 
 export interface RunTotals {
   /** Virtual (sim) or wall (live) seconds from the first dispatch to the last completion. */
@@ -17,12 +18,18 @@ export interface RunTotals {
   evictions: number;
 }
 
-export function cellSummary(records: readonly RequestRecord[], totals: RunTotals, instances?: number): CellSummary {
+export function cellSummary(
+  records: readonly RequestRecord[],
+  totals: RunTotals,
+  instances?: number,
+  engine?: EngineFacts,
+): CellSummary {
   const summary: CellSummary = {
     ...runMetrics(records),
     makespan_s: totals.makespan,
     preemptions: totals.preemptions,
     evictions: totals.evictions,
+    ...engine,
   };
   return extendCellSummary(summary, records, instances);
 }

@@ -113,11 +113,14 @@ export function renderEs(pairs: readonly EsPair[]): string {
   ].join('\n');
 }
 
+/** `perturbed`, when given, names the engine-model perturbation the cells ran under, in a line above the tables. */
 export function renderTables(
   cells: readonly SweepCell[],
   summaries: ReadonlyMap<string, CellSummary>,
   trace: TraceSummary,
   pairs: readonly EsPair[],
+  perturbed?: string,
 ): string {
-  return `${renderB3(cells, summaries, trace)}\n\n${renderEs(pairs)}\n`;
+  const head = perturbed === undefined ? '' : `Engine model perturbed: ${perturbed}.\n\n`;
+  return `${head}${renderB3(cells, summaries, trace)}\n\n${renderEs(pairs)}\n`;
 }

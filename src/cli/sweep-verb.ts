@@ -1,8 +1,9 @@
 /** `kvroute sweep` (declared in sweep-command.ts): flags to SweepOptions, the run, its tables. */
 import { formatDuration } from '../analysis/format-units.js';
 import { POLICY_NAMES } from '../core/policy-spec.js';
-import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { engineScalingFlags } from './engine-options.js';
 import { SWEEP_DEFAULTS } from './sweep-command.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
 import type { LiveOptions } from './sweep-live.js';
@@ -50,8 +51,11 @@ export function sweepOptions(values: OptionValues): SweepOptions {
     mode,
     instances,
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
+    scaling: engineScalingFlags(values),
     command: process.argv.slice(2),
   };
+  if (mode === 'backends' && !isUnscaled(options.scaling))
+    throw new UsageError('--prefill-cost, --decode-cost and --kv-capacity apply to simulated engines, not --backends');
   const workers = integerFlag(values, 'workers', 1);
   if (workers !== undefined) options.workers = workers;
   if (mode !== 'sim') options.live = liveOptions(values, mode, instances, backends);

@@ -6,16 +6,16 @@
  * Loaded by every `kvroute` run, so it never imports the trace reader: the reorder window's
  * default is repeated here, and test/cli-help.test.ts checks it against src/trace/read-trace.ts.
  */
-import { Option, type Command } from 'commander';
+import type { Command } from 'commander';
 
 import { TIME_UNITS, TRACE_FORMATS } from '../trace/types.js';
-import { withDefault } from './command-kit.js';
+import { addOptionGroup, withDefault } from './command-kit.js';
 
 const REORDER_WINDOW_DEFAULT = 1024;
 
 /** --format, --block-size, --strict, --infer-sessions, --time-unit, --reorder-window. */
 export function addTraceInputOptions(command: Command): Command {
-  return addGroup(command, 'Trace input:', [
+  return addOptionGroup(command, 'Trace input:', [
     [
       '--format <F>',
       withDefault(
@@ -45,14 +45,8 @@ export function addTraceInputOptions(command: Command): Command {
 
 /** -o/--output and --to; `formatDefault` says what --to defaults to. */
 export function addTraceOutputOptions(command: Command, formatDefault: string): Command {
-  return addGroup(command, 'Trace output:', [
+  return addOptionGroup(command, 'Trace output:', [
     ['-o, --output <FILE>', withDefault('where to write the trace; files are written atomically', 'stdout')],
     [`--to <${TRACE_FORMATS.join('|')}>`, withDefault('output format', formatDefault)],
   ]);
-}
-
-/** The options under their own heading in the help, after the command's own. */
-function addGroup(command: Command, heading: string, options: ReadonlyArray<readonly [string, string]>): Command {
-  for (const [flags, description] of options) command.addOption(new Option(flags, description).helpGroup(heading));
-  return command;
 }

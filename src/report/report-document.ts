@@ -85,6 +85,7 @@ function provenance(doc: ReportDocumentInput): [string, string][] {
     ['started', input.started_at],
   ];
   for (const argv of input.commands) rows.push(['command', commandLine(argv)]);
+  if (input.engine !== undefined) rows.push(['engine model', input.engine]);
   if (input.traceSummary !== undefined)
     rows.push(['trace size', `${input.traceSummary.requests} requests, ${input.traceSummary.sessions} sessions`]);
   rows.push(['report', `kvroute ${doc.version}, ${doc.generatedAt}`]);

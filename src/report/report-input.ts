@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import type { KvrouteError } from '../core/errors.js';
 import { describe } from '../core/errors.js';
 import { runMetrics, type RunMetrics } from '../analysis/run-metrics.js';
+import { describeScaling } from '../sim/engine-preset.js';
 import { readRecordFile } from '../trace/record-file.js';
 import type { RunHeader } from '../trace/records.js';
 
@@ -92,6 +93,8 @@ export interface ReportInput {
   trace: { path: string; fingerprint: string };
   /** Each command that produced the data, as `kvroute …` argv lists. */
   commands: string[][];
+  /** The simulated engines' preset and multipliers, when recorded: `h20-… · prefill cost ×1.3`. */
+  engine?: string;
   kvroute_version: string;
   started_at: string;
   cells: ReportCell[];
@@ -169,17 +172,37 @@ function checkSummary(file: string, value: unknown): CellSummary {
   return s as unknown as CellSummary;
 }
 
+/**
+ * The engine model line of a sweep.json or a run header (`preset`, `engine_scaling`), or
+ * undefined when neither is recorded (older files, --backends sweeps).
+ */
+function engineModel(f: Fields, preset: unknown, scaling: unknown): string | undefined {
+  if (preset === undefined) return undefined;
+  const name = f.string(preset, 'preset');
+  if (scaling === undefined) return name;
+  const s = f.object(scaling, 'engine_scaling');
+  const factor = (key: string): number => f.number(s[key], `engine_scaling.${key}`);
+  const described = describeScaling({
+    prefillCost: factor('prefill_cost'),
+    decodeCost: factor('decode_cost'),
+    kvCapacity: factor('kv_capacity'),
+  });
+  return `${name} · ${described}`;
+}
+
 /** A single run: one record file. */
 export function loadRun(path: string): ReportInput {
   const file = readRecordFile(path);
   if (file.records.length === 0) throw new ReportError(`${path}: holds no request records`);
   const summary: CellSummary = runMetrics(file.records);
   const h = file.header;
+  const engine = h === undefined ? undefined : engineModel(new Fields(`${path}: header`), h.preset, h.engine_scaling);
   return {
     kind: 'run',
     source: path,
     trace: h?.trace ?? { path: '(not recorded)', fingerprint: '(not recorded)' },
     commands: h === undefined ? [] : [h.command],
+    ...(engine === undefined ? {} : { engine }),
     kvroute_version: h?.kvroute_version ?? '(not recorded)',
     started_at: h?.started_at ?? '(not recorded)',
     cells: [{ id: h?.policy ?? 'run', policy: h?.policy ?? '(not recorded)', summary, header: h }],
@@ -252,6 +275,7 @@ export function loadSweep(dir: string): ReportInput {
     source: dir,
     trace: { path: f.string(trace.path, 'trace.path'), fingerprint: f.string(trace.fingerprint, 'trace.fingerprint') },
     commands: [command],
+    ...(s.preset === undefined ? {} : { engine: engineModel(f, s.preset, s.engine_scaling) }),
     kvroute_version: f.string(s.kvroute_version, 'kvroute_version'),
     started_at: f.string(s.started_at, 'started_at'),
     cells: cells.map((c, i) => loadCell(dir, c, i)),

@@ -14,7 +14,21 @@
  * step also reads every decoding sequence's KV cache once: context tokens × KV bytes per token at
  * the card's HBM bandwidth (H20: 4.0 TB/s), which the short-context microbench does not see but
  * a 100k-token agentic context does (~2.5 ms per sequence per step).
+ *
+ * Perturbing the model (scalePreset, docs/engine-model.md#perturbing-the-model): a result is
+ * checked for robustness to this calibration by scaling a preset with three multipliers,
+ * each finite, > 0 and ≤ MAX_ENGINE_SCALE, default 1:
+ *   prefillCost X  stepOverheadMs, prefillMsPerToken and attentionMsPerToken2 × X. The step
+ *                  overhead is the intercept of the isolated-prefill fit and is charged only on
+ *                  steps that prefill, so it is prefill cost: every isolated prefill takes X times
+ *                  as long, short or long.
+ *   decodeCost Y   decodeBaseMs and decodeMsPerSeq × Y, hbmBytesPerSecond ÷ Y (the KV read per
+ *                  context token × Y): every decode-only step takes Y times as long.
+ *   kvCapacity Z   kvCacheBytes × Z: capacityBlocks is floor(Z × bytes ÷ block bytes).
+ * A step that prefills and decodes costs X × its prefill part + Y × its decode part. The batch
+ * limits (maxBatchedTokens, maxRunning) and maxModelLen are untouched. O(1).
  */
+import { invalidValue } from '../core/errors.js';
 import { MODEL_PRESETS, kvBytesPerToken } from '../trace/model-presets.js';
 
 export interface EnginePreset {
@@ -59,6 +73,70 @@ export const ENGINE_PRESETS: Readonly<Record<string, EnginePreset>> = {
 };
 
 export const DEFAULT_ENGINE_PRESET = 'h20-qwen3-coder-30b-a3b';
+
+/** Multipliers of an engine model's costs and capacity (see the header); each defaults to 1. */
+export interface EngineScaling {
+  /** Prefill step time: overhead, per-token and attention terms. */
+  prefillCost?: number;
+  /** Decode step time: base, per-sequence and KV-read terms. */
+  decodeCost?: number;
+  /** KV cache bytes, so capacity in blocks. */
+  kvCapacity?: number;
+}
+
+/** The largest multiplier accepted: beyond it a run is not a perturbation of this model. */
+export const MAX_ENGINE_SCALE = 100;
+
+/**
+ * `scaling` with every factor filled in (1 when absent). A factor that is not a finite number
+ * in (0, MAX_ENGINE_SCALE] throws a RangeError naming it (ERR_KVROUTE_INVALID_ARG_VALUE).
+ */
+export function engineScaling(scaling: EngineScaling = {}): Required<EngineScaling> {
+  const resolved = {
+    prefillCost: scaling.prefillCost ?? 1,
+    decodeCost: scaling.decodeCost ?? 1,
+    kvCapacity: scaling.kvCapacity ?? 1,
+  };
+  for (const [name, value] of Object.entries(resolved))
+    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_ENGINE_SCALE)
+      throw invalidValue(`scaling.${name}`, `a finite number > 0 and ≤ ${MAX_ENGINE_SCALE}`, value);
+  return resolved;
+}
+
+/** True when `scaling` changes nothing. */
+export function isUnscaled(scaling: EngineScaling = {}): boolean {
+  const s = engineScaling(scaling);
+  return s.prefillCost === 1 && s.decodeCost === 1 && s.kvCapacity === 1;
+}
+
+/** "prefill cost ×1.3 · KV capacity ×0.5": the factors other than 1, or "unscaled". Checks nothing. */
+export function describeScaling(scaling: EngineScaling = {}): string {
+  const parts: string[] = [];
+  if ((scaling.prefillCost ?? 1) !== 1) parts.push(`prefill cost ×${scaling.prefillCost}`);
+  if ((scaling.decodeCost ?? 1) !== 1) parts.push(`decode cost ×${scaling.decodeCost}`);
+  if ((scaling.kvCapacity ?? 1) !== 1) parts.push(`KV capacity ×${scaling.kvCapacity}`);
+  return parts.length === 0 ? 'unscaled' : parts.join(' · ');
+}
+
+/**
+ * `preset` with its prefill cost, decode cost and KV capacity scaled (see the header): a new
+ * preset, named after the original and the factors; `preset` itself when nothing changes.
+ */
+export function scalePreset(preset: EnginePreset, scaling: EngineScaling = {}): EnginePreset {
+  const { prefillCost, decodeCost, kvCapacity } = engineScaling(scaling);
+  if (prefillCost === 1 && decodeCost === 1 && kvCapacity === 1) return preset;
+  return {
+    ...preset,
+    name: `${preset.name} (${describeScaling(scaling)})`,
+    stepOverheadMs: preset.stepOverheadMs * prefillCost,
+    prefillMsPerToken: preset.prefillMsPerToken * prefillCost,
+    attentionMsPerToken2: preset.attentionMsPerToken2 * prefillCost,
+    decodeBaseMs: preset.decodeBaseMs * decodeCost,
+    decodeMsPerSeq: preset.decodeMsPerSeq * decodeCost,
+    hbmBytesPerSecond: preset.hbmBytesPerSecond / decodeCost,
+    kvCacheBytes: preset.kvCacheBytes * kvCapacity,
+  };
+}
 
 /** KV cache capacity in blocks of `blockSize` tokens. */
 export function capacityBlocks(preset: EnginePreset, blockSize: number): number {

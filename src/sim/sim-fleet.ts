@@ -3,7 +3,8 @@
  * the proxy's embedded demo. Engine i listens on `port + i`; with port 0 each engine gets its own
  * free port (tests). Either every engine starts or none stays up.
  */
-import { ENGINE_PRESETS } from './engine-preset.js';
+import { invalidValue } from '../core/errors.js';
+import { capacityBlocks, ENGINE_PRESETS, scalePreset, type EngineScaling } from './engine-preset.js';
 import { EngineServer } from './engine-server.js';
 import { SIM_FLEET_DEFAULTS } from './sim-fleet-defaults.js';
 
@@ -18,6 +19,8 @@ export interface SimFleetOptions {
   speed?: number;
   /** ENGINE_PRESETS key (default h20-qwen3-coder-30b-a3b). */
   preset?: string;
+  /** Multipliers of the preset's prefill cost, decode cost and KV capacity (scalePreset). */
+  scaling?: EngineScaling;
   /** Tokens per KV block (default 16, vLLM's). */
   blockSize?: number;
   /** Served model name (default the preset's model). */
@@ -44,9 +47,16 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
     preset: options.preset ?? SIM_FLEET_DEFAULTS.preset,
     blockSize: options.blockSize ?? SIM_FLEET_DEFAULTS.blockSize,
   };
-  const preset = ENGINE_PRESETS[o.preset];
-  if (preset === undefined)
+  const named = ENGINE_PRESETS[o.preset];
+  if (named === undefined)
     throw new RangeError(`unknown engine preset ${o.preset}; known: ${Object.keys(ENGINE_PRESETS).join(', ')}`);
+  const preset = scalePreset(named, options.scaling);
+  if (o.blockSize > 0 && capacityBlocks(preset, o.blockSize) < 1)
+    throw invalidValue(
+      'scaling.kvCapacity',
+      `large enough for one ${o.blockSize}-token KV block per engine`,
+      options.scaling?.kvCapacity,
+    );
   if (!(Number.isSafeInteger(o.instances) && o.instances > 0))
     throw new RangeError(`instances must be a positive integer, got ${o.instances}`);
   if (!(Number.isSafeInteger(o.port) && o.port >= 0 && (o.port === 0 || o.port + o.instances - 1 <= 65535)))

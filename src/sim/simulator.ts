@@ -22,7 +22,15 @@ import type { RequestRecord } from '../trace/records.js';
 import { SynthRandom } from '../trace/synth-random.js';
 import type { TraceRequest } from '../trace/types.js';
 import { EngineModel, type Sequence, type StepOutcome } from './engine-model.js';
-import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, capacityBlocks, type EnginePreset } from './engine-preset.js';
+import {
+  DEFAULT_ENGINE_PRESET,
+  ENGINE_PRESETS,
+  capacityBlocks,
+  isUnscaled,
+  scalePreset,
+  type EnginePreset,
+  type EngineScaling,
+} from './engine-preset.js';
 import { EventQueue } from './event-queue.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
@@ -35,7 +43,12 @@ export interface SimulationOptions {
   publishMs?: number;
   /** ENGINE_PRESETS key. */
   preset?: string;
-  /** KV blocks per engine; default: the preset's KV bytes at the trace's block size. */
+  /**
+   * Multipliers of the preset's prefill cost, decode cost and KV capacity (scalePreset); the
+   * router's capacity follows the engines'. A kvCapacity other than 1 excludes `capacityBlocks`.
+   */
+  scaling?: EngineScaling;
+  /** KV blocks per engine; default: the (scaled) preset's KV bytes at the trace's block size. */
   capacityBlocks?: number;
   dispatch?: Dispatch;
   /** false runs the TypeScript reference router. */
@@ -56,6 +69,8 @@ export interface SimulationResult {
   /** Cached blocks evicted to make room, over all engines. */
   evictions: number;
   steps: number;
+  /** KV blocks of each engine (and the router's capacity per instance); 0 when nothing ran. */
+  capacityBlocks: number;
 }
 
 /** Replays `trace` (in arrival order) and returns every request's record. */
@@ -150,7 +165,9 @@ class Simulation {
     const preset = ENGINE_PRESETS[presetName];
     if (preset === undefined)
       throw invalidValue('preset', `one of ${Object.keys(ENGINE_PRESETS).join(', ')}`, presetName);
-    this.preset = preset;
+    if (options.capacityBlocks !== undefined && !isUnscaled({ kvCapacity: options.scaling?.kvCapacity }))
+      throw invalidValue('capacityBlocks', 'absent when scaling.kvCapacity is given', options.capacityBlocks);
+    this.preset = scalePreset(preset, options.scaling);
     this.dispatch = options.dispatch ?? { mode: 'session' };
     this.random = this.dispatch.mode === 'poisson' ? new SynthRandom(this.dispatch.seed) : undefined;
     this.stepping = new Array<boolean>(options.instances).fill(false);
@@ -197,6 +214,7 @@ class Simulation {
       preemptions: this.preemptions,
       evictions: engines.reduce((sum, engine) => sum + engine.pool.evictions, 0),
       steps: engines.reduce((sum, engine) => sum + engine.counters.steps, 0),
+      capacityBlocks: engines[0]?.pool.capacity ?? 0,
     };
   }
 
@@ -209,6 +227,12 @@ class Simulation {
     }
     const { instances } = this.options;
     const capacity = this.options.capacityBlocks ?? capacityBlocks(this.preset, blockSize);
+    if (this.options.capacityBlocks === undefined && capacity < 1)
+      throw invalidValue(
+        'scaling.kvCapacity',
+        `large enough for one ${blockSize}-token KV block per engine`,
+        this.options.scaling?.kvCapacity,
+      );
     const router = new Router({
       instances,
       policy: this.options.policy,

@@ -51,11 +51,26 @@ export interface RunHeader {
   target?: string;
   mode?: string;
   rate?: number;
+  /**
+   * sim: the engine preset, the multipliers it ran under (all 1 when unperturbed), and each
+   * engine's KV capacity in blocks. Absent in files written before they were recorded: read
+   * those as the default preset, unscaled.
+   */
+  preset?: string;
+  engine_scaling?: EngineScalingRecord;
+  capacity_blocks?: number;
   kvroute_version: string;
   /** argv after `kvroute`. */
   command: string[];
   /** ISO 8601, when the run started. */
   started_at: string;
+}
+
+/** An engine model's multipliers as files record them (docs/engine-model.md#perturbing-the-model). */
+export interface EngineScalingRecord {
+  prefill_cost: number;
+  decode_cost: number;
+  kv_capacity: number;
 }
 
 export const RECORDS_FORMAT = 'kvroute-records' as const;
