@@ -61,6 +61,7 @@ describe('kvroute --help', () => {
         'trace synth',
         'trace transform',
         'trace validate',
+        'tune',
       ].sort(),
     );
   });
@@ -122,6 +123,7 @@ describe('kvroute usage errors', () => {
   it.each([
     [['trace', 'validate'], "kvroute trace: missing required argument 'IN'"],
     [['sim', 'run'], 'kvroute sim: sim run needs --trace FILE'],
+    [['tune', '--policy', 'unified'], 'kvroute tune: tune needs --trace FILE[,FILE…]'],
     [['state', 'publish', '--shm', 'feed'], 'kvroute state: state publish needs --engines URL[,URL…]'],
     [['hash', '--chunk-bytes'], "kvroute hash: option '--chunk-bytes <N>' argument missing"],
     [['analyze', 'trace', '-', '--workers', '-1'], 'kvroute analyze: --workers must be a non-negative integer, got -1'],

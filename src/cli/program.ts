@@ -24,6 +24,7 @@ import { addSimCommand } from './sim-command.js';
 import { addStateCommand } from './state-command.js';
 import { addSweepCommand } from './sweep-command.js';
 import { addTraceCommand } from './trace-command.js';
+import { addTuneCommand } from './tune-command.js';
 
 export interface Cli {
   program: Command;
@@ -54,6 +55,7 @@ export function createCli(version: string): Cli {
     addSimCommand,
     addReplayCommand,
     addSweepCommand,
+    addTuneCommand,
     addBenchCommand,
     addReportCommand,
     addStateCommand,

@@ -1,6 +1,6 @@
 /**
  * A progress line on stderr for the verbs that work for tens of seconds (analyze trace, trace
- * synth / transform / validate, sim run): amount done, rate, and with a known total a bar, the
+ * synth / transform / validate, sim run, tune): amount done, rate, and with a known total a bar, the
  * percentage and an ETA; without one (stdin) the amount, rate and elapsed time.
  *
  * Library: cli-progress 3.12.0, pinned exactly in package.json. It redraws one line in place
@@ -30,7 +30,7 @@ import cliProgress from 'cli-progress';
 
 import { formatBytes, formatCount, formatDuration } from '../analysis/format-units.js';
 
-export type ProgressUnit = 'bytes' | 'requests' | 'sessions';
+export type ProgressUnit = 'bytes' | 'requests' | 'sessions' | 'simulations';
 
 /** What the bar draws on: process.stderr, or a stand-in with the same three members. */
 export interface ProgressStream {

@@ -2,19 +2,59 @@
  * One offline sweep cell: read the trace, simulate it under (policy, engine state), write the
  * cell's records (with the RunHeader `kvroute sim run --records` writes) and summary.json.
  * Runs on a Piscina worker (sweep-worker.ts), each worker reading the trace itself, or inline.
+ * `simulateFile`, the read-and-simulate half, is also what a `kvroute tune` point runs.
  */
 import { join } from 'node:path';
 
-import type { PolicyName } from '../core/types.js';
+import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { EngineScaling } from '../sim/engine-preset.js';
-import { simulateStream } from '../sim/simulator.js';
-import { readTrace, type ReadTraceOptions } from '../trace/read-trace.js';
+import { simulateStream, type SimulationResult } from '../sim/simulator.js';
+import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
 import { scalingRecord } from './engine-options.js';
 import { runHeader } from './run-header.js';
-import { writeJson, type CellSummary, type SweepCell } from './sweep-layout.js';
+import { writeJson, type CellSummary, type EngineStateName, type SweepCell } from './sweep-layout.js';
 import { cellSummary } from './sweep-summary.js';
+
+/** The compiled worker beside this module (from the .ts sources, tests use the build in dist/). */
+export const SIM_WORKER_URL = import.meta.url.endsWith('.ts')
+  ? new URL('../../dist/cli/sweep-worker.js', import.meta.url).href
+  : new URL('./sweep-worker.js', import.meta.url).href;
+
+/** One simulation of a trace file: what a sweep cell and a tune point both run. */
+export interface SimFileRun {
+  trace: string;
+  reader: ReadTraceOptions;
+  policy: PolicyName | PolicySpec;
+  engineState: EngineStateName;
+  instances: number;
+  preset: string;
+  /** Engine-model multipliers (docs/engine-model.md "Perturbing the model"); absent: none. */
+  scaling?: EngineScaling;
+}
+
+export interface SimFileOutcome {
+  result: SimulationResult;
+  /** The TraceFingerprint of the requests the run read. */
+  fingerprint: string;
+  /** The reader's counts, notes and warnings. */
+  readStats: TraceReadStats;
+}
+
+/** Reads `run.trace` and simulates it; the records stay in memory. */
+export async function simulateFile(run: SimFileRun): Promise<SimFileOutcome> {
+  const fingerprint = new TraceFingerprint();
+  const reader = readTrace(run.trace, run.reader);
+  const result = await simulateStream(fingerprinted(reader, fingerprint), {
+    policy: run.policy,
+    instances: run.instances,
+    engineState: run.engineState,
+    preset: run.preset,
+    ...(run.scaling === undefined ? {} : { scaling: run.scaling }),
+  });
+  return { result, fingerprint: fingerprint.digest(), readStats: reader.stats };
+}
 
 export interface SimCellTask {
   cell: SweepCell;
@@ -47,12 +87,12 @@ export interface CellFailure {
 export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
   const started = performance.now();
   const { cell } = task;
-  const fingerprint = new TraceFingerprint();
-  const reader = readTrace(task.trace, task.reader);
-  const result = await simulateStream(fingerprinted(reader, fingerprint), {
+  const { result, fingerprint } = await simulateFile({
+    trace: task.trace,
+    reader: task.reader,
     policy: cell.policy as PolicyName,
-    instances: task.instances,
     engineState: cell.engine_state,
+    instances: task.instances,
     preset: task.preset,
     scaling: task.scaling,
   });
@@ -64,7 +104,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
   const header = runHeader(
     {
       source: 'sim',
-      trace: { path: task.trace, fingerprint: fingerprint.digest() },
+      trace: { path: task.trace, fingerprint },
       policy: cell.policy,
       engine_state: cell.engine_state,
       instances: task.instances,

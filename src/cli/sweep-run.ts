@@ -34,7 +34,7 @@ import { readRecords } from '../trace/record-file.js';
 import { ioError } from '../trace/trace-errors.js';
 import { scalingRecord } from './engine-options.js';
 import { kvrouteVersion } from './run-header.js';
-import type { CellFailure, SimCellResult, SimCellTask } from './sweep-cell.js';
+import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
 import {
   planCells,
   prepareOutDir,
@@ -87,11 +87,6 @@ export interface SweepOutcome {
   tables: string;
   readStats: TraceReadStats;
 }
-
-/** The compiled worker beside this module (from the .ts sources, tests use the build in dist/). */
-const WORKER_URL = import.meta.url.endsWith('.ts')
-  ? new URL('../../dist/cli/sweep-worker.js', import.meta.url).href
-  : new URL('./sweep-worker.js', import.meta.url).href;
 
 /** A cell's failure rethrown here with its code, so a trace read error still exits 1. */
 class CellError extends Error {
@@ -156,7 +151,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
 
 async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt: Date): Promise<SimCellResult[]> {
   const threads = Math.max(1, Math.min(cells.length, options.workers ?? availableParallelism()));
-  const pool = new Piscina({ filename: WORKER_URL, minThreads: threads, maxThreads: threads });
+  const pool = new Piscina({ filename: SIM_WORKER_URL, minThreads: threads, maxThreads: threads });
   try {
     return await Promise.all(
       cells.map(async (cell) => {

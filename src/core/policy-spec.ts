@@ -1,6 +1,11 @@
 /**
  * Policy names, presets and tunables as users give them, resolved into the
  * numeric PolicyConfig the cores take.
+ *
+ * TUNABLES is the one table of a policy's numeric parameters: resolvePolicy checks a spec
+ * against it, and `kvroute tune` searches what it lists. A new parameter is a field of
+ * PolicySpec and ResolvedPolicy (src/core/types.ts) plus one row here; the compiler refuses a
+ * ResolvedPolicy field without a row.
  */
 import { POLICY_KINDS, type PolicyKindName } from './codes.js';
 import type { CorePolicy } from './core-router.js';
@@ -10,10 +15,63 @@ import { checkInteger, checkNumber } from './validate.js';
 
 export const DEFAULT_POLICY: PolicyName = 'unified';
 
-const DEFAULTS = { affinityThreshold: 0.5, overloadFactor: 2.0, decodeWeight: 1.0, ringVnodes: 160 };
+/** A numeric field of PolicySpec: every field of ResolvedPolicy but its name and kind. */
+export type TunableName = Exclude<keyof ResolvedPolicy, 'name' | 'kind'>;
+
+/** One row of TUNABLES. */
+export interface Tunable {
+  /** The allowed range, both ends included: resolvePolicy refuses a value outside it. */
+  min: number;
+  max: number;
+  /** Whole numbers only. */
+  integer: boolean;
+  /** The value when neither the spec nor the policy's preset gives one. */
+  default: number;
+  /** The policy kinds whose decisions read it (docs/policies.md); tuning it for another is refused. */
+  kinds: readonly PolicyKindName[];
+  /** What it does, in one line (kvroute tune --help, docs/tune.md). */
+  meaning: string;
+}
+
+export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
+  affinityThreshold: {
+    min: 0,
+    max: 1,
+    integer: false,
+    default: 0.5,
+    kinds: ['unified', 'unified_kv_both'],
+    meaning: 'the best-cached instance wins only if its matched share of the prompt exceeds this',
+  },
+  overloadFactor: {
+    min: 0,
+    max: 1e9,
+    integer: false,
+    default: 2.0,
+    kinds: ['unified', 'unified_kv_both'],
+    meaning: "… and only if its load is at most this × the candidates' mean load",
+  },
+  decodeWeight: {
+    min: 0,
+    max: 1,
+    integer: false,
+    default: 1.0,
+    kinds: ['lmetric', 'unified', 'unified_kv_both'],
+    meaning: 'weight of a decoding request in the LMetric batch',
+  },
+  ringVnodes: {
+    min: 1,
+    max: 65536,
+    integer: true,
+    default: 160,
+    kinds: ['session_hash'],
+    meaning: 'points per instance on the session ring',
+  },
+};
+
+export const TUNABLE_NAMES = Object.keys(TUNABLES) as TunableName[];
 
 /** Named presets: a kind plus tunables. `unified+A+B` is the seeds' tuned champion. */
-const PRESETS: Record<PolicyName, { kind: PolicyKindName; overloadFactor?: number; decodeWeight?: number }> = {
+const PRESETS: Record<PolicyName, { kind: PolicyKindName } & Partial<Record<TunableName, number>>> = {
   round_robin: { kind: 'round_robin' },
   session_hash: { kind: 'session_hash' },
   load_only: { kind: 'load_only' },
@@ -42,27 +100,19 @@ export function resolvePolicy(input: PolicyName | PolicySpec | undefined, field 
   if (typeof input === 'string') input = { name: input };
   if (typeof input !== 'object' || input === null) throw invalidType(field, 'a policy name or spec', input);
   const preset = presetOf(`${field}.name`, input.name);
-  const pick = (key: 'overloadFactor' | 'decodeWeight') => preset[key] ?? DEFAULTS[key];
-  return {
-    name: preset.name,
-    kind: preset.kind,
-    affinityThreshold:
-      input.affinityThreshold === undefined
-        ? DEFAULTS.affinityThreshold
-        : checkNumber(`${field}.affinityThreshold`, input.affinityThreshold, 0, 1),
-    overloadFactor:
-      input.overloadFactor === undefined
-        ? pick('overloadFactor')
-        : checkNumber(`${field}.overloadFactor`, input.overloadFactor, 0, 1e9),
-    decodeWeight:
-      input.decodeWeight === undefined
-        ? pick('decodeWeight')
-        : checkNumber(`${field}.decodeWeight`, input.decodeWeight, 0, 1),
-    ringVnodes:
-      input.ringVnodes === undefined
-        ? DEFAULTS.ringVnodes
-        : checkInteger(`${field}.ringVnodes`, input.ringVnodes, 1, 65536),
-  };
+  const resolved = { name: preset.name, kind: preset.kind } as ResolvedPolicy;
+  for (const name of TUNABLE_NAMES) {
+    const row = TUNABLES[name];
+    const given: unknown = input[name];
+    if (given === undefined) resolved[name] = preset[name] ?? row.default;
+    else resolved[name] = (row.integer ? checkInteger : checkNumber)(`${field}.${name}`, given, row.min, row.max);
+  }
+  return resolved;
+}
+
+/** The tunables `kind` reads, in table order. */
+export function tunablesOf(kind: PolicyKindName): TunableName[] {
+  return TUNABLE_NAMES.filter((name) => TUNABLES[name].kinds.includes(kind));
 }
 
 export function toCorePolicy(p: ResolvedPolicy): CorePolicy {

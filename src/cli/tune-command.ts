@@ -1,0 +1,75 @@
+/** `kvroute tune`, declared; tune-verb.ts runs it (docs/tune.md). */
+import type { Command } from 'commander';
+
+import { POLICY_NAMES, resolvePolicy, TUNABLE_NAMES, TUNABLES } from '../core/policy-spec.js';
+import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { AGGREGATES, OBJECTIVE_NAMES } from './tune-objectives.js';
+import { addTraceInputOptions } from './trace-options.js';
+
+export const TUNE_DEFAULTS = {
+  samples: 32,
+  /** Of --samples, the refining round's share: ⌊samples ÷ 4⌋. */
+  refineShare: 4,
+  seed: 1,
+  objective: 'ttft_p90',
+  aggregate: 'mean',
+  instances: 8,
+  engineState: 'shadow',
+  preset: DEFAULT_ENGINE_PRESET,
+} as const;
+
+export function addTuneCommand(program: Command): void {
+  const d = TUNE_DEFAULTS;
+  const tune = subcommand(
+    program,
+    'tune',
+    "search a policy's parameters in the simulator on worker threads; report the best setting and its margins",
+  )
+    .option('--trace <IN,…>', 'the traces to tune on, comma-separated (required; files, read once per point)')
+    .option('--policy <P>', `the policy to tune (required): ${POLICY_NAMES.join(', ')}`)
+    .option('--param <NAME=LO:HI,…>', 'the parameters to search and their bounds, both included (required; below)')
+    .option('--samples <N>', withDefault('points evaluated, both rounds', d.samples))
+    .option(
+      '--refine <R>',
+      withDefault("of --samples, points of the second round, around the first round's best", `⌊N ÷ ${d.refineShare}⌋`),
+    )
+    .option('--seed <K>', withDefault('seed of the search', d.seed))
+    .option('--objective <M>', withDefault(`minimized: ${OBJECTIVE_NAMES.join(', ')}`, d.objective))
+    .option(
+      '--aggregate <A>',
+      withDefault(`a point's objective over the traces: ${AGGREGATES.join(', ')}`, d.aggregate),
+    )
+    .option('--holdout <IN,…>', 'traces the best setting and the defaults are also evaluated on, never used to choose')
+    .option('--instances <N>', withDefault('engines', d.instances))
+    .option('--engine-state <shadow|shm>', withDefault("the router's view of the engines", d.engineState))
+    .option('--preset <NAME>', withDefault(`engine model: ${Object.keys(ENGINE_PRESETS).join(', ')}`, d.preset))
+    .option('--workers <N>', withDefault('simulations run at once, one thread each', 'one per core'))
+    .option('--json', 'print the result as JSON instead of the tables')
+    .option('--out <FILE>', 'also write the JSON result to FILE (atomically)');
+  addTraceInputOptions(tune);
+  tune.addHelpText('after', `\nTunable parameters (--param NAME=LO:HI):\n${tunableLines()}`);
+  example(
+    tune,
+    'for s in 1 2 3 11 12 13; do kvroute trace synth --seed $s -o seed$s.jsonl; done',
+    'kvroute tune --trace seed1.jsonl,seed2.jsonl,seed3.jsonl --holdout seed11.jsonl,seed12.jsonl,seed13.jsonl --policy unified --param overloadFactor=1:3,decodeWeight=0:1 --samples 16',
+  );
+  runs(tune, async () => (await import('./tune-verb.js')).tuneVerb);
+}
+
+/** Two lines per row of TUNABLES: name, range, default, the policies that read it; its meaning. */
+function tunableLines(): string {
+  return TUNABLE_NAMES.map((name) => {
+    const t = TUNABLES[name];
+    const presets = POLICY_NAMES.filter((p) => resolvePolicy(p)[name] !== t.default).map(
+      (p) => `, ${resolvePolicy(p)[name]} in ${p}`,
+    );
+    const facts = `${t.integer ? 'integer' : 'number'} in [${t.min}, ${compact(t.max)}], default ${t.default}${presets.join('')}; read by ${t.kinds.join(', ')}`;
+    return `  ${name.padEnd(19)}${facts}\n  ${''.padEnd(19)}${t.meaning}`;
+  }).join('\n');
+}
+
+/** 1e9 rather than 1000000000. */
+function compact(value: number): string {
+  return value >= 1e6 ? value.toExponential().replace('e+', 'e') : String(value);
+}
