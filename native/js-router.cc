@@ -44,6 +44,12 @@ PolicyConfig readPolicy(const Napi::Object& spec) {
   p.overloadFactor = requireInRange(spec.Get("overloadFactor"), "policy.overloadFactor", 0, 1e9);
   p.decodeWeight = requireInRange(spec.Get("decodeWeight"), "policy.decodeWeight", 0, 1);
   p.ringVnodes = static_cast<uint32_t>(requireInteger(spec.Get("ringVnodes"), "policy.ringVnodes", 1, 65536));
+  p.batchWeight = requireInRange(spec.Get("batchWeight"), "policy.batchWeight", 0, 1e3);
+  p.attentionWeight = requireInRange(spec.Get("attentionWeight"), "policy.attentionWeight", 0, 1);
+  p.affinitySlack = requireInRange(spec.Get("affinitySlack"), "policy.affinitySlack", 0, 1e3);
+  p.tieTolerance = requireInRange(spec.Get("tieTolerance"), "policy.tieTolerance", 0, 1);
+  p.kvWeight = requireInRange(spec.Get("kvWeight"), "policy.kvWeight", 0, 1e3);
+  p.kvThreshold = requireInRange(spec.Get("kvThreshold"), "policy.kvThreshold", 0, 10);
   return p;
 }
 

@@ -232,6 +232,10 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
       case PolicyKind::kUnifiedKvBoth:
         scores[s] = kvWeightedScore(e, uncached, decodeWeight);
         break;
+      case PolicyKind::kMinTtft:
+        scores[s] = minTtftScore(e, uncached, in.inputTokens - uncached,
+                                 static_cast<double>(in.n) / static_cast<double>(inst.index->capacity()), config_.policy);
+        break;
       default:
         scores[s] = e.numRequests;
     }
@@ -257,6 +261,12 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   return out;
 }
 
+uint64_t Router::firstBlockKey(uint64_t id) {
+  uint8_t le[8];
+  for (int b = 0; b < 8; ++b) le[b] = static_cast<uint8_t>(id >> (8 * b));
+  return xxhash64(le, 8, 0);
+}
+
 RouteOutput Router::decide(const RouteInput& in) {
   const PolicyConfig& p = config_.policy;
   RouteOutput out;
@@ -276,9 +286,7 @@ RouteOutput Router::decide(const RouteInput& in) {
       if (!in.hasSession) {
         // No session: key on the first block, so requests sharing a first
         // block (a common system prompt) share an instance.
-        uint8_t le[8];
-        for (int b = 0; b < 8; ++b) le[b] = static_cast<uint8_t>(in.ids[0] >> (8 * b));
-        key = xxhash64(le, 8, 0);
+        key = firstBlockKey(in.ids[0]);
       }
       if (ringStale_) {
         std::vector<std::string> names(instances_.size());
@@ -358,8 +366,72 @@ RouteOutput Router::decide(const RouteInput& in) {
       out.slot = lowestScore();
       break;
     }
+    case PolicyKind::kMinTtft:
+      out = minTtft(in);
+      break;
   }
   return out;
+}
+
+RouteOutput Router::minTtft(const RouteInput& in) const {
+  const PolicyConfig& p = config_.policy;
+  RouteOutput out;
+  // The lowest score, and the best-cached candidate (most matched blocks, then
+  // the lower score, then the lower slot).
+  int32_t lowest = -1;
+  int32_t cached = -1;
+  for (uint32_t s : cand_->slots) {
+    if (lowest < 0 || scores_[s] < scores_[lowest]) lowest = static_cast<int32_t>(s);
+    if (cached < 0 || matched_[s] > matched_[cached] ||
+        (matched_[s] == matched_[cached] && scores_[s] < scores_[cached])) {
+      cached = static_cast<int32_t>(s);
+    }
+  }
+  if (lowest < 0) return out;
+  const double floor = scores_[lowest];
+  if (cached != lowest && matched_[cached] > 0 && scores_[cached] <= floor * (1.0 + p.affinitySlack)) {
+    out.slot = cached;
+    out.reason = Reason::kCacheSlack;
+    return out;
+  }
+  // Near-ties: the fewest requests among them, then the session's hash picks
+  // one, so an idle fleet spreads new sessions instead of filling slot 0.
+  const double limit = floor * (1.0 + p.tieTolerance);
+  double fewest = 0;
+  uint32_t ties = 0;
+  // The lowest is always among the ties, so there is at least one even when
+  // the scores are not comparable (NaN from a zero-capacity instance).
+  const auto tied = [&](uint32_t s) { return static_cast<int32_t>(s) == lowest || scores_[s] <= limit; };
+  for (uint32_t s : cand_->slots) {
+    if (!tied(s)) continue;
+    if (ties == 0 || eff_[s].numRequests < fewest) {
+      fewest = eff_[s].numRequests;
+      ties = 1;
+    } else if (eff_[s].numRequests == fewest) {
+      ties += 1;
+    }
+  }
+  if (ties <= 1 && eff_[lowest].numRequests == fewest) {
+    out.slot = lowest;
+    out.reason = Reason::kMinTtft;
+    return out;
+  }
+  uint64_t pick = spreadKey(in) % ties;
+  for (uint32_t s : cand_->slots) {
+    if (!tied(s) || eff_[s].numRequests != fewest) continue;
+    if (pick-- == 0) {
+      out.slot = static_cast<int32_t>(s);
+      break;
+    }
+  }
+  out.reason = Reason::kSpread;
+  return out;
+}
+
+uint64_t Router::spreadKey(const RouteInput& in) {
+  if (in.hasSession) return in.sessionKey;
+  if (in.n == 0) return 0;
+  return firstBlockKey(in.ids[0]);
 }
 
 bool Router::onTicket(double ticket, TicketEvent event) {

@@ -168,6 +168,13 @@ class Router {
   int32_t roundRobin(bool dryRun);
   // Picks the instance; route() has filled eff_, uncached_ and the scores.
   RouteOutput decide(const RouteInput& in);
+  // min_ttft's choice over the scores of this decision (docs/policies.md).
+  RouteOutput minTtft(const RouteInput& in) const;
+  // The key that breaks min_ttft's near-ties: the session's, else the first
+  // block's (as session_hash keys it), else 0.
+  static uint64_t spreadKey(const RouteInput& in);
+  // XXH64 of a block id's eight little-endian bytes.
+  static uint64_t firstBlockKey(uint64_t id);
   // sticky's pin key for (session, group); docs/policies.md.
   static uint64_t pinKey(uint64_t sessionKey, int32_t group);
 

@@ -223,7 +223,19 @@ describe.each(IMPLEMENTATIONS)('bad input ($impl)', ({ native }) => {
 describe('the addon re-checks what bypasses the TypeScript layer', () => {
   const { NativeRouter } = loadNative();
   const config = {
-    policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
+    policy: {
+      kind: 5,
+      affinityThreshold: 0.5,
+      overloadFactor: 2,
+      decodeWeight: 1,
+      ringVnodes: 160,
+      batchWeight: 0.05,
+      attentionWeight: 1e-4,
+      affinitySlack: 0.3,
+      tieTolerance: 0.02,
+      kvWeight: 0,
+      kvThreshold: 0.8,
+    },
     blockTokens: 16,
     chunkBytes: 128,
     stalenessMs: 2000,
@@ -246,6 +258,16 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
   it.each([
     ['config', () => new NativeRouter(null as never, buffers()), TYPE],
     ['policy.kind', () => new NativeRouter({ ...config, policy: { ...config.policy, kind: 99 } }, buffers()), VALUE],
+    [
+      'policy.attentionWeight',
+      () => new NativeRouter({ ...config, policy: { ...config.policy, attentionWeight: -1 } }, buffers()),
+      VALUE,
+    ],
+    [
+      'policy.tieTolerance',
+      () => new NativeRouter({ ...config, policy: { ...config.policy, tieTolerance: NaN } }, buffers()),
+      VALUE,
+    ],
     ['blockSize', () => new NativeRouter({ ...config, blockTokens: 0 }, buffers()), VALUE],
     ['buffers.request', () => new NativeRouter(config, { ...buffers(), request: new Int32Array(2) as never }), TYPE],
     ['hashIds', () => core().route(123 as never, undefined), TYPE],
@@ -307,7 +329,19 @@ describe.each([
   { impl: 'reference', Core: (): CoreRouterConstructor => ReferenceRouter },
 ])('both cores re-check model groups and blockTokens ($impl)', ({ Core }) => {
   const config = {
-    policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
+    policy: {
+      kind: 5,
+      affinityThreshold: 0.5,
+      overloadFactor: 2,
+      decodeWeight: 1,
+      ringVnodes: 160,
+      batchWeight: 0.05,
+      attentionWeight: 1e-4,
+      affinitySlack: 0.3,
+      tieTolerance: 0.02,
+      kvWeight: 0,
+      kvThreshold: 0.8,
+    },
     blockTokens: 16,
     chunkBytes: 128,
     stalenessMs: 2000,
@@ -369,10 +403,12 @@ describe('a route() function kept after its router is gone', () => {
   it('throws a clear error instead of touching freed memory', async () => {
     const { spawnSync } = await import('node:child_process');
     const native = new URL('../dist/core/native.js', import.meta.url).href;
+    const policySpec = new URL('../dist/core/policy-spec.js', import.meta.url).href;
     const script = `
       import { loadNative } from ${JSON.stringify(native)};
+      import { resolvePolicy, toCorePolicy } from ${JSON.stringify(policySpec)};
       const { NativeRouter } = loadNative();
-      const config = { policy: { kind: 5, affinityThreshold: 0.5, overloadFactor: 2, decodeWeight: 1, ringVnodes: 160 },
+      const config = { policy: toCorePolicy(resolvePolicy('unified')),
         blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true, feedPath: null };
       const make = () => {
         const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0, -1, NaN), decision: new Int32Array(2), events: new Float64Array(9) });

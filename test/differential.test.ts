@@ -10,14 +10,14 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { POLICY_NAMES, type PolicyName, type RouteRequest, type Router } from '../src/index.js';
+import { POLICY_NAMES, type PolicyName, type PolicySpec, type RouteRequest, type Router } from '../src/index.js';
 import { Rng } from './helpers/random.js';
 import { comparableStats, twins } from './helpers/routers.js';
 import { generateTrace, type TraceOptions, type TraceRequest } from './helpers/trace-gen.js';
 
 interface Scenario {
   seed: number;
-  policy: PolicyName;
+  policy: PolicyName | PolicySpec;
   trace: Partial<TraceOptions>;
   capacityBlocks: number;
   instances: number;
@@ -242,7 +242,36 @@ describe('native addon vs TypeScript reference', () => {
     expect(reasons.has('kv_pressure')).toBe(true);
   });
 
-  it.each(['unified', 'sticky', 'lmetric'] as const)('%s with full-range 64-bit ids', (policy) => {
+  it('min_ttft exercises every one of its reasons on one trace', () => {
+    const { reasons } = runScenario({ seed: 5, policy: 'min_ttft', trace: {}, capacityBlocks: 600, instances: 6 });
+    expect([...reasons].sort()).toEqual(['cache_slack', 'min_ttft', 'spread']);
+  });
+
+  it('min_ttft with random tunables, models and prompt-text requests', () => {
+    const rng = new Rng(61);
+    for (let round = 0; round < 4; round += 1) {
+      const policy: PolicySpec = {
+        name: 'min_ttft',
+        batchWeight: rng.pick([0, 0.01, 0.05, 0.3, 2]),
+        attentionWeight: rng.pick([0, 1.213e-4, 1e-3]),
+        affinitySlack: rng.pick([0, 0.1, 0.3, 1.5]),
+        tieTolerance: rng.pick([0, 0.02, 0.2]),
+        kvWeight: rng.pick([0, 1, 8]),
+        kvThreshold: rng.pick([0, 0.5, 0.9]),
+      };
+      runScenario({
+        seed: 67 + round,
+        policy,
+        trace: { requests: 1200, bigIds: round % 2 === 1 },
+        capacityBlocks: 500,
+        instances: 5,
+        models: round >= 2,
+        promptShare: 0.2,
+      });
+    }
+  });
+
+  it.each(['unified', 'sticky', 'lmetric', 'min_ttft'] as const)('%s with full-range 64-bit ids', (policy) => {
     runScenario({ seed: 23, policy, trace: { bigIds: true, requests: 2000 }, capacityBlocks: 500, instances: 5 });
   });
 

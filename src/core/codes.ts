@@ -13,6 +13,7 @@ export const POLICY_KINDS = [
   'sticky',
   'unified',
   'unified_kv_both',
+  'min_ttft',
 ] as const;
 export type PolicyKindName = (typeof POLICY_KINDS)[number];
 
@@ -29,6 +30,9 @@ export const REASONS = [
   'fallback',
   'overload',
   'kv_pressure',
+  'min_ttft',
+  'cache_slack',
+  'spread',
 ] as const;
 export type ReasonName = (typeof REASONS)[number];
 
@@ -45,6 +49,9 @@ export const Reason = {
   Fallback: 8,
   Overload: 9,
   KvPressure: 10,
+  MinTtft: 11,
+  CacheSlack: 12,
+  Spread: 13,
 } as const;
 
 export const PolicyKind = {
@@ -55,4 +62,5 @@ export const PolicyKind = {
   Sticky: 4,
   Unified: 5,
   UnifiedKvBoth: 6,
+  MinTtft: 7,
 } as const;

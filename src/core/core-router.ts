@@ -20,6 +20,12 @@ export interface CorePolicy {
   overloadFactor: number;
   decodeWeight: number;
   ringVnodes: number;
+  batchWeight: number;
+  attentionWeight: number;
+  affinitySlack: number;
+  tieTolerance: number;
+  kvWeight: number;
+  kvThreshold: number;
 }
 
 export interface CoreConfig {

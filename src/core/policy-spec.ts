@@ -66,6 +66,55 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
     kinds: ['session_hash'],
     meaning: 'points per instance on the session ring',
   },
+  batchWeight: {
+    min: 0,
+    max: 1e3,
+    integer: false,
+    default: 0.05,
+    kinds: ['min_ttft'],
+    meaning: "how much each request already on an instance slows a new request's prefill",
+  },
+  attentionWeight: {
+    min: 0,
+    max: 1,
+    integer: false,
+    // The H20 preset's attention cost per token pair over its cost per token (5.48e-6 / 0.04518 ms).
+    default: 1.213e-4,
+    kinds: ['min_ttft'],
+    meaning: "attention cost per token of context, relative to a token's own prefill cost",
+  },
+  affinitySlack: {
+    min: 0,
+    max: 1e3,
+    integer: false,
+    default: 0.3,
+    kinds: ['min_ttft'],
+    meaning: 'the best-cached instance wins while its score is within (1 + this) × the lowest',
+  },
+  tieTolerance: {
+    min: 0,
+    max: 1,
+    integer: false,
+    default: 0.02,
+    kinds: ['min_ttft'],
+    meaning: 'scores within (1 + this) × the lowest are a tie, spread by fewest requests, then session',
+  },
+  kvWeight: {
+    min: 0,
+    max: 1e3,
+    integer: false,
+    default: 0,
+    kinds: ['min_ttft'],
+    meaning: 'score penalty per unit of KV usage past kvThreshold once the request is placed',
+  },
+  kvThreshold: {
+    min: 0,
+    max: 10,
+    integer: false,
+    default: 0.8,
+    kinds: ['min_ttft'],
+    meaning: "the KV usage (in-flight blocks ÷ capacity) where kvWeight's penalty starts",
+  },
 };
 
 export const TUNABLE_NAMES = Object.keys(TUNABLES) as TunableName[];
@@ -80,6 +129,7 @@ const PRESETS: Record<PolicyName, { kind: PolicyKindName } & Partial<Record<Tuna
   unified: { kind: 'unified' },
   'unified+A+B': { kind: 'unified', overloadFactor: 1.3, decodeWeight: 0.01 },
   unified_kv_both: { kind: 'unified_kv_both' },
+  min_ttft: { kind: 'min_ttft' },
 };
 
 export const POLICY_NAMES = Object.keys(PRESETS) as PolicyName[];
@@ -122,5 +172,11 @@ export function toCorePolicy(p: ResolvedPolicy): CorePolicy {
     overloadFactor: p.overloadFactor,
     decodeWeight: p.decodeWeight,
     ringVnodes: p.ringVnodes,
+    batchWeight: p.batchWeight,
+    attentionWeight: p.attentionWeight,
+    affinitySlack: p.affinitySlack,
+    tieTolerance: p.tieTolerance,
+    kvWeight: p.kvWeight,
+    kvThreshold: p.kvThreshold,
   };
 }

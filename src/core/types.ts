@@ -59,6 +59,18 @@ export interface PolicySpec {
   decodeWeight?: number;
   /** session_hash: ring points per instance (default 160). */
   ringVnodes?: number;
+  /** min_ttft: how much each request already on an instance slows its prefill (default 0.05). */
+  batchWeight?: number;
+  /** min_ttft: attention cost per token of context, relative to a token's own prefill (default 1.213e-4). */
+  attentionWeight?: number;
+  /** min_ttft: the best-cached instance wins while its score is within (1 + slack) × the lowest (default 0.3). */
+  affinitySlack?: number;
+  /** min_ttft: scores within (1 + tolerance) × the lowest are a tie, spread by session (default 0.02). */
+  tieTolerance?: number;
+  /** min_ttft: score penalty per unit of KV usage past kvThreshold once the request is placed (default 0). */
+  kvWeight?: number;
+  /** min_ttft: the KV usage (in-flight blocks ÷ capacity) where kvWeight starts (default 0.8). */
+  kvThreshold?: number;
 }
 
 /** A policy with every tunable filled in. */
@@ -69,6 +81,12 @@ export interface ResolvedPolicy {
   overloadFactor: number;
   decodeWeight: number;
   ringVnodes: number;
+  batchWeight: number;
+  attentionWeight: number;
+  affinitySlack: number;
+  tieTolerance: number;
+  kvWeight: number;
+  kvThreshold: number;
 }
 
 /** What `addInstance` takes besides the id. */

@@ -65,6 +65,21 @@ export function lmetricScore(e: EffectiveState, uncachedTokens: number, decodeWe
   return (e.pendingPrefill + uncachedTokens) * (batch + 1.0);
 }
 
+/** min_ttft's predicted TTFT in token-equivalents, the twin of minTtftScore in native/policy.h. */
+export function minTtftScore(
+  e: EffectiveState,
+  uncachedTokens: number,
+  cachedTokens: number,
+  addedKv: number,
+  p: { batchWeight: number; attentionWeight: number; kvWeight: number; kvThreshold: number },
+): number {
+  const own = uncachedTokens * (1.0 + p.attentionWeight * (cachedTokens + uncachedTokens / 2.0));
+  let score = (e.pendingPrefill + own) * (1.0 + p.batchWeight * e.numRequests);
+  const over = e.kvUsage + addedKv - p.kvThreshold;
+  if (p.kvWeight > 0 && over > 0) score *= 1.0 + p.kvWeight * over;
+  return score;
+}
+
 export function kvWeightedScore(e: EffectiveState, uncachedTokens: number, decodeWeight: number): number {
   return lmetricScore(e, uncachedTokens, decodeWeight) * (1.0 + e.kvUsage);
 }

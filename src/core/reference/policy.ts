@@ -6,7 +6,7 @@
  */
 import { PolicyKind, Reason } from '../codes.js';
 import type { CorePolicy } from '../core-router.js';
-import { kvWeightedScore, lmetricScore, type EffectiveState } from './engine-state.js';
+import { kvWeightedScore, lmetricScore, minTtftScore, type EffectiveState } from './engine-state.js';
 import type { ReferenceHashRing } from './hash-ring.js';
 import type { ReferenceSessionTable } from './session-table.js';
 import { xxhash64, xxhash64Id } from './xxhash64.js';
@@ -18,9 +18,13 @@ export interface DecisionContext {
   /** Routable, and serving the request's model group. */
   candidate(slot: number): boolean;
   generation(slot: number): number;
+  /** The instance's KV capacity in blocks. */
+  capacity(slot: number): number;
   eff: EffectiveState[];
   matched: Int32Array;
   uncached: number[];
+  /** The request's input tokens (its uncached plus cached tokens on any instance). */
+  inputTokens: number;
   scores: Float64Array;
   ids: readonly bigint[];
   hasSession: boolean;
@@ -68,6 +72,14 @@ function fillScores(c: DecisionContext): void {
     const e = c.eff[s]!;
     if (loadScores) c.scores[s] = e.numRequests;
     else if (kind === PolicyKind.UnifiedKvBoth) c.scores[s] = kvWeightedScore(e, c.uncached[s]!, decodeWeight);
+    else if (kind === PolicyKind.MinTtft)
+      c.scores[s] = minTtftScore(
+        e,
+        c.uncached[s]!,
+        c.inputTokens - c.uncached[s]!,
+        c.ids.length / c.capacity(s),
+        c.policy,
+      );
     else c.scores[s] = lmetricScore(e, c.uncached[s]!, decodeWeight);
   }
 }
@@ -117,6 +129,52 @@ function unified(c: DecisionContext, kvBoth: boolean): DecisionResult {
   return { slot: lowestScore(c), reason };
 }
 
+/** min_ttft (docs/policies.md): the twin of Router::minTtft in native/router.cc. */
+function minTtft(c: DecisionContext): DecisionResult {
+  const p = c.policy;
+  let lowest = -1;
+  let cached = -1;
+  for (let s = 0; s < c.slotCount; s += 1) {
+    if (!c.candidate(s)) continue;
+    if (lowest < 0 || c.scores[s]! < c.scores[lowest]!) lowest = s;
+    if (
+      cached < 0 ||
+      c.matched[s]! > c.matched[cached]! ||
+      (c.matched[s] === c.matched[cached] && c.scores[s]! < c.scores[cached]!)
+    )
+      cached = s;
+  }
+  if (lowest < 0) return { slot: -1, reason: Reason.RoundRobin };
+  const floor = c.scores[lowest]!;
+  if (cached !== lowest && c.matched[cached]! > 0 && c.scores[cached]! <= floor * (1.0 + p.affinitySlack))
+    return { slot: cached, reason: Reason.CacheSlack };
+  const limit = floor * (1.0 + p.tieTolerance);
+  let fewest = 0;
+  let ties = 0;
+  const tied = (s: number): boolean => c.candidate(s) && (s === lowest || c.scores[s]! <= limit);
+  for (let s = 0; s < c.slotCount; s += 1) {
+    if (!tied(s)) continue;
+    const load = c.eff[s]!.numRequests;
+    if (ties === 0 || load < fewest) {
+      fewest = load;
+      ties = 1;
+    } else if (load === fewest) ties += 1;
+  }
+  if (ties <= 1 && c.eff[lowest]!.numRequests === fewest) return { slot: lowest, reason: Reason.MinTtft };
+  let pick = Number(spreadKey(c) % BigInt(ties));
+  for (let s = 0; s < c.slotCount; s += 1) {
+    if (!tied(s) || c.eff[s]!.numRequests !== fewest) continue;
+    if (pick-- === 0) return { slot: s, reason: Reason.Spread };
+  }
+  return { slot: -1, reason: Reason.Spread };
+}
+
+/** The key that breaks min_ttft's near-ties: the session's, else the first block's, else 0. */
+function spreadKey(c: DecisionContext): bigint {
+  if (c.hasSession) return c.sessionKey;
+  return c.ids.length === 0 ? 0n : xxhash64Id(c.ids[0]!);
+}
+
 /**
  * sticky's pin key: the session key without a model group (-1); else XXH64 of the group id's four
  * little-endian bytes, seeded with the session key (Router::pinKey in native/router.cc).
@@ -146,6 +204,8 @@ export function decide(c: DecisionContext): DecisionResult {
       return sticky(c);
     case PolicyKind.Unified:
       return unified(c, false);
+    case PolicyKind.MinTtft:
+      return minTtft(c);
     default:
       return unified(c, true);
   }
