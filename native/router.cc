@@ -233,8 +233,9 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
         scores[s] = kvWeightedScore(e, uncached, decodeWeight);
         break;
       case PolicyKind::kMinTtft:
-        scores[s] = minTtftScore(e, uncached, in.inputTokens - uncached,
-                                 static_cast<double>(in.n) / static_cast<double>(inst.index->capacity()), config_.policy);
+        scores[s] =
+            minTtftScore(e, uncached, in.inputTokens - uncached,
+                         static_cast<double>(in.n) / static_cast<double>(inst.index->capacity()), config_.policy);
         break;
       default:
         scores[s] = e.numRequests;
