@@ -99,9 +99,9 @@ describe('GET /metrics', () => {
     const after = await scrape();
     const delta = (name: string, labels?: Record<string, string>) =>
       total(after, name, labels) - total(before, name, labels);
-    expect(delta('kvroute_requests_total', { status: '200', policy: 'unified' })).toBe(4);
+    expect(delta('kvroute_requests_total', { status: '200', policy: 'min_ttft' })).toBe(4);
     expect(delta('kvroute_routing_decisions_total')).toBe(4);
-    expect(delta('kvroute_routing_decision_microseconds_count', { policy: 'unified' })).toBe(4);
+    expect(delta('kvroute_routing_decision_microseconds_count', { policy: 'min_ttft' })).toBe(4);
     expect(delta('kvroute_time_to_first_token_seconds_count')).toBe(4);
     expect(delta('kvroute_e2e_request_latency_seconds_count')).toBe(4);
     expect(delta('kvroute_prompt_tokens_total')).toBeGreaterThan(4 * 100);
@@ -168,12 +168,12 @@ describe('the admin API', () => {
     const short = await admin('/admin/policy', { policy: 'sticky' }, 't');
     expect(short.status).toBe(401);
     await short.text();
-    expect((await body(await admin('/admin/policy'))).policy.name).toBe('unified'); // unchanged
+    expect((await body(await admin('/admin/policy'))).policy.name).toBe('min_ttft'); // unchanged
   });
 
   it('shows the state and the instances', async () => {
     const state = await body(await admin('/admin/state'));
-    expect(state.policy.name).toBe('unified');
+    expect(state.policy.name).toBe('min_ttft');
     expect(state.backends.map((b: { id: string }) => b.id)).toEqual(fleet.urls);
     expect(state.router.instances).toHaveLength(2);
     const { instances } = await body(await admin('/admin/instances'));
@@ -192,7 +192,7 @@ describe('the admin API', () => {
     expect((await body(unknown)).error.message).toMatch(/fastest/);
     const back = await admin('/admin/policy', { policy: { name: 'unified+A+B' } });
     expect((await body(back)).policy).toMatchObject({ name: 'unified+A+B', overloadFactor: 1.3 });
-    await admin('/admin/policy', { policy: 'unified' });
+    await admin('/admin/policy', { policy: 'min_ttft' });
   });
 
   it('drains, removes and adds backends; refuses unknown, duplicate and malformed ones', async () => {

@@ -278,7 +278,7 @@ describe('the page', () => {
       const second = await open();
       const [a, b] = await frames(first, 2); // the one written on connect, then a tick
       expect(a!.instances.map((i) => i.id)).toEqual(backends);
-      expect(a!).toMatchObject({ policy: 'unified', requestsTotal: 0, ttftP90Ms: null, hitRate: null });
+      expect(a!).toMatchObject({ policy: 'min_ttft', requestsTotal: 0, ttftP90Ms: null, hitRate: null });
       expect(a!.instances.map((i) => i.engineHitRate)).toEqual([null, null]); // no reconcile round yet
       dashboard.onReconcile([
         { instance: backends[1]!, released: 0, prefixCacheHitRatio: 0.4 },

@@ -23,9 +23,9 @@ const file = (name: string, text: string): string => {
 };
 
 describe('serve configuration', () => {
-  it('defaults: no backends, 127.0.0.1:8000, unified', () => {
+  it('defaults: no backends, 127.0.0.1:8000, min_ttft', () => {
     const c = resolveServeConfig({}, {});
-    expect(c).toMatchObject({ backends: [], port: 8000, host: '127.0.0.1', proxy: { policy: 'unified' } });
+    expect(c).toMatchObject({ backends: [], port: 8000, host: '127.0.0.1', proxy: { policy: 'min_ttft' } });
   });
 
   it('flags beat environment variables, which beat the file', () => {

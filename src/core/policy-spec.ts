@@ -13,7 +13,7 @@ import { invalidType, rangeError } from './errors.js';
 import type { PolicyName, PolicySpec, ResolvedPolicy } from './types.js';
 import { checkInteger, checkNumber } from './validate.js';
 
-export const DEFAULT_POLICY: PolicyName = 'unified';
+export const DEFAULT_POLICY: PolicyName = 'min_ttft';
 
 /** A numeric field of PolicySpec: every field of ResolvedPolicy but its name and kind. */
 export type TunableName = Exclude<keyof ResolvedPolicy, 'name' | 'kind'>;
@@ -70,7 +70,7 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
     min: 0,
     max: 1e3,
     integer: false,
-    default: 0.05,
+    default: 0.2,
     kinds: ['min_ttft'],
     meaning: "how much each request already on an instance slows a new request's prefill",
   },
@@ -103,7 +103,7 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
     min: 0,
     max: 1e3,
     integer: false,
-    default: 0,
+    default: 6,
     kinds: ['min_ttft'],
     meaning: 'score penalty per unit of KV usage past kvThreshold once the request is placed',
   },
@@ -111,7 +111,7 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
     min: 0,
     max: 10,
     integer: false,
-    default: 0.8,
+    default: 0.5,
     kinds: ['min_ttft'],
     meaning: "the KV usage (in-flight blocks ÷ capacity) where kvWeight's penalty starts",
   },

@@ -59,7 +59,7 @@ export interface PolicySpec {
   decodeWeight?: number;
   /** session_hash: ring points per instance (default 160). */
   ringVnodes?: number;
-  /** min_ttft: how much each request already on an instance slows its prefill (default 0.05). */
+  /** min_ttft: how much each request already on an instance slows its prefill (default 0.2). */
   batchWeight?: number;
   /** min_ttft: attention cost per token of context, relative to a token's own prefill (default 1.213e-4). */
   attentionWeight?: number;
@@ -67,9 +67,9 @@ export interface PolicySpec {
   affinitySlack?: number;
   /** min_ttft: scores within (1 + tolerance) × the lowest are a tie, spread by session (default 0.02). */
   tieTolerance?: number;
-  /** min_ttft: score penalty per unit of KV usage past kvThreshold once the request is placed (default 0). */
+  /** min_ttft: score penalty per unit of KV usage past kvThreshold once the request is placed (default 6). */
   kvWeight?: number;
-  /** min_ttft: the KV usage (in-flight blocks ÷ capacity) where kvWeight starts (default 0.8). */
+  /** min_ttft: the KV usage (in-flight blocks ÷ capacity) where kvWeight starts (default 0.5). */
   kvThreshold?: number;
 }
 
@@ -107,7 +107,7 @@ export interface InstanceSpec extends InstanceOptions {
 export interface RouterOptions {
   /** Instance ids, specs (`{ id, capacityBlocks?, models? }`), or a count (ids `engine-0` …). */
   instances: number | ReadonlyArray<string | InstanceSpec>;
-  /** Default `unified`. */
+  /** Default `min_ttft`. */
   policy?: PolicyName | PolicySpec;
   /** Tokens per block of `hashIds` (default 16, vLLM's block size; Mooncake traces use 512). */
   blockSize?: number;

@@ -6,6 +6,7 @@
  * Invariant: `resolveProxyOptions` returns a fully filled, validated object, so the hot path
  * reads plain fields and never checks for undefined.
  */
+import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName } from '../core/types.js';
 import type { ProxyObserver } from './proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
@@ -42,7 +43,7 @@ export interface ProxyOptions {
    * which also answers HTTP/1.0, Host-less HTTP/1.1 and requests with many headers; docs/proxy.md).
    */
   http?: 'uws' | 'node';
-  /** Routing policy (default `unified`). */
+  /** Routing policy (default `min_ttft`). */
   policy?: PolicyName;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
   sessionHeader?: string;
@@ -108,7 +109,7 @@ export type ResolvedProxyOptions = Required<Omit<ProxyOptions, 'onWarning' | 'ba
 };
 
 export const PROXY_DEFAULTS = {
-  policy: 'unified' as PolicyName,
+  policy: DEFAULT_POLICY,
   sessionHeader: 'x-session-id',
   stripExtensions: false,
   retries: 2,
