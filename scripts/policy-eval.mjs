@@ -127,7 +127,10 @@ for (const regime of set) {
     }
   }
 }
-writeFileSync(join(out, `${values.set}-seeds-${seeds.join('-')}.json`), JSON.stringify({ seeds, policies: POLICIES, cells }, null, 2) + '\n');
+writeFileSync(
+  join(out, `${values.set}-seeds-${seeds.join('-')}.json`),
+  JSON.stringify({ seeds, policies: POLICIES, cells }, null, 2) + '\n',
+);
 
 const mean = (/** @type {number[]} */ xs) => xs.reduce((a, x) => a + x, 0) / xs.length;
 const fmt = (/** @type {number} */ x, digits = 2) => x.toFixed(digits);
