@@ -49,7 +49,7 @@ struct PolicyConfig {
   double decodeWeight = 1.0;       // lmetric and fallbacks: weight of a decoding request
   uint32_t ringVnodes = 160;       // session_hash: points per instance
   // min_ttft (docs/policies.md "min_ttft"):
-  double batchWeight = 0.2;          // slowdown of a prefill per request on the instance
+  double batchWeight = 0.2;           // slowdown of a prefill per request on the instance
   double attentionWeight = 1.213e-4;  // attention cost per token of context, relative to a token's own cost
   double affinitySlack = 0.3;         // the best-cached instance wins within (1 + slack) x the lowest score
   double tieTolerance = 0.02;         // scores within (1 + tolerance) x the lowest are a tie
