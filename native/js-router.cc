@@ -242,6 +242,16 @@ Napi::Value JsRouter::SetExplainBuffers(const Napi::CallbackInfo& info) {
   explainCapacity_ = std::min(matched.ElementLength(), scores.ElementLength());
   matchedRef_ = Napi::Persistent(matched);
   scoresRef_ = Napi::Persistent(scores);
+  // The terms buffer is optional; without it route() writes none.
+  if (info.Length() > 2 && !info[2].IsUndefined()) {
+    auto terms = info[2].As<Napi::Float64Array>();
+    terms_ = typedArrayData<double>(info[2], napi_float64_array, 0, "terms");
+    explainCapacity_ = std::min(explainCapacity_, terms.ElementLength() / kTermCount);
+    termsRef_ = Napi::Persistent(terms);
+  } else {
+    terms_ = nullptr;
+    termsRef_.Reset();
+  }
   return info.Env().Undefined();
 }
 
@@ -403,7 +413,7 @@ napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSessio
   } else if (sessionType != napi_undefined) {
     throwTypeError(env, kErrArgType, "session must be a string");
   }
-  const RouteOutput out = core().route(in, matched_, scores_);
+  const RouteOutput out = core().route(in, matched_, scores_, terms_);
   decision_[0] = out.slot;
   decision_[1] = static_cast<int32_t>(out.reason);
   napi_value ticket = nullptr;

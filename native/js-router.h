@@ -107,6 +107,8 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   int32_t* decision_ = nullptr;
   int32_t* matched_ = nullptr;
   double* scores_ = nullptr;
+  Napi::Reference<Napi::Float64Array> termsRef_;
+  double* terms_ = nullptr;  // optional: kTermCount per slot
   size_t explainCapacity_ = 0;
   std::vector<uint64_t> idScratch_;
   std::vector<char> textScratch_;

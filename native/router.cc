@@ -194,7 +194,7 @@ uint64_t Router::pinKey(uint64_t sessionKey, int32_t group) {
   return xxhash64(le, 4, sessionKey);
 }
 
-RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores) {
+RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores, double* terms) {
   // The clock matters only for observed-state freshness.
   const double nowMs = observedCount_ > 0 ? now() : 0;
   int64_t feedNowNs = 0;
@@ -204,6 +204,7 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   }
   match(in.ids, in.n, matched);
   std::fill(scores, scores + instances_.size(), NAN);
+  if (terms != nullptr) std::fill(terms, terms + kTermCount * instances_.size(), NAN);
   // The request's candidates, picked once; everything below ranges over them.
   cand_ = in.group < 0 ? &routable_ : &groups_[static_cast<uint32_t>(in.group)];
   // One pass over the candidates: state, uncached tokens, score.
@@ -224,6 +225,13 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
     const double uncached = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
     uncached_[s] = uncached;
+    if (terms != nullptr) {
+      double* t = terms + kTermCount * s;
+      t[kTermPendingPrefill] = e.pendingPrefill;
+      t[kTermRequests] = e.numRequests;
+      t[kTermKvUsage] = e.kvUsage;
+      t[kTermUncached] = uncached;
+    }
     switch (kind) {
       case PolicyKind::kLmetric:
       case PolicyKind::kUnified:

@@ -66,6 +66,14 @@ struct RouteInput {
   bool dryRun = false;  // decide and explain, change nothing
 };
 
+// A candidate's terms in route()'s `terms` output, per slot: the effective
+// state the policy read and the request's uncached tokens there.
+constexpr size_t kTermPendingPrefill = 0;
+constexpr size_t kTermRequests = 1;
+constexpr size_t kTermKvUsage = 2;
+constexpr size_t kTermUncached = 3;
+constexpr size_t kTermCount = 4;
+
 struct RouteOutput {
   int32_t slot = -1;  // -1: no routable instance
   Reason reason = Reason::kRoundRobin;
@@ -109,7 +117,9 @@ class Router {
   // matched[] and scores[] have slotCount() entries. matched gets every live
   // slot's match (-1 for free slots); scores gets each candidate's policy
   // score (NaN for the others: drained, or not serving the request's group).
-  RouteOutput route(const RouteInput& in, int32_t* matched, double* scores);
+  // `terms` (nullable): kTermCount per slot, what the decision read of each
+  // candidate (kTerm* below); NaN for a slot that is not a candidate.
+  RouteOutput route(const RouteInput& in, int32_t* matched, double* scores, double* terms = nullptr);
   void match(const uint64_t* ids, uint32_t n, int32_t* matched);
 
   // False when the ticket is not open (unknown, or already completed/aborted).

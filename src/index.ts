@@ -22,6 +22,7 @@ export {
 } from './state/shadow-reconciler.js';
 export type {
   CandidateExplanation,
+  CandidateTerms,
   ChatMessage,
   Decision,
   Explanation,

@@ -214,6 +214,92 @@ describe.each(IMPLEMENTATIONS)('policies ($impl)', ({ native }) => {
     });
   });
 
+  describe('min_ttft', () => {
+    const spec = {
+      name: 'min_ttft',
+      batchWeight: 0.2,
+      attentionWeight: 1e-4,
+      affinitySlack: 0.3,
+      tieTolerance: 0.02,
+      kvWeight: 6,
+      kvThreshold: 0.5,
+    } as const;
+    /** The documented score, from a candidate's terms. */
+    const predicted = (
+      t: { pendingPrefillTokens: number; requests: number; kvUsage: number; uncachedTokens: number },
+      input: number,
+      n: number,
+      capacity: number,
+    ) => {
+      const u = t.uncachedTokens;
+      const own = u * (1 + spec.attentionWeight * (input - u + u / 2));
+      let score = (t.pendingPrefillTokens + own) * (1 + spec.batchWeight * t.requests);
+      const over = t.kvUsage + n / capacity - spec.kvThreshold;
+      if (over > 0) score *= 1 + spec.kvWeight * over;
+      return score;
+    };
+
+    it('spreads new sessions over an idle fleet instead of filling instance 0', () => {
+      // The issue's live case: 12 sessions' first turns on an idle fleet, each finishing before
+      // the next arrives. Lowest-index ties sent most of them to engine-0.
+      const r = make(spec, 8);
+      const used = new Set<string>();
+      for (let k = 0; k < 12; k += 1) {
+        const { ticket, instance, reason } = where(r, { hashIds: chain(1000 * k, 20), session: `s-${k}` });
+        expect(reason).toBe('spread');
+        used.add(instance!);
+        r.onFirstToken(ticket);
+        r.complete(ticket);
+      }
+      expect(used.size).toBeGreaterThanOrEqual(5);
+      // The same session's tie lands on the same instance every time.
+      const again = make(spec, 8);
+      expect(where(again, { hashIds: chain(0, 20), session: 's-0' }).instance).toBe(
+        where(make(spec, 8), { hashIds: chain(0, 20), session: 's-0' }).instance,
+      );
+    });
+
+    it('scores each candidate by its terms, as documented', () => {
+      const r = make(spec, 3, { capacityBlocks: 100 });
+      where(r, { hashIds: chain(0, 30), session: 'a' });
+      where(r, { hashIds: chain(500, 40), session: 'b' });
+      const e = r.explain({ hashIds: [...chain(0, 30), ...chain(900, 10)], session: 'a', inputTokens: 630 });
+      for (const c of e.candidates) expect(c.score).toBeCloseTo(predicted(c.terms!, 630, 40, 100), 9);
+      expect(e.candidates.map((c) => c.matchedBlocks).sort()).toEqual([0, 0, 30]);
+    });
+
+    it('keeps the best-cached instance within the slack, and leaves it past the slack', () => {
+      const r = make(spec, 2);
+      const first = where(r, { hashIds: chain(0, 40), session: 'a' });
+      r.onFirstToken(first.ticket);
+      r.complete(first.ticket);
+      // A second turn: the cached instance predicts far less prefill.
+      const second = where(r, { hashIds: chain(0, 44), session: 'a' });
+      expect(second.instance).toBe(first.instance);
+      r.complete(second.ticket);
+      // Queue enough prefill on the cached instance that moving wins despite the cache.
+      const cached = first.instance!;
+      for (let k = 0; k < 6; k += 1) r.route({ hashIds: chain(10_000 * (k + 1), 40), session: `load-${k}` });
+      const moved = where(r, { hashIds: chain(0, 48), session: 'a' });
+      const explanation = r.explain();
+      const mine = explanation.candidates.find((c) => c.instance === cached)!;
+      const lowest = Math.min(...explanation.candidates.map((c) => c.score!));
+      if (mine.score! <= lowest * (1 + spec.affinitySlack)) expect(moved.instance).toBe(cached);
+      else expect(moved.instance).not.toBe(cached);
+    });
+
+    it('penalizes an instance the request would fill past kvThreshold', () => {
+      const r = make(spec, 2, { capacityBlocks: 100 });
+      // 60 blocks in flight on one instance: a 30-block request there would use 0.9 of its KV.
+      const big = where(r, { hashIds: chain(0, 60), session: 'big' });
+      const e = r.explain({ hashIds: chain(5000, 30), session: 'next' });
+      const full = e.candidates.find((c) => c.instance === big.instance)!;
+      expect(full.terms!.kvUsage).toBeCloseTo(0.6, 12);
+      expect(full.score).toBeCloseTo(predicted(full.terms!, 30 * 16, 30, 100), 9);
+      expect(e.instance).not.toBe(big.instance);
+    });
+  });
+
   it('setPolicy switches live, keeping caches, load and pins', () => {
     const r = make('sticky', 2);
     const a = where(r, { session: 's', hashIds: chain(1, 10) });

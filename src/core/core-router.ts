@@ -14,6 +14,13 @@
 export type CoreIds = BigUint64Array | Float64Array | Uint32Array;
 
 /** Native PolicyConfig (native/policy.h). */
+/** A candidate's terms in the explain buffer, per slot (native/router.h kTerm*). */
+export const TERM_PENDING_PREFILL = 0;
+export const TERM_REQUESTS = 1;
+export const TERM_KV_USAGE = 2;
+export const TERM_UNCACHED = 3;
+export const TERM_COUNT = 4;
+
 export interface CorePolicy {
   kind: number;
   affinityThreshold: number;
@@ -133,7 +140,11 @@ export interface CoreRouter {
    * count grows to cover every id it is given and never shrinks; group 0 always exists.
    */
   setInstanceGroups(slot: number, groups: Uint32Array | null): void;
-  setExplainBuffers(matched: Int32Array, scores: Float64Array): void;
+  /**
+   * Where route() writes each slot's matched blocks and score, and (optional) its TERM_COUNT
+   * terms: what the policy read of the candidate (TERM_* below). Non-candidates get NaN.
+   */
+  setExplainBuffers(matched: Int32Array, scores: Float64Array, terms?: Float64Array): void;
   /** Returns the ticket, or -1 for a dry run or when no instance is routable. */
   route(ids: CoreIds | string | undefined, session: string | undefined): number;
   match(ids: CoreIds | string | undefined): void;

@@ -4,8 +4,16 @@
  * path stays small and these can grow fields freely.
  */
 import { REASONS, type ReasonName } from './codes.js';
-import { Stat, type CoreRouter } from './core-router.js';
-import type { Explanation, InstanceStats, PolicyName, ResolvedPolicy, RouterStats } from './types.js';
+import {
+  Stat,
+  TERM_COUNT,
+  TERM_KV_USAGE,
+  TERM_PENDING_PREFILL,
+  TERM_REQUESTS,
+  TERM_UNCACHED,
+  type CoreRouter,
+} from './core-router.js';
+import type { CandidateTerms, Explanation, InstanceStats, PolicyName, ResolvedPolicy, RouterStats } from './types.js';
 
 export interface DecisionSnapshot {
   policy: PolicyName;
@@ -14,7 +22,19 @@ export interface DecisionSnapshot {
   names: ReadonlyArray<string | undefined>;
   matched: Int32Array;
   scores: Float64Array;
+  /** TERM_COUNT per slot (core-router.ts). */
+  terms: Float64Array;
   drained(slot: number): boolean;
+}
+
+function termsAt(terms: Float64Array, slot: number): CandidateTerms {
+  const at = TERM_COUNT * slot;
+  return {
+    pendingPrefillTokens: terms[at + TERM_PENDING_PREFILL]!,
+    requests: terms[at + TERM_REQUESTS]!,
+    kvUsage: terms[at + TERM_KV_USAGE]!,
+    uncachedTokens: terms[at + TERM_UNCACHED]!,
+  };
 }
 
 export function buildExplanation(s: DecisionSnapshot, dryRun: boolean): Explanation {
@@ -29,6 +49,7 @@ export function buildExplanation(s: DecisionSnapshot, dryRun: boolean): Explanat
       drained: s.drained(index),
       matchedBlocks: s.matched[index]!,
       score: Number.isNaN(score) ? null : score,
+      terms: Number.isNaN(score) ? null : termsAt(s.terms, index),
     });
   });
   return {

@@ -27,6 +27,7 @@ import {
   REQUEST_INPUT_TOKENS,
   STAT_FIELDS,
   Stat,
+  TERM_COUNT,
   type CoreBuffers,
   type CoreIds,
   type CoreRouter,
@@ -124,6 +125,7 @@ export class Router {
   private readonly view: DecisionView;
   private matched: Int32Array = new Int32Array(8);
   private scores: Float64Array = new Float64Array(8);
+  private terms: Float64Array = new Float64Array(8 * TERM_COUNT);
   private readonly statsBuf = new Float64Array(STAT_FIELDS);
   private readonly observedBuf = new Float64Array(OBSERVED_FIELDS);
   private readonly countsBuf = new Float64Array(COUNT_FIELDS);
@@ -184,7 +186,7 @@ export class Router {
     this.request[REQUEST_BLOCK_TOKENS] = NaN;
     const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
-    this.core.setExplainBuffers(this.matched, this.scores);
+    this.core.setExplainBuffers(this.matched, this.scores, this.terms);
     this.view = new DecisionView(this.decisionBuf, this.names);
     this.decision = this.view;
     this.decisionBuf[0] = -1;
@@ -284,7 +286,7 @@ export class Router {
     try {
       this.core.match(ids);
     } finally {
-      this.core.setExplainBuffers(this.matched, this.scores);
+      this.core.setExplainBuffers(this.matched, this.scores, this.terms);
     }
     const out: Record<string, number> = {};
     this.names.forEach((name, slot) => {
@@ -497,6 +499,7 @@ export class Router {
       names: this.names,
       matched: this.matched,
       scores: this.scores,
+      terms: this.terms,
       drained: (slot: number) => {
         this.core.stats(slot, this.statsBuf);
         return this.statsBuf[Stat.Drained] === 1;
@@ -511,7 +514,8 @@ export class Router {
   private growExplainBuffers(length: number): void {
     this.matched = new Int32Array(length);
     this.scores = new Float64Array(length);
-    this.core.setExplainBuffers(this.matched, this.scores);
+    this.terms = new Float64Array(length * TERM_COUNT);
+    this.core.setExplainBuffers(this.matched, this.scores, this.terms);
   }
 
   private slotOf(id: string): number {

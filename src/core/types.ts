@@ -164,6 +164,20 @@ export interface CandidateExplanation {
   matchedBlocks: number;
   /** The policy's score (lower is better); null when not a candidate (drained, or not serving the request's model). */
   score: number | null;
+  /** What the decision read of this candidate (its score is built from these); null when not a candidate. */
+  terms: CandidateTerms | null;
+}
+
+/** A candidate's inputs to the decision (docs/policies.md "What a decision reads"). */
+export interface CandidateTerms {
+  /** Effective queued prefill tokens (`pending_prefill`). */
+  pendingPrefillTokens: number;
+  /** Effective running + waiting (`num_requests`). */
+  requests: number;
+  /** Effective fraction of KV in use by in-flight requests (`kv_usage`), before this request. */
+  kvUsage: number;
+  /** This request's tokens the instance does not hold (`uncached`). */
+  uncachedTokens: number;
 }
 
 export interface Explanation {

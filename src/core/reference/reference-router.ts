@@ -4,7 +4,18 @@
  * differential tests and the baseline of `npm run bench`, and the fallback
  * where the addon cannot be built ({ native: false } or KVROUTE_NATIVE=0).
  */
-import type { CoreBuffers, CoreConfig, CoreIds, CorePolicy, CoreRouter } from '../core-router.js';
+import {
+  TERM_COUNT,
+  TERM_KV_USAGE,
+  TERM_PENDING_PREFILL,
+  TERM_REQUESTS,
+  TERM_UNCACHED,
+  type CoreBuffers,
+  type CoreConfig,
+  type CoreIds,
+  type CorePolicy,
+  type CoreRouter,
+} from '../core-router.js';
 import {
   MAX_REQUEST_IDS,
   EVENT_ABORT,
@@ -75,6 +86,7 @@ export class ReferenceRouter implements CoreRouter {
   private policy: CorePolicy;
   private matched: Int32Array = new Int32Array(0);
   private scores: Float64Array = new Float64Array(0);
+  private terms: Float64Array | undefined;
   /** round_robin's cursor per candidate set: by group, -1 for requests without one. */
   private readonly cursors = new Map<number, number>();
   /** Group ids a request may name: [0, groupCount). */
@@ -172,9 +184,10 @@ export class ReferenceRouter implements CoreRouter {
     for (const g of groups) this.groupCount = Math.max(this.groupCount, g + 1);
   }
 
-  setExplainBuffers(matched: Int32Array, scores: Float64Array): void {
+  setExplainBuffers(matched: Int32Array, scores: Float64Array, terms?: Float64Array): void {
     this.matched = matched;
     this.scores = scores;
+    this.terms = terms;
   }
 
   route(ids: CoreIds | string | undefined, session: string | undefined): number {
@@ -189,6 +202,7 @@ export class ReferenceRouter implements CoreRouter {
     const eff: EffectiveState[] = [];
     const uncached: number[] = [];
     const candidate = (s: number) => this.candidate(s, req.group);
+    this.terms?.fill(NaN, 0, TERM_COUNT * this.instances.length);
     for (let s = 0; s < this.instances.length; s += 1) {
       this.scores[s] = NaN;
       if (!candidate(s)) continue;
@@ -206,6 +220,13 @@ export class ReferenceRouter implements CoreRouter {
             );
       const cachedTokens = this.matched[s]! * req.blockTokens;
       uncached[s] = req.inputTokens > cachedTokens ? req.inputTokens - cachedTokens : 0;
+      if (this.terms !== undefined) {
+        const at = TERM_COUNT * s;
+        this.terms[at + TERM_PENDING_PREFILL] = eff[s]!.pendingPrefill;
+        this.terms[at + TERM_REQUESTS] = eff[s]!.numRequests;
+        this.terms[at + TERM_KV_USAGE] = eff[s]!.kvUsage;
+        this.terms[at + TERM_UNCACHED] = uncached[s]!;
+      }
     }
     const { slot, reason } = decide({
       policy: this.policy,
