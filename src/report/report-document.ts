@@ -26,7 +26,7 @@ export interface ReportDocumentInput {
   version: string;
 }
 
-const escapeHtml = (text: string): string =>
+export const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** A shell-like rendering of an argv list, for reading (not for pasting into every shell). */
@@ -92,7 +92,7 @@ function provenance(doc: ReportDocumentInput): [string, string][] {
   return rows;
 }
 
-const CSS = `body{font:15px/1.5 system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1f2937}
+export const CSS = `body{font:15px/1.5 system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1f2937}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #d1d5db;padding:.25rem .5rem;text-align:left}
 th{background:#f3f4f6}#runs td{white-space:nowrap}code{font-size:13px}

@@ -102,7 +102,7 @@ export interface ReportInput {
   interference?: InterferencePoint[];
 }
 
-function readJson(path: string): unknown {
+export function readJson(path: string): unknown {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -118,7 +118,7 @@ function readJson(path: string): unknown {
 }
 
 /** Field checks that name `file` and the field path. */
-class Fields {
+export class Fields {
   constructor(readonly file: string) {}
   fail(field: string, expected: string, got: unknown): never {
     throw new ReportError(`${this.file}: ${field}: must be ${expected}, got ${describe(got)}`);
