@@ -15,6 +15,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { launchBrowser, newPage } from './helpers/browser.js';
 
+// The page's DOM, as far as the browser check reads it (the project compiles without lib "dom").
+interface PageNode {
+  getAttribute(name: string): string | null;
+  querySelector(selector: string): { getBoundingClientRect(): { width: number; height: number } } | null;
+  querySelectorAll(selector: string): { length: number };
+}
+declare const document: { querySelectorAll(selector: string): Iterable<PageNode> };
+
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
