@@ -5,9 +5,9 @@
  * One streaming pass through a three-stage pipeline (pipeline.ts):
  * 1. this thread reads and validates the trace, numbers the sessions, keeps each request's
  *    lengths, and batches its ids to the trie stage;
- * 2. the trie stage walks every request through the one global PrefixTrie (the any-session
- *    ceiling needs all sessions in one trie) and sends each request's path of node numbers to
- *    its session's shard;
+ * 2. the trie stage walks every request through the one global prefix trie (the any-session
+ *    ceiling needs all sessions in one trie; the addon's when it loads) and sends each
+ *    request's path of node numbers to its session's shard;
  * 3. the session shards (Piscina workers; sessions sharded by number) compute intra-session
  *    matches and per-node session counts, merged by summing since shards hold disjoint
  *    sessions.
@@ -16,6 +16,7 @@
  */
 import type { TraceRequest } from '../trace/types.js';
 import { DEFAULT_MODEL_PRESET, MODEL_PRESETS, kvBytesPerToken } from '../trace/model-presets.js';
+import { nativeTrieByDefault } from '../trace/make-prefix-trie.js';
 import { invalidValue } from '../trace/trace-errors.js';
 import { Growable } from './growable.js';
 import { defaultWorkers, inlinePipeline, threadedPipeline, type Pipeline } from './pipeline.js';
@@ -33,6 +34,9 @@ export interface CharacterizeOptions {
   model?: string;
   /** Sessions a prefix needs to count as a shared (system) prefix. */
   sharedMinSessions?: number;
+  /** Walk the addon's prefix trie (true: it must load) or the TypeScript reference (false); the
+   *  results are identical. Default: the addon's when it loads and KVROUTE_NATIVE is not 0. */
+  native?: boolean;
 }
 
 const BATCH_WORDS = 1 << 17;
@@ -80,7 +84,8 @@ export async function matchTrace(
   const minSessions = options.sharedMinSessions ?? 8;
   if (!Number.isSafeInteger(minSessions) || minSessions < 1)
     throw invalidValue('sharedMinSessions', 'a positive integer', minSessions);
-  const pipeline = workers === 0 ? inlinePipeline(shards) : threadedPipeline(shards);
+  const native = options.native ?? nativeTrieByDefault();
+  const pipeline = workers === 0 ? inlinePipeline(shards, native) : threadedPipeline(shards, native);
   try {
     const figures = await read(source, pipeline, shards, observe);
     const { trie, shards: results } = await pipeline.finish(minSessions);
