@@ -68,13 +68,14 @@ export interface TraceMatches {
 /** Runs the pipeline over `source` (options as characterizeTrace's; `model` unused). */
 /**
  * Walks the trace through the tries. `observe`, when given, sees every request as it is read, in
- * arrival order (what a caller keeps per request beside the walk, without a generator of its own
- * around `source`: one per request costs a promise).
+ * arrival order, with its session's number (0-based, in order of first appearance; a sessionless
+ * request has one of its own): what a caller keeps per request beside the walk, without a
+ * generator of its own around `source` (one per request costs a promise).
  */
 export async function matchTrace(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   options: CharacterizeOptions = {},
-  observe?: (request: TraceRequest) => void,
+  observe?: (request: TraceRequest, session: number) => void,
 ): Promise<TraceMatches> {
   const workers = options.workers ?? defaultWorkers();
   if (!Number.isSafeInteger(workers) || workers < 0) throw invalidValue('workers', 'a non-negative integer', workers);
@@ -113,7 +114,7 @@ async function read(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   pipeline: Pipeline,
   shardCount: number,
-  observe: ((request: TraceRequest) => void) | undefined,
+  observe: ((request: TraceRequest, session: number) => void) | undefined,
 ): Promise<RequestFigures> {
   const figures: RequestFigures = {
     shard: new Growable(Uint8Array),
@@ -128,7 +129,6 @@ async function read(
   let batch = new Float64Array(BATCH_WORDS);
   let words = 0;
   for await (const request of source) {
-    observe?.(request);
     const ids = request.hashIds;
     figures.inputLength.push(request.inputLength);
     figures.outputLength.push(request.outputLength);
@@ -146,6 +146,7 @@ async function read(
       if (!request.sessionless) sessionNumbers.set(request.session, session);
     }
     figures.sessionRequests.raw[session]!++;
+    observe?.(request, session);
     figures.shard.push(shardOf(session, shardCount));
 
     if (words > 0 && words + 2 + ids.length > batch.length) {
