@@ -30,6 +30,8 @@ inline uint64_t mix(uint64_t x) {
 // back them.
 HugeBuffer::HugeBuffer(size_t bytes) : bytes_(bytes) {
   const size_t align = bytes >= kHugePage ? kHugePage : 0;
+  // Whole huge pages, so that the trimmed ends are page-aligned whatever the page size.
+  if (align != 0) bytes_ = bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   const size_t mapped = bytes + align;
   void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) throw std::bad_alloc();
@@ -41,7 +43,7 @@ HugeBuffer::HugeBuffer(size_t bytes) : bytes_(bytes) {
     char* end = start + mapped;
     if (end > aligned + bytes) munmap(aligned + bytes, static_cast<size_t>(end - (aligned + bytes)));
     start = aligned;
-#if defined(MADV_HUGEPAGE) && !defined(NO_HUGE)
+#ifdef MADV_HUGEPAGE
     madvise(start, bytes, MADV_HUGEPAGE);  // advice only: without huge pages it is a no-op
 #endif
   }
@@ -147,8 +149,8 @@ void PrefixTrie::insertRun(uint32_t parent, const uint64_t* ids, size_t n, uint3
   if (top.link == 0) {
     top.link = first;
   } else {
-    top.link |= kBranch;
     if (entries_ + 1 > growAt_) allocateTable(bits_ + 1);
+    top.link |= kBranch;
     const uint64_t h = hash(parent, ids[0]);
     place(table(), mask_, home(h), (h & 0xFFFFFFFF00000000ULL) | first);
     ++entries_;
