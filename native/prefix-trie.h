@@ -37,7 +37,7 @@
 // Tunables: kChunkBits (17: 2 MiB chunks), kMaxLoadNum/kMaxLoadDen (1/2: the
 // table doubles past it, so its load stays in [1/4, 1/2]; the table is small,
 // and each probe past the first is a compare on a hot path). Memory: 16 B per
-// node, plus 16–32 B per table entry: ~17 B per node on the bench's agentic
+// node, plus 16–32 B per table entry: ~18 B per node on the bench's agentic
 // trace (the TypeScript trie: 28–56 B per node, with old and new arrays both
 // alive while doubling).
 // Complexity: O(1) expected per block; growing is O(slots), amortised O(1).
