@@ -8,6 +8,7 @@
         "native/js-hash.cc",
         "native/js-shm-feed.cc",
         "native/js-request-scan.cc",
+        "native/js-prefix-trie.cc",
         "native/xxhash64.cc",
         "native/prompt-hash.cc",
         "native/robin-hood-map.cc",
@@ -20,7 +21,8 @@
         "native/json-text.cc",
         "native/json-bytes.cc",
         "native/dom-text.cc",
-        "native/request-scan.cc"
+        "native/request-scan.cc",
+        "native/prefix-trie.cc"
       ],
       "dependencies": ["simdjson"],
       "include_dirs": [

@@ -6,6 +6,7 @@
 #include <napi.h>
 
 #include "js-hash.h"
+#include "js-prefix-trie.h"
 #include "js-request-scan.h"
 #include "js-router.h"
 #include "js-shm-feed.h"
@@ -18,6 +19,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("FeedWriter", JsFeedWriter::Define(env));
   exports.Set("FeedReader", JsFeedReader::Define(env));
   exports.Set("RequestScanner", JsRequestScanner::Define(env));
+  exports.Set("PrefixTrie", JsPrefixTrie::Define(env));
   exports.Set("scanKernel", Napi::String::New(env, scanKernel()));
   exports.Set("hashPrompt", Napi::Function::New(env, JsHashPrompt, "hashPrompt"));
   exports.Set("xxhash64", Napi::Function::New(env, JsXxHash64, "xxhash64"));

@@ -88,6 +88,28 @@ describe('kvroute analyze run', () => {
     expect(withLog.causes.hot_worker_queue).toBeGreaterThan(base.slow.causes.hot_worker_queue);
   });
 
+  it("gives the same analysis, reuse split included, with the addon's trie and with KVROUTE_NATIVE=0", () => {
+    const args = ['analyze', 'run', at('lmetric.rec'), '--json'];
+    const native = kvroute(args);
+    const reference = spawnSync(process.execPath, [cli, ...args], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, KVROUTE_NATIVE: '0' },
+    });
+    expect(native.status).toBe(0);
+    expect(reference.status).toBe(0);
+    expect(JSON.parse(native.stdout).reuse.matched_records).toBeGreaterThan(0);
+    expect(JSON.parse(reference.stdout)).toEqual(JSON.parse(native.stdout));
+    const trace = ['analyze', 'trace', at('trace.jsonl'), '--json'];
+    const traceReference = spawnSync(process.execPath, [cli, ...trace], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, KVROUTE_NATIVE: '0' },
+    });
+    expect(traceReference.status).toBe(0);
+    expect(traceReference.stdout).toBe(kvroute(trace).stdout);
+  });
+
   it('--skip-reuse reads the records only', () => {
     const out = kvroute(['analyze', 'run', at('sticky.rec'), '--json', '--skip-reuse']);
     expect(out.status).toBe(0);

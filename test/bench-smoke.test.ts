@@ -87,11 +87,16 @@ it('npm run bench -- --quick --only analyze-run analyses generated records, with
     expect(child.stderr).toBe('');
     expect(child.status).toBe(0);
     expect(child.stdout).toMatch(/analyze run 0\.\d+M records, records only: <= 20 s/);
+    expect(child.stdout).toMatch(
+      /info {2}analyze run 0\.\d+M records, with the reuse split, workers 1, TypeScript trie \(reference\): .* \(the addon's trie: /,
+    );
     const doc = JSON.parse(readFileSync(out, 'utf8'));
-    expect(doc.results.map((r: { reuse: boolean; workers: number }) => [r.reuse, r.workers])).toEqual([
-      [false, 0],
-      [true, 1],
-      [true, 0],
+    type Leg = { reuse: boolean; workers: number; trie: string };
+    expect(doc.results.map((r: Leg) => [r.reuse, r.workers, r.trie])).toEqual([
+      [false, 0, 'native'],
+      [true, 1, 'native'],
+      [true, 0, 'native'],
+      [true, 1, 'typescript'],
     ]);
     for (const r of doc.results) {
       expect(r).toMatchObject({ workload: 'analyze-run', kind: 'run-analysis' });

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { characterizeTrace } from '../src/analysis/characterize.js';
+import { synthesizeTrace } from '../src/trace/synth.js';
 import type { TraceRequest } from '../src/trace/types.js';
 import { Rng } from './helpers/random.js';
 import { referenceCharacterize } from './helpers/trace-reference.js';
@@ -132,6 +133,19 @@ describe('characterizeTrace on Piscina workers', () => {
     expect(oneThread).toEqual(single);
     expect(twoThreads).toEqual(single);
     expect(single.apc_ceiling.any_session.hit_requests).toBeGreaterThan(1000);
+  });
+
+  it("gives exactly the TypeScript trie's result with the addon's, inline and threaded", async () => {
+    // A generated agentic trace (system prefix, sub-agent forks, compaction) and the random one.
+    const traces = [[...synthesizeTrace({ sessions: 60, seed: 9, blockSize: 64 })], randomTrace(new Rng(43), 3000)];
+    for (const trace of traces) {
+      const reference = await characterizeTrace(trace, { workers: 0, native: false });
+      expect(reference.distinct_blocks).toBeGreaterThan(1000);
+      for (const options of [{ workers: 0 }, { workers: 0, shards: 3 }, { workers: 1 }, { workers: 2 }]) {
+        expect(await characterizeTrace(trace, { ...options, native: true })).toEqual(reference);
+      }
+      expect(await characterizeTrace(trace, { workers: 1, native: false })).toEqual(reference);
+    }
   });
 
   it('stops its workers and rethrows when the source fails mid-stream', async () => {

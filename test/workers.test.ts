@@ -1,7 +1,8 @@
 /**
  * The addon is context-aware: it loads and routes in several Piscina workers
  * at once, survives their termination mid-task, and survives process exit
- * with routers alive in the main thread and in workers.
+ * with routers and prefix tries alive in the main thread and in workers
+ * (characterize.test.ts walks the trie on Piscina workers).
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -86,6 +87,39 @@ describe('process exit', () => {
         });
       \`, { eval: true });
       w.on('message', () => process.exit(0));
+      setTimeout(() => process.exit(3), 10000);
+    `;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+  });
+
+  it('exits cleanly with prefix tries alive in the main thread and walking in workers', () => {
+    const native = fileURLToPath(new URL('../dist/core/native.js', import.meta.url));
+    const script = `
+      import { Worker } from 'node:worker_threads';
+      import { loadNative } from ${JSON.stringify(native)};
+      const trie = new (loadNative().PrefixTrie)();
+      const ids = Float64Array.from({ length: 300000 }, (_, k) => k);
+      trie.walk(ids, new Uint32Array(ids.length));
+      let ready = 0;
+      for (let n = 0; n < 2; n++) {
+        const w = new Worker(\`
+          Promise.all([import('node:worker_threads'), import(${JSON.stringify(native)})]).then(([{ parentPort }, { loadNative }]) => {
+            const trie = new (loadNative().PrefixTrie)();
+            const batch = Float64Array.from({ length: 1002 }, (_, k) => (k === 1 ? 1000 : k));
+            const seen = new Uint32Array(501), paths = new Uint32Array(1002);
+            let round = 0;
+            trie.walkBatch(batch, seen, paths);
+            parentPort.postMessage('ready');
+            setInterval(() => { batch[2] = ++round; trie.walkBatch(batch, seen, paths); }, 1);
+          });
+        \`, { eval: true });
+        w.on('message', () => { if (++ready === 2) setTimeout(() => process.exit(0), 20); });
+      }
       setTimeout(() => process.exit(3), 10000);
     `;
     const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {

@@ -19,6 +19,8 @@ export interface SessionShardTask {
 export interface TrieStageTask {
   port: MessagePort;
   shardPorts: MessagePort[];
+  /** The addon's trie (loaded in this thread) or the TypeScript reference. */
+  native: boolean;
 }
 
 /** Main → trie stage: id batches, then 'end', then the merged counts. Trie stage → shard: batches, then 'end'. */
@@ -60,9 +62,12 @@ export function sessionShard({ port }: SessionShardTask): Promise<ShardResult> {
   });
 }
 
-export function trieStage({ port, shardPorts }: TrieStageTask): Promise<TrieResult> {
+export function trieStage({ port, shardPorts, native }: TrieStageTask): Promise<TrieResult> {
   const shards = shardPorts.map((shardPort) => new AckedPort(shardPort));
-  const stage = new TrieStage(shards.map((shard) => (batch) => shard.send({ batch }, [batch.buffer as ArrayBuffer])));
+  const stage = new TrieStage(
+    shards.map((shard) => (batch) => shard.send({ batch }, [batch.buffer as ArrayBuffer])),
+    native,
+  );
   return serve(port, async (message) => {
     if (message === 'end') {
       await stage.flush();

@@ -5,9 +5,9 @@
  * One streaming pass through a three-stage pipeline (pipeline.ts):
  * 1. this thread reads and validates the trace, numbers the sessions, keeps each request's
  *    lengths, and batches its ids to the trie stage;
- * 2. the trie stage walks every request through the one global PrefixTrie (the any-session
- *    ceiling needs all sessions in one trie) and sends each request's path of node numbers to
- *    its session's shard;
+ * 2. the trie stage walks every request through the one global prefix trie (the any-session
+ *    ceiling needs all sessions in one trie; the addon's when it loads) and sends each
+ *    request's path of node numbers to its session's shard;
  * 3. the session shards (Piscina workers; sessions sharded by number) compute intra-session
  *    matches and per-node session counts, merged by summing since shards hold disjoint
  *    sessions.
@@ -16,6 +16,7 @@
  */
 import type { TraceRequest } from '../trace/types.js';
 import { DEFAULT_MODEL_PRESET, MODEL_PRESETS, kvBytesPerToken } from '../trace/model-presets.js';
+import { nativeTrieByDefault } from '../trace/make-prefix-trie.js';
 import { invalidValue } from '../trace/trace-errors.js';
 import { Growable } from './growable.js';
 import { defaultWorkers, inlinePipeline, threadedPipeline, type Pipeline } from './pipeline.js';
@@ -33,6 +34,9 @@ export interface CharacterizeOptions {
   model?: string;
   /** Sessions a prefix needs to count as a shared (system) prefix. */
   sharedMinSessions?: number;
+  /** Walk the addon's prefix trie (true: it must load) or the TypeScript reference (false); the
+   *  results are identical. Default: the addon's when it loads and KVROUTE_NATIVE is not 0. */
+  native?: boolean;
 }
 
 const BATCH_WORDS = 1 << 17;
@@ -64,13 +68,14 @@ export interface TraceMatches {
 /** Runs the pipeline over `source` (options as characterizeTrace's; `model` unused). */
 /**
  * Walks the trace through the tries. `observe`, when given, sees every request as it is read, in
- * arrival order (what a caller keeps per request beside the walk, without a generator of its own
- * around `source`: one per request costs a promise).
+ * arrival order, with its session's number (0-based, in order of first appearance; a sessionless
+ * request has one of its own): what a caller keeps per request beside the walk, without a
+ * generator of its own around `source` (one per request costs a promise).
  */
 export async function matchTrace(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   options: CharacterizeOptions = {},
-  observe?: (request: TraceRequest) => void,
+  observe?: (request: TraceRequest, session: number) => void,
 ): Promise<TraceMatches> {
   const workers = options.workers ?? defaultWorkers();
   if (!Number.isSafeInteger(workers) || workers < 0) throw invalidValue('workers', 'a non-negative integer', workers);
@@ -80,7 +85,8 @@ export async function matchTrace(
   const minSessions = options.sharedMinSessions ?? 8;
   if (!Number.isSafeInteger(minSessions) || minSessions < 1)
     throw invalidValue('sharedMinSessions', 'a positive integer', minSessions);
-  const pipeline = workers === 0 ? inlinePipeline(shards) : threadedPipeline(shards);
+  const native = options.native ?? nativeTrieByDefault();
+  const pipeline = workers === 0 ? inlinePipeline(shards, native) : threadedPipeline(shards, native);
   try {
     const figures = await read(source, pipeline, shards, observe);
     const { trie, shards: results } = await pipeline.finish(minSessions);
@@ -108,7 +114,7 @@ async function read(
   source: AsyncIterable<TraceRequest> | Iterable<TraceRequest>,
   pipeline: Pipeline,
   shardCount: number,
-  observe: ((request: TraceRequest) => void) | undefined,
+  observe: ((request: TraceRequest, session: number) => void) | undefined,
 ): Promise<RequestFigures> {
   const figures: RequestFigures = {
     shard: new Growable(Uint8Array),
@@ -123,7 +129,6 @@ async function read(
   let batch = new Float64Array(BATCH_WORDS);
   let words = 0;
   for await (const request of source) {
-    observe?.(request);
     const ids = request.hashIds;
     figures.inputLength.push(request.inputLength);
     figures.outputLength.push(request.outputLength);
@@ -141,6 +146,7 @@ async function read(
       if (!request.sessionless) sessionNumbers.set(request.session, session);
     }
     figures.sessionRequests.raw[session]!++;
+    observe?.(request, session);
     figures.shard.push(shardOf(session, shardCount));
 
     if (words > 0 && words + 2 + ids.length > batch.length) {

@@ -32,9 +32,13 @@ export function defaultWorkers(): number {
   return Math.max(1, availableParallelism() - 1);
 }
 
-export function inlinePipeline(shardCount: number): Pipeline {
+/** `native`: the trie stage walks the addon's trie (else the TypeScript reference). */
+export function inlinePipeline(shardCount: number, native: boolean): Pipeline {
   const shards = Array.from({ length: shardCount }, () => new SessionShard());
-  const stage = new TrieStage(shards.map((shard) => (batch) => shard.add(batch)));
+  const stage = new TrieStage(
+    shards.map((shard) => (batch) => shard.add(batch)),
+    native,
+  );
   return {
     send: (batch) => stage.add(batch),
     async finish(minSessions) {
@@ -55,8 +59,8 @@ const WORKER_URL = import.meta.url.endsWith('.ts')
   ? new URL('../../dist/analysis/characterize-worker.js', import.meta.url).href
   : new URL('./characterize-worker.js', import.meta.url).href;
 
-/** `shardCount` session shards on a thread each, and the trie stage on one more. */
-export function threadedPipeline(shardCount: number): Pipeline {
+/** `shardCount` session shards on a thread each, and the trie stage on one more (`native`: as inlinePipeline). */
+export function threadedPipeline(shardCount: number, native: boolean): Pipeline {
   const threads = shardCount + 1;
   // Every task lives for the whole run, so there must be a thread for each: a queued task
   // would never start while the others wait on it.
@@ -67,7 +71,7 @@ export function threadedPipeline(shardCount: number): Pipeline {
   );
   const { port1, port2 } = new MessageChannel();
   const shardPorts = shardChannels.map(({ port1: toShard }) => toShard);
-  const trieTask: Promise<TrieResult> = pool.run({ port: port2, shardPorts } satisfies TrieStageTask, {
+  const trieTask: Promise<TrieResult> = pool.run({ port: port2, shardPorts, native } satisfies TrieStageTask, {
     name: 'trieStage',
     transferList: [port2, ...shardPorts],
   });

@@ -70,12 +70,17 @@ export async function runReuse(
   options: CharacterizeOptions = {},
 ): Promise<RunReuse> {
   // Taken as each trace request passes: one typed-array entry per request (the walk keeps each
-  // request's block size and sessionless flag itself, in matches.figures).
+  // request's block size and sessionless flag itself, in matches.figures). A session's turns are
+  // looked up by name once, then by its number: a string key into a map of 10^5 sessions costs a
+  // few cache misses per request on the reading thread, the busiest.
   const fingerprint = new TraceFingerprint();
   const cached = new Growable(Float64Array, 1 << 16);
-  const matches = await matchTrace(source, options, (request) => {
+  const turnsOf: (number[] | null)[] = [];
+  const matches = await matchTrace(source, options, (request, session) => {
     fingerprint.add(request);
-    cached.push(cachedOf.get(request.session)?.[request.turn] ?? -1);
+    let turns = turnsOf[session];
+    if (turns === undefined) turnsOf[session] = turns = cachedOf.get(request.session) ?? null;
+    cached.push(turns?.[request.turn] ?? -1);
   });
   const digest = fingerprint.digest();
   if (header !== undefined && digest !== header.trace.fingerprint)

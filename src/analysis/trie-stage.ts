@@ -1,11 +1,16 @@
 /**
  * The global half of trace characterization: every request, in arrival order, walks the one
- * PrefixTrie of the whole trace (the any-session ceiling needs all sessions in one trie). For
+ * prefix trie of the whole trace (the any-session ceiling needs all sessions in one trie). For
  * each request it records the previously-seen prefix (any-session match) and its leaf node,
  * and forwards the request's path of node numbers to its session's shard. At the end, given
  * the merged per-node session counts, it turns each leaf into the request's shared depth.
+ *
+ * The trie is the addon's or the TypeScript reference (make-prefix-trie.ts), with identical
+ * results; either walks a whole id batch per call (walkBatch), so the addon is crossed about
+ * once per 128k ids, not once per request.
  */
-import { PrefixTrie } from '../trace/prefix-trie.js';
+import { makePrefixTrie } from '../trace/make-prefix-trie.js';
+import type { BlockTrie } from '../trace/prefix-trie.js';
 import { Growable } from './growable.js';
 import type { ShardBatch } from './session-shard.js';
 
@@ -32,31 +37,41 @@ export function shardOf(session: number, shards: number): number {
 }
 
 export class TrieStage {
-  private readonly trie = new PrefixTrie();
+  private readonly trie: BlockTrie;
   private readonly anyMatch = new Growable(Uint32Array, 1 << 12);
   private readonly leaf = new Growable(Uint32Array, 1 << 12);
   private readonly outgoing: PathBatchBuilder[];
-  private path = new Uint32Array(1024);
+  /** walkBatch's output: per request its walk() result, and the batch's layout with nodes for ids. */
+  private seen = new Uint32Array(1 << 12);
+  private paths = new Uint32Array(1 << 12);
 
-  constructor(private readonly sinks: ShardSink[]) {
+  /** `native`: the addon's trie (it must load) or the TypeScript reference. */
+  constructor(
+    private readonly sinks: ShardSink[],
+    native: boolean,
+  ) {
+    this.trie = makePrefixTrie(native);
     this.outgoing = sinks.map(() => new PathBatchBuilder());
   }
 
   /** Walks every request of `batch`; resolves when the shards have taken what they were sent. */
   async add(batch: IdBatch): Promise<void> {
+    // A request takes at least its two header words.
+    if (this.seen.length < batch.length / 2) this.seen = new Uint32Array(Math.ceil(batch.length / 2));
+    if (this.paths.length < batch.length) this.paths = new Uint32Array(batch.length);
+    const { seen, paths } = this;
+    const requests = this.trie.walkBatch(batch, seen, paths);
     const shards = this.sinks.length;
-    for (let at = 0; at < batch.length;) {
-      const session = batch[at]!;
-      const length = batch[at + 1]!;
-      const ids = batch.subarray(at + 2, at + 2 + length);
-      at += 2 + length;
-      if (length > this.path.length) this.path = new Uint32Array(Math.max(length, this.path.length * 2));
-      this.anyMatch.push(this.trie.walk(ids, this.path));
-      this.leaf.push(length === 0 ? 0 : this.path[length - 1]!);
+    for (let r = 0, at = 0; r < requests; r++) {
+      const session = paths[at]!;
+      const length = paths[at + 1]!;
+      this.anyMatch.push(seen[r]!);
+      this.leaf.push(length === 0 ? 0 : paths[at + 1 + length]!);
       const shard = shardOf(session, shards);
       const out = this.outgoing[shard]!;
       if (!out.fits(length)) await this.sinks[shard]!(out.take());
-      out.append(session, this.path, length);
+      out.append(paths, at, 2 + length);
+      at += 2 + length;
     }
   }
 
@@ -76,8 +91,7 @@ export class TrieStage {
   finish(nodeSessions: Uint8Array, minSessions: number): TrieResult {
     const trie = this.trie;
     const depth = new Uint32Array(trie.size);
-    for (let node = 1; node < trie.size; node++)
-      depth[node] = depth[trie.parentOf(node)]! + ((nodeSessions[node] ?? 0) >= minSessions ? 1 : 0);
+    trie.markedDepths(nodeSessions, minSessions, depth);
     const leaves = this.leaf.view();
     const sharedDepth = new Uint32Array(leaves.length);
     for (let r = 0; r < leaves.length; r++) sharedDepth[r] = depth[leaves[r]!]!;
@@ -94,12 +108,14 @@ class PathBatchBuilder {
     return this.words === 0 || this.words + 2 + length <= this.buffer.length;
   }
 
-  append(session: number, path: Uint32Array, length: number): void {
-    if (this.words + 2 + length > this.buffer.length) this.buffer = new Uint32Array(2 + length);
-    this.buffer[this.words++] = session;
-    this.buffer[this.words++] = length;
-    this.buffer.set(path.subarray(0, length), this.words);
-    this.words += length;
+  /** Appends the record records[at, at + words): [session, length, nodes…]. */
+  append(records: Uint32Array, at: number, words: number): void {
+    if (this.words + words > this.buffer.length) this.buffer = new Uint32Array(words);
+    const buffer = this.buffer;
+    // Most records are short: a loop beats a subarray and set() per record.
+    if (words < 64) for (let i = 0; i < words; i++) buffer[this.words + i] = records[at + i]!;
+    else buffer.set(records.subarray(at, at + words), this.words);
+    this.words += words;
   }
 
   /** The filled batch; the builder starts a fresh buffer (the old one may be transferred). */

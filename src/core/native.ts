@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import type { BlockTrie } from '../trace/prefix-trie.js';
 import { POLICY_KINDS, REASONS } from './codes.js';
 import type { CoreRouterConstructor } from './core-router.js';
 import { stateError, type KvrouteError } from './errors.js';
@@ -61,11 +62,22 @@ export interface NativeRequestScanner {
   scanAsync(bytes: Uint8Array, endpoint: number, chunkBytes: number, strip: boolean): Promise<NativeScanResult>;
 }
 
+/**
+ * The prefix trie of trace analysis (native/js-prefix-trie.h): src/trace/prefix-trie.ts's
+ * results, ids checked (safe integers in a Float64Array; a bad argument throws a TypeError or
+ * RangeError naming it and changes nothing).
+ */
+export interface NativePrefixTrie extends BlockTrie {
+  /** Bytes held: node records and table. */
+  readonly bytes: number;
+}
+
 export interface NativeAddon {
   NativeRouter: CoreRouterConstructor;
   FeedWriter: new (path: string, slots: number, recreate: boolean) => NativeFeedWriter;
   FeedReader: new (path: string, recheckMs: number) => NativeFeedReader;
   RequestScanner: new (out: Float64Array, values: unknown[]) => NativeRequestScanner;
+  PrefixTrie: new () => NativePrefixTrie;
   /** simdjson's kernel for this CPU. */
   scanKernel: string;
   /** Chained XXH64 ids of `text`'s UTF-8 bytes in `chunkBytes` chunks. */

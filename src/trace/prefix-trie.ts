@@ -19,11 +19,37 @@
  *   node n is usually n + 1: the walk checks that (sequential memory) before the table.
  * Ids are safe integers, split exactly into two 32-bit halves. The hash is seeded per trie,
  * so a crafted trace cannot make every prefix collide.
+ *
+ * This is the reference: the addon's PrefixTrie (native/prefix-trie.h, about 18 bytes per node
+ * and several times faster) gives exactly its results, and trace analysis uses it when the addon
+ * loads (make-prefix-trie.ts).
  */
+
+/** What trace analysis needs of a prefix trie; this class and the addon's implement it alike. */
+export interface BlockTrie {
+  /** Number of nodes, the root included. */
+  readonly size: number;
+  /** The parent of `node` (< size); the root's is 0. */
+  parentOf(node: number): number;
+  /** See PrefixTrie.walk. */
+  walk(ids: Float64Array, path: Uint32Array): number;
+  /**
+   * Walks every request of an IdBatch (repeated [session, length, id_0 … id_{length-1}]) in
+   * order: `paths` gets the batch's layout with each id replaced by its node (headers copied),
+   * `seen[r]` request r's walk() result. Returns the number of requests.
+   */
+  walkBatch(batch: Float64Array, seen: Uint32Array, paths: Uint32Array): number;
+  /**
+   * Fills `depth` (size entries): for every node, how many nodes on its path (itself included,
+   * the root not) have `counts[node] >= minCount` (counts past the end are 0).
+   */
+  markedDepths(counts: Uint8Array, minCount: number, depth: Uint32Array): void;
+}
+
 const MIN_SLOTS = 1 << 12;
 const TWO_32 = 4294967296;
 
-export class PrefixTrie {
+export class PrefixTrie implements BlockTrie {
   private parents = new Uint32Array(MIN_SLOTS / 2);
   private edgeLow = new Int32Array(MIN_SLOTS / 2);
   private edgeHigh = new Int32Array(MIN_SLOTS / 2);
@@ -48,11 +74,34 @@ export class PrefixTrie {
    * every deeper one is new, so inserting stops probing.
    */
   walk(ids: ArrayLike<number>, path: Uint32Array): number {
+    return this.walkRange(ids, 0, ids.length, path, 0);
+  }
+
+  walkBatch(batch: Float64Array, seen: Uint32Array, paths: Uint32Array): number {
+    let requests = 0;
+    for (let at = 0; at < batch.length;) {
+      const length = batch[at + 1]!;
+      paths[at] = batch[at]!;
+      paths[at + 1] = length;
+      seen[requests++] = this.walkRange(batch, at + 2, length, paths, at + 2);
+      at += 2 + length;
+    }
+    return requests;
+  }
+
+  markedDepths(counts: Uint8Array, minCount: number, depth: Uint32Array): void {
+    depth[0] = 0;
+    for (let node = 1; node < this.nodes; node++)
+      depth[node] = depth[this.parents[node]!]! + ((counts[node] ?? 0) >= minCount ? 1 : 0);
+  }
+
+  /** walk() over ids[from, from + length), writing path[to, to + length). */
+  private walkRange(ids: ArrayLike<number>, from: number, length: number, path: Uint32Array, to: number): number {
     let node = 0;
     let hash = this.seed;
     let depth = 0;
-    for (; depth < ids.length; depth++) {
-      const id = ids[depth]!;
+    for (; depth < length; depth++) {
+      const id = ids[from + depth]!;
       const low = id | 0;
       const high = Math.floor(id / TWO_32) | 0;
       hash = extend(hash, low, high);
@@ -62,16 +111,16 @@ export class PrefixTrie {
           ? next
           : this.lookup(hash, node, low, high);
       if (child === 0) break;
-      path[depth] = node = child;
+      path[to + depth] = node = child;
     }
     const seen = depth;
-    for (; depth < ids.length; depth++) {
-      const id = ids[depth]!;
+    for (; depth < length; depth++) {
+      const id = ids[from + depth]!;
       const low = id | 0;
       const high = Math.floor(id / TWO_32) | 0;
       // The first missing depth's hash was computed by the loop above.
       if (depth > seen) hash = extend(hash, low, high);
-      path[depth] = node = this.insert(hash, node, low, high);
+      path[to + depth] = node = this.insert(hash, node, low, high);
     }
     return seen;
   }
