@@ -204,7 +204,6 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   }
   match(in.ids, in.n, matched);
   std::fill(scores, scores + instances_.size(), NAN);
-  if (terms != nullptr) std::fill(terms, terms + kTermCount * instances_.size(), NAN);
   // The request's candidates, picked once; everything below ranges over them.
   cand_ = in.group < 0 ? &routable_ : &groups_[static_cast<uint32_t>(in.group)];
   // One pass over the candidates: state, uncached tokens, score.

@@ -118,7 +118,8 @@ class Router {
   // slot's match (-1 for free slots); scores gets each candidate's policy
   // score (NaN for the others: drained, or not serving the request's group).
   // `terms` (nullable): kTermCount per slot, what the decision read of each
-  // candidate (kTerm* below); NaN for a slot that is not a candidate.
+  // candidate (kTerm* below). A non-candidate's are left as they were: its
+  // score is NaN, which is how a reader tells (explain() shows null).
   RouteOutput route(const RouteInput& in, int32_t* matched, double* scores, double* terms = nullptr);
   void match(const uint64_t* ids, uint32_t n, int32_t* matched);
 

@@ -142,7 +142,8 @@ export interface CoreRouter {
   setInstanceGroups(slot: number, groups: Uint32Array | null): void;
   /**
    * Where route() writes each slot's matched blocks and score, and (optional) its TERM_COUNT
-   * terms: what the policy read of the candidate (TERM_* below). Non-candidates get NaN.
+   * terms: what the policy read of the candidate (TERM_* below). A non-candidate's score is NaN
+   * and its terms are left as they were (explain() shows null for both).
    */
   setExplainBuffers(matched: Int32Array, scores: Float64Array, terms?: Float64Array): void;
   /** Returns the ticket, or -1 for a dry run or when no instance is routable. */

@@ -202,7 +202,6 @@ export class ReferenceRouter implements CoreRouter {
     const eff: EffectiveState[] = [];
     const uncached: number[] = [];
     const candidate = (s: number) => this.candidate(s, req.group);
-    this.terms?.fill(NaN, 0, TERM_COUNT * this.instances.length);
     for (let s = 0; s < this.instances.length; s += 1) {
       this.scores[s] = NaN;
       if (!candidate(s)) continue;
