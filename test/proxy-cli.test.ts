@@ -28,6 +28,16 @@ describe('serve configuration', () => {
     expect(c).toMatchObject({ backends: [], port: 8000, host: '127.0.0.1', proxy: { policy: 'min_ttft' } });
   });
 
+  it('takes a tuned policy setting as NAME:KEY=VALUE… or, in the file, as { name, … }', () => {
+    expect(resolveServeConfig({ policy: 'min_ttft:batchWeight=0.3:kvWeight=8' }, {}).proxy.policy).toEqual({
+      name: 'min_ttft',
+      batchWeight: 0.3,
+      kvWeight: 8,
+    });
+    const config = file('tuned.yaml', 'policy: {name: unified, overloadFactor: 1.5}\n');
+    expect(resolveServeConfig({ config }, {}).proxy.policy).toEqual({ name: 'unified', overloadFactor: 1.5 });
+  });
+
   it('flags beat environment variables, which beat the file', () => {
     const config = file(
       'layers.yaml',
@@ -74,6 +84,13 @@ describe('serve configuration', () => {
     bad({ 'max-body': '0' }, {}, /^--max-body must be a size/);
     bad({ 'max-body': '12 parsecs' }, {}, /^--max-body must be a size/);
     bad({ policy: 'fastest' }, {}, /^--policy must be one of .*unified/);
+    bad({ policy: 'min_ttft:overloadFactor=2' }, {}, /^--policy must be a tunable min_ttft reads/);
+    bad({}, { KVROUTE_POLICY: 'min_ttft:kvWeight=-1' }, /^KVROUTE_POLICY\.kvWeight must be a number in \[0, 1000\]/);
+    bad(
+      { config: file('spec.yaml', 'policy: {name: min_ttft, tieTolerance: 2}\n') },
+      {},
+      /spec\.yaml: policy\.tieTolerance must be a number in \[0, 1\]/,
+    );
     bad({ backends: 'ftp://x' }, {}, /^--backends must be an http/);
     bad({ backends: 'http://a:1,http://a:1/' }, {}, /--backends lists the same backend twice/);
     bad(

@@ -1,6 +1,9 @@
 /** Shared pieces of the `kvroute` verbs: usage errors and option parsing that names the flag. */
 import { readFileSync } from 'node:fs';
 
+import { parsePolicyArg } from '../core/policy-arg.js';
+import type { PolicyName, PolicySpec } from '../core/types.js';
+
 /** A mistake in how the command was called: printed without a stack, exit status 2. */
 export class UsageError extends Error {}
 
@@ -62,6 +65,12 @@ export function multiplierFlag(values: OptionValues, name: string, max: number):
 }
 
 /** `--name A`: one of `choices`. */
+/** `--policy`: NAME or NAME:KEY=VALUE… (core/policy-arg.ts); undefined when not given. */
+export function policyFlag(values: OptionValues): PolicyName | PolicySpec | undefined {
+  const raw = stringFlag(values, 'policy');
+  return raw === undefined ? undefined : parsePolicyArg(raw, '--policy');
+}
+
 export function choiceFlag<T extends string>(values: OptionValues, name: string, choices: readonly T[]): T | undefined {
   const raw = stringFlag(values, name);
   if (raw === undefined) return undefined;

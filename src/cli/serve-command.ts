@@ -17,7 +17,10 @@ const MIB = 2 ** 20;
 /** Per setting: the value's placeholder (none for a switch) and its help text; tsc checks that every setting has one. */
 const HELP: Record<SettingFlag, readonly [string, string]> = {
   backends: ['<URL,…>', withDefault('engines to route to', 'none: 4 simulated engines in this process')],
-  policy: ['<NAME>', withDefault(`routing policy: ${POLICY_NAMES.join(', ')}`, P.policy)],
+  policy: [
+    '<NAME>',
+    withDefault(`routing policy: ${POLICY_NAMES.join(', ')}; NAME:KEY=VALUE… sets its tunables`, P.policy),
+  ],
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
   host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
   'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],

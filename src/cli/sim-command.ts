@@ -39,7 +39,7 @@ function addRun(sim: Command): void {
   const d = SIM_RUN_DEFAULTS;
   const run = subcommand(sim, 'run', 'replay a trace in virtual time through the router and N engine models')
     .option('--trace <IN>', 'the trace file, or - for stdin (required)')
-    .option('--policy <P>', withDefault(POLICY_NAMES.join(', '), d.policy))
+    .option('--policy <P>', withDefault(`${POLICY_NAMES.join(', ')}; P:KEY=VALUE… sets its tunables`, d.policy))
     .option('--instances <N>', withDefault('engines', d.instances))
     .option(
       '--engine-state <shadow|shm>',

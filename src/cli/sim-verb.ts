@@ -4,14 +4,22 @@
  */
 import { formatCount, formatDuration } from '../analysis/format-units.js';
 import { runMetrics } from '../analysis/run-metrics.js';
-import { POLICY_NAMES } from '../core/policy-spec.js';
+import { formatPolicyArg } from '../core/policy-arg.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { interferenceTable } from '../sim/interference-bench.js';
 import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
-import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import {
+  choiceFlag,
+  integerFlag,
+  numberFlag,
+  policyFlag,
+  stringFlag,
+  UsageError,
+  type OptionValues,
+} from './common.js';
 import { engineScalingFlags, scalingRecord } from './engine-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from './run-header.js';
@@ -25,7 +33,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   if (trace === undefined) throw new UsageError('sim run needs --trace FILE');
   const d = SIM_RUN_DEFAULTS;
   const options: SimulationOptions = {
-    policy: choiceFlag(values, 'policy', POLICY_NAMES) ?? d.policy,
+    policy: policyFlag(values) ?? d.policy,
     instances: integerFlag(values, 'instances', 1) ?? d.instances,
     engineState: choiceFlag(values, 'engine-state', ['shadow', 'shm'] as const) ?? d.engineState,
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
@@ -53,7 +61,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
       {
         source: 'sim',
         trace: { path: trace, fingerprint: fingerprint.digest() },
-        policy: typeof options.policy === 'string' ? options.policy : options.policy.name,
+        policy: formatPolicyArg(options.policy),
         engine_state: options.engineState ?? 'shadow',
         instances: options.instances,
         mode: options.dispatch?.mode ?? 'session',

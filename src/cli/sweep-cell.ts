@@ -6,6 +6,7 @@
  */
 import { join } from 'node:path';
 
+import { parsePolicyArg } from '../core/policy-arg.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { EngineScaling } from '../sim/engine-preset.js';
 import { simulateStream, type SimulationResult } from '../sim/simulator.js';
@@ -90,7 +91,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
   const { result, fingerprint } = await simulateFile({
     trace: task.trace,
     reader: task.reader,
-    policy: cell.policy as PolicyName,
+    policy: parsePolicyArg(cell.policy, 'policy'),
     engineState: cell.engine_state,
     instances: task.instances,
     preset: task.preset,

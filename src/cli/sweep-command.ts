@@ -23,7 +23,7 @@ export function addSweepCommand(program: Command): void {
   )
     .option('--trace <IN>', 'the trace file (required; read once per cell, so not stdin)')
     .option('--out <DIR>', 'the sweep directory: sweep.json, cells/<id>/, tables.md (required)')
-    .option('--policies <P,…>', withDefault('policies', d.policies))
+    .option('--policies <P,…>', withDefault('policies, each a name or NAME:KEY=VALUE… (tunables)', d.policies))
     .option('--engine-state <S,…>', withDefault('engine states: shadow, shm', d.engineStates))
     .option('--force', 'reuse an --out that is not empty (its previous sweep is removed)')
     .option(

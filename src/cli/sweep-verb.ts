@@ -1,5 +1,6 @@
 /** `kvroute sweep` (declared in sweep-command.ts): flags to SweepOptions, the run, its tables. */
 import { formatDuration } from '../analysis/format-units.js';
+import { parsePolicyArg } from '../core/policy-arg.js';
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import { ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
@@ -10,12 +11,16 @@ import type { LiveOptions } from './sweep-live.js';
 import { runSweep, type SweepOptions } from './sweep-run.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 
-/** A comma-separated list: each item in `known`, no repeats, at least one. */
+/**
+ * A comma-separated list: each item in `known` (or accepted by `check`, which throws on a bad
+ * one), no repeats, at least one.
+ */
 export function listFlag<T extends string>(
   values: OptionValues,
   name: string,
   known: readonly T[],
   fallback: string,
+  check?: (item: string) => void,
 ): T[] {
   const raw = stringFlag(values, name) ?? fallback;
   const items = raw
@@ -23,8 +28,10 @@ export function listFlag<T extends string>(
     .map((item) => item.trim())
     .filter((item) => item !== '');
   if (items.length === 0) throw new UsageError(`--${name} is empty; give one or more of ${known.join(', ')}`);
-  for (const item of items)
-    if (!known.includes(item as T)) throw new UsageError(`--${name}: unknown ${item}; known: ${known.join(', ')}`);
+  for (const item of items) {
+    if (check !== undefined) check(item);
+    else if (!known.includes(item as T)) throw new UsageError(`--${name}: unknown ${item}; known: ${known.join(', ')}`);
+  }
   const repeated = items.find((item, i) => items.indexOf(item) !== i);
   if (repeated !== undefined) throw new UsageError(`--${name}: ${repeated} is listed twice`);
   return items as T[];
@@ -44,7 +51,8 @@ export function sweepOptions(values: OptionValues): SweepOptions {
   const options: SweepOptions = {
     trace,
     reader: readerOptions(values),
-    policies: listFlag(values, 'policies', POLICY_NAMES, d.policies),
+    // NAME or NAME:KEY=VALUE… (a tuned setting), each checked before any cell runs.
+    policies: listFlag(values, 'policies', POLICY_NAMES, d.policies, (item) => parsePolicyArg(item, '--policies item')),
     engineStates: listFlag<EngineStateName>(values, 'engine-state', ENGINE_STATES, d.engineStates),
     out,
     force: values.force === true,

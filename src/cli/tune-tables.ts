@@ -6,6 +6,7 @@
 import { basename } from 'node:path';
 
 import { formatTotal } from '../analysis/format-units.js';
+import { formatPolicyArg } from '../core/policy-arg.js';
 import type { Margin, TuneResult } from './tune-result.js';
 
 function row(cells: readonly string[]): string {
@@ -74,6 +75,7 @@ export function renderTune(r: TuneResult): string {
     '',
     `#${r.best.id}: ${setting(r.best.params)}: ${r.objective.name} ${value(r.best.objective)} ${unit} (${over}).`,
     `As a policy spec (new Router({ policy }), POST /admin/policy): ${JSON.stringify(r.best.spec)}`,
+    `As a flag (kvroute serve --policy, sim run --policy, sweep --policies): ${formatPolicyArg(r.best.spec)}`,
     '',
     '## Margins',
     '',

@@ -7,7 +7,7 @@
  * reads plain fields and never checks for undefined.
  */
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
-import type { PolicyName } from '../core/types.js';
+import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { ProxyObserver } from './proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './route-table.js';
@@ -44,7 +44,7 @@ export interface ProxyOptions {
    */
   http?: 'uws' | 'node';
   /** Routing policy (default `min_ttft`). */
-  policy?: PolicyName;
+  policy?: PolicyName | PolicySpec;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
   sessionHeader?: string;
   /** Remove kvroute's body extension fields (`hash_ids`) before forwarding (default false). */

@@ -88,7 +88,7 @@ export class ProxyState {
   constructor(
     backends: readonly ResolvedBackend[],
     routerOptions: {
-      policy: PolicyName;
+      policy: PolicyName | PolicySpec;
       blockSize: number;
       engineState: 'shadow' | { shm: string };
       onWarning: (message: string) => void;

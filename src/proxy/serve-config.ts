@@ -12,8 +12,10 @@ import { readFileSync } from 'node:fs';
 
 import { parse as parseYaml } from 'yaml';
 
-import { POLICY_NAMES } from '../core/policy-spec.js';
-import type { PolicyName } from '../core/types.js';
+import { isKvrouteError } from '../core/errors.js';
+import { parsePolicyArg } from '../core/policy-arg.js';
+import { POLICY_NAMES, resolvePolicy } from '../core/policy-spec.js';
+import type { PolicyName, PolicySpec } from '../core/types.js';
 import { SERVE_DEFAULTS, SETTINGS, envName, type Setting } from './serve-settings.js';
 import {
   PROXY_DEFAULTS,
@@ -59,7 +61,7 @@ const SIZE_UNITS: Record<string, number> = {
   gib: 2 ** 30,
 };
 
-type Value = string | number | boolean | BackendSpec[] | { shm: string } | undefined;
+type Value = string | number | boolean | BackendSpec[] | { shm: string } | PolicySpec | undefined;
 
 /** Parses one raw value (a flag's or variable's string, or a YAML scalar or list) of a setting. */
 function parseValue(setting: Setting, raw: unknown, source: string): Value {
@@ -85,9 +87,18 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       }
     }
     case 'policy':
-      if (typeof text !== 'string' || !POLICY_NAMES.includes(text as PolicyName))
-        fail(`one of ${POLICY_NAMES.join(', ')}`);
-      return text as string;
+      // NAME or NAME:KEY=VALUE… (a setting `kvroute tune` found); YAML may also give { name, … }.
+      try {
+        if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
+          resolvePolicy(raw as PolicySpec, source);
+          return raw as PolicySpec;
+        }
+        if (typeof text !== 'string') return fail(`one of ${POLICY_NAMES.join(', ')}, or NAME:KEY=VALUE…`);
+        return parsePolicyArg(text, source);
+      } catch (error) {
+        if (isKvrouteError(error)) throw new ConfigError((error as Error).message);
+        throw error;
+      }
     case 'port': {
       if (typeof text !== 'string' || !/^\d+$/.test(text) || Number(text) > 65535)
         fail('a TCP port 0..65535 (0: a free port)');
@@ -207,7 +218,7 @@ export function resolveServeConfig(
     reconcileMs: get<number>('reconcile-interval') ?? SERVE_DEFAULTS.reconcileMs,
     accessLog: get<string>('access-log'),
     proxy: {
-      policy: get<PolicyName>('policy') ?? PROXY_DEFAULTS.policy,
+      policy: get<PolicyName | PolicySpec>('policy') ?? PROXY_DEFAULTS.policy,
       sessionHeader: get<string>('session-header'),
       stripExtensions: get<boolean>('strip-extensions'),
       retries: get<number>('retries'),
