@@ -25,7 +25,11 @@ beforeAll(() => {
 describe('kvroute sweep refusals', () => {
   const usage: [string, string[], RegExp][] = [
     ['an empty policy list', ['--policies', ','], /--policies is empty/],
-    ['an unknown policy', ['--policies', 'sticky,nope'], /--policies: unknown nope; known: round_robin/],
+    [
+      'an unknown policy',
+      ['--policies', 'sticky,nope'],
+      /--policies item must be one of round_robin, .*min_ttft .*got "nope"/,
+    ],
     ['a repeated policy', ['--policies', 'sticky,sticky'], /sticky is listed twice/],
     ['an unknown engine state', ['--engine-state', 'es1'], /--engine-state: unknown es1; known: shadow, shm/],
     ['--live with --backends', ['--live', '--backends', 'http://127.0.0.1:1'], /exclude each other/],
