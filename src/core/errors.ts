@@ -19,7 +19,8 @@ export type KvrouteErrorCode =
   | 'ERR_KVROUTE_RECORDS'
   | 'ERR_KVROUTE_REPORT'
   | 'ERR_KVROUTE_STATE_FEED'
-  | 'ERR_KVROUTE_REPLAY_TARGET';
+  | 'ERR_KVROUTE_REPLAY_TARGET'
+  | 'ERR_KVROUTE_KV_EVENT';
 
 export interface KvrouteError extends Error {
   code: KvrouteErrorCode;
