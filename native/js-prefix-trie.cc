@@ -13,18 +13,6 @@ namespace {
 constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
 constexpr double kMaxSession = 4294967295.0;            // a path record's header is uint32
 
-// Shortest decimal that round-trips, like JavaScript's String(number).
-std::string formatNumber(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
-    if (std::strtod(buf, nullptr) == x) break;
-  }
-  return buf;
-}
-
 bool isSafeInteger(double x) { return x >= -kMaxSafeInteger && x <= kMaxSafeInteger && x == std::trunc(x); }
 
 // A safe integer's 64-bit pattern (two's complement): one key per id, as the

@@ -18,18 +18,6 @@ constexpr size_t kMaxIds = BlockIndex::kMaxDepth;
 constexpr double kBytesPerToken = 4;  // prompt-text requests: token estimate
 constexpr double kMaxBlockTokens = 1 << 24;
 
-// Shortest decimal that round-trips, like JavaScript's String(number).
-std::string formatNumber(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
-    if (std::strtod(buf, nullptr) == x) break;
-  }
-  return buf;
-}
-
 std::string elementError(const char* field, size_t i, double x) {
   return std::string(field) + "[" + std::to_string(i) + "] must be an integer in [0, 2^53), got " + formatNumber(x);
 }

@@ -15,21 +15,14 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { POLICY_NAMES } from '../dist/core/policy-spec.js';
+
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'cli.js');
 const MOONCAKE = join(root, 'data', 'mooncake_synthetic_trace.jsonl');
 const NEW_POLICY = 'min_ttft';
-const POLICIES = [
-  'round_robin',
-  'session_hash',
-  'load_only',
-  'lmetric',
-  'sticky',
-  'unified',
-  'unified+A+B',
-  'unified_kv_both',
-  NEW_POLICY,
-];
+// Every policy kvroute has, the new one last.
+const POLICIES = POLICY_NAMES;
 
 /**
  * A regime: how its trace is made (`kvroute trace synth` flags, or a fixed file) and the sweep's

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import type { CoreRouterConstructor } from '../src/core/core-router.js';
 import { loadNative } from '../src/core/native.js';
+import { resolvePolicy, toCorePolicy } from '../src/core/policy-spec.js';
 import { ReferenceRouter } from '../src/core/reference/reference-router.js';
 import { Router, type RouterOptions } from '../src/index.js';
 import { IMPLEMENTATIONS, comparableStats, thrown } from './helpers/routers.js';
@@ -220,29 +221,20 @@ describe.each(IMPLEMENTATIONS)('bad input ($impl)', ({ native }) => {
   });
 });
 
+/** A core's config as Router builds it (unified), for calling the cores directly. */
+const CORE_CONFIG = {
+  policy: toCorePolicy(resolvePolicy('unified')),
+  blockTokens: 16,
+  chunkBytes: 128,
+  stalenessMs: 2000,
+  maxSessions: 10,
+  manualClock: true,
+  feedPath: null,
+};
+
 describe('the addon re-checks what bypasses the TypeScript layer', () => {
   const { NativeRouter } = loadNative();
-  const config = {
-    policy: {
-      kind: 5,
-      affinityThreshold: 0.5,
-      overloadFactor: 2,
-      decodeWeight: 1,
-      ringVnodes: 160,
-      batchWeight: 0.05,
-      attentionWeight: 1e-4,
-      affinitySlack: 0.3,
-      tieTolerance: 0.02,
-      kvWeight: 0,
-      kvThreshold: 0.8,
-    },
-    blockTokens: 16,
-    chunkBytes: 128,
-    stalenessMs: 2000,
-    maxSessions: 10,
-    manualClock: true,
-    feedPath: null,
-  };
+  const config = CORE_CONFIG;
   const buffers = () => ({
     request: Float64Array.of(NaN, 0, 0, -1, NaN),
     decision: new Int32Array(2),
@@ -328,27 +320,7 @@ describe.each([
   { impl: 'native', Core: () => loadNative().NativeRouter },
   { impl: 'reference', Core: (): CoreRouterConstructor => ReferenceRouter },
 ])('both cores re-check model groups and blockTokens ($impl)', ({ Core }) => {
-  const config = {
-    policy: {
-      kind: 5,
-      affinityThreshold: 0.5,
-      overloadFactor: 2,
-      decodeWeight: 1,
-      ringVnodes: 160,
-      batchWeight: 0.05,
-      attentionWeight: 1e-4,
-      affinitySlack: 0.3,
-      tieTolerance: 0.02,
-      kvWeight: 0,
-      kvThreshold: 0.8,
-    },
-    blockTokens: 16,
-    chunkBytes: 128,
-    stalenessMs: 2000,
-    maxSessions: 10,
-    manualClock: true,
-    feedPath: null,
-  };
+  const config = CORE_CONFIG;
   const setup = () => {
     const request = Float64Array.of(NaN, 0, 0, -1, NaN);
     const c = new (Core())(config, { request, decision: new Int32Array(2), events: new Float64Array(9) });

@@ -9,6 +9,7 @@
  * decision array receives the choice, and the explain buffers receive every
  * instance's matched blocks and score.
  */
+import type { ResolvedPolicy } from './types.js';
 
 /** Ids a core accepts: validated typed arrays only (the public Router converts arrays). */
 export type CoreIds = BigUint64Array | Float64Array | Uint32Array;
@@ -21,19 +22,8 @@ export const TERM_KV_USAGE = 2;
 export const TERM_UNCACHED = 3;
 export const TERM_COUNT = 4;
 
-export interface CorePolicy {
-  kind: number;
-  affinityThreshold: number;
-  overloadFactor: number;
-  decodeWeight: number;
-  ringVnodes: number;
-  batchWeight: number;
-  attentionWeight: number;
-  affinitySlack: number;
-  tieTolerance: number;
-  kvWeight: number;
-  kvThreshold: number;
-}
+/** A resolved policy as the cores take it: the kind as its PolicyKind number, every tunable. */
+export type CorePolicy = Omit<ResolvedPolicy, 'name' | 'kind'> & { kind: number };
 
 export interface CoreConfig {
   policy: CorePolicy;

@@ -166,17 +166,7 @@ export function tunablesOf(kind: PolicyKindName): TunableName[] {
 }
 
 export function toCorePolicy(p: ResolvedPolicy): CorePolicy {
-  return {
-    kind: POLICY_KINDS.indexOf(p.kind),
-    affinityThreshold: p.affinityThreshold,
-    overloadFactor: p.overloadFactor,
-    decodeWeight: p.decodeWeight,
-    ringVnodes: p.ringVnodes,
-    batchWeight: p.batchWeight,
-    attentionWeight: p.attentionWeight,
-    affinitySlack: p.affinitySlack,
-    tieTolerance: p.tieTolerance,
-    kvWeight: p.kvWeight,
-    kvThreshold: p.kvThreshold,
-  };
+  const core = { kind: POLICY_KINDS.indexOf(p.kind) } as CorePolicy;
+  for (const name of TUNABLE_NAMES) core[name] = p[name];
+  return core;
 }

@@ -28,7 +28,8 @@ export function markdownPath(out: string): string {
   return /\.html?$/i.test(out) ? out.replace(/\.html?$/i, '.md') : `${out}.md`;
 }
 
-function write(path: string, text: string): void {
+/** Writes one output file; a failure is a ReportError naming the path. */
+export function write(path: string, text: string): void {
   try {
     writeFileSync(path, text);
   } catch (error) {

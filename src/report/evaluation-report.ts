@@ -6,12 +6,10 @@
  *
  * Stable hooks: `table[data-set="<set>"]` and `figure[data-figure="<set>"]` per file.
  */
-import { writeFileSync } from 'node:fs';
-
+import { write } from './build-report.js';
 import { loadEvaluation, type EvaluationSet } from './evaluation-input.js';
 import { CSS, escapeHtml } from './report-document.js';
 import type { VegaLiteSpec } from './report-figures.js';
-import { ReportError } from './report-input.js';
 import { renderSvg } from './render-svg.js';
 
 /** Ratios above this are drawn at it (round_robin is 5–40× the best): the chart is about the leaders. */
@@ -64,14 +62,6 @@ function tableRows(set: EvaluationSet): { regime: string; cells: { text: string;
 const caption = (set: EvaluationSet): string =>
   `Each policy's TTFT p90 in each regime of ${set.file}, divided by the lowest TTFT p90 of that regime ` +
   `(1 = the best policy there; above ${RATIO_CAP} drawn at ${RATIO_CAP}). Means over seeds ${set.seeds.join(', ')}.`;
-
-function write(path: string, text: string): void {
-  try {
-    writeFileSync(path, text);
-  } catch (error) {
-    throw new ReportError(`${path}: cannot write (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
-  }
-}
 
 export interface EvaluationReportResult {
   html: string;
