@@ -36,6 +36,10 @@ describe('parsePolicyArg', () => {
     ['min_ttft:overloadFactor=2', /--policy must be a tunable min_ttft reads .*got "overloadFactor"/],
     ['sticky:batchWeight=1', /--policy must be a tunable sticky reads \(none/],
     ['min_ttft:nope=1', /--policy must be a tunable min_ttft reads/],
+    [
+      'min_ttft:batchweight=1',
+      /--policy must be a tunable min_ttft reads \(did you mean batchWeight\?\), got "batchweight"/,
+    ],
     ['min_ttft:kvWeight=1:kvWeight=2', /--policy must be each tunable once/],
     ['min_ttft:kvWeight=0x10', /--policy kvWeight must be a finite number, got "0x10"/],
     ['min_ttft:kvWeight=Infinity', /--policy kvWeight must be a finite number/],

@@ -7,9 +7,12 @@ export function addReportCommand(program: Command): void {
   const report = subcommand(
     program,
     'report',
-    'one self-contained HTML report (and a Markdown summary) of a sweep directory or a record file',
+    'one self-contained HTML report (and a Markdown summary) of a sweep directory, a record file or a policy evaluation',
   )
-    .argument('<IN>', 'a sweep directory (with sweep.json; docs/report.md) or one run’s record file')
+    .argument(
+      '<IN>',
+      'a sweep directory (with sweep.json; docs/report.md), one run’s record file, or a policy evaluation directory (<set>-seeds-<seeds>.json files)',
+    )
     .option(
       '-o, --out <OUT.html>',
       withDefault('the HTML file to write; OUT.md is written beside it', 'DIR/report.html, or RECORDS.html'),

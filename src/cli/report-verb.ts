@@ -14,7 +14,7 @@ export async function reportVerb(values: OptionValues, [input]: string[]): Promi
   try {
     isDirectory = statSync(input!).isDirectory();
   } catch {
-    throw new ReportError(`${input}: missing: give a sweep directory or a record file`);
+    throw new ReportError(`${input}: missing: give a sweep directory, a record file or a policy evaluation directory`);
   }
   const out = stringFlag(values, 'out') ?? defaultOutput(input!, isDirectory);
   // A policy evaluation directory (scripts/policy-eval.mjs) has evaluation files and no sweep.json.

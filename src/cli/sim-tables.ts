@@ -5,6 +5,7 @@
  */
 import { durationScale, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
 import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
+import { formatPolicyArg } from '../core/policy-arg.js';
 import { describeScaling, isUnscaled } from '../sim/engine-preset.js';
 import type { InterferenceCell } from '../sim/interference-bench.js';
 import type { SimulationOptions } from '../sim/simulator.js';
@@ -21,7 +22,7 @@ export function latencyRow(name: string, q: Quantiles): string {
 }
 
 export function renderMetrics(options: SimulationOptions, m: RunMetrics, makespan: number): string {
-  const policy = typeof options.policy === 'string' ? options.policy : options.policy.name;
+  const policy = formatPolicyArg(options.policy);
   const ms = (q: Quantiles): Quantiles => ({ p50: q.p50 / 1000, p90: q.p90 / 1000, p99: q.p99 / 1000 });
   const scaled = isUnscaled(options.scaling) ? '' : ` · ${describeScaling(options.scaling)}`;
   return [

@@ -22,12 +22,14 @@ export function parsePolicyArg(text: string, field: string): PolicyName | Policy
     const match = /^([A-Za-z]+)=(.+)$/.exec(pair);
     if (match === null) throw invalidValue(field, `KEY=VALUE after "${name}:"`, pair);
     const key = match[1] as TunableName;
-    if (!Object.hasOwn(TUNABLES, key) || !readable.includes(key))
+    if (!Object.hasOwn(TUNABLES, key) || !readable.includes(key)) {
+      const meant = readable.find((r) => r.toLowerCase() === key.toLowerCase());
       throw invalidValue(
         field,
-        `a tunable ${name} reads (${readable.join(', ') || 'none'}; docs/policies.md)`,
+        `a tunable ${name} reads (${meant === undefined ? `${readable.join(', ') || 'none'}; docs/policies.md` : `did you mean ${meant}?`})`,
         match[1],
       );
+    }
     if (Object.hasOwn(spec, key)) throw invalidValue(field, `each tunable once`, pair);
     const value = Number(match[2]);
     if (!/^[-+0-9.eE]+$/.test(match[2]!) || !Number.isFinite(value))
