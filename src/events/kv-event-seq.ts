@@ -54,6 +54,15 @@ export class KvEventSeq {
     return verdict;
   }
 
+  /**
+   * Forgets the last applied seq, keeping the counts: after a reconnection the publisher may be a
+   * restarted engine numbering from 0 again, whose messages must not be dropped as stale. The
+   * next message then reads as a gap from 0 (or `next` if it is 0).
+   */
+  forget(): void {
+    this.last = -1n;
+  }
+
   /** The last applied seq (-1 before any). */
   get lastApplied(): bigint {
     return this.last;

@@ -24,6 +24,13 @@ export interface KvEventCounts {
 
 export type KvEventHandler = (message: KvEventMessage, verdict: Exclude<SeqVerdict, { kind: 'stale' }>) => void;
 
+/**
+ * What ZeroMQ reports of the connection: `connect` (a TCP connection to the publisher is up),
+ * `disconnect` (it dropped: the engine died or the network failed) and `retry` (a connection
+ * attempt failed and will be retried).
+ */
+export type KvConnectionEvent = 'connect' | 'disconnect' | 'retry';
+
 export class KvEventSubscriber {
   readonly seq = new KvEventSeq();
   readonly counts: KvEventCounts = { messages: 0, events: 0, malformed: 0, unknownEvents: 0 };
@@ -36,6 +43,7 @@ export class KvEventSubscriber {
   constructor(
     readonly endpoint: string,
     private readonly onMessage: KvEventHandler,
+    private readonly onConnection: (event: KvConnectionEvent) => void = () => {},
   ) {}
 
   /** Connects and starts receiving; resolves once the socket is connected (not when data flows). */
@@ -43,6 +51,9 @@ export class KvEventSubscriber {
     if (this.socket !== undefined || this.closed) return;
     const { Subscriber } = await import('zeromq');
     const socket = new Subscriber();
+    socket.events.on('connect', () => this.onConnection('connect'));
+    socket.events.on('disconnect', () => this.onConnection('disconnect'));
+    socket.events.on('connect:retry', () => this.onConnection('retry'));
     socket.connect(this.endpoint);
     socket.subscribe();
     this.socket = socket;
