@@ -111,7 +111,7 @@ describe('router.decision.predictedCachedTokens, randomized', () => {
           ...(rng.chance(0.8) ? { inputTokens: (ids.length - 1) * blockSize + rng.int(0, blockSize) } : {}),
           ...(rng.chance(0.1) ? { blockTokens: rng.int(1, 40) } : {}),
         };
-        const tickets = [native.route(request), reference.route(request)] as const;
+        const tickets: [number, number] = [native.route(request), reference.route(request)];
         const predicted = native.decision.predictedCachedTokens;
         expect(reference.decision.predictedCachedTokens).toBe(predicted);
         const chosen = native.explain().candidates.find((c) => c.index === native.decision.index)!;
