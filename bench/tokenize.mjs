@@ -32,7 +32,8 @@ const child = join(dirname(fileURLToPath(import.meta.url)), 'lib', 'tokenize-chi
 /** @param {string[]} args */
 function run(args) {
   const result = spawnSync(process.execPath, ['--expose-gc', child, ...args], { encoding: 'utf8', maxBuffer: 1 << 24 });
-  if (result.status !== 0) throw new Error(`tokenize-child ${args.join(' ')} failed (${result.status}): ${result.stderr}`);
+  if (result.status !== 0)
+    throw new Error(`tokenize-child ${args.join(' ')} failed (${result.status}): ${result.stderr}`);
   return JSON.parse(result.stdout);
 }
 

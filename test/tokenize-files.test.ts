@@ -47,7 +47,7 @@ describe('tokenizer directories', () => {
     expect(anchorUnsafeReason(files.tokenizerJson)).toBeUndefined();
   });
 
-  it('names a missing directory\'s tokenizer.json', () => {
+  it("names a missing directory's tokenizer.json", () => {
     const missing = join(scratch, 'nowhere');
     const error = failure(() => loadTokenizer(missing));
     expect(error).toMatchObject({ code: 'ERR_KVROUTE_TOKENIZER', file: join(missing, 'tokenizer.json') });
@@ -93,7 +93,14 @@ describe('tokenizer directories', () => {
     const dir = dirWith('jinja', (c) => delete c.chat_template);
     writeFileSync(join(dir, 'chat_template.jinja'), '{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}');
     expect(loadTokenizer(dir).renderChat([{ role: 'user', content: 'x' }])).toBe('[user]x');
-    const dir2 = dirWith('named', (c) => (c.chat_template = [{ name: 'tool_use', template: 'T' }, { name: 'default', template: 'D' }]));
+    const dir2 = dirWith(
+      'named',
+      (c) =>
+        (c.chat_template = [
+          { name: 'tool_use', template: 'T' },
+          { name: 'default', template: 'D' },
+        ]),
+    );
     expect(loadTokenizer(dir2).renderChat([{ role: 'user', content: 'x' }])).toBe('D');
     const dir3 = dirWith('namednodefault', (c) => (c.chat_template = [{ name: 'tool_use', template: 'T' }]));
     expect(failure(() => loadTokenizer(dir3)).message).toMatch(/no template named "default"/);
@@ -102,8 +109,17 @@ describe('tokenizer directories', () => {
   it('turns session reuse off for tokenizers whose anchors are not safe', () => {
     const base = { model: { type: 'BPE' } };
     expect(anchorUnsafeReason({ ...base, added_tokens: [{ content: '<s>', rstrip: true }] })).toMatch(/has rstrip/);
-    expect(anchorUnsafeReason({ ...base, added_tokens: [{ content: '<a>' }, { content: 'x<a>' }] })).toMatch(/contains/);
-    expect(anchorUnsafeReason({ ...base, pre_tokenizer: { type: 'Metaspace', prepend_scheme: 'first' } })).toMatch(/Metaspace/);
-    expect(anchorUnsafeReason({ ...base, normalizer: { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: '▁' }] } })).toMatch(/Prepend/);
+    expect(anchorUnsafeReason({ ...base, added_tokens: [{ content: '<a>' }, { content: 'x<a>' }] })).toMatch(
+      /contains/,
+    );
+    expect(anchorUnsafeReason({ ...base, pre_tokenizer: { type: 'Metaspace', prepend_scheme: 'first' } })).toMatch(
+      /Metaspace/,
+    );
+    expect(
+      anchorUnsafeReason({
+        ...base,
+        normalizer: { type: 'Sequence', normalizers: [{ type: 'Prepend', prepend: '▁' }] },
+      }),
+    ).toMatch(/Prepend/);
   });
 });

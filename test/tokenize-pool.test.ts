@@ -35,7 +35,7 @@ async function rejection(promise: Promise<unknown>): Promise<{ code?: string; me
 }
 
 describe('TokenizerPool', () => {
-  it('gives the in-thread tokenizer\'s ids, and reuses a session\'s turns exactly', async () => {
+  it("gives the in-thread tokenizer's ids, and reuses a session's turns exactly", async () => {
     const rng = new Rng(5);
     for (let s = 0; s < 4; s += 1)
       for (const messages of sessionRequests(rng, 6)) {
@@ -49,10 +49,19 @@ describe('TokenizerPool', () => {
     expect(Array.from(await pool.tokenizeText(MODEL, 'Hello, world!'))).toEqual([9707, 11, 1879, 0]);
   });
 
-  it('takes only the template\'s fields from a whole request body', async () => {
-    const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }], chat_template_kwargs: { enable_thinking: false }, max_tokens: 5 };
+  it("takes only the template's fields from a whole request body", async () => {
+    const body = {
+      model: MODEL,
+      messages: [{ role: 'user', content: 'hi' }],
+      chat_template_kwargs: { enable_thinking: false },
+      max_tokens: 5,
+    };
     const ids = await pool.tokenizeChat(MODEL, body.messages, body);
-    expect(Array.from(ids)).toEqual(Array.from(local.tokenizeChat(body.messages, { chat_template_kwargs: { enable_thinking: false } }).encoded.tokens));
+    expect(Array.from(ids)).toEqual(
+      Array.from(
+        local.tokenizeChat(body.messages, { chat_template_kwargs: { enable_thinking: false } }).encoded.tokens,
+      ),
+    );
   });
 
   it('rejects bad input with the field named, an unknown model, and text over the input bound', async () => {
@@ -107,7 +116,9 @@ describe('TokenizerPool', () => {
   });
 
   it('survives a worker that runs out of memory: the task rejects, the process lives on', async () => {
-    const error = await rejection(TokenizerPool.open({ tokenizers: { [MODEL]: dir }, threads: 1, maxWorkerHeapMb: 16 }));
+    const error = await rejection(
+      TokenizerPool.open({ tokenizers: { [MODEL]: dir }, threads: 1, maxWorkerHeapMb: 16 }),
+    );
     expect(error).toMatchObject({ code: 'ERR_KVROUTE_TOKENIZER_WORKER' });
     expect(error.message).toMatch(/tokenizer worker failed: .*memory/i);
     // this process (and the other pool) carry on

@@ -51,13 +51,21 @@ describe('Qwen3 chat rendering', () => {
       tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
       chat_template_kwargs: { enable_thinking: false },
     });
-    expect(text).toContain('<tools>\n{"type": "function", "function": {"name": "f", "description": null, "parameters": {"type": "object"}}}\n</tools>');
+    expect(text).toContain(
+      '<tools>\n{"type": "function", "function": {"name": "f", "description": null, "parameters": {"type": "object"}}}\n</tools>',
+    );
     expect(text.endsWith('<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
   });
 
   it('joins text parts with a newline and treats null content as empty', () => {
     const text = tok.renderChat([
-      { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'a' },
+          { type: 'text', text: 'b' },
+        ],
+      },
       { role: 'assistant', content: null },
       { role: 'user', content: 'c' },
     ]);
@@ -98,19 +106,49 @@ describe('bad messages', () => {
     ['empty', [], undefined, /^messages: must not be empty/],
     ['a message not an object', ['hi'], undefined, /^messages\[0\]: must be an object/],
     ['no role', [{ content: 'x' }], undefined, /^messages\[0\]\.role: must be a non-empty string/],
-    ['content a number', [{ role: 'user', content: 5 }], undefined, /^messages\[0\]\.content: must be a string, null or a list/],
-    ['an image part', [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }], undefined, /^messages\[0\]\.content\[0\]\.type: "image_url" parts cannot be tokenized/],
-    ['a part with no type', [{ role: 'user', content: [{ text: 'x' }] }], undefined, /^messages\[0\]\.content\[0\]\.type: must be a string/],
+    [
+      'content a number',
+      [{ role: 'user', content: 5 }],
+      undefined,
+      /^messages\[0\]\.content: must be a string, null or a list/,
+    ],
+    [
+      'an image part',
+      [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }],
+      undefined,
+      /^messages\[0\]\.content\[0\]\.type: "image_url" parts cannot be tokenized/,
+    ],
+    [
+      'a part with no type',
+      [{ role: 'user', content: [{ text: 'x' }] }],
+      undefined,
+      /^messages\[0\]\.content\[0\]\.type: must be a string/,
+    ],
     [
       'tool arguments not JSON',
       [{ role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: '{oops' } }] }],
       undefined,
       /^messages\[0\]\.tool_calls\[0\]\.function\.arguments: not valid JSON/,
     ],
-    ['tool_calls not a list', [{ role: 'assistant', content: '', tool_calls: {} }], undefined, /^messages\[0\]\.tool_calls: must be a list/],
+    [
+      'tool_calls not a list',
+      [{ role: 'assistant', content: '', tool_calls: {} }],
+      undefined,
+      /^messages\[0\]\.tool_calls: must be a list/,
+    ],
     ['tools not a list', [{ role: 'user', content: 'x' }], { tools: 'f' }, /^tools: must be a list/],
-    ['a tool with no name', [{ role: 'user', content: 'x' }], { tools: [{ type: 'function', function: {} }] }, /^tools\[0\]\.function\.name: must be a string/],
-    ['chat_template_kwargs not an object', [{ role: 'user', content: 'x' }], { chat_template_kwargs: [1] }, /^chat_template_kwargs: must be an object/],
+    [
+      'a tool with no name',
+      [{ role: 'user', content: 'x' }],
+      { tools: [{ type: 'function', function: {} }] },
+      /^tools\[0\]\.function\.name: must be a string/,
+    ],
+    [
+      'chat_template_kwargs not an object',
+      [{ role: 'user', content: 'x' }],
+      { chat_template_kwargs: [1] },
+      /^chat_template_kwargs: must be an object/,
+    ],
     [
       'continue_final_message with add_generation_prompt',
       [{ role: 'user', content: 'x' }],

@@ -37,7 +37,9 @@ describe('session reuse equals a full encode', () => {
         const withReuse = tok.tokenizeChat(messages, undefined, previous);
         const scratch = tok.tokenizeChat(messages, undefined);
         if (!same(withReuse.encoded.tokens, scratch.encoded.tokens))
-          throw new Error(`session ${s} turn ${turns}: reuse differs from a full encode for ${JSON.stringify(messages)}`);
+          throw new Error(
+            `session ${s} turn ${turns}: reuse differs from a full encode for ${JSON.stringify(messages)}`,
+          );
         expect(withReuse.encoded.anchors).toEqual(scratch.encoded.anchors);
         if (previous && withReuse.reusedTokens < previous.tokens.length) partial += 1;
         reused += withReuse.reusedTokens;
@@ -55,7 +57,10 @@ describe('session reuse equals a full encode', () => {
   it('over random text pairs sharing a prefix, split anywhere (raw encode)', () => {
     const rng = new Rng(99);
     // The scanner over every added token of the tokenizer, as LoadedTokenizer builds it.
-    const added = readTokenizerFiles(bundledTokenizerDir('qwen3')).tokenizerJson.added_tokens as { content: string; id: number }[];
+    const added = readTokenizerFiles(bundledTokenizerDir('qwen3')).tokenizerJson.added_tokens as {
+      content: string;
+      id: number;
+    }[];
     const scanner = new AddedTokenScanner(added);
     const encode = (t: string) => tok.encode(t, false);
     for (let k = 0; k < 300; k += 1) {
@@ -99,7 +104,12 @@ describe('SessionCache', () => {
     expect(cache.get('b')).toBeUndefined();
     expect(cache.get('a')).toBeDefined();
     expect(cache.get('c')).toBeDefined();
-    expect({ size: cache.size, hits: cache.hits, misses: cache.misses, evictions: cache.evictions }).toEqual({ size: 2, hits: 3, misses: 1, evictions: 1 });
+    expect({ size: cache.size, hits: cache.hits, misses: cache.misses, evictions: cache.evictions }).toEqual({
+      size: 2,
+      hits: 3,
+      misses: 1,
+      evictions: 1,
+    });
   });
 
   it('keeps its bytes within the byte bound and refuses an entry larger than it', () => {

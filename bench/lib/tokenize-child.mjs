@@ -46,7 +46,8 @@ async function loadLibrary() {
   if (name === '@anush008/tokenizers') {
     const { Tokenizer } = await import('@anush008/tokenizers');
     const tok = Tokenizer.fromFile(join(dir, 'tokenizer.json'));
-    const encode = async (/** @type {string} */ text) => (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+    const encode = async (/** @type {string} */ text) =>
+      (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
     // Asynchronous (libuv's thread pool), but the call and the ids' conversion to a JS array
     // run on the calling thread.
     const loopMs = async (/** @type {string} */ text) => {
@@ -106,7 +107,11 @@ async function library() {
 async function sessionLeg() {
   const targetTokens = quick ? 20000 : 100000;
   const messages = session(targetTokens);
-  const next = [...messages, { role: 'assistant', content: 'Running them now.' }, { role: 'user', content: 'And lint.' }];
+  const next = [
+    ...messages,
+    { role: 'assistant', content: 'Running them now.' },
+    { role: 'user', content: 'And lint.' },
+  ];
   const tok = loadTokenizer(dir);
   const first = tok.tokenizeChat(messages, undefined);
   const runs = quick ? 3 : 7;
@@ -115,7 +120,9 @@ async function sessionLeg() {
   const reuseMs = await timeMs(() => tok.tokenizeChat(next, undefined, first.encoded), runs);
   const reused = tok.tokenizeChat(next, undefined, first.encoded);
   const full = tok.tokenizeChat(next, undefined);
-  const exact = reused.encoded.tokens.length === full.encoded.tokens.length && reused.encoded.tokens.every((v, i) => v === full.encoded.tokens[i]);
+  const exact =
+    reused.encoded.tokens.length === full.encoded.tokens.length &&
+    reused.encoded.tokens.every((v, i) => v === full.encoded.tokens[i]);
   const pool = await TokenizerPool.open({ tokenizers: { m: dir }, threads: 1 });
   try {
     const poolFullMs = await timeMs(() => pool.tokenizeChat('m', next), runs);

@@ -23,7 +23,7 @@ const PIECES = [
   'Ελληνικά και Русский текст и العربية עברית ',
 ];
 
-/** mulberry32 */
+/** mulberry32 @param {number} seed */
 export function rng(seed) {
   let a = seed >>> 0;
   return () => {
@@ -68,7 +68,9 @@ export function session(tokens) {
     messages.push({
       role: 'assistant',
       content: `<think>\n${variedText(next, 300)}\n</think>\n\n${answer}`,
-      tool_calls: [{ id: 'c', type: 'function', function: { name: 'read_file', arguments: '{"path": "src/main.ts"}' } }],
+      tool_calls: [
+        { id: 'c', type: 'function', function: { name: 'read_file', arguments: '{"path": "src/main.ts"}' } },
+      ],
     });
     messages.push({ role: 'tool', content: tool });
     chars += user.length + answer.length + tool.length + 300;

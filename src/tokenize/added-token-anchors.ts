@@ -41,18 +41,19 @@ export function anchorUnsafeReason(tokenizerJson: Record<string, unknown>): stri
   }
   const contents = added.map((t) => String(t.content));
   for (const a of contents)
-    for (const b of contents) if (a !== b && b.includes(a)) return `added token ${JSON.stringify(b)} contains ${JSON.stringify(a)}`;
-  const unsafe = findNode(tokenizerJson.pre_tokenizer, (n) => n.type === 'Metaspace' || (n.type === 'ByteLevel' && n.add_prefix_space === true));
+    for (const b of contents)
+      if (a !== b && b.includes(a)) return `added token ${JSON.stringify(b)} contains ${JSON.stringify(a)}`;
+  const unsafe = findNode(
+    tokenizerJson.pre_tokenizer,
+    (n) => n.type === 'Metaspace' || (n.type === 'ByteLevel' && n.add_prefix_space === true),
+  );
   if (unsafe) return `pre-tokenizer ${String(unsafe.type)} depends on a piece's position`;
   const prepend = findNode(tokenizerJson.normalizer, (n) => n.type === 'Prepend');
-  if (prepend) return 'normalizer Prepend depends on a piece\'s position';
+  if (prepend) return "normalizer Prepend depends on a piece's position";
   return undefined;
 }
 
-function findNode(
-  node: unknown,
-  test: (n: Record<string, unknown>) => boolean,
-): Record<string, unknown> | undefined {
+function findNode(node: unknown, test: (n: Record<string, unknown>) => boolean): Record<string, unknown> | undefined {
   if (node === null || typeof node !== 'object') return undefined;
   if (Array.isArray(node)) {
     for (const child of node) {

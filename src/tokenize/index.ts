@@ -7,7 +7,12 @@
  */
 export { TokenizerPool, type TokenizerPoolOptions, type TokenizerPoolStats } from './tokenizer-pool.js';
 export { loadTokenizer, LoadedTokenizer, type LoadTokenizerOptions } from './load-tokenizer.js';
-export { bundledTokenizerDir, readTokenizerFiles, type BundledTokenizer, type TokenizerFiles } from './tokenizer-files.js';
+export {
+  bundledTokenizerDir,
+  readTokenizerFiles,
+  type BundledTokenizer,
+  type TokenizerFiles,
+} from './tokenizer-files.js';
 export { type ChatExtras } from './chat-render.js';
 export { TokenizerError, type TokenizerErrorCode } from './tokenizer-errors.js';
 export { encodeWithReuse, commonPrefixLength, type EncodedText, type ReuseResult } from './prefix-reuse.js';

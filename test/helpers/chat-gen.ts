@@ -47,7 +47,11 @@ function assistantTurn(rng: Rng): Message {
   const message: Message = { role: 'assistant', content: think + randomText(rng) };
   if (rng.chance(0.3))
     message.tool_calls = [
-      { id: 'c1', type: 'function', function: { name: 'read_file', arguments: JSON.stringify({ path: randomText(rng, 2) }) } },
+      {
+        id: 'c1',
+        type: 'function',
+        function: { name: 'read_file', arguments: JSON.stringify({ path: randomText(rng, 2) }) },
+      },
     ];
   if (rng.chance(0.15)) message.reasoning_content = randomText(rng, 3);
   return message;
@@ -58,7 +62,15 @@ export function nextMessage(rng: Rng, history: readonly Message[]): Message {
   const last = history.at(-1);
   if (last?.role === 'user' || last?.role === 'tool') return assistantTurn(rng);
   if (last?.role === 'assistant' && last.tool_calls) return { role: 'tool', content: randomText(rng) };
-  return { role: 'user', content: rng.chance(0.1) ? [{ type: 'text', text: randomText(rng) }, { type: 'text', text: randomText(rng) }] : randomText(rng) };
+  return {
+    role: 'user',
+    content: rng.chance(0.1)
+      ? [
+          { type: 'text', text: randomText(rng) },
+          { type: 'text', text: randomText(rng) },
+        ]
+      : randomText(rng),
+  };
 }
 
 /** A session's successive requests: mostly growth by one or two messages, sometimes an edit of an earlier message. */
@@ -72,7 +84,10 @@ export function sessionRequests(rng: Rng, turns: number): Message[][] {
     if (r < 0.12 && history.length > 1) {
       const at = rng.int(0, history.length - 1);
       const target = history[at]!;
-      history[at] = { ...target, content: typeof target.content === 'string' ? target.content + randomText(rng, 2) : randomText(rng) };
+      history[at] = {
+        ...target,
+        content: typeof target.content === 'string' ? target.content + randomText(rng, 2) : randomText(rng),
+      };
     } else if (r < 0.17 && history.length > 2) history.splice(rng.int(1, history.length - 2), 1);
     for (let k = rng.int(1, 2); k > 0; k -= 1) history.push(nextMessage(rng, history));
     if (history.at(-1)?.role === 'assistant' && !history.at(-1)?.tool_calls) history.push(nextMessage(rng, history));
