@@ -79,8 +79,15 @@ describe('TokenizerPool', () => {
         code: 'ERR_KVROUTE_TOKENIZE_INPUT',
         message: "prompt: 11 characters exceed the tokenizer's limit of 10",
       });
-      expect(await rejection(small.tokenizeChat(MODEL, [{ role: 'user', content: 'y'.repeat(11) }]))).toMatchObject({
+      // Text anywhere counts, however deep: here in tool-call arguments nested 40 levels.
+      let nested: unknown = 'y'.repeat(11);
+      for (let d = 0; d < 40; d += 1) nested = { a: nested };
+      const messages = [
+        { role: 'assistant', content: '', tool_calls: [{ function: { name: 'f', arguments: nested } }] },
+      ];
+      expect(await rejection(small.tokenizeChat(MODEL, messages))).toMatchObject({
         code: 'ERR_KVROUTE_TOKENIZE_INPUT',
+        message: "messages: more than 10 characters of text (the tokenizer's limit)",
       });
     } finally {
       await small.close();

@@ -77,12 +77,20 @@ function positiveInt(name: string, value: number | undefined, fallback: number, 
   return value;
 }
 
-/** Characters of text a chat request carries (contents and tool arguments), bounded by walking only strings. */
-function inputChars(value: unknown, depth = 0): number {
-  if (typeof value === 'string') return value.length;
-  if (value === null || typeof value !== 'object' || depth > 8) return 0;
+/**
+ * Characters of text a chat request carries (every string in it, at any depth), counted
+ * iteratively and stopping once past `limit`, so a huge or deeply nested body costs O(limit).
+ */
+function inputChars(value: unknown, limit: number): number {
   let n = 0;
-  for (const child of Array.isArray(value) ? value : Object.values(value)) n += inputChars(child, depth + 1);
+  const stack: unknown[] = [value];
+  while (stack.length > 0 && n <= limit) {
+    const item = stack.pop();
+    if (typeof item === 'string') n += item.length;
+    else if (item !== null && typeof item === 'object') {
+      for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push(child);
+    }
+  }
   return n;
 }
 
@@ -98,6 +106,7 @@ export class TokenizerPool {
   private readonly sessions: SessionCache;
   private readonly dirs: Map<string, string>;
   private readonly capacity: number;
+  private readonly threads: number;
   private readonly maxInputChars: number;
   private pending = 0;
   private closed = false;
@@ -117,6 +126,7 @@ export class TokenizerPool {
       availableParallelism() >= 4 ? Math.floor(availableParallelism() / 2) : 1,
     );
     const maxQueue = positiveInt('maxQueue', options.maxQueue, 256, 0);
+    this.threads = threads;
     this.capacity = threads + maxQueue;
     this.maxInputChars = positiveInt('maxInputChars', options.maxInputChars, 4_000_000);
     this.sessions = new SessionCache(
@@ -134,13 +144,16 @@ export class TokenizerPool {
   }
 
   /**
-   * A pool with every configured tokenizer loaded once (on a worker) to check it: a directory
-   * that fails rejects with ERR_KVROUTE_TOKENIZER naming the file, and the pool is closed.
+   * A pool with every configured tokenizer loaded to check it: a directory that fails rejects
+   * with ERR_KVROUTE_TOKENIZER naming the file, and the pool is closed. One load task per thread
+   * and directory, run together, so that each worker is likely warm (Piscina does not promise
+   * that each lands on a different worker; a cold one loads on its first task, ~1 s).
    */
   static async open(options: TokenizerPoolOptions): Promise<TokenizerPool> {
     const pool = new TokenizerPool(options);
     try {
-      for (const dir of new Set(pool.dirs.values())) await pool.run({ kind: 'load', dir });
+      for (const dir of new Set(pool.dirs.values()))
+        await Promise.all(Array.from({ length: pool.threads }, () => pool.run({ kind: 'load', dir })));
     } catch (error) {
       await pool.close();
       throw error;
@@ -164,9 +177,9 @@ export class TokenizerPool {
    */
   async tokenizeChat(model: string, messages: unknown, extras?: ChatExtras, sessionKey?: string): Promise<Uint32Array> {
     const dir = this.dirFor(model);
-    const chars = inputChars(messages) + inputChars(extras?.tools);
+    const chars = inputChars([messages, extras?.tools, extras?.documents], this.maxInputChars);
     if (chars > this.maxInputChars)
-      throw inputError('messages', `${chars} characters of text exceed the tokenizer's limit of ${this.maxInputChars}`);
+      throw inputError('messages', `more than ${this.maxInputChars} characters of text (the tokenizer's limit)`);
     const key = sessionKey === undefined ? undefined : `${model}\u0000${sessionKey}`;
     const previous = key === undefined ? undefined : this.sessions.get(key);
     const reply = await this.run({
