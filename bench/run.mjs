@@ -35,6 +35,7 @@ const WORKLOADS = [
   'cli-startup',
   'analyze-run',
   'replay-driver',
+  'tokenize',
 ];
 /** The workloads whose samples are route() + complete() pairs net of the timer's cost. */
 const TIMED_PAIRS = ['mooncake', 'agentic-long', 'feed'];

@@ -53,6 +53,18 @@ export type { TraceSummary } from './analysis/trace-summary.js';
 export { startSimFleet, type SimFleet, type SimFleetOptions } from './sim/sim-fleet.js';
 export type { EngineScaling } from './sim/engine-preset.js';
 
+// Request tokenization (src/tokenize/): tokenizer + chat template as vLLM renders them, on workers.
+export {
+  TokenizerPool,
+  loadTokenizer,
+  bundledTokenizerDir,
+  TokenizerError,
+  type TokenizerPoolOptions,
+  type TokenizerPoolStats,
+  type ChatExtras,
+  type TokenizerErrorCode,
+} from './tokenize/index.js';
+
 // The proxy (src/proxy/): an OpenAI-compatible routing server on uWebSockets.js or Node's http.
 export { createProxy, type NodeHandler, type Proxy } from './proxy/proxy-server.js';
 export { kvrouteFastify, type FastifyPlugin } from './proxy/fastify-plugin.js';

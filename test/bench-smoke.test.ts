@@ -108,3 +108,34 @@ it('npm run bench -- --quick --only analyze-run analyses generated records, with
     rmSync(dir, { recursive: true, force: true });
   }
 }, 300_000);
+
+it('npm run bench -- --quick --only tokenize compares both libraries and times session reuse', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'tokenize', '--json', out], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    expect(child.stdout).toMatch(/MET {3}tokenizer libraries give identical ids on the varied corpus/);
+    expect(child.stdout).toMatch(/MET {3}session reuse gives the full encode's ids/);
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    const libraries = doc.results.filter((r: { kind: string }) => r.kind === 'tokenize-library');
+    expect(libraries.map((r: { library: string }) => r.library)).toEqual([
+      '@huggingface/tokenizers',
+      '@anush008/tokenizers',
+    ]);
+    for (const r of libraries) {
+      expect(r.identical).toBe(true);
+      expect(r.sizes.map((s: { tokens: number }) => Math.round(s.tokens / 1000))).toEqual([1, 20]);
+    }
+    const session = doc.results.find((r: { kind: string }) => r.kind === 'tokenize-session');
+    expect(session).toMatchObject({ exact: true });
+    expect(session.reused_tokens).toBeGreaterThan(session.session_tokens * 0.9);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

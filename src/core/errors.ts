@@ -20,7 +20,11 @@ export type KvrouteErrorCode =
   | 'ERR_KVROUTE_REPORT'
   | 'ERR_KVROUTE_STATE_FEED'
   | 'ERR_KVROUTE_REPLAY_TARGET'
-  | 'ERR_KVROUTE_KV_EVENT';
+  | 'ERR_KVROUTE_KV_EVENT'
+  | 'ERR_KVROUTE_TOKENIZER'
+  | 'ERR_KVROUTE_TOKENIZE_INPUT'
+  | 'ERR_KVROUTE_TOKENIZER_BUSY'
+  | 'ERR_KVROUTE_TOKENIZER_WORKER';
 
 export interface KvrouteError extends Error {
   code: KvrouteErrorCode;
