@@ -10,6 +10,7 @@ export { loadTokenizer, LoadedTokenizer, type LoadTokenizerOptions } from './loa
 export {
   bundledTokenizerDir,
   readTokenizerFiles,
+  resolveTokenizerDir,
   type BundledTokenizer,
   type TokenizerFiles,
 } from './tokenizer-files.js';

@@ -9,6 +9,7 @@
 import type { ChatExtras } from './chat-render.js';
 import { LoadedTokenizer } from './load-tokenizer.js';
 import type { EncodedText } from './prefix-reuse.js';
+import { bodyTokens } from './request-body-tokens.js';
 import { toWire, type WireError } from './tokenizer-errors.js';
 
 export type TokenizeTask =
@@ -23,12 +24,22 @@ export type TokenizeTask =
       previous: EncodedText | undefined;
       /** Return the text and anchors too (the pool keeps them for the session). */
       keep: boolean;
+    }
+  | {
+      /** A raw completion request body (request-body-tokens.ts); `dir` undefined: no tokenizer. */
+      kind: 'body';
+      dir: string | undefined;
+      endpoint: 'chat' | 'completions';
+      body: Uint8Array;
+      previous: EncodedText | undefined;
+      keep: boolean;
     };
 
 export type TokenizeReply =
   | { error: WireError }
   | { loaded: true; reuseOffReason: string | undefined }
-  | { tokens: Uint32Array; reusedTokens: number; kept?: EncodedText };
+  | { tokens: Uint32Array; reusedTokens: number; kept?: EncodedText }
+  | { none: string };
 
 const loaded = new Map<string, LoadedTokenizer>();
 
@@ -43,6 +54,17 @@ function tokenizerFor(dir: string): LoadedTokenizer {
 
 export default function tokenize(task: TokenizeTask): TokenizeReply {
   try {
+    if (task.kind === 'body') {
+      const got = bodyTokens(
+        task.endpoint,
+        task.body,
+        task.dir === undefined ? undefined : tokenizerFor(task.dir),
+        task.previous,
+      );
+      if ('none' in got) return got;
+      const kept = task.keep && got.reused !== undefined ? { kept: got.reused.encoded } : {};
+      return { tokens: got.tokens, reusedTokens: got.reused?.reusedTokens ?? 0, ...kept };
+    }
     const tokenizer = tokenizerFor(task.dir);
     switch (task.kind) {
       case 'load':

@@ -51,6 +51,11 @@ export function bundledTokenizerDir(name: BundledTokenizer = 'qwen3'): string {
   return dirname(createRequire(import.meta.url).resolve(entry));
 }
 
+/** A configured tokenizer: a bundled one's name (`qwen3`) as its directory, else the path as given. */
+export function resolveTokenizerDir(spec: string): string {
+  return Object.hasOwn(BUNDLED, spec) ? bundledTokenizerDir(spec as BundledTokenizer) : spec;
+}
+
 function readJson(file: string): Record<string, unknown> {
   let text: string;
   try {

@@ -29,11 +29,16 @@ import { Piscina } from 'piscina';
 
 import type { ChatExtras } from './chat-render.js';
 import { SessionCache } from './session-cache.js';
+import { resolveTokenizerDir } from './tokenizer-files.js';
 import { fromWire, inputError, loadError, TokenizerError } from './tokenizer-errors.js';
 import type { TokenizeReply, TokenizeTask } from './tokenize-worker.js';
 
 export interface TokenizerPoolOptions {
-  /** Model name → tokenizer directory (tokenizer.json, tokenizer_config.json). */
+  /**
+   * Model name → tokenizer directory (tokenizer.json, tokenizer_config.json), or the name of a
+   * bundled one (`qwen3`). The model `*` stands for every model without its own entry in
+   * tokenizeBody().
+   */
   tokenizers: Record<string, string>;
   /** Worker threads (default: 1, or half the cores when there are 4 or more). */
   threads?: number;
@@ -116,10 +121,12 @@ export class TokenizerPool {
     const tokenizers = options.tokenizers;
     if (tokenizers === null || typeof tokenizers !== 'object')
       throw inputError('options.tokenizers', 'must map model names to directories');
-    this.dirs = new Map(Object.entries(tokenizers));
-    for (const [model, dir] of this.dirs)
+    this.dirs = new Map();
+    for (const [model, dir] of Object.entries(tokenizers)) {
       if (typeof dir !== 'string' || dir.length === 0)
         throw loadError(String(dir), `tokenizers["${model}"] must be a directory path`);
+      this.dirs.set(model, resolveTokenizerDir(dir));
+    }
     const threads = positiveInt(
       'threads',
       options.threads,
@@ -207,6 +214,39 @@ export class TokenizerPool {
     if (!('tokens' in reply)) throw new TokenizerError('ERR_KVROUTE_TOKENIZER_WORKER', 'worker sent no tokens');
     this.counts.encodedTokens += reply.tokens.length;
     return reply.tokens;
+  }
+
+  /**
+   * A raw completion request body's token ids (request-body-tokens.ts), parsed, rendered and
+   * encoded on a worker: `{ tokens }`, or `{ none: reason }` when the body has no token ids and
+   * the model no tokenizer (the caller routes on text-chunk keys). A model without its own entry
+   * takes the `*` tokenizer if there is one. With `sessionKey`, a chat body reuses that
+   * session's previous turn where exact.
+   */
+  async tokenizeBody(
+    model: string,
+    endpoint: 'chat' | 'completions',
+    body: Uint8Array,
+    sessionKey?: string,
+  ): Promise<{ tokens: Uint32Array } | { none: string }> {
+    const dir = this.dirs.get(model) ?? this.dirs.get('*');
+    if (body.byteLength > 4 * this.maxInputChars)
+      throw inputError('body', `${body.byteLength} bytes exceed the tokenizer's limit of ${4 * this.maxInputChars}`);
+    const key =
+      sessionKey === undefined || dir === undefined || endpoint !== 'chat' ? undefined : `${model}\u0000${sessionKey}`;
+    const previous = key === undefined ? undefined : this.sessions.get(key);
+    const reply = await this.run({ kind: 'body', dir, endpoint, body, previous, keep: key !== undefined });
+    if ('none' in reply) return reply;
+    if (!('tokens' in reply)) throw new TokenizerError('ERR_KVROUTE_TOKENIZER_WORKER', 'worker sent no tokens');
+    if (key !== undefined && reply.kept) this.sessions.set(key, reply.kept);
+    this.counts.reusedTokens += reply.reusedTokens;
+    this.counts.encodedTokens += reply.tokens.length - reply.reusedTokens;
+    return { tokens: reply.tokens };
+  }
+
+  /** Whether `model` has a tokenizer here, its own or the `*` one. */
+  covers(model: string): boolean {
+    return this.dirs.has(model) || this.dirs.has('*');
   }
 
   /** Forgets a session's kept turn (e.g. when the session ends). */
