@@ -17,9 +17,7 @@ const body = (b: unknown) => Buffer.from(JSON.stringify(b));
 beforeAll(async () => {
   pool = await TokenizerPool.open({ tokenizers: { [MODEL]: 'qwen3', '*': 'qwen3' }, threads: 1 });
   bare = await TokenizerPool.open({ tokenizers: { [MODEL]: 'qwen3' }, threads: 1 });
-  local = loadTokenizer(
-    pool === undefined ? '' : (await import('../src/tokenize/index.js')).bundledTokenizerDir('qwen3'),
-  );
+  local = loadTokenizer(bundledTokenizerDir('qwen3'));
 });
 afterAll(async () => {
   await pool.close();
