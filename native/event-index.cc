@@ -171,13 +171,23 @@ void EventIndex::stored(uint32_t slot, uint32_t flags, uint32_t count, uint32_t 
     seed = s.records[parent->value()].key;
     hashes += 1;
   }
+  // Two passes: the keys first (hashing is compute-bound), prefetching every
+  // bucket the second pass will touch, so its cache misses overlap instead of
+  // queueing one behind the other.
+  keyScratch_.resize(count);
   for (uint32_t j = 0; j < count; ++j) {
     // The chain continues from this block's own key even when its engine hash
     // was already mapped: the key is what a request with these tokens hashes to.
     seed = tokenBlockKey(tokens + static_cast<size_t>(j) * blockSize, blockSize, seed);
-    s.counters.stored += 1;
+    keyScratch_[j] = seed;
+    s.engine.prefetch(hashes[j]);
+    s.keys.prefetch(seed);
+    if (slot < kMaskSlots) fleet_.prefetch(seed);
+  }
+  s.counters.stored += count;
+  for (uint32_t j = 0; j < count; ++j) {
     if (s.engine.find(hashes[j]) != nullptr) continue;  // a re-store: idempotent
-    const uint32_t id = hold(slot, seed);
+    const uint32_t id = hold(slot, keyScratch_[j]);
     s.engine.insert(hashes[j], id);
   }
 }
@@ -188,6 +198,7 @@ void EventIndex::removed(uint32_t slot, uint32_t flags, uint32_t count, const ui
     s.counters.ignored += count;
     return;
   }
+  for (uint32_t j = 0; j < count; ++j) s.engine.prefetch(hashes[j]);
   for (uint32_t j = 0; j < count; ++j) {
     RobinHoodMap::Slot* mapped = s.engine.find(hashes[j]);
     if (mapped == nullptr) {

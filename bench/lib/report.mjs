@@ -4,6 +4,7 @@
 import { analyzeRunChecks, renderAnalyzeRunResults } from './analyze-run-report.mjs';
 import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
+import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-report.mjs';
 
@@ -19,7 +20,8 @@ import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-r
  * @typedef {import('../cli-startup.mjs').CliStartupResult} CliStartupResult
  * @typedef {import('../analyze-run.mjs').RunAnalysisResult} RunAnalysisResult
  * @typedef {import('../replay-driver.js').ReplayDriverResult} ReplayDriverResult
- * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult) & { date?: string }} AnyResult
+ * @typedef {import('../kv-events.mjs').KvEventsResult} KvEventsResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | KvEventsResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -166,6 +168,7 @@ export function targetChecks(allResults) {
     ...cliStartupChecks(allResults),
     ...analyzeRunChecks(allResults),
     ...replayDriverChecks(allResults),
+    ...kvEventsChecks(allResults),
   );
   return lines;
 }
@@ -315,6 +318,7 @@ export function renderResults(doc, command) {
     ...renderCliStartupResults(doc.results),
     ...renderAnalyzeRunResults(doc.results),
     ...renderReplayDriverResults(doc.results),
+    ...renderKvEventsResults(doc.results),
   );
   return out.join('\n');
 }
