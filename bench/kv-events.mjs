@@ -113,7 +113,7 @@ workloadMain('kv-events', ({ quick, native }) => {
   const referenceApply = median(Array.from({ length: quick ? 1 : 3 }, () => applyRate(false, refTicks)));
   const prefixApply = median(Array.from({ length: reps }, () => applyRate(true, refTicks)));
 
-  // Leg (b): from payload bytes. @param {boolean} direct
+  /** Leg (b): from payload bytes. @param {boolean} direct */
   const endToEnd = (direct) => {
     const core = makeCore(true);
     const p = new KvEventPacker();
@@ -143,6 +143,7 @@ workloadMain('kv-events', ({ quick, native }) => {
   const nativeEndToEnd = median(viaObjects);
   const nativeDirect = median(viaDirect);
 
+  const load = Math.round((loadavg()[0] ?? NaN) * 10) / 10;
   /** @type {KvEventsResult[]} */
   const results = [
     {
@@ -158,7 +159,7 @@ workloadMain('kv-events', ({ quick, native }) => {
       ratio: Math.round((prefixApply / referenceApply) * 10) / 10,
       held_keys: held,
       orphaned,
-      load_avg: Math.round(loadavg()[0] * 10) / 10,
+      load_avg: load,
     },
     {
       workload: 'kv-events',
@@ -173,7 +174,7 @@ workloadMain('kv-events', ({ quick, native }) => {
       ratio: null,
       held_keys: held,
       orphaned,
-      load_avg: Math.round(loadavg()[0] * 10) / 10,
+      load_avg: load,
     },
     {
       workload: 'kv-events',
@@ -188,7 +189,7 @@ workloadMain('kv-events', ({ quick, native }) => {
       ratio: null,
       held_keys: held,
       orphaned,
-      load_avg: Math.round(loadavg()[0] * 10) / 10,
+      load_avg: load,
     },
   ];
   for (const r of results)

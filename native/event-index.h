@@ -146,7 +146,7 @@ class EventIndex {
   std::vector<SlotEvents> slots_;
   FleetIndex fleet_;  // held keys of slots below kMaskSlots
   uint64_t fedMask_ = 0;
-  std::vector<uint32_t> fedHigh_;  // event-fed slots >= kMaskSlots, ascending
+  std::vector<uint32_t> fedHigh_;     // event-fed slots >= kMaskSlots, ascending
   std::vector<uint64_t> keyScratch_;  // stored(): the event's keys
   // match()'s scratch: the high slots still matching (sized with fedHigh_).
   mutable std::vector<uint32_t> alive_;
