@@ -16,6 +16,8 @@
         "native/match-many.cc",
         "native/session-table.cc",
         "native/hash-ring.cc",
+        "native/token-keys.cc",
+        "native/event-index.cc",
         "native/router.cc",
         "native/shm-feed.cc",
         "native/json-text.cc",

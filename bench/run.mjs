@@ -1,5 +1,5 @@
 // @ts-check
-// npm run bench [-- --quick] [--json FILE] [--only mooncake,agentic-long] [--update-results]
+// npm run bench [-- --quick] [--json FILE] [--only mooncake,agentic-long,kv-events] [--update-results]
 // npm run bench -- --from FILE [--update-results]    (report a saved --json run again)
 //
 // Runs every workload file of bench/ in a fresh process (node --expose-gc):
@@ -36,6 +36,7 @@ const WORKLOADS = [
   'analyze-run',
   'replay-driver',
   'tokenize',
+  'kv-events',
 ];
 /** The workloads whose samples are route() + complete() pairs net of the timer's cost. */
 const TIMED_PAIRS = ['mooncake', 'agentic-long', 'feed'];

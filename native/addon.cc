@@ -23,6 +23,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("scanKernel", Napi::String::New(env, scanKernel()));
   exports.Set("hashPrompt", Napi::Function::New(env, JsHashPrompt, "hashPrompt"));
   exports.Set("xxhash64", Napi::Function::New(env, JsXxHash64, "xxhash64"));
+  exports.Set("hashTokenBlocks", Napi::Function::New(env, JsHashTokenBlocks, "hashTokenBlocks"));
   exports.Set("reasonCount", Napi::Number::New(env, kReasonCount));
   exports.Set("policyKindCount", Napi::Number::New(env, kPolicyKindCount));
   return exports;

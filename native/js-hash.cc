@@ -4,6 +4,7 @@
 
 #include "napi-util.h"
 #include "prompt-hash.h"
+#include "token-keys.h"
 #include "xxhash64.h"
 
 namespace kvroute {
@@ -29,6 +30,25 @@ Napi::Value JsXxHash64(const Napi::CallbackInfo& info) {
   const uint64_t seed = info[1].As<Napi::BigInt>().Uint64Value(&lossless);
   if (!lossless) throwRangeError(env, kErrArgValue, "seed must fit in 64 bits unsigned");
   return Napi::BigInt::New(env, xxhash64(data, length, seed));
+}
+
+Napi::Value JsHashTokenBlocks(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint32_t* tokens = typedArrayData<uint32_t>(info[0], napi_uint32_array, 0, "tokens");
+  const size_t n = info[0].As<Napi::Uint32Array>().ElementLength();
+  const uint32_t blockSize = static_cast<uint32_t>(requireInteger(info[1], "blockSize", 1, 1 << 24));
+  bool hasParent = false;
+  uint64_t parentKey = 0;
+  if (!info[2].IsUndefined()) {
+    if (!info[2].IsBigInt()) throwTypeError(env, kErrArgType, "parentKey must be a bigint or undefined");
+    bool lossless = false;
+    parentKey = info[2].As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) throwRangeError(env, kErrArgValue, "parentKey must fit in 64 bits unsigned");
+    hasParent = true;
+  }
+  auto out = Napi::BigUint64Array::New(env, n / blockSize);
+  hashTokenBlocks(tokens, n, blockSize, hasParent, parentKey, out.Data());
+  return out;
 }
 
 }  // namespace kvroute

@@ -11,4 +11,8 @@ Napi::Value JsHashPrompt(const Napi::CallbackInfo& info);
 // xxhash64(bytes: Uint8Array, seed: bigint) -> bigint.
 Napi::Value JsXxHash64(const Napi::CallbackInfo& info);
 
+// hashTokenBlocks(tokens: Uint32Array, blockSize: number, parentKey?: bigint)
+// -> BigUint64Array of floor(tokens.length / blockSize) token block keys.
+Napi::Value JsHashTokenBlocks(const Napi::CallbackInfo& info);
+
 }  // namespace kvroute

@@ -37,7 +37,12 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   static constexpr size_t kRequestGroup = 3;
   static constexpr size_t kRequestBlockTokens = 4;
   static constexpr size_t kRequestFields = 5;
-  static constexpr double kFlagDryRun = 1;
+  // Request flags: a bitmask (FLAG_* in src/core/core-router.ts).
+  static constexpr uint32_t kFlagDryRun = 1;
+  static constexpr uint32_t kFlagTokenKeys = 2;
+  static constexpr uint32_t kFlagsKnown = kFlagDryRun | kFlagTokenKeys;
+  // Event stats layout (Float64Array), see EventStats() and EVENT_STAT_FIELDS.
+  static constexpr size_t kEventStatsFields = 9;
   // Observed-state layout (Float64Array, 8 entries), see ObservedState.
   static constexpr size_t kObservedFields = 8;
   // Stats layout (Float64Array), see Stats().
@@ -76,6 +81,13 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value ReasonCounts(const Napi::CallbackInfo& info);
   Napi::Value Counts(const Napi::CallbackInfo& info);
   Napi::Value CheckInvariants(const Napi::CallbackInfo& info);
+  Napi::Value SetEventFed(const Napi::CallbackInfo& info);
+  // applyKvEvents(slot, packed): validates the whole packed stream (every
+  // length against its array, every record against the lengths) before
+  // applying any of it, so bad input throws and changes nothing.
+  Napi::Value ApplyKvEvents(const Napi::CallbackInfo& info);
+  Napi::Value ClearKvEvents(const Napi::CallbackInfo& info);
+  Napi::Value EventStats(const Napi::CallbackInfo& info);
 
   uint32_t requireSlot(const Napi::Value& v);
   // Applies and clears the queued ticket events; returns the router.

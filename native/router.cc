@@ -63,6 +63,7 @@ uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
   inst.name = name;
   inst.index = std::make_unique<BlockIndex>(capacityBlocks);
   if (slot < FleetIndex::kMaxInstances) inst.index->attachFleet(&fleet_, slot);
+  events_.reset(slot);
   eff_.resize(instances_.size());
   uncached_.resize(instances_.size());
   refreshLiveList();
@@ -81,6 +82,7 @@ void Router::removeInstance(uint32_t slot) {
   const uint32_t generation = inst.generation + 1;
   inst = Instance();
   inst.generation = generation;
+  events_.reset(slot);
   refreshLiveList();
   rebuildRing();
 }
@@ -157,6 +159,16 @@ void Router::match(const uint64_t* ids, uint32_t n, int32_t* matched) {
   for (size_t k = 0; k < untrackedSlots_.size(); ++k) matched[untrackedSlots_[k]] = liveMatched_[k];
 }
 
+uint32_t Router::eventMatchLimit(const RouteInput& in) {
+  const double cap = in.inputTokens >= 1 ? std::floor((in.inputTokens - 1) / in.blockTokens) : 0;
+  return cap < static_cast<double>(in.n) ? static_cast<uint32_t>(cap) : in.n;
+}
+
+void Router::matchRequest(const RouteInput& in, int32_t* matched) {
+  match(in.ids, in.n, matched);
+  if (in.tokenKeys && events_.anyFed()) events_.match(in.ids, eventMatchLimit(in), matched);
+}
+
 int32_t Router::leastLoaded() const {
   int32_t best = -1;
   for (uint32_t s : cand_->slots) {
@@ -202,7 +214,7 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
     feedNowNs = shm::realtimeCoarseNs();  // ms resolution is plenty against a staleness of seconds
     feed_->refreshAt(feedNowNs);          // a stat at most every feedRecheckMs
   }
-  match(in.ids, in.n, matched);
+  matchRequest(in, matched);
   std::fill(scores, scores + instances_.size(), NAN);
   // The request's candidates, picked once; everything below ranges over them.
   cand_ = in.group < 0 ? &routable_ : &groups_[static_cast<uint32_t>(in.group)];
@@ -254,7 +266,12 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   if (out.slot < 0 || in.dryRun) return out;
 
   Instance& inst = instances_[out.slot];
-  inst.index->commit(in.ids, in.n, static_cast<uint32_t>(matched[out.slot]));
+  // An event-fed slot's matched[] is the engine's truth; commit needs the
+  // belief index's own match.
+  const uint32_t believed = in.tokenKeys && events_.fed(static_cast<uint32_t>(out.slot))
+                                ? inst.index->match(in.ids, in.n)
+                                : static_cast<uint32_t>(matched[out.slot]);
+  inst.index->commit(in.ids, in.n, believed);
   InFlight request;
   request.slot = static_cast<uint32_t>(out.slot);
   request.slotGeneration = inst.generation;
@@ -569,6 +586,11 @@ std::string Router::checkInvariants() const {
     if (c.cursor >= std::max<size_t>(instances_.size(), 1)) return who + ": cursor out of range";
     return "";
   };
+  for (uint32_t s = 0; s < instances_.size(); ++s) {
+    if (events_.fed(s) && !instances_[s].live) return "slot " + std::to_string(s) + " is event-fed but not live";
+  }
+  const std::string eventError = events_.checkInvariants();
+  if (!eventError.empty()) return eventError;
   std::string setError = checkSet(routable_, -1);
   for (uint32_t g = 0; g < groups_.size() && setError.empty(); ++g) setError = checkSet(groups_[g], g);
   for (uint32_t s = 0; s < instances_.size() && setError.empty(); ++s) {

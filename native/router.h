@@ -32,6 +32,7 @@
 
 #include "block-index.h"
 #include "engine-state.h"
+#include "event-index.h"
 #include "fleet-index.h"
 #include "hash-ring.h"
 #include "policy.h"
@@ -64,6 +65,9 @@ struct RouteInput {
   bool hasSession = false;
   uint64_t sessionKey = 0;
   bool dryRun = false;  // decide and explain, change nothing
+  // The ids are token block keys (token-keys.h): event-fed slots answer their
+  // match from the event index.
+  bool tokenKeys = false;
 };
 
 // A candidate's terms in route()'s `terms` output, per slot: the effective
@@ -122,6 +126,21 @@ class Router {
   // score is NaN, which is how a reader tells (explain() shows null).
   RouteOutput route(const RouteInput& in, int32_t* matched, double* scores, double* terms = nullptr);
   void match(const uint64_t* ids, uint32_t n, int32_t* matched);
+  // match() for a request: with in.tokenKeys, event-fed slots' entries come
+  // from the event index (eventMatchLimit() caps them), the rest from match().
+  void matchRequest(const RouteInput& in, int32_t* matched);
+  // vLLM never reports the whole prompt cached: an event-fed match counts at
+  // most floor((inputTokens - 1) / blockTokens) blocks (and at most n).
+  static uint32_t eventMatchLimit(const RouteInput& in);
+
+  // The event-fed index (event-index.h). Its contents are kept whether or not
+  // the slot is event-fed; add/removeInstance reset the slot's.
+  void setEventFed(uint32_t slot, bool on) { events_.setFed(slot, on); }
+  bool eventFed(uint32_t slot) const { return events_.fed(slot); }
+  // `packed` must be a stream EventIndex::validate() accepts.
+  void applyKvEvents(uint32_t slot, const PackedKvEvents& packed) { events_.apply(slot, packed); }
+  void clearKvEvents(uint32_t slot) { events_.clear(slot); }
+  const EventIndex& events() const { return events_; }
 
   // False when the ticket is not open (unknown, or already completed/aborted).
   bool onTicket(double ticket, TicketEvent event);
@@ -216,6 +235,7 @@ class Router {
   double manualNowMs_ = 0;
   std::array<uint64_t, kReasonCount> reasonCounts_{};
   std::unique_ptr<shm::FeedReader> feed_;
+  EventIndex events_;
   // The last snapshot taken of each feed slot, keyed by (mapping, sequence):
   // while the sequence is unchanged the copy is reused, so a decision pays one
   // load per slot, not a seqlock read.

@@ -8,7 +8,7 @@
  *   router.onFirstToken(ticket); router.complete(ticket);
  */
 export { Router } from './core/router.js';
-export { hashPrompt, type HashPromptOptions } from './core/hashing.js';
+export { hashPrompt, hashTokenBlocks, type HashPromptOptions } from './core/hashing.js';
 export { promptText } from './core/prompt-text.js';
 export { POLICY_NAMES } from './core/policy-spec.js';
 export { REASONS, type ReasonName } from './core/codes.js';

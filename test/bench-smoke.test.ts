@@ -139,3 +139,35 @@ it('npm run bench -- --quick --only tokenize compares both libraries and times s
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('npm run bench -- --quick --only kv-events measures both legs, the reference beside the addon', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'kv-events', '--json', out], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    expect(doc.results.map((r: { leg: string }) => r.leg)).toEqual([
+      'apply',
+      'decode+pack+apply',
+      'direct decode+apply',
+    ]);
+    const [apply, endToEnd, direct] = doc.results;
+    expect(apply.block_events).toBeGreaterThan(100_000);
+    expect(apply.native_events_per_s).toBeGreaterThan(0);
+    expect(apply.reference_events_per_s).toBeGreaterThan(0);
+    expect(apply.prefix_native_events_per_s).toBeGreaterThan(0);
+    expect(apply.ratio).toBeCloseTo(apply.prefix_native_events_per_s / apply.reference_events_per_s, 0);
+    expect(apply.held_keys).toBeGreaterThan(0);
+    expect(endToEnd.native_events_per_s).toBeGreaterThan(0);
+    expect(direct.native_events_per_s).toBeGreaterThan(0);
+    expect(child.stdout).toContain('applyKvEvents >= 1M block events/s');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

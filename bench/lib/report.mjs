@@ -4,6 +4,7 @@
 import { analyzeRunChecks, renderAnalyzeRunResults } from './analyze-run-report.mjs';
 import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
+import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-report.mjs';
 import { renderTokenizeResults, tokenizeChecks } from './tokenize-report.mjs';
@@ -21,7 +22,8 @@ import { renderTokenizeResults, tokenizeChecks } from './tokenize-report.mjs';
  * @typedef {import('../analyze-run.mjs').RunAnalysisResult} RunAnalysisResult
  * @typedef {import('../replay-driver.js').ReplayDriverResult} ReplayDriverResult
  * @typedef {import('../tokenize.mjs').TokenizeLibraryResult | import('../tokenize.mjs').TokenizeSessionResult} TokenizeResult
- * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult) & { date?: string }} AnyResult
+ * @typedef {import('../kv-events.mjs').KvEventsResult} KvEventsResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -169,6 +171,7 @@ export function targetChecks(allResults) {
     ...analyzeRunChecks(allResults),
     ...replayDriverChecks(allResults),
     ...tokenizeChecks(allResults),
+    ...kvEventsChecks(allResults),
   );
   return lines;
 }
@@ -319,6 +322,7 @@ export function renderResults(doc, command) {
     ...renderAnalyzeRunResults(doc.results),
     ...renderReplayDriverResults(doc.results),
     ...renderTokenizeResults(doc.results),
+    ...renderKvEventsResults(doc.results),
   );
   return out.join('\n');
 }

@@ -70,7 +70,14 @@ export const REQUEST_BLOCK_TOKENS = 4;
 export const REQUEST_FIELDS = 5;
 /** Group ids a core accepts are below this (native Router::kMaxGroups). */
 export const MAX_GROUPS = 65_536;
+/** REQUEST_FLAGS is a bitmask of these; any other value is refused. */
 export const FLAG_DRY_RUN = 1;
+/**
+ * The request's ids are token block keys (hashTokenBlocks, docs/hashing.md): event-fed instances
+ * answer its match from the event index (docs/kv-events.md), capped at floor((inputTokens - 1) /
+ * blockTokens) blocks as vLLM reports `cached_tokens`; the others from their block index.
+ */
+export const FLAG_TOKEN_KEYS = 2;
 
 /**
  * What the caller says the `ids` argument of route() and match() is.
@@ -112,6 +119,65 @@ export const Stat = {
   EffNumRequests: 18,
 } as const;
 export const STAT_FIELDS = 19;
+
+/**
+ * Layout written by CoreRouter.eventStats(slot, out): the slot's event-fed index. Counters are
+ * cumulative since the instance was added (clearKvEvents keeps them) and count blocks, except
+ * Cleared (AllBlocksCleared events). docs/kv-events.md.
+ */
+export const EventStat = {
+  /** Blocks of applied BlockStored events (re-stores of a mapped engine hash included). */
+  Stored: 0,
+  /** Engine hashes unmapped by BlockRemoved. */
+  Removed: 1,
+  /** AllBlocksCleared events. */
+  Cleared: 2,
+  /** Blocks of events for a medium other than GPU (or null), or of a LoRA adapter. */
+  Ignored: 3,
+  /** Blocks of BlockStored events whose parent hash was not mapped. */
+  Orphaned: 4,
+  /** BlockRemoved hashes that were not mapped. */
+  UnknownRemoved: 5,
+  /** Distinct token block keys the slot holds now. */
+  HeldKeys: 6,
+  /** Engine block hashes mapped now. */
+  EngineBlocks: 7,
+  /** 1 when route() answers this slot's FLAG_TOKEN_KEYS matches from events. */
+  EventFed: 8,
+} as const;
+export const EVENT_STAT_FIELDS = 9;
+
+/**
+ * One applyKvEvents() call's events, packed (src/events/packed-kv-events.ts writes it; the arrays
+ * may be longer than the lengths, which bound what is read). `ops` holds PACKED_OP_WORDS words per
+ * record: [op, flags, count, blockSize].
+ * - PACKED_OP_STORED: flags of PACKED_FLAG_*; `count` blocks of `blockSize` (1 to 2^24) tokens;
+ *   takes the parent hash (with PACKED_FLAG_PARENT) then `count` hashes, and count × blockSize
+ *   tokens.
+ * - PACKED_OP_REMOVED: flags 0 or PACKED_FLAG_OTHER_MEDIUM; takes `count` hashes; blockSize 0.
+ * - PACKED_OP_CLEARED: flags, count and blockSize 0.
+ * An ignored record takes its hashes and tokens too, and the records must take exactly
+ * hashesLength hashes and tokensLength tokens. A stream breaking any rule is refused whole
+ * (RangeError naming the word) before anything is applied.
+ */
+export interface PackedKvEvents {
+  ops: Uint32Array;
+  opsLength: number;
+  hashes: BigUint64Array;
+  hashesLength: number;
+  tokens: Uint32Array;
+  tokensLength: number;
+}
+export const PACKED_OP_STORED = 1;
+export const PACKED_OP_REMOVED = 2;
+export const PACKED_OP_CLEARED = 3;
+export const PACKED_OP_WORDS = 4;
+export const PACKED_FLAG_PARENT = 1;
+/** The event's medium is neither null nor "GPU" (an offload tier): ignored. */
+export const PACKED_FLAG_OTHER_MEDIUM = 2;
+/** The event's lora_id is not null (an adapter's blocks, another model's cache): ignored. */
+export const PACKED_FLAG_LORA = 4;
+export const PACKED_MAX_BLOCK_SIZE = 1 << 24;
 
 /** Layout written by CoreRouter.counts(): [open tickets, sessions, slot count, fleet index bytes (NaN: none)]. */
 export const COUNT_FIELDS = 4;
@@ -157,6 +223,17 @@ export interface CoreRouter {
   drainEvents(): void;
   /** -1 without a feed; else the feed reader's status code (0 = ok). */
   feedStatus(): number;
+  /**
+   * Whether route()/match() answer this slot's match from its event index for requests flagged
+   * FLAG_TOKEN_KEYS. The index is kept (and fed) either way; add/removeInstance turn it off.
+   */
+  setEventFed(slot: number, on: boolean): void;
+  /** Applies a packed stream of the slot's KV events in order (all or nothing: see PackedKvEvents). */
+  applyKvEvents(slot: number, packed: PackedKvEvents): void;
+  /** Empties the slot's event index (a sequence gap, an engine restart); counters stay. */
+  clearKvEvents(slot: number): void;
+  /** Writes the slot's EVENT_STAT_FIELDS event counters (EventStat) into out. */
+  eventStats(slot: number, out: Float64Array): void;
 }
 
 export type CoreRouterConstructor = new (config: CoreConfig, buffers: CoreBuffers) => CoreRouter;

@@ -83,6 +83,8 @@ export interface NativeAddon {
   /** Chained XXH64 ids of `text`'s UTF-8 bytes in `chunkBytes` chunks. */
   hashPrompt(text: string, chunkBytes: number): BigUint64Array;
   xxhash64(bytes: Uint8Array, seed: bigint): bigint;
+  /** Token block keys (docs/hashing.md); arguments checked by src/core/hashing.ts. */
+  hashTokenBlocks(tokens: Uint32Array, blockSize: number, parentKey?: bigint): BigUint64Array;
   reasonCount: number;
   policyKindCount: number;
 }

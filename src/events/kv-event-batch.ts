@@ -59,14 +59,16 @@ export class KvEventFormatError extends Error implements KvrouteError {
 // Integers past 2^53 come back as bigints, so no hash is rounded.
 const unpackr = new Unpackr({ int64AsType: 'bigint', mapsAsObjects: true, useRecords: false });
 
-function fail(field: string, expected: string, got: unknown): never {
+/** Throws the KvEventFormatError every check here throws: `field: must be expected, got …`. */
+export function fail(field: string, expected: string, got: unknown): never {
   const shown = typeof got === 'bigint' ? `${got}n` : (JSON.stringify(got) ?? String(got));
   throw new KvEventFormatError(
     `${field}: must be ${expected}, got ${shown.length > 60 ? `${shown.slice(0, 57)}...` : shown}`,
   );
 }
 
-function hash(value: unknown, field: string): bigint {
+/** A block hash as its unsigned 64-bit value. */
+export function hash(value: unknown, field: string): bigint {
   if (typeof value === 'bigint') return BigInt.asUintN(64, value);
   if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt.asUintN(64, BigInt(value));
   return fail(field, 'an integer block hash', value);
@@ -87,21 +89,24 @@ function tokens(value: unknown, field: string): number[] {
   return value as number[];
 }
 
-function optionalInteger(value: unknown, field: string): number | null {
+export function optionalInteger(value: unknown, field: string): number | null {
   if (value === null || value === undefined) return null;
   if (typeof value === 'bigint') return Number(value);
   if (typeof value !== 'number' || !Number.isInteger(value)) fail(field, 'an integer or null', value);
   return value as number;
 }
 
-function optionalString(value: unknown, field: string): string | null {
+export function optionalString(value: unknown, field: string): string | null {
   if (value === null || value === undefined) return null;
   if (typeof value !== 'string') fail(field, 'a string or null', value);
   return value as string;
 }
 
 /** The fields of one event, by name, from either encoding; undefined for an unknown type. */
-function eventFields(raw: unknown, field: string): { type: string; get: (name: string, position: number) => unknown } {
+export function eventFields(
+  raw: unknown,
+  field: string,
+): { type: string; get: (name: string, position: number) => unknown } {
   if (Array.isArray(raw)) {
     if (typeof raw[0] !== 'string') fail(`${field}[0]`, 'the event type name', raw[0]);
     return { type: raw[0] as string, get: (_name, position) => raw[position] };
@@ -153,8 +158,15 @@ function event(raw: unknown, field: string): KvEvent | undefined {
   }
 }
 
-/** Decodes a msgpack KVEventBatch, positional or map-shaped. */
-export function decodeKvEventBatch(payload: Uint8Array): KvEventBatch {
+/** A KVEventBatch's fields, unpacked and checked, its events still raw (one per encoding). */
+export interface RawKvEventBatch {
+  ts: number;
+  events: unknown[];
+  dataParallelRank: number | null;
+}
+
+/** Unpacks a msgpack KVEventBatch, positional or map-shaped, checking its fields but not its events. */
+export function unpackKvEventBatch(payload: Uint8Array): RawKvEventBatch {
   let raw: unknown;
   try {
     raw = unpackr.unpack(payload);
@@ -171,19 +183,24 @@ export function decodeKvEventBatch(payload: Uint8Array): KvEventBatch {
   } else fail('batch', 'a KVEventBatch (an array or a map)', raw);
   if (typeof ts !== 'number' || !Number.isFinite(ts)) fail('batch.ts', 'a finite number', ts);
   if (!Array.isArray(events)) fail('batch.events', 'an array', events);
+  return {
+    ts: ts as number,
+    events: events as unknown[],
+    dataParallelRank: optionalInteger(rank, 'batch.data_parallel_rank'),
+  };
+}
+
+/** Decodes a msgpack KVEventBatch, positional or map-shaped. */
+export function decodeKvEventBatch(payload: Uint8Array): KvEventBatch {
+  const { ts, events, dataParallelRank } = unpackKvEventBatch(payload);
   const decoded: KvEvent[] = [];
   let unknownEvents = 0;
-  (events as unknown[]).forEach((e, i) => {
+  events.forEach((e, i) => {
     const one = event(e, `batch.events[${i}]`);
     if (one === undefined) unknownEvents++;
     else decoded.push(one);
   });
-  return {
-    ts: ts as number,
-    events: decoded,
-    unknownEvents,
-    dataParallelRank: optionalInteger(rank, 'batch.data_parallel_rank'),
-  };
+  return { ts, events: decoded, unknownEvents, dataParallelRank };
 }
 
 /** Decodes one multipart message: [topic, seq (8 bytes, big-endian), payload]. */

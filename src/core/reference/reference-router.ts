@@ -15,12 +15,14 @@ import {
   type CoreIds,
   type CorePolicy,
   type CoreRouter,
+  type PackedKvEvents,
 } from '../core-router.js';
 import {
   MAX_REQUEST_IDS,
   EVENT_ABORT,
   EVENT_FIRST_TOKEN,
   FLAG_DRY_RUN,
+  FLAG_TOKEN_KEYS,
   IDS_ARGUMENT,
   IDS_F64,
   IDS_U32,
@@ -38,6 +40,7 @@ import { REASONS } from '../codes.js';
 import { invalidType, invalidValue, rangeError } from '../errors.js';
 import { loadNative, type NativeFeedReader } from '../native.js';
 import { ReferenceBlockIndex } from './block-index.js';
+import { ReferenceEventIndex } from './event-index.js';
 import { effectiveState, isFresh, type EffectiveState, type Observed, type ShadowCounters } from './engine-state.js';
 import { ReferenceHashRing } from './hash-ring.js';
 import { decide, pinKey } from './policy.js';
@@ -73,6 +76,8 @@ interface ResolvedRequest {
   /** -1: no model. */
   group: number;
   dryRun: boolean;
+  /** FLAG_TOKEN_KEYS: event-fed slots match from the event index. */
+  tokenKeys: boolean;
 }
 
 const emptyShadow = (): ShadowCounters => ({ running: 0, waiting: 0, prefillTokens: 0, activeBlocks: 0 });
@@ -92,6 +97,7 @@ export class ReferenceRouter implements CoreRouter {
   /** Group ids a request may name: [0, groupCount). */
   private groupCount = 1;
   private manualNowMs = 0;
+  private readonly events = new ReferenceEventIndex();
 
   /**
    * The feed, read through the addon's reader: mapping shared memory is not something plain
@@ -148,6 +154,7 @@ export class ReferenceRouter implements CoreRouter {
       completed: 0,
       aborted: 0,
     };
+    this.events.reset(slot);
     this.rebuildRing();
     return slot;
   }
@@ -166,6 +173,7 @@ export class ReferenceRouter implements CoreRouter {
     inst.generation += 1;
     inst.name = '';
     inst.index = new ReferenceBlockIndex(1);
+    this.events.reset(slot);
     this.rebuildRing();
   }
 
@@ -197,7 +205,7 @@ export class ReferenceRouter implements CoreRouter {
     const nowMs = this.now();
     this.feed?.refresh(false);
     const feedNowMs = Date.now();
-    this.matchInto(req.ids);
+    this.matchRequest(req);
     const sessionKey = session !== undefined ? xxhash64String(session, 0n) : 0n;
     const eff: EffectiveState[] = [];
     const uncached: number[] = [];
@@ -252,7 +260,9 @@ export class ReferenceRouter implements CoreRouter {
     if (slot < 0 || req.dryRun) return -1;
 
     const inst = this.instances[slot]!;
-    inst.index.commit(req.ids, this.matched[slot]!);
+    // An event-fed slot's matched[] is the engine's truth; commit needs the belief index's own.
+    const believed = req.tokenKeys && this.events.fed(slot) ? inst.index.match(req.ids) : this.matched[slot]!;
+    inst.index.commit(req.ids, believed);
     const uncachedTokens = uncached[slot]!;
     inst.shadow.waiting += 1;
     inst.shadow.prefillTokens += uncachedTokens;
@@ -270,7 +280,40 @@ export class ReferenceRouter implements CoreRouter {
 
   match(ids: CoreIds | string | undefined): void {
     this.drainEvents();
-    this.matchInto(this.resolve(this.viewOf(ids)).ids);
+    this.matchRequest(this.resolve(this.viewOf(ids)));
+  }
+
+  setEventFed(slot: number, on: boolean): void {
+    this.drainEvents();
+    this.live(slot);
+    this.events.setFed(slot, on);
+  }
+
+  applyKvEvents(slot: number, packed: PackedKvEvents): void {
+    this.drainEvents();
+    this.live(slot);
+    this.events.apply(slot, packed);
+  }
+
+  clearKvEvents(slot: number): void {
+    this.drainEvents();
+    this.live(slot);
+    this.events.clear(slot);
+  }
+
+  eventStats(slot: number, out: Float64Array): void {
+    this.drainEvents();
+    this.live(slot);
+    this.events.stats(slot, out);
+  }
+
+  /** matchInto, then, for a FLAG_TOKEN_KEYS request, event-fed slots from the event index. */
+  private matchRequest(req: ResolvedRequest): void {
+    this.matchInto(req.ids);
+    if (!req.tokenKeys) return;
+    // vLLM never reports the whole prompt cached (native Router::eventMatchLimit).
+    const cap = req.inputTokens >= 1 ? Math.floor((req.inputTokens - 1) / req.blockTokens) : 0;
+    this.events.match(req.ids, Math.min(cap, req.ids.length), this.matched);
   }
 
   firstToken(ticket: number): boolean {
@@ -570,7 +613,18 @@ export class ReferenceRouter implements CoreRouter {
       }
       inputTokens = requested;
     }
-    return { ids: bigints, inputTokens, blockTokens, group, dryRun: slab[REQUEST_FLAGS] === FLAG_DRY_RUN };
+    const flags = slab[REQUEST_FLAGS]!;
+    if (flags !== 0 && !(Number.isInteger(flags) && flags >= 0 && flags <= (FLAG_DRY_RUN | FLAG_TOKEN_KEYS))) {
+      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', `flags must be an integer in [0, 3], got ${flags}`);
+    }
+    return {
+      ids: bigints,
+      inputTokens,
+      blockTokens,
+      group,
+      dryRun: (flags & FLAG_DRY_RUN) !== 0,
+      tokenKeys: (flags & FLAG_TOKEN_KEYS) !== 0,
+    };
   }
 
   private toBigints(ids: CoreIds | undefined | null): bigint[] {
