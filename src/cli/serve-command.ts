@@ -63,6 +63,15 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
     '<SIZE>',
     withDefault('request bodies held at once; past it 503', `${P.maxBodyMemoryBytes / MIB}MiB`),
   ],
+  'kv-events': [
+    '<URL,…>',
+    "each backend's vLLM KV event endpoint (tcp://HOST:PORT), in backend order; an empty entry skips one",
+  ],
+  'kv-replay': ['<URL,…>', 'their replay endpoints, asked for missed events (same order)'],
+  tokenizer: [
+    '<DIR>',
+    'tokenizer for token-exact keys: DIR (tokenizer.json + tokenizer_config.json) or qwen3, or MODEL=DIR,…',
+  ],
 };
 
 export function addServeCommand(program: Command): void {

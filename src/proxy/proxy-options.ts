@@ -27,12 +27,22 @@ export type ProxyMount = (app: MountApp, state: ProxyState) => void | (() => voi
 export interface BackendSpec {
   url: string;
   models?: readonly string[];
+  /**
+   * The engine's KV cache event endpoint (vLLM `--kv-events-config` `endpoint`, e.g.
+   * tcp://10.0.0.5:5557): its cache index is then fed by the engine's events (docs/kv-events.md).
+   * YAML: `kv_events`.
+   */
+  kvEvents?: string;
+  /** The engine's replay endpoint (vLLM `replay_endpoint`), asked for missed events. YAML: `replay`. */
+  kvReplay?: string;
 }
 
 /** A backend with its URL normalised (the router's instance id) and its pinned models, if any. */
 export interface ResolvedBackend {
   id: string;
   models: readonly string[] | undefined;
+  kvEvents?: string;
+  kvReplay?: string;
 }
 
 export interface ProxyOptions {
@@ -154,20 +164,45 @@ function oneOf<T extends string>(field: string, value: unknown, allowed: readonl
   return value as T;
 }
 
-/** A backend entry: a URL string or { url, models }. */
-export function resolveBackend(entry: unknown, field: string): ResolvedBackend {
+/**
+ * A backend entry: a URL string, or { url, models, kvEvents, kvReplay } (the options API), or
+ * { url, models, kv_events, replay } (YAML: `yaml` true).
+ */
+export function resolveBackend(entry: unknown, field: string, yaml = false): ResolvedBackend {
   if (typeof entry === 'string') return { id: normaliseBackend(entry, field), models: undefined };
+  const [eventsKey, replayKey] = yaml ? ['kv_events', 'replay'] : ['kvEvents', 'kvReplay'];
+  const keys = ['url', 'models', eventsKey, replayKey];
   if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
-    throw new ProxyOptionError(`${field} must be a URL or {url, models}, got ${JSON.stringify(entry)}`);
-  const { url, models, ...rest } = entry as Record<string, unknown>;
+    throw new ProxyOptionError(`${field} must be a URL or {${keys.join(', ')}}, got ${JSON.stringify(entry)}`);
+  const { url, models, [eventsKey]: kvEvents, [replayKey]: kvReplay, ...rest } = entry as Record<string, unknown>;
   const unknownKey = Object.keys(rest)[0];
   if (unknownKey !== undefined)
-    throw new ProxyOptionError(`${field} has an unknown key "${unknownKey}"; known: url, models`);
-  const id = normaliseBackend(url, `${field}.url`);
-  if (models === undefined) return { id, models: undefined };
-  if (!Array.isArray(models) || models.some((m) => typeof m !== 'string' || m === ''))
-    throw new ProxyOptionError(`${field}.models must be a list of model names, got ${JSON.stringify(models)}`);
-  return { id, models: [...new Set(models as string[])] };
+    throw new ProxyOptionError(`${field} has an unknown key "${unknownKey}"; known: ${keys.join(', ')}`);
+  const resolved: ResolvedBackend = { id: normaliseBackend(url, `${field}.url`), models: undefined };
+  if (models !== undefined) {
+    if (!Array.isArray(models) || models.some((m) => typeof m !== 'string' || m === ''))
+      throw new ProxyOptionError(`${field}.models must be a list of model names, got ${JSON.stringify(models)}`);
+    resolved.models = [...new Set(models as string[])];
+  }
+  if (kvEvents !== undefined && kvEvents !== null) resolved.kvEvents = zmqEndpoint(kvEvents, `${field}.${eventsKey}`);
+  if (kvReplay !== undefined && kvReplay !== null) {
+    if (resolved.kvEvents === undefined)
+      throw new ProxyOptionError(
+        `${field}.${replayKey} needs ${field}.${eventsKey}: a replay endpoint serves a KV event stream`,
+      );
+    resolved.kvReplay = zmqEndpoint(kvReplay, `${field}.${replayKey}`);
+  }
+  return resolved;
+}
+
+/** A ZeroMQ endpoint to connect to: tcp://HOST:PORT or ipc://PATH. */
+export function zmqEndpoint(raw: unknown, field: string): string {
+  const text = typeof raw === 'string' ? raw.trim() : '';
+  const tcp = /^tcp:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(text);
+  if ((tcp !== null && Number(tcp[2]) >= 1 && Number(tcp[2]) <= 65535) || /^ipc:\/\/\S+$/.test(text)) return text;
+  throw new ProxyOptionError(
+    `${field} must be a ZeroMQ endpoint, tcp://HOST:PORT (port 1..65535) or ipc://PATH, got ${JSON.stringify(raw)}`,
+  );
 }
 
 /** Fills defaults and checks every field. Backend URLs are normalised by normaliseBackend(). */

