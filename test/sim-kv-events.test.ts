@@ -245,3 +245,86 @@ describe('kvroute sim serve --kv-events flags', () => {
       );
   });
 });
+
+describe('sim serve with a tokenizer (the PromptTokenizer interface)', () => {
+  // A stand-in for src/tokenize: each UTF-8 byte of the text, or of the messages' JSON, is a token.
+  const bytes = (text: string): Uint32Array => Uint32Array.from(Buffer.from(text, 'utf8'));
+  let fleet: SimFleet;
+  let subscriber: KvEventSubscriber;
+  const received: KvEventMessage[] = [];
+
+  beforeAll(async () => {
+    fleet = await startSimFleet({
+      instances: 1,
+      port: 0,
+      speed: 100,
+      blockSize: BS,
+      kvEvents: { port: 0, encoding: 'map' },
+      tokenizer: async (input) => {
+        const text = input.kind === 'text' ? input.text : JSON.stringify(input.messages);
+        if (text.includes('untokenizable')) throw new Error('no template for this');
+        return bytes(text);
+      },
+    });
+    subscriber = new KvEventSubscriber(fleet.engines[0]!.kvEventPublisher!.endpoint, (m) => received.push(m));
+    await subscriber.start();
+  });
+  afterAll(async () => {
+    await subscriber?.close();
+    await fleet?.close();
+  });
+
+  /** The fields of a completion or error body the tests read. */
+  interface Answer {
+    usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } };
+    error: { message: string };
+  }
+
+  async function post(path: string, body: object): Promise<{ status: number; json: Answer }> {
+    const response = await fetch(`${fleet.urls[0]}${path}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ max_tokens: 1, ...body }),
+    });
+    return { status: response.status, json: (await response.json()) as Answer };
+  }
+
+  it('caches chat and text prompts by the tokenizer’s token blocks and publishes those tokens', async () => {
+    const messages = [{ role: 'user', content: `tokenized chat ${Date.now()} ${'abc '.repeat(20)}` }];
+    const tokens = bytes(JSON.stringify(messages));
+    const full = Math.floor(tokens.length / BS);
+    const first = await post('/v1/chat/completions', { messages });
+    expect(first.status).toBe(200);
+    expect(first.json.usage.prompt_tokens).toBe(tokens.length);
+    const again = await post('/v1/chat/completions', { messages });
+    expect(again.json.usage.prompt_tokens_details.cached_tokens).toBe(Math.floor((tokens.length - 1) / BS) * BS);
+    const ids = tokenBlockIds(tokens, BS).map(u64);
+    expect(ids).toHaveLength(full);
+    // Published with exactly the tokenizer's tokens (the subscriber may have joined late: keep
+    // sending a fresh text prompt until the chat blocks' events, or a later batch, arrive).
+    for (let k = 0; k < 50 && !received.some((m) => m.batch.events.length > 0); k++)
+      await post('/v1/completions', { prompt: `warm-up ${k} ${'x'.repeat(40)}` });
+    const text = `text prompt ${Date.now()} ${'lorem ipsum '.repeat(10)}`;
+    await post('/v1/completions', { prompt: text, hash_ids: [1, 2, 3] }); // tokens win over hash_ids
+    const textIds = tokenBlockIds(bytes(text), BS).map(u64);
+    await until(() =>
+      textIds.every((h) =>
+        received.some((m) => m.batch.events.some((e) => e.type === 'stored' && e.blockHashes.includes(h))),
+      ),
+    );
+    const storedText = received
+      .flatMap((m) => m.batch.events)
+      .filter(
+        (e): e is Extract<KvEvent, { type: 'stored' }> => e.type === 'stored' && textIds.includes(e.blockHashes[0]!),
+      );
+    expect(storedText.flatMap((e) => e.tokenIds)).toEqual(Array.from(bytes(text).subarray(0, textIds.length * BS)));
+  });
+
+  it('answers a prompt the tokenizer refuses with a 400 naming the reason', async () => {
+    const { status, json } = await post('/v1/completions', { prompt: 'untokenizable input' });
+    expect(status).toBe(400);
+    expect(json.error.message).toBe('the prompt could not be tokenized: no template for this');
+    // Token ids need no tokenizer.
+    expect((await post('/v1/completions', { prompt: [1, 2, 3] })).status).toBe(200);
+  });
+});
