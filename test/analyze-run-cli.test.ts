@@ -71,6 +71,23 @@ describe('kvroute analyze run', () => {
     for (const cause of ['same worker overlap', 'hot worker queue', 'cache miss large append', 'unknown'])
       expect(out.stdout).toContain(cause);
     expect(out.stdout).toMatch(/intra-session\s+[\d.]+ [kM]?\s+[\d.]+%/);
+    // Sim records carry the router's predictions: the prediction section.
+    expect(out.stdout).toMatch(/cached tokens predicted by the router: \d+ requests with a prediction\n/);
+    expect(out.stdout).toMatch(/exact [\d.]+% · mean absolute error [\d.]+ tokens/);
+    expect(out.stdout).toMatch(/over \(expected, not there\)\s+\d+\s+(\d+%|-)\s+/);
+    expect(out.stdout).toMatch(
+      /APC predicted [\d.]+% − lost to over-prediction [\d.]+% \+ unpredicted [\d.]+% = actual [\d.]+%/,
+    );
+  });
+
+  it("--json: the prediction section over every record, its actual APC the run's", () => {
+    const analysis = JSON.parse(kvroute(['analyze', 'run', at('sticky.rec'), '--json', '--skip-reuse']).stdout);
+    const p = analysis.prediction;
+    expect(p.requests).toBe(simJson.requests);
+    expect(p.without_prediction).toBe(0);
+    expect(p.actual_apc).toBeCloseTo(analysis.apc, 12);
+    expect(p.exact + p.over.requests + p.under.requests).toBe(p.requests);
+    expect(p.exact_fraction).toBeGreaterThan(0.9);
   });
 
   it('--engine-state: an instance that reports a waiting queue is a hot worker', () => {
@@ -152,6 +169,9 @@ describe('kvroute analyze compare', () => {
     expect(human).toMatch(/TTFT p90 \(m?s\)/);
     expect(human).toMatch(/rerouted \d+ of \d+ matched requests \([\d.]+%\)/);
     expect(human).toContain('HELPS ≤ -5%, HURTS ≥ +5%');
+    expect(c.a.prediction.requests).toBe(simJson.requests);
+    expect(human).toMatch(/predicted exactly\s+[\d.]+%\s+[\d.]+%/);
+    expect(human).toMatch(/APC lost to over-prediction\s+[\d.]+%\s+[\d.]+%/);
   });
 
   it('refuses runs of two traces, naming both files (exit 1)', () => {

@@ -50,6 +50,8 @@ function randomRecords(rng: Rng, count: number): RequestRecord[] {
       preemptions: rng.int(0, 2),
     };
     if (rng.chance(0.5)) record.reason = rng.pick(['affinity', 'load', 'cache 12/14']);
+    // Absent (older files), null (a target without the header), or the router's prediction.
+    if (rng.chance(0.7)) record.predicted_cached_tokens = rng.chance(0.3) ? null : rng.int(0, 100_000);
     if (rng.chance(0.3)) Object.assign(record, { status: 503, error: `upstream ${i} failed` });
     return record;
   });
@@ -125,6 +127,21 @@ describe('record files', () => {
         message: expect.stringMatching(/record 2: finish: must be a finite number, got "late"/),
       }),
     );
+    for (const [value, shown] of [
+      [-16, '-16'],
+      [1.5, '1.5'],
+      ['128', '"128"'],
+    ] as const) {
+      const badPrediction = path();
+      const fresh = new Packr({ useRecords: true, sequential: true }); // a file defines its own structures
+      writeFileSync(
+        badPrediction,
+        Buffer.concat([fresh.pack(header), fresh.pack({ ...good, predicted_cached_tokens: value })]),
+      );
+      expect(() => readRecordFile(badPrediction)).toThrow(
+        `record 1: predicted_cached_tokens: must be a non-negative integer or null, got ${shown}`,
+      );
+    }
     const newer = path();
     writeFileSync(newer, new Packr({ useRecords: true, sequential: true }).pack({ ...header, version: 3 }));
     expect(() => readRecordFile(newer)).toThrow(/version 3 is newer than this kvroute reads \(2\)/);

@@ -1,7 +1,8 @@
 /**
  * Two runs of the same trace side by side (the seeds' cmp_es): requests matched by
  * (session, turn); reroute % = matched requests whose instance differs ÷ matched requests;
- * instances per session, TTFT p90 and mean of each run, the change A → B in %, and a verdict
+ * instances per session, TTFT p90 and mean of each run (and its cached-token prediction accuracy,
+ * when its records carry predictions), the change A → B in %, and a verdict
  * on the TTFT p90 change: HELPS at ≤ −5 %, HURTS at ≥ +5 %, wash between (docs/analysis.md).
  * The seeds print no thresholds; ±5 % is the band that reproduces their verdicts (sticky −26 %
  * HELPS; unified+A+B +1.8 % and v3 +1.5 % wash; lmetric +16.6 % and load_only +27 % HURTS).
@@ -12,6 +13,7 @@
 import type { RecordFile } from '../trace/record-file.js';
 import type { RequestRecord } from '../trace/records.js';
 import { percentileOfSorted } from './percentiles.js';
+import { predictionAccuracy, type PredictionAccuracy } from './prediction-accuracy.js';
 import { isFailed, runMetrics } from './run-metrics.js';
 
 export const VERDICT_THRESHOLDS = { helps_at_or_below_pct: -5, hurts_at_or_above_pct: 5 } as const;
@@ -24,6 +26,8 @@ export interface RunSide {
   instances_per_session: number;
   ttft_p90_s: number;
   ttft_mean_s: number;
+  /** The router's predicted cached tokens against the engine's (prediction-accuracy.ts); null without predictions. */
+  prediction: PredictionAccuracy | null;
 }
 
 export interface Comparison {
@@ -59,6 +63,7 @@ function side(records: readonly RequestRecord[]): RunSide {
     instances_per_session: m.instances_per_session,
     ttft_p90_s: percentileOfSorted(ttft, 90),
     ttft_mean_s: ttft.length === 0 ? 0 : sum / ttft.length,
+    prediction: predictionAccuracy(records),
   };
 }
 

@@ -4,10 +4,13 @@
  * the slow requests by cause (slow-causes.ts). Evictions are the simulator's engine counter
  * and are not in records: null here. The engine model (preset, engine_scaling,
  * capacity_blocks) comes from the run header: null when it does not say (replay, older files).
+ * `prediction` compares the router's predicted cached tokens with the engine's
+ * (prediction-accuracy.ts): null when no record carries a prediction.
  */
 import type { RecordFile } from '../trace/record-file.js';
 import type { EngineScalingRecord } from '../trace/records.js';
 import type { EngineStates } from './engine-state-samples.js';
+import { predictionAccuracy, type PredictionAccuracy } from './prediction-accuracy.js';
 import { runMetrics, type RunMetrics } from './run-metrics.js';
 import type { RunReuse } from './run-reuse.js';
 import { DEFAULT_SLO, labelSlowRequests, type Slo, type SlowSummary } from './slow-causes.js';
@@ -22,6 +25,8 @@ export interface RunAnalysis extends RunMetrics {
   engine_scaling: EngineScalingRecord | null;
   capacity_blocks: number | null;
   slow: SlowSummary;
+  /** The router's predicted cached tokens against the engine's; null when no record has a prediction. */
+  prediction: PredictionAccuracy | null;
   /** Where the cached tokens came from; null without the trace (run-reuse.ts). */
   reuse: RunReuse | null;
 }
@@ -50,6 +55,7 @@ export function analyzeRun(
     engine_scaling: file.header?.engine_scaling ?? null,
     capacity_blocks: file.header?.capacity_blocks ?? null,
     slow: labelSlowRequests(records, slo, file.header?.instances, engineStates).summary,
+    prediction: predictionAccuracy(records),
     reuse,
   };
 }

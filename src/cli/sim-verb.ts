@@ -3,6 +3,7 @@
  * `kvroute sim interference`, declared in sim-command.ts.
  */
 import { formatCount, formatDuration } from '../analysis/format-units.js';
+import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
@@ -74,7 +75,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   }
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...engine })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...engine, prediction: predictionAccuracy(result.records) })}\n`,
     );
     return;
   }

@@ -1,11 +1,13 @@
 /**
  * The summary.json of one sweep cell: what `kvroute sim run --json` prints (runMetrics with its
  * per-instance TTFT p90, makespan, preemptions, evictions, and the engine model: preset,
- * engine_scaling, capacity_blocks) plus `slow`, the slow requests by
+ * engine_scaling, capacity_blocks, and `prediction`: the router's predicted cached tokens against
+ * the engine's, prediction-accuracy.ts) plus `slow`, the slow requests by
  * cause at the default SLO, as `kvroute analyze run` labels them (slow-causes.ts). The reuse
  * split is left out: it walks the whole trace once per cell; `kvroute analyze run --trace` gives
  * it for any cell's records.
  */
+import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
 import { DEFAULT_SLO, labelSlowRequests } from '../analysis/slow-causes.js';
 import type { RequestRecord } from '../trace/records.js';
@@ -30,6 +32,7 @@ export function cellSummary(
     preemptions: totals.preemptions,
     evictions: totals.evictions,
     ...engine,
+    prediction: predictionAccuracy(records),
   };
   return extendCellSummary(summary, records, instances);
 }

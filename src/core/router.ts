@@ -36,6 +36,7 @@ import { describe, invalidType, rangeError, stateError } from './errors.js';
 import { FEED_STATUSES, feedPath, feedWarning, type FeedStatus } from './feed.js';
 import { GROUP_NONE, ModelGroups } from './model-groups.js';
 import { loadNative, nativeDisabledByEnv } from './native.js';
+import { predictCachedTokens } from './predicted-cached.js';
 import { resolvePolicy, toCorePolicy } from './policy-spec.js';
 import { promptText } from './prompt-text.js';
 import { ReferenceRouter } from './reference/reference-router.js';
@@ -78,10 +79,18 @@ const PHASE_DECODING = 2;
 /** The last decision, read from the decision array without allocating. */
 class DecisionView implements Decision {
   ticket = -1;
+  /** The route's explain buffer of matched blocks (the Router swaps it when it grows). */
+  matched: Int32Array;
+  /** The decided request's tokens per block, and its prompt tokens (NaN: not given). */
+  blockTokens = 0;
+  promptTokens = NaN;
   constructor(
     private readonly buf: Int32Array,
     private readonly names: Array<string | undefined>,
-  ) {}
+    matched: Int32Array,
+  ) {
+    this.matched = matched;
+  }
   get index(): number {
     return this.buf[0]!;
   }
@@ -92,6 +101,10 @@ class DecisionView implements Decision {
   get reason(): ReasonName {
     return REASONS[this.buf[1]!]!;
   }
+  get predictedCachedTokens(): number {
+    const slot = this.buf[0]!;
+    return slot < 0 ? 0 : predictCachedTokens(this.matched[slot]!, this.blockTokens, this.promptTokens);
+  }
 }
 
 export class Router {
@@ -101,6 +114,9 @@ export class Router {
   private readonly isNative: boolean;
   private readonly manualClock: boolean;
   private readonly defaultCapacity: number;
+  /** Tokens per block of hashIds without their own blockTokens, and of prompt text (chunkBytes / 4). */
+  private readonly idTokens: number;
+  private readonly textTokens: number;
   private resolvedPolicy: ResolvedPolicy;
   private readonly names: Array<string | undefined> = [];
   private readonly slots = new Map<string, number>();
@@ -165,6 +181,8 @@ export class Router {
     if (o.native !== undefined && typeof o.native !== 'boolean')
       throw invalidType('options.native', 'a boolean', o.native);
     this.isNative = o.native ?? !nativeDisabledByEnv();
+    this.idTokens = blockSize;
+    this.textTokens = chunkBytes / 4;
     const instances = this.instanceSpecs(o.instances);
 
     const feed = this.feedOption(o.engineState);
@@ -187,7 +205,7 @@ export class Router {
     const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
     this.core.setExplainBuffers(this.matched, this.scores, this.terms);
-    this.view = new DecisionView(this.decisionBuf, this.names);
+    this.view = new DecisionView(this.decisionBuf, this.names, this.matched);
     this.decision = this.view;
     this.decisionBuf[0] = -1;
     for (const spec of instances)
@@ -242,6 +260,7 @@ export class Router {
     this.request[REQUEST_FLAGS] = 0;
     this.requestOptions(request);
     const ticket = this.core.route(ids, this.session(request));
+    this.notePrediction();
     if (this.feedPath !== undefined && ++this.routesSinceFeedCheck >= FEED_CHECK_EVERY) {
       this.routesSinceFeedCheck = 0;
       this.checkFeed();
@@ -265,6 +284,7 @@ export class Router {
       this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
       try {
         this.core.route(ids, this.session(request));
+        this.notePrediction();
       } finally {
         this.request[REQUEST_FLAGS] = 0;
       }
@@ -507,12 +527,30 @@ export class Router {
     };
   }
 
+  /**
+   * Keeps what the decision's predictedCachedTokens needs besides the matched blocks (read later,
+   * on demand): the request's tokens per block and its prompt tokens, as the slab holds them now.
+   */
+  private notePrediction(): void {
+    const r = this.request;
+    const blockTokens = r[REQUEST_BLOCK_TOKENS]!;
+    this.view.blockTokens = !Number.isNaN(blockTokens)
+      ? blockTokens
+      : r[REQUEST_IDS_KIND] === IDS_ARGUMENT
+        ? this.textTokens
+        : this.idTokens;
+    this.view.promptTokens = r[REQUEST_INPUT_TOKENS]!;
+  }
+
   private now(): number {
     return this.manualClock ? this.manualNowMs : Date.now();
   }
 
   private growExplainBuffers(length: number): void {
-    this.matched = new Int32Array(length);
+    const matched = new Int32Array(length);
+    matched.set(this.matched); // the last decision's prediction reads it
+    this.matched = matched;
+    this.view.matched = matched;
     this.scores = new Float64Array(length);
     this.terms = new Float64Array(length * TERM_COUNT);
     this.core.setExplainBuffers(this.matched, this.scores, this.terms);

@@ -154,6 +154,17 @@ export interface Decision {
   readonly index: number;
   readonly reason: ReasonName;
   readonly ticket: number;
+  /**
+   * Prompt tokens the router predicts the chosen instance serves from its prefix cache (what the
+   * engine reports as `usage.prompt_tokens_details.cached_tokens`), by vLLM's rule: the chosen
+   * instance's matched blocks × the request's tokens per block (`blockTokens`, else `blockSize`
+   * for hashIds, chunkBytes / 4 for prompt text), but at most floor((inputTokens − 1) /
+   * blockTokens) blocks, since the engine always recomputes a prompt's last token. Without
+   * `request.inputTokens` the prompt's token count is unknown and the cap is matched × blockTokens
+   * (one block too many when the whole prompt is matched). 0 when nothing matched or nothing was
+   * chosen. Works for every index mode: it reads the matched blocks the decision itself read.
+   */
+  readonly predictedCachedTokens: number;
 }
 
 export interface CandidateExplanation {

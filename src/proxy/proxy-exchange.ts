@@ -80,6 +80,8 @@ const SSE_DONE = Buffer.from('data: [DONE]\n\n');
 // on each call, a Buffer it reads in place.
 const INSTANCE_HEADER = Buffer.from('x-kvroute-instance');
 const REASON_HEADER = Buffer.from('x-kvroute-reason');
+/** router.decision.predictedCachedTokens of the attempt that answered (docs/proxy.md). */
+const PREDICTED_HEADER = Buffer.from('x-kvroute-predicted-cached-tokens');
 const REASON_BYTES = new Map<string, Buffer>();
 const reasonBytes = (reason: string): Buffer => {
   let bytes = REASON_BYTES.get(reason);
@@ -125,6 +127,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
   private ticket = -1;
   private backend: Backend | undefined;
   private reason = '';
+  private predictedCachedTokens = 0;
   private abortUpstream: ((error?: Error) => void) | undefined;
   private resumeUpstream: (() => void) | undefined;
   private paused = false;
@@ -295,6 +298,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     this.ticket = ticket;
     this.backend = backend;
     this.reason = router.decision.reason;
+    this.predictedCachedTokens = router.decision.predictedCachedTokens;
     backend.inFlight++;
     if (observers.any)
       observers.onRouted(instance, this.reason, state.policyName, (performance.now() - started) * 1000);
@@ -574,6 +578,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     if (!this.holding && this.ctx.state.closing) res.writeHeader('connection', 'close');
     res.writeHeader(INSTANCE_HEADER, this.backend!.idBytes);
     res.writeHeader(REASON_HEADER, reasonBytes(this.reason));
+    res.writeHeader(PREDICTED_HEADER, String(this.predictedCachedTokens));
     // An engine that echoes the id (vLLM --enable-request-id-headers) already sent it.
     if (!hasHeader(h, REQUEST_ID)) res.writeHeader(REQUEST_ID, this.requestId);
     this.committed = true;

@@ -17,6 +17,8 @@
  *   first token chunk's arrival, or `finish` when none came.
  * - `instance`: the index of the response's `x-kvroute-instance` in InstanceIndex (a proxy); 0
  *   for a response without it (a plain engine); -1 when no response came.
+ * - `predicted_cached_tokens`: the response's `x-kvroute-predicted-cached-tokens` (a proxy); null
+ *   without it, or when it is not a decimal count (a target's bad header never fails a request).
  */
 import { Pool } from 'undici';
 
@@ -29,6 +31,8 @@ import { SseReader } from './sse.js';
 const REQUEST_TIMEOUT_MS = 600_000;
 /** Characters of an error body kept for the record's message (at most 16 chunks are kept). */
 const ERROR_BODY_BYTES = 2048;
+/** The proxy's prediction of the response's cached tokens (docs/proxy.md). */
+const PREDICTED_HEADER = 'x-kvroute-predicted-cached-tokens';
 
 /** x-kvroute-instance values (backend URLs) → stable indices, first seen first (or as seeded). */
 export class InstanceIndex {
@@ -120,6 +124,7 @@ export class TargetClient {
       output_tokens: 0,
       overlapped: false,
       preemptions: 0,
+      predicted_cached_tokens: null,
       status: 0,
     };
     const sse = new SseReader();
@@ -160,6 +165,8 @@ export class TargetClient {
               if (name === 'x-kvroute-instance')
                 record.instance = this.options.instances.of(headers[i + 1]!.toString('latin1'));
               else if (name === 'x-kvroute-reason') record.reason = headers[i + 1]!.toString('latin1');
+              else if (name === PREDICTED_HEADER)
+                record.predicted_cached_tokens = tokenCount(headers[i + 1]!.toString('latin1'));
             }
             if (status !== 200) errorBody = [];
             return true;
@@ -201,6 +208,12 @@ export class TargetClient {
   async close(): Promise<void> {
     await this.pool.destroy();
   }
+}
+
+/** A header's decimal token count, or null for anything else (the record then has no prediction). */
+function tokenCount(text: string): number | null {
+  if (!/^\d{1,15}$/.test(text)) return null;
+  return Number(text);
 }
 
 function isCount(value: unknown): value is number {

@@ -111,6 +111,8 @@ interface InFlight {
   ticket: number;
   instance: number;
   dispatch: number;
+  /** The router's predictedCachedTokens for the instance it chose. */
+  predicted: number;
 }
 
 /** A session with a turn in flight, and the turns read while it runs, in order. */
@@ -279,11 +281,12 @@ class Simulation {
       inputTokens: request.inputLength,
     });
     const instance = router.decision.index;
+    const predicted = router.decision.predictedCachedTokens;
     const sequence = engines[instance]!.submit(
       { id: ticket, hashIds: request.hashIds, inputLength: request.inputLength, outputLength: request.outputLength },
       now,
     );
-    this.inFlight.set(sequence, { request, ticket, instance, dispatch: now });
+    this.inFlight.set(sequence, { request, ticket, instance, dispatch: now, predicted });
     this.first = Math.min(this.first, now);
     this.kick(instance, now);
     if (!this.publishing && this.options.engineState === 'shm') this.schedulePublish(now);
@@ -319,6 +322,7 @@ class Simulation {
       output_tokens: Math.max(1, request.outputLength),
       overlapped: sequence.decodeOverlappedPrefill,
       preemptions: sequence.preemptions,
+      predicted_cached_tokens: flight.predicted,
     });
     this.last = now;
   }

@@ -127,6 +127,9 @@ function checkRecord(path: string, index: number, value: unknown): RequestRecord
     if (!Number.isSafeInteger(r[field]) || (r[field] as number) < 0)
       fail(field, `must be a non-negative integer, got ${describe(r[field])}`);
   if (typeof r.overlapped !== 'boolean') fail('overlapped', `must be true or false, got ${describe(r.overlapped)}`);
+  const predicted = r.predicted_cached_tokens;
+  if (predicted !== undefined && predicted !== null && (!Number.isSafeInteger(predicted) || (predicted as number) < 0))
+    fail('predicted_cached_tokens', `must be a non-negative integer or null, got ${describe(predicted)}`);
   return r as unknown as RequestRecord;
 }
 

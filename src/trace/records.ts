@@ -23,6 +23,13 @@ export interface RequestRecord {
   overlapped: boolean;
   /** Times the engine preempted it (recompute; sim only, 0 live). */
   preemptions: number;
+  /**
+   * The prompt tokens the router predicted the chosen instance to hold (Decision
+   * predictedCachedTokens): the simulator's router, or live the proxy's
+   * `x-kvroute-predicted-cached-tokens`. null when the target sent no such header; absent in files
+   * written before it was recorded, which reads as null.
+   */
+  predicted_cached_tokens?: number | null;
   /** The router's reason (`x-kvroute-reason` live, the policy's decision in the simulator). */
   reason?: string;
   /** HTTP status of a live request (200 for success); absent in the simulator. */
