@@ -19,7 +19,7 @@ export const SIM_RUN_DEFAULTS = {
   seed: 1,
 } as const;
 
-export const SIM_SERVE_DEFAULTS = { publishMs: 50 };
+export const SIM_SERVE_DEFAULTS = { publishMs: 50, kvEventsEncoding: 'map' } as const;
 
 export function addSimCommand(program: Command): void {
   const sim = subcommand(program, 'sim', 'simulated engines: sim run, sim serve, sim interference');
@@ -67,13 +67,23 @@ function addServe(sim: Command): void {
     .option('--block-size <B>', withDefault('tokens per KV block', d.blockSize))
     .option('--model <NAME>', withDefault('served model name', "the preset's model"))
     .option('--shm <NAME>', "publish each engine's state to the feed /dev/shm/NAME (slot i = engine i)")
-    .option('--publish-ms <MS>', withDefault('how often --shm publishes', SIM_SERVE_DEFAULTS.publishMs));
+    .option('--publish-ms <MS>', withDefault('how often --shm publishes', SIM_SERVE_DEFAULTS.publishMs))
+    .option(
+      '--kv-events <PORT>',
+      "publish vLLM KV cache events: engine i's ZeroMQ PUB socket on PORT+i (0: free ports)",
+    )
+    .option(
+      '--kv-events-encoding <E>',
+      withDefault('array (vLLM before 2026: positional) or map (maps with type)', SIM_SERVE_DEFAULTS.kvEventsEncoding),
+    )
+    .option('--kv-events-replay <PORT>', "answer KV event replay requests: engine i's ZeroMQ ROUTER on PORT+i");
   addEngineScalingOptions(serve);
   serve.addHelpText(
     'after',
     '\nRuns until SIGINT or SIGTERM; prints one URL per engine on stdout (docs/sim-serve.md).',
   );
   example(serve, 'kvroute sim serve --instances 2 --port 8101 --speed 10');
+  example(serve, 'kvroute sim serve --instances 2 --kv-events 5557 --kv-events-replay 5600');
   runs(serve, async () => {
     const { simServeVerb } = await import('./sim-serve-verb.js');
     return (values) => simServeVerb(values);

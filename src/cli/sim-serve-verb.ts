@@ -3,7 +3,8 @@
  * or SIGTERM (docs/sim-serve.md).
  */
 import { describeScaling, ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
-import { startSimFleet } from '../sim/sim-fleet.js';
+import { KV_EVENT_ENCODINGS } from '../sim/kv-event-encoding.js';
+import { startSimFleet, type SimFleet, type SimFleetKvEvents } from '../sim/sim-fleet.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import {
   choiceFlag,
@@ -33,6 +34,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   const model = stringFlag(values, 'model');
   if (model === '') throw new UsageError('--model must not be empty');
   const scaling = engineScalingFlags(values);
+  const kvEvents = kvEventFlags(values, instances ?? SIM_FLEET_DEFAULTS.instances);
   const fleet = await startSimFleet({
     instances,
     port,
@@ -42,6 +44,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     blockSize: integerFlag(values, 'block-size', 1),
     model,
     scaling,
+    ...(kvEvents === undefined ? {} : { kvEvents }),
   }).catch((error: NodeJS.ErrnoException) => {
     if (['EADDRINUSE', 'EACCES', 'EADDRNOTAVAIL', 'ENOTFOUND'].includes(error.code ?? ''))
       throw new UsageError(`cannot listen: ${error.message}`);
@@ -53,6 +56,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}×${scaled} · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
   );
   process.stdout.write(`${fleet.urls.join('\n')}\n`);
+  if (kvEvents !== undefined) printKvEndpoints(fleet, kvEvents);
   const shm = stringFlag(values, 'shm');
   const publishMs = integerFlag(values, 'publish-ms', 1) ?? SIM_SERVE_DEFAULTS.publishMs;
   const feed = shm === undefined ? undefined : publishFleetState(fleet, shm, publishMs);
@@ -60,4 +64,43 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   await untilStopped(hooks.signal);
   feed?.stop();
   await fleet.close();
+}
+
+/** `--kv-events PORT [--kv-events-encoding E] [--kv-events-replay PORT]`, checked; undefined without `--kv-events`. */
+function kvEventFlags(values: OptionValues, instances: number): SimFleetKvEvents | undefined {
+  const port = portBaseFlag(values, 'kv-events', instances);
+  const replayPort = portBaseFlag(values, 'kv-events-replay', instances);
+  const encoding = choiceFlag(values, 'kv-events-encoding', KV_EVENT_ENCODINGS);
+  if (port === undefined) {
+    for (const [flag, given] of [
+      ['kv-events-encoding', encoding],
+      ['kv-events-replay', replayPort],
+    ] as const)
+      if (given !== undefined) throw new UsageError(`--${flag} needs --kv-events PORT`);
+    return undefined;
+  }
+  return {
+    port,
+    encoding: encoding ?? SIM_SERVE_DEFAULTS.kvEventsEncoding,
+    ...(replayPort === undefined ? {} : { replayPort }),
+  };
+}
+
+/** A first port for `instances` consecutive ones (0: free ports). */
+function portBaseFlag(values: OptionValues, name: string, instances: number): number | undefined {
+  const port = integerFlag(values, name, 0);
+  if (port !== undefined && port > 0 && port + instances - 1 > 65535)
+    throw new UsageError(`--${name} ${port} leaves no room for ${instances} engines below 65536`);
+  return port;
+}
+
+/** One stderr line per engine: where its events are published, and replayed. */
+function printKvEndpoints(fleet: SimFleet, kv: SimFleetKvEvents): void {
+  fleet.engines.forEach((engine, index) => {
+    const publisher = engine.kvEventPublisher!;
+    const replay = publisher.replayEndpoint === undefined ? '' : ` · replay ${publisher.replayEndpoint}`;
+    process.stderr.write(
+      `kvroute sim serve: engine ${index} kv events ${publisher.endpoint} (${kv.encoding ?? 'map'})${replay}\n`,
+    );
+  });
 }

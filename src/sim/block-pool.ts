@@ -16,13 +16,31 @@
  * the table is rebuilt once blocks and tombstones together pass half of it, so a probe always
  * ends at an empty entry. There are `capacity` slots, and hashed blocks never exceed the
  * capacity, so a slot is always there for a block being named.
+ *
+ * Listening (KV cache events, docs/kv-events.md): an optional `listener` hears a block named
+ * (`register`), a cached block evicted, and the prefix cache reset. With no listener the cost
+ * is one field test per naming or eviction; the pool never calls out otherwise. The `origin`
+ * and `position` given to `register` are passed through untouched, so the caller can say which
+ * request's which block it was (the engine model uses them for the block's tokens and parent).
  */
 const NONE = -1;
 const EMPTY = 0;
 const TOMBSTONE = -1;
 const TWO_32 = 4294967296;
 
-export class BlockPool {
+/** Hears a pool's named, evicted and cleared blocks (see the header). Calls are synchronous. */
+export interface BlockPoolListener<Origin> {
+  /** `id` now names a block holding a full prompt block: `register(id, origin, position)`. */
+  named(id: number, origin: Origin | undefined, position: number): void;
+  /** The cached block `id` was evicted to make room; its id is no longer in the pool. */
+  evicted(id: number): void;
+  /** `resetPrefixCache` dropped every cached block (none was referenced). */
+  cleared(): void;
+}
+
+export class BlockPool<Origin = unknown> {
+  /** Optional; see BlockPoolListener. Set it before the first block is named to hear them all. */
+  listener: BlockPoolListener<Origin> | undefined = undefined;
   private readonly ids: Float64Array;
   private readonly refs: Int32Array;
   private readonly prev: Int32Array;
@@ -157,9 +175,10 @@ export class BlockPool {
   /**
    * Names a block allocated by `allocate` with the hash `id` once it holds a full prompt block,
    * returning its handle. If another block already holds that id (two requests computed the
-   * same block at once), the new one stays anonymous (NONE), as in vLLM.
+   * same block at once), the new one stays anonymous (NONE), as in vLLM. `origin` and `position`
+   * only reach the listener.
    */
-  register(id: number): number {
+  register(id: number, origin?: Origin, position = 0): number {
     if (this.find(id) !== NONE) return NONE;
     this.version++;
     const slot = this.unusedSlots[--this.unusedTop]!;
@@ -170,7 +189,26 @@ export class BlockPool {
     if (this.table[at] === TOMBSTONE) this.tombstones--;
     this.table[at] = slot + 1;
     this.keys[at] = id;
+    if (this.listener !== undefined) this.listener.named(id, origin, position);
     return slot;
+  }
+
+  /**
+   * vLLM's `reset_prefix_cache`: when no block is referenced, drops every cached block (they
+   * become free, unnamed) and tells the listener `cleared` (not one `evicted` per block, as vLLM
+   * sends one AllBlocksCleared). Returns false, changing nothing, while any block is referenced.
+   */
+  resetPrefixCache(): boolean {
+    if (this.referencedBlocks > 0) return false;
+    for (let slot = this.head; slot !== NONE; slot = this.next[slot]!) this.unusedSlots[this.unusedTop++] = slot;
+    this.head = NONE;
+    this.tail = NONE;
+    this.cachedBlocks = 0;
+    this.table.fill(EMPTY);
+    this.tombstones = 0;
+    this.version++;
+    if (this.listener !== undefined) this.listener.cleared();
+    return true;
   }
 
   /** Drops a reference on a named block; at zero it becomes cached (most recently freed). */
@@ -200,8 +238,10 @@ export class BlockPool {
     this.unlink(slot);
     this.cachedBlocks--;
     this.evictions++;
-    this.remove(this.ids[slot]!);
+    const id = this.ids[slot]!;
+    this.remove(id);
     this.unusedSlots[this.unusedTop++] = slot;
+    if (this.listener !== undefined) this.listener.evicted(id);
   }
 
   private unlink(slot: number): void {

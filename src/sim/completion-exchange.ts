@@ -53,6 +53,7 @@ export class CompletionExchange implements GenerationListener {
       {
         id: this.requestId,
         hashIds: request.hashIds,
+        ...(request.tokens === undefined ? {} : { tokens: request.tokens }),
         inputLength: request.inputTokens,
         outputLength: request.maxTokens,
       },

@@ -2,16 +2,23 @@
  * A `/v1/chat/completions` or `/v1/completions` body, checked and turned into what the engine
  * model needs: block ids, a prompt length in tokens, and an output length (docs/sim-serve.md).
  *
- * Blocks. With the extension field `hash_ids` (safe integers, as in a trace), those are the
- * request's block ids, one per `blockSize` tokens. Otherwise the prompt text is hashed the way
- * the router hashes it (docs/hashing.md): chat `messages` through `promptText`, a completion's
- * `prompt` as is, in chunks of 4 × blockSize bytes, so one chunk stands for one engine block at
- * the router's 4 bytes per token. A prompt of token ids is written as 8 hex digits per token
- * and hashed in chunks of 8 × blockSize bytes: again one id per block. Ids are cut to 52 bits
- * (the block pool keeps them in a Float64Array); a collision among 2^52 values is negligible.
+ * Blocks, in order of precedence:
+ * 1. Token ids: a completion's `prompt` given as token ids, or the prompt the engine's tokenizer
+ *    produced (`tokenized`). The engine caches by token blocks as vLLM does: one id per full
+ *    block of blockSize tokens, its own chained hash of the tokens (the 8-hex-digit text of each
+ *    token id, hashed in chunks of 8 × blockSize bytes: XXH64 chained from seed 0, so unlike
+ *    kvroute's token block key, which hashes the tokens' bytes from seed blockSize). A partial
+ *    last block gets no id. The request carries the tokens, for its KV cache events.
+ * 2. The extension field `hash_ids` (safe integers, as in a trace): one id per blockSize tokens.
+ * 3. The prompt text hashed the way the router hashes it (docs/hashing.md): chat `messages`
+ *    through `promptText`, a completion's `prompt` as is, in chunks of 4 × blockSize bytes, so one
+ *    chunk stands for one engine block at the router's 4 bytes per token.
+ * Ids are cut to 52 bits (the block pool keeps them in a Float64Array); a collision among 2^52
+ * values is negligible.
  *
- * Prompt tokens: `input_tokens` when given; else `hash_ids.length × blockSize` (the router's
- * default for ids); else ceil(UTF-8 bytes ÷ 4) of the text, or the number of token ids.
+ * Prompt tokens: with token ids, their number (`input_tokens` is ignored, as vLLM ignores it);
+ * else `input_tokens` when given; else `hash_ids.length × blockSize` (the router's default for
+ * ids); else ceil(UTF-8 bytes ÷ 4) of the text.
  *
  * Output tokens: `max_completion_tokens` or `max_tokens` (chat), `max_tokens` (completions).
  * Absent, completions default to 16 (vLLM's and OpenAI's default) and chat to
@@ -61,11 +68,46 @@ export interface CompletionRequest {
   stream: boolean;
   includeUsage: boolean;
   hashIds: number[];
+  /** The prompt's token ids, when it has them (block ids are then token blocks). */
+  tokens: Uint32Array | undefined;
   inputTokens: number;
   maxTokens: number;
 }
 
-export function parseCompletionRequest(endpoint: Endpoint, raw: unknown, limits: RequestLimits): CompletionRequest {
+/** What an engine's tokenizer is asked to turn into token ids. */
+export type TokenizerInput =
+  /** Chat messages, to render with the model's chat template (the whole body: tools, kwargs). */
+  | { kind: 'chat'; messages: ChatMessage[]; body: Record<string, unknown> }
+  /** A completion's prompt string. */
+  | { kind: 'text'; text: string };
+
+/**
+ * An engine's tokenizer (`kvroute sim serve --tokenizer`): the prompt's token ids, as vLLM would
+ * compute them. A rejection is answered 400 with its message.
+ */
+export type PromptTokenizer = (input: TokenizerInput) => Promise<Uint32Array>;
+
+/**
+ * What a tokenizer would have to tokenize for this body, after checking the prompt fields;
+ * undefined when the prompt already is token ids.
+ */
+export function tokenizerInput(endpoint: Endpoint, raw: unknown): TokenizerInput | undefined {
+  const body = checkObject('the request body', raw);
+  if (endpoint === 'chat') {
+    chatPrompt(body.messages);
+    return { kind: 'chat', messages: body.messages as ChatMessage[], body };
+  }
+  const prompt = completionPrompt(body.prompt);
+  return prompt.ids === undefined ? { kind: 'text', text: prompt.text } : undefined;
+}
+
+/** Checks a body; `tokenized` is its prompt's token ids from the engine's tokenizer, if it has one. */
+export function parseCompletionRequest(
+  endpoint: Endpoint,
+  raw: unknown,
+  limits: RequestLimits,
+  tokenized?: Uint32Array,
+): CompletionRequest {
   const body = checkObject('the request body', raw);
   const model = present(body.model) ? checkString('model', body.model) : limits.model;
   if (model !== limits.model) throw new ApiError(404, 'NotFoundError', `The model \`${model}\` does not exist.`);
@@ -79,9 +121,10 @@ export function parseCompletionRequest(endpoint: Endpoint, raw: unknown, limits:
   if (present(body.n) && body.n !== 1) throw invalidValue('n', '1 (the simulated engine returns one choice)', body.n);
 
   const prompt = endpoint === 'chat' ? chatPrompt(body.messages) : completionPrompt(body.prompt);
+  if (tokenized !== undefined && prompt.ids === undefined) prompt.ids = tokenized;
   const { hashIds, inputTokens } = promptBlocks(endpoint, body, prompt, limits.blockSize);
   const maxTokens = outputTokens(endpoint, body, inputTokens, limits.maxModelLen);
-  return { endpoint, model, stream, includeUsage, hashIds, inputTokens, maxTokens };
+  return { endpoint, model, stream, includeUsage, hashIds, tokens: prompt.ids, inputTokens, maxTokens };
 }
 
 /** The request's block ids and prompt length in tokens (see the header). */
@@ -93,21 +136,45 @@ function promptBlocks(
 ): { hashIds: number[]; inputTokens: number } {
   let hashIds: number[];
   let inputTokens: number;
-  if (present(body.hash_ids)) {
-    hashIds = checkHashIds(body.hash_ids);
-    inputTokens = hashIds.length * blockSize;
+  // Checked even when token ids win, so a malformed field is refused whatever the prompt.
+  const traceIds = present(body.hash_ids) ? checkHashIds(body.hash_ids) : undefined;
+  const givenTokens = present(body.input_tokens) ? checkInteger('input_tokens', body.input_tokens, 1) : undefined;
+  if (prompt.ids !== undefined) {
+    hashIds = tokenBlockIds(prompt.ids, blockSize);
+    inputTokens = prompt.ids.length;
+  } else if (traceIds !== undefined) {
+    hashIds = traceIds;
+    inputTokens = givenTokens ?? hashIds.length * blockSize;
   } else {
-    const bytesPerToken = prompt.kind === 'text' ? 4 : 8;
-    const ids = hashPrompt(prompt.text, { chunkBytes: bytesPerToken * blockSize });
-    hashIds = Array.from(ids, (id) => Number(id & ID_MASK));
-    inputTokens = prompt.tokens;
+    hashIds = chunkIds(prompt.text, 4 * blockSize, Infinity);
+    inputTokens = givenTokens ?? prompt.tokens;
   }
-  if (present(body.input_tokens)) inputTokens = checkInteger('input_tokens', body.input_tokens, 1);
   if (inputTokens === 0) {
-    const field = present(body.hash_ids) ? 'hash_ids' : endpoint === 'chat' ? 'messages' : 'prompt';
+    const field =
+      prompt.ids === undefined && traceIds !== undefined ? 'hash_ids' : endpoint === 'chat' ? 'messages' : 'prompt';
     throw new ApiError(400, 'BadRequestError', `${field} must not be empty: the prompt has no tokens`);
   }
   return { hashIds, inputTokens };
+}
+
+/**
+ * The engine's block ids of a token prompt: one per full block (see the header). The hex text is
+ * each token id as 8 lowercase hex digits, which is a big-endian u32's bytes in hex.
+ */
+export function tokenBlockIds(tokens: Uint32Array, blockSize: number): number[] {
+  const full = Math.floor(tokens.length / blockSize);
+  const bytes = Buffer.alloc(full * blockSize * 4);
+  for (let i = 0; i < full * blockSize; i++) bytes.writeUInt32BE(tokens[i]!, i * 4);
+  return chunkIds(bytes.toString('hex'), 8 * blockSize, full);
+}
+
+/** The first `limit` chained ids of `text` in chunks of `chunkBytes`, cut to 52 bits. */
+function chunkIds(text: string, chunkBytes: number, limit: number): number[] {
+  const ids = hashPrompt(text, { chunkBytes });
+  const count = Math.min(ids.length, limit);
+  const out = new Array<number>(count);
+  for (let i = 0; i < count; i++) out[i] = Number(ids[i]! & ID_MASK);
+  return out;
 }
 
 /** The output length, after vLLM's two context-length checks (with vLLM's messages). */
@@ -150,14 +217,15 @@ function optionalBoolean(field: string, value: unknown): boolean | undefined {
 }
 
 interface Prompt {
-  /** `text`: 4 bytes per token; `token ids`: 8 hex digits per token. */
-  kind: 'text' | 'token ids';
   text: string;
+  /** Prompt tokens of the text (4 bytes per token); with `ids`, their number. */
   tokens: number;
+  /** The prompt's token ids, when it has them. */
+  ids?: Uint32Array;
 }
 
 function textPrompt(text: string): Prompt {
-  return { kind: 'text', text, tokens: Math.ceil(Buffer.byteLength(text, 'utf8') / 4) };
+  return { text, tokens: Math.ceil(Buffer.byteLength(text, 'utf8') / 4) };
 }
 
 function missing(field: string, what: string): ApiError {
@@ -191,14 +259,14 @@ function completionPrompt(prompt: unknown): Prompt {
 }
 
 function tokenPrompt(field: string, ids: readonly unknown[]): Prompt {
-  let text = '';
+  const tokens = new Uint32Array(ids.length);
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i];
     if (!(typeof id === 'number' && Number.isInteger(id) && id >= 0 && id < 2 ** 32))
       throw invalidValue(`${field}[${i}]`, 'a token id: an integer in [0, 2^32)', id);
-    text += id.toString(16).padStart(8, '0');
+    tokens[i] = id;
   }
-  return { kind: 'token ids', text, tokens: ids.length };
+  return { text: '', tokens: ids.length, ids: tokens };
 }
 
 function checkHashIds(value: unknown): number[] {

@@ -27,7 +27,13 @@ const NO_CHUNKS: readonly PrefillChunk[] = [];
 
 export interface EngineRequest {
   id: number;
+  /** Block ids of the prompt, one per blockSize tokens. */
   hashIds: readonly number[];
+  /**
+   * The prompt's token ids, when the request has them: block i holds tokens
+   * [i × blockSize, (i + 1) × blockSize). Only KV cache events read them (docs/kv-events.md).
+   */
+  tokens?: Uint32Array;
   inputLength: number;
   outputLength: number;
 }
@@ -85,7 +91,7 @@ export interface EngineOptions {
 }
 
 export class EngineModel {
-  readonly pool: BlockPool;
+  readonly pool: BlockPool<Sequence>;
   readonly blockSize: number;
   private readonly preset: EnginePreset;
   private readonly running: Sequence[] = [];
@@ -106,7 +112,7 @@ export class EngineModel {
     this.blockSize = options.blockSize;
     if (!(Number.isSafeInteger(this.blockSize) && this.blockSize > 0))
       throw new RangeError(`blockSize must be a positive integer, got ${this.blockSize}`);
-    this.pool = new BlockPool(options.capacityBlocks ?? capacityBlocks(this.preset, this.blockSize));
+    this.pool = new BlockPool<Sequence>(options.capacityBlocks ?? capacityBlocks(this.preset, this.blockSize));
   }
 
   get idle(): boolean {
@@ -389,7 +395,7 @@ export class EngineModel {
     const { hashIds, inputLength } = sequence.request;
     const full = Math.min(Math.floor(Math.min(sequence.computed, inputLength) / this.blockSize), hashIds.length);
     for (let i = sequence.named; i < full; i++) {
-      if (sequence.blocks[i] === ANONYMOUS) sequence.blocks[i] = this.pool.register(hashIds[i]!);
+      if (sequence.blocks[i] === ANONYMOUS) sequence.blocks[i] = this.pool.register(hashIds[i]!, sequence, i);
     }
     sequence.named = Math.max(sequence.named, full);
   }

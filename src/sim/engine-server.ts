@@ -4,6 +4,10 @@
  *
  *   POST /v1/chat/completions, /v1/completions   streaming (SSE) and not
  *   GET  /v1/models, /health, /metrics
+ *   POST /reset_prefix_cache                      vLLM's (dev mode) route: drops the cached blocks
+ *
+ * With `kvEvents`, the engine publishes its block pool's changes as vLLM KV cache events
+ * (docs/kv-events.md). With `tokenizer`, text prompts are tokenized and cached by token blocks.
  *
  * Every failure is answered with vLLM's error body and the process never throws on input: a
  * body that is not JSON or fails a check is a 400 naming the field, a body over `maxBodyBytes`
@@ -15,11 +19,20 @@ import type { AddressInfo } from 'node:net';
 
 import { isKvrouteError } from '../core/errors.js';
 import { CompletionExchange } from './completion-exchange.js';
-import { ApiError, parseCompletionRequest, type Endpoint } from './completion-request.js';
+import {
+  ApiError,
+  parseCompletionRequest,
+  tokenizerInput,
+  type Endpoint,
+  type PromptTokenizer,
+} from './completion-request.js';
 import { errorBody, modelList } from './completion-response.js';
 import { EngineMetrics } from './engine-metrics.js';
 import { EngineModel } from './engine-model.js';
 import type { EnginePreset } from './engine-preset.js';
+import { EngineKvEvents } from './engine-kv-events.js';
+import type { KvEventEncoding } from './kv-event-encoding.js';
+import { KvEventPublisher } from './kv-event-publisher.js';
 import { RealtimeEngine } from './realtime-engine.js';
 
 /** Request bodies above this are refused with 413 (agentic prompts reach a few MB). */
@@ -39,9 +52,23 @@ export interface EngineServerOptions {
   /** The served model name (`/v1/models`, the `model_name` label). */
   model: string;
   maxBodyBytes?: number;
+  /** Publish KV cache events (docs/kv-events.md); none when absent. */
+  kvEvents?: EngineKvEventOptions;
+  /** Tokenizes text prompts, so they are cached by token blocks; none when absent. */
+  tokenizer?: PromptTokenizer;
 }
 
-type Route = 'chat' | 'completion' | 'models' | 'health' | 'metrics';
+export interface EngineKvEventOptions {
+  /** PUB endpoint to bind: `tcp://HOST:PORT`, or `tcp://HOST:*` for a free port. */
+  endpoint: string;
+  /** ROUTER endpoint for replay requests; none when absent. */
+  replayEndpoint?: string;
+  encoding: KvEventEncoding;
+  /** Messages kept for replay (default 10,000). */
+  bufferSteps?: number;
+}
+
+type Route = 'chat' | 'completion' | 'models' | 'health' | 'metrics' | 'reset';
 
 const ROUTES: Record<string, { method: 'GET' | 'POST'; route: Route }> = {
   '/v1/chat/completions': { method: 'POST', route: 'chat' },
@@ -49,6 +76,7 @@ const ROUTES: Record<string, { method: 'GET' | 'POST'; route: Route }> = {
   '/v1/models': { method: 'GET', route: 'models' },
   '/health': { method: 'GET', route: 'health' },
   '/metrics': { method: 'GET', route: 'metrics' },
+  '/reset_prefix_cache': { method: 'POST', route: 'reset' },
 };
 
 export class EngineServer {
@@ -62,6 +90,8 @@ export class EngineServer {
   private readonly maxBodyBytes: number;
   private nextRequest = 0;
   private address: AddressInfo | undefined;
+  /** The KV event publisher and the pool listener feeding it, with `kvEvents`. */
+  private kv: { publisher: KvEventPublisher; events: EngineKvEvents } | undefined;
 
   private constructor(private readonly options: EngineServerOptions) {
     this.engine = new EngineModel({ preset: options.preset, blockSize: options.blockSize });
@@ -77,18 +107,34 @@ export class EngineServer {
     });
   }
 
-  /** Starts an engine and resolves once it listens. */
+  /** Starts an engine and resolves once it listens (and its KV event sockets are bound). */
   static async start(options: EngineServerOptions): Promise<EngineServer> {
     const engine = new EngineServer(options);
-    await new Promise<void>((resolve, reject) => {
-      engine.server.once('error', reject);
-      engine.server.listen(options.port, options.host, () => {
-        engine.server.off('error', reject);
-        resolve();
+    if (options.kvEvents !== undefined) {
+      const publisher = await KvEventPublisher.start(options.kvEvents);
+      const events = new EngineKvEvents(options.blockSize, (batch) => publisher.publish(batch));
+      engine.engine.pool.listener = events;
+      engine.kv = { publisher, events };
+    }
+    try {
+      await new Promise<void>((resolve, reject) => {
+        engine.server.once('error', reject);
+        engine.server.listen(options.port, options.host, () => {
+          engine.server.off('error', reject);
+          resolve();
+        });
       });
-    });
+    } catch (error) {
+      await engine.closeKvEvents();
+      throw error;
+    }
     engine.address = engine.server.address() as AddressInfo;
     return engine;
+  }
+
+  /** The KV event publisher, with `kvEvents`. */
+  get kvEventPublisher(): KvEventPublisher | undefined {
+    return this.kv?.publisher;
   }
 
   get model(): string {
@@ -111,6 +157,16 @@ export class EngineServer {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();
     await closed;
+    await this.closeKvEvents();
+  }
+
+  /** Publishes what is pending, then closes the sockets. */
+  private async closeKvEvents(): Promise<void> {
+    if (this.kv === undefined) return;
+    this.kv.events.flushNow();
+    this.kv.events.close();
+    this.engine.pool.listener = undefined;
+    await this.kv.publisher.close();
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -134,6 +190,18 @@ export class EngineServer {
         res.writeHead(200, { 'Content-Type': this.metrics.contentType }).end(text);
         return;
       }
+      case 'reset':
+        req.resume();
+        // vLLM refuses while requests hold blocks; it logs, kvroute answers 409 so a client knows.
+        if (!this.engine.pool.resetPrefixCache())
+          return this.error(
+            res,
+            409,
+            'ConflictError',
+            `cannot reset the prefix cache: ${this.engine.pool.referenced} blocks are held by running requests`,
+          );
+        res.writeHead(200).end();
+        return;
       default:
         return this.complete(req, res, entry.route);
     }
@@ -148,11 +216,10 @@ export class EngineServer {
       if (req.destroyed && !req.complete) return; // the client went away mid-upload
       throw new ApiError(400, 'BadRequestError', `the request body is not valid JSON: ${(error as Error).message}`);
     }
-    const request = parseCompletionRequest(endpoint, body, {
-      model: this.options.model,
-      blockSize: this.options.blockSize,
-      maxModelLen: this.maxModelLen,
-    });
+    const limits = { model: this.options.model, blockSize: this.options.blockSize, maxModelLen: this.maxModelLen };
+    const tokenized = await this.tokenize(endpoint, body);
+    if (res.destroyed) return; // the client went away while the prompt was tokenized
+    const request = parseCompletionRequest(endpoint, body, limits, tokenized);
     const n = this.nextRequest++;
     const head = {
       endpoint,
@@ -161,6 +228,19 @@ export class EngineServer {
       model: request.model,
     };
     new CompletionExchange(res, request, head, n, { realtime: this.realtime, metrics: this.metrics }).start();
+  }
+
+  /** The prompt's token ids from the tokenizer, when the engine has one and the prompt is text. */
+  private async tokenize(endpoint: Endpoint, body: unknown): Promise<Uint32Array | undefined> {
+    const { tokenizer } = this.options;
+    if (tokenizer === undefined) return undefined;
+    const input = tokenizerInput(endpoint, body);
+    if (input === undefined) return undefined;
+    try {
+      return await tokenizer(input);
+    } catch (error) {
+      throw new ApiError(400, 'BadRequestError', `the prompt could not be tokenized: ${(error as Error).message}`);
+    }
   }
 
   private fail(res: ServerResponse, error: unknown): void {

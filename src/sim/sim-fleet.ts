@@ -2,10 +2,15 @@
  * A fleet of simulated vLLM engines in one process: `kvroute sim serve`, and the engines behind
  * the proxy's embedded demo. Engine i listens on `port + i`; with port 0 each engine gets its own
  * free port (tests). Either every engine starts or none stays up.
+ *
+ * KV cache events (docs/kv-events.md): with `kvEvents`, engine i publishes on `kvEvents.port + i`
+ * and, with `replayPort`, answers replay requests on `replayPort + i` (port 0: free ports).
  */
 import { invalidValue } from '../core/errors.js';
 import { capacityBlocks, ENGINE_PRESETS, scalePreset, type EngineScaling } from './engine-preset.js';
+import type { PromptTokenizer } from './completion-request.js';
 import { EngineServer } from './engine-server.js';
+import type { KvEventEncoding } from './kv-event-encoding.js';
 import { SIM_FLEET_DEFAULTS } from './sim-fleet-defaults.js';
 
 export interface SimFleetOptions {
@@ -27,6 +32,31 @@ export interface SimFleetOptions {
   model?: string;
   /** Request bodies above this get 413 (default 64 MiB). */
   maxBodyBytes?: number;
+  /** Publish KV cache events; none when absent. */
+  kvEvents?: SimFleetKvEvents;
+  /** Every engine tokenizes text prompts with it and caches them by token blocks. */
+  tokenizer?: PromptTokenizer;
+}
+
+export interface SimFleetKvEvents {
+  /** Engine i's PUB socket binds `tcp://HOST:(port + i)`; 0 gives each a free port. */
+  port: number;
+  /** Engine i's replay ROUTER binds `tcp://HOST:(replayPort + i)`; none when absent. */
+  replayPort?: number;
+  /** Default `map`. */
+  encoding?: KvEventEncoding;
+  /** Messages each engine keeps for replay (default 10,000). */
+  bufferSteps?: number;
+}
+
+/** `tcp://host:port`, a free port for 0, IPv6 hosts in brackets. */
+function zmqEndpoint(host: string, port: number): string {
+  return `tcp://${host.includes(':') ? `[${host}]` : host}:${port === 0 ? '*' : port}`;
+}
+
+function checkPortRange(name: string, port: number, instances: number): void {
+  if (!(Number.isSafeInteger(port) && port >= 0 && (port === 0 || port + instances - 1 <= 65535)))
+    throw new RangeError(`${name} ${port}..${port + instances - 1} are not all valid TCP ports`);
 }
 
 export interface SimFleet {
@@ -59,8 +89,13 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
     );
   if (!(Number.isSafeInteger(o.instances) && o.instances > 0))
     throw new RangeError(`instances must be a positive integer, got ${o.instances}`);
-  if (!(Number.isSafeInteger(o.port) && o.port >= 0 && (o.port === 0 || o.port + o.instances - 1 <= 65535)))
-    throw new RangeError(`ports ${o.port}..${o.port + o.instances - 1} are not all valid TCP ports`);
+  checkPortRange('ports', o.port, o.instances);
+  const kv = options.kvEvents;
+  if (kv !== undefined) {
+    checkPortRange('kv event ports', kv.port, o.instances);
+    if (kv.replayPort !== undefined) checkPortRange('kv event replay ports', kv.replayPort, o.instances);
+  }
+  const offset = (port: number, index: number) => (port === 0 ? 0 : port + index);
   const engines: EngineServer[] = [];
   try {
     for (let index = 0; index < o.instances; index++) {
@@ -74,6 +109,19 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
           speed: o.speed,
           model: options.model ?? preset.model,
           maxBodyBytes: options.maxBodyBytes,
+          ...(options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer }),
+          ...(kv === undefined
+            ? {}
+            : {
+                kvEvents: {
+                  endpoint: zmqEndpoint(o.host, offset(kv.port, index)),
+                  ...(kv.replayPort === undefined
+                    ? {}
+                    : { replayEndpoint: zmqEndpoint(o.host, offset(kv.replayPort, index)) }),
+                  encoding: kv.encoding ?? 'map',
+                  ...(kv.bufferSteps === undefined ? {} : { bufferSteps: kv.bufferSteps }),
+                },
+              }),
         }),
       );
     }
