@@ -117,13 +117,15 @@ describe('KvEventFeed over ZeroMQ', () => {
     const requests: bigint[] = [];
     void (async () => {
       try {
-        for await (const [identity, start] of router) {
-          const from = start!.readBigInt64BE(0);
+        for await (const [identity, delimiter, start] of router) {
+          // vLLM's ROUTER answers only [identity, empty, 8-byte seq].
+          if (delimiter!.length !== 0 || start?.length !== 8) continue;
+          const from = start.readBigInt64BE(0);
           requests.push(from);
           if (silent) continue;
           for (const [seq, body] of [...buffer].sort((a, b) => Number(a[0] - b[0])))
-            if (seq >= from) await router.send([identity!, seqFrame(seq), body]);
-          await router.send([identity!, seqFrame(-1n), Buffer.alloc(0)]);
+            if (seq >= from) await router.send([identity!, Buffer.alloc(0), seqFrame(seq), body]);
+          await router.send([identity!, Buffer.alloc(0), seqFrame(-1n), Buffer.alloc(0)]);
         }
       } catch {
         // closed

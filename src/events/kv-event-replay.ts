@@ -1,10 +1,12 @@
 /**
  * Asks an engine's replay socket for the KV event messages a subscriber missed (docs/kv-events.md).
  *
- * vLLM's protocol: the publisher binds a ROUTER socket (`replay_endpoint`); a client (a DEALER)
- * sends one frame, the first wanted seq as 8 bytes big-endian, and receives every buffered
- * message from that seq on as two frames (seq, payload), then the end marker: seq −1 with an
- * empty payload. The publisher keeps only its last `buffer_steps` messages, so the first one
+ * vLLM's protocol (`_service_replay` in vllm/distributed/kv_events.py): the publisher binds a
+ * ROUTER socket (`replay_endpoint`); a client (a DEALER) sends two frames, an empty delimiter and
+ * the first wanted seq as 8 bytes big-endian (the ROUTER sees three: the client's id, the
+ * delimiter, the seq; it ignores any other shape), and receives every buffered message from that
+ * seq on as three frames (empty, seq, payload), then the end marker: seq −1 with an empty
+ * payload. The publisher keeps only its last `buffer_steps` messages, so the first one
  * returned may come after the one asked for; the caller must check.
  *
  * Invariants:
@@ -27,6 +29,7 @@ export class ReplayTimeoutError extends Error {
 }
 
 const END_SEQ = -1n;
+const EMPTY = Buffer.alloc(0);
 
 export class KvEventReplayClient {
   private socket: import('zeromq').Dealer | undefined;
@@ -57,7 +60,7 @@ export class KvEventReplayClient {
       const socket = await this.open();
       const start = Buffer.alloc(8);
       start.writeBigInt64BE(from);
-      await socket.send(start);
+      await socket.send([EMPTY, start]);
       const deadline = Date.now() + this.timeoutMs;
       const result: ReplayResult = { messages: [], malformed: 0 };
       for (;;) {
@@ -70,15 +73,15 @@ export class KvEventReplayClient {
             throw new ReplayTimeoutError(`replay ${this.endpoint}: no answer within ${this.timeoutMs} ms`);
           throw error;
         }
-        if (frames.length !== 2 || frames[0]!.length !== 8) {
+        if (frames.length !== 3 || frames[0]!.length !== 0 || frames[1]!.length !== 8) {
           result.malformed++;
           continue;
         }
-        const seq = frames[0]!.readBigInt64BE(0);
-        if (seq === END_SEQ || frames[1]!.length === 0) return result;
+        const seq = frames[1]!.readBigInt64BE(0);
+        if (seq === END_SEQ || frames[2]!.length === 0) return result;
         if (seq < from) continue;
         try {
-          result.messages.push({ topic: '', seq, batch: decodeKvEventBatch(frames[1]!) });
+          result.messages.push({ topic: '', seq, batch: decodeKvEventBatch(frames[2]!) });
         } catch (error) {
           if (!(error instanceof KvEventFormatError)) throw error;
           result.malformed++;
