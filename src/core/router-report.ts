@@ -13,7 +13,15 @@ import {
   TERM_UNCACHED,
   type CoreRouter,
 } from './core-router.js';
-import type { CandidateTerms, Explanation, InstanceStats, PolicyName, ResolvedPolicy, RouterStats } from './types.js';
+import type {
+  CandidateTerms,
+  Explanation,
+  InstanceStats,
+  KvEventInstanceStats,
+  PolicyName,
+  ResolvedPolicy,
+  RouterStats,
+} from './types.js';
 
 export interface DecisionSnapshot {
   policy: PolicyName;
@@ -37,7 +45,12 @@ function termsAt(terms: Float64Array, slot: number): CandidateTerms {
   };
 }
 
-export function buildExplanation(s: DecisionSnapshot, dryRun: boolean): Explanation {
+export function buildExplanation(
+  s: DecisionSnapshot,
+  dryRun: boolean,
+  keys: Explanation['keys'],
+  eventFed: (slot: number) => boolean,
+): Explanation {
   const slot = s.decision[0]!;
   const candidates: Explanation['candidates'] = [];
   s.names.forEach((name, index) => {
@@ -50,6 +63,7 @@ export function buildExplanation(s: DecisionSnapshot, dryRun: boolean): Explanat
       matchedBlocks: s.matched[index]!,
       score: Number.isNaN(score) ? null : score,
       terms: Number.isNaN(score) ? null : termsAt(s.terms, index),
+      matchedFrom: keys === 'tokens' && eventFed(index) ? 'events' : 'belief',
     });
   });
   return {
@@ -58,6 +72,7 @@ export function buildExplanation(s: DecisionSnapshot, dryRun: boolean): Explanat
     reason: slot < 0 ? null : REASONS[s.decision[1]!]!,
     ticket: dryRun || s.ticket < 0 ? null : s.ticket,
     dryRun,
+    keys,
     candidates,
   };
 }
@@ -71,6 +86,8 @@ export interface StatsSources {
   models: ReadonlyArray<readonly string[] | undefined>;
   statsBuf: Float64Array;
   countsBuf: Float64Array;
+  /** The slot's KV event feed and index, or null when it has no event endpoint. */
+  kvEvents: (slot: number) => KvEventInstanceStats | null;
 }
 
 const orNull = (x: number): number | null => (Number.isNaN(x) ? null : x);
@@ -109,6 +126,7 @@ export function buildRouterStats(src: StatsSources): RouterStats {
       routed: b[Stat.Routed]!,
       completed: b[Stat.Completed]!,
       aborted: b[Stat.Aborted]!,
+      kvEvents: src.kvEvents(index),
     });
   });
   const reasons = new Float64Array(REASONS.length);

@@ -14,6 +14,7 @@ import {
   EVENT_COMPLETE,
   EVENT_FIRST_TOKEN,
   FLAG_DRY_RUN,
+  FLAG_TOKEN_KEYS,
   IDS_ARGUMENT,
   IDS_F64,
   IDS_U32,
@@ -34,6 +35,7 @@ import {
 } from './core-router.js';
 import { describe, invalidType, rangeError, stateError } from './errors.js';
 import { FEED_STATUSES, feedPath, feedWarning, type FeedStatus } from './feed.js';
+import { hashTokenBlocks } from './hashing.js';
 import { GROUP_NONE, ModelGroups } from './model-groups.js';
 import { loadNative, nativeDisabledByEnv } from './native.js';
 import { predictCachedTokens } from './predicted-cached.js';
@@ -55,6 +57,8 @@ import type {
   RouterStats,
 } from './types.js';
 import { checkInteger, checkNumber, checkObject, checkString, toCoreIds } from './validate.js';
+import { InstanceKvFeeds } from '../events/instance-kv-feeds.js';
+import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.js';
 
 const DEFAULT_CAPACITY_BLOCKS = 65_536;
 const DEFAULT_BLOCK_SIZE = 16;
@@ -151,6 +155,13 @@ export class Router {
   private readonly feedPath: string | undefined;
   private feedReported: FeedStatus = 'ok';
   private routesSinceFeedCheck = 0;
+  /** What the last route()/explain() request was keyed by (explain() reports it). */
+  private keys: Explanation['keys'] = null;
+  /** REQUEST_FLAGS bits of the request being routed besides dry run: FLAG_TOKEN_KEYS or 0. */
+  private keyFlags = 0;
+  private readonly blockSizeTokens: number;
+  /** Created with the first instance given a KV event endpoint. */
+  private kvFeeds: InstanceKvFeeds | undefined;
 
   constructor(options: RouterOptions) {
     const o = checkObject('options', options);
@@ -182,6 +193,7 @@ export class Router {
       throw invalidType('options.native', 'a boolean', o.native);
     this.isNative = o.native ?? !nativeDisabledByEnv();
     this.idTokens = blockSize;
+    this.blockSizeTokens = blockSize;
     this.textTokens = chunkBytes / 4;
     const instances = this.instanceSpecs(o.instances);
 
@@ -209,7 +221,12 @@ export class Router {
     this.decision = this.view;
     this.decisionBuf[0] = -1;
     for (const spec of instances)
-      this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks, models: spec.models });
+      this.addInstance(spec.id, {
+        capacityBlocks: spec.capacityBlocks,
+        models: spec.models,
+        kvEvents: spec.kvEvents,
+        kvReplay: spec.kvReplay,
+      });
     this.feedPath = feed;
     if (feed !== undefined) this.checkFeed();
   }
@@ -257,7 +274,7 @@ export class Router {
   route(request: RouteRequest): number {
     const ids = this.requestIds(request);
     this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
-    this.request[REQUEST_FLAGS] = 0;
+    this.request[REQUEST_FLAGS] = this.keyFlags;
     this.requestOptions(request);
     const ticket = this.core.route(ids, this.session(request));
     this.notePrediction();
@@ -281,7 +298,7 @@ export class Router {
       const ids = this.requestIds(request);
       this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
       this.requestOptions(request);
-      this.request[REQUEST_FLAGS] = FLAG_DRY_RUN;
+      this.request[REQUEST_FLAGS] = FLAG_DRY_RUN | this.keyFlags;
       try {
         this.core.route(ids, this.session(request));
         this.notePrediction();
@@ -290,16 +307,20 @@ export class Router {
       }
       this.lastRouted = false;
       this.view.ticket = -1;
-      return buildExplanation(this.snapshot(), true);
+      return buildExplanation(this.snapshot(), true, this.keys, (slot) => this.eventFed(slot));
     }
     if (!this.lastRouted)
       throw stateError('ERR_KVROUTE_NO_INSTANCE', 'explain() without a request needs a prior route()');
-    return buildExplanation(this.snapshot(), false);
+    return buildExplanation(this.snapshot(), false, this.keys, (slot) => this.eventFed(slot));
   }
 
   /** Leading blocks of the request each instance holds, by instance id. */
   match(request: RouteRequest): Record<string, number> {
+    const lastKeys = this.keys; // explain() of the last route must still report its keys
     const ids = this.requestIds(request);
+    this.keys = lastKeys;
+    this.request[REQUEST_INPUT_TOKENS] = this.inputTokens(request);
+    this.request[REQUEST_FLAGS] = this.keyFlags;
     const matched = new Int32Array(this.matched.length);
     // Own buffers, so the last decision's explanation stays intact.
     this.core.setExplainBuffers(matched, new Float64Array(this.matched.length));
@@ -325,12 +346,12 @@ export class Router {
 
   /** The request finished: its load leaves the instance. */
   complete(ticket: number): void {
-    this.close(ticket, EVENT_COMPLETE);
+    this.closeTicket(ticket, EVENT_COMPLETE);
   }
 
   /** The request was cancelled: like complete(), counted as aborted. */
   abort(ticket: number): void {
-    this.close(ticket, EVENT_ABORT);
+    this.closeTicket(ticket, EVENT_ABORT);
   }
 
   /**
@@ -361,7 +382,7 @@ export class Router {
       release = Math.min(excess, previous.excess, eligible.length);
       for (const index of eligible.slice(0, release)) {
         const ticket = this.ticketAt[index]!;
-        this.close(ticket, EVENT_ABORT);
+        this.closeTicket(ticket, EVENT_ABORT);
         this.released.add(ticket);
       }
       for (const ticket of this.released) {
@@ -427,11 +448,30 @@ export class Router {
     const models = this.groups.check(id, opts.models);
     this.core.counts(this.countsBuf);
     if (this.countsBuf[2]! + 1 > this.matched.length) this.growExplainBuffers(this.matched.length * 2);
+    const kvEvents =
+      opts.kvEvents === undefined ? undefined : endpointOption(`kvEvents of ${describe(id)}`, opts.kvEvents);
+    if (opts.kvReplay !== undefined && kvEvents === undefined)
+      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', `kvReplay of ${describe(id)} needs kvEvents`);
+    const kvReplay =
+      opts.kvReplay === undefined ? undefined : endpointOption(`kvReplay of ${describe(id)}`, opts.kvReplay);
     const slot = this.core.addInstance(id, capacity);
     this.names[slot] = id;
     this.slots.set(id, slot);
     const groups = this.groups.declare(slot, models);
     if (groups !== null) this.core.setInstanceGroups(slot, groups);
+    if (kvEvents !== undefined) {
+      this.kvFeeds ??= new InstanceKvFeeds(this.core, this.warn);
+      this.kvFeeds.subscribe(slot, id, kvEvents, kvReplay);
+    }
+  }
+
+  /**
+   * Stops every KV event subscription (instances keep routing on their belief indexes). The
+   * router stays usable; call it before dropping a router whose instances have event endpoints,
+   * or their sockets keep the process alive.
+   */
+  close(): Promise<void> {
+    return this.kvFeeds?.close() ?? Promise.resolve();
   }
 
   /**
@@ -469,6 +509,8 @@ export class Router {
   /** Forgets the instance, its cache and its counters; open tickets on it stay valid. */
   removeInstance(id: string): void {
     const slot = this.slotOf(id);
+    // Before the core frees the slot: a closed feed never touches it again.
+    void this.kvFeeds?.unsubscribe(slot);
     this.core.removeInstance(slot);
     this.lastReconcile.delete(slot);
     // Open tickets on it stay valid but belong to no slot: a new instance may reuse the slot.
@@ -503,7 +545,13 @@ export class Router {
       models: this.groups.slots,
       statsBuf: this.statsBuf,
       countsBuf: this.countsBuf,
+      kvEvents: (slot) => this.kvFeeds?.stats(slot) ?? null,
     });
+  }
+
+  /** Whether route() answers `slot`'s token-keyed matches from its KV events now. */
+  private eventFed(slot: number): boolean {
+    return this.kvFeeds?.stats(slot)?.fed ?? false;
   }
 
   /** "" when the core's internal invariants hold; else the first violation. For tests. */
@@ -602,7 +650,7 @@ export class Router {
     return index;
   }
 
-  private close(ticket: number, kind: number): void {
+  private closeTicket(ticket: number, kind: number): void {
     const index = this.openIndex(ticket);
     if (index < 0) {
       this.released.delete(ticket); // the caller's own close of a released ticket: done with it
@@ -626,16 +674,31 @@ export class Router {
 
   private requestIds(request: RouteRequest): CoreIds | string | undefined {
     if (typeof request !== 'object' || request === null) throw invalidType('request', 'an object', request);
-    const { hashIds, prompt, messages } = request;
-    const given = (hashIds !== undefined ? 1 : 0) + (prompt !== undefined ? 1 : 0) + (messages !== undefined ? 1 : 0);
+    const { hashIds, prompt, messages, tokens } = request;
+    const given =
+      (hashIds !== undefined ? 1 : 0) +
+      (prompt !== undefined ? 1 : 0) +
+      (messages !== undefined ? 1 : 0) +
+      (tokens !== undefined ? 1 : 0);
     if (given > 1) {
       throw rangeError(
         'ERR_KVROUTE_INVALID_ARG_VALUE',
-        'give at most one of request.hashIds, request.prompt and request.messages',
+        'give at most one of request.hashIds, request.prompt, request.messages and request.tokens',
       );
     }
-    if (hashIds !== undefined) return this.typedIds(hashIds);
+    this.keyFlags = 0;
+    if (hashIds !== undefined) {
+      this.keys = 'hash_ids';
+      return this.typedIds(hashIds);
+    }
+    if (tokens !== undefined) {
+      this.keys = 'tokens';
+      this.keyFlags = FLAG_TOKEN_KEYS;
+      this.request[REQUEST_IDS_KIND] = IDS_U64;
+      return hashTokenBlocks(tokenArray(tokens), this.blockSizeTokens);
+    }
     this.request[REQUEST_IDS_KIND] = IDS_ARGUMENT;
+    this.keys = prompt !== undefined || messages !== undefined ? 'text' : null;
     if (prompt !== undefined) return checkString('request.prompt', prompt);
     if (messages !== undefined) return promptText(messages, 'request.messages');
     return undefined;
@@ -674,6 +737,11 @@ export class Router {
   }
 
   private blockTokens(request: RouteRequest): number {
+    if (request.tokens !== undefined)
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        "request.blockTokens applies to request.hashIds only: request.tokens are keyed at the router's blockSize",
+      );
     if (request.prompt !== undefined || request.messages !== undefined) {
       throw rangeError(
         'ERR_KVROUTE_INVALID_ARG_VALUE',
@@ -685,7 +753,8 @@ export class Router {
   }
 
   private inputTokens(request: RouteRequest): number {
-    return request.inputTokens === undefined ? NaN : checkInteger('request.inputTokens', request.inputTokens, 0);
+    if (request.inputTokens !== undefined) return checkInteger('request.inputTokens', request.inputTokens, 0);
+    return request.tokens === undefined ? NaN : request.tokens.length;
   }
 
   private session(request: RouteRequest): string | undefined {
@@ -709,9 +778,38 @@ export class Router {
         id: checkString(`options.instances[${k}].id`, s.id),
         capacityBlocks: s.capacityBlocks,
         models: s.models,
+        kvEvents: s.kvEvents,
+        kvReplay: s.kvReplay,
       };
     });
   }
+}
+
+function endpointOption(field: string, raw: unknown): string {
+  const endpoint = parseZmqEndpoint(raw);
+  if (endpoint === undefined)
+    throw rangeError(
+      'ERR_KVROUTE_INVALID_ARG_VALUE',
+      `${field} must be ${ZMQ_ENDPOINT_EXPECTED}, got ${describe(raw)}`,
+    );
+  return endpoint;
+}
+
+/** request.tokens as a Uint32Array, each id checked (an integer in [0, 2^32)). */
+function tokenArray(tokens: unknown): Uint32Array {
+  if (tokens instanceof Uint32Array) return tokens;
+  if (!Array.isArray(tokens)) throw invalidType('request.tokens', 'a Uint32Array or an array of token ids', tokens);
+  const out = new Uint32Array(tokens.length);
+  for (let i = 0; i < tokens.length; i++) {
+    const t: unknown = tokens[i];
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0xffffffff)
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        `request.tokens[${i}] must be a token id in [0, 2^32), got ${describe(t)}`,
+      );
+    out[i] = t;
+  }
+  return out;
 }
 
 function noInstance(model: string | undefined) {

@@ -27,6 +27,13 @@ export interface RouteRequest {
   hashIds?: HashIds;
   prompt?: string;
   messages?: readonly ChatMessage[];
+  /**
+   * The prompt's token ids, as the engine tokenizes it: the router keys it by token block keys
+   * (hashTokenBlocks at the router's `blockSize`; docs/hashing.md), and instances fed by KV events
+   * answer its match from what their engine reported (docs/kv-events.md). `inputTokens` defaults
+   * to its length. Not with `hashIds`, `prompt` or `messages`.
+   */
+  tokens?: Uint32Array | readonly number[];
   /** Session (conversation) id: drives `sticky` and `session_hash`. */
   session?: string | number;
   /** Prompt length in tokens. Default: ids × blockTokens, or UTF-8 bytes / 4 for prompts. */
@@ -98,6 +105,15 @@ export interface InstanceOptions {
    * (a wildcard). An empty array: none, so it only takes requests that name no model.
    */
   models?: readonly string[];
+  /**
+   * The engine's KV cache event endpoint (vLLM's `--kv-events-config` endpoint, e.g.
+   * tcp://10.0.0.5:5557): its token-keyed requests are then matched against what the engine
+   * reports it holds (docs/kv-events.md). The subscription starts at once; while it is not
+   * connected the instance routes on the router's belief index.
+   */
+  kvEvents?: string;
+  /** The engine's KV event replay endpoint, asked for the messages a gap lost. Needs kvEvents. */
+  kvReplay?: string;
 }
 
 export interface InstanceSpec extends InstanceOptions {
@@ -177,6 +193,11 @@ export interface CandidateExplanation {
   score: number | null;
   /** What the decision read of this candidate (its score is built from these); null when not a candidate. */
   terms: CandidateTerms | null;
+  /**
+   * Where `matchedBlocks` came from: `events` (the engine's KV events, for a request keyed by
+   * tokens on an event-fed instance), else `belief` (the router's own index).
+   */
+  matchedFrom: 'events' | 'belief';
 }
 
 /** A candidate's inputs to the decision (docs/policies.md "What a decision reads"). */
@@ -198,7 +219,47 @@ export interface Explanation {
   /** null for dry runs. */
   ticket: number | null;
   dryRun: boolean;
+  /**
+   * What the request was keyed by: `tokens` (token block keys), `hash_ids` (given ids), `text`
+   * (chunks of the prompt's text), or null (no prompt). The proxy keys by text when a model has no
+   * tokenizer, and says so in `x-kvroute-reason`.
+   */
+  keys: 'tokens' | 'hash_ids' | 'text' | null;
   candidates: CandidateExplanation[];
+}
+
+/** An event-fed instance's KV event feed and index (docs/kv-events.md). */
+export interface KvEventInstanceStats {
+  endpoint: string;
+  replay: string | null;
+  /** connecting, live, replaying (a gap being filled) or down. */
+  state: 'connecting' | 'live' | 'replaying' | 'down';
+  /** Whether routing reads the event index now (live), else the belief index. */
+  fed: boolean;
+  /** Token block keys held, and engine block hashes mapped. */
+  heldKeys: number;
+  engineBlocks: number;
+  /** Blocks stored, engine hashes removed, AllBlocksCleared events. */
+  stored: number;
+  removed: number;
+  cleared: number;
+  /** Blocks of another medium or a LoRA adapter (not keyed). */
+  ignored: number;
+  /** Blocks stored under a parent hash the index did not hold (not keyed). */
+  orphaned: number;
+  unknownRemoved: number;
+  messages: number;
+  malformed: number;
+  unknownEvents: number;
+  gaps: number;
+  missing: number;
+  stale: number;
+  restarts: number;
+  replays: number;
+  replayFailures: number;
+  rebuilds: number;
+  disconnects: number;
+  lastError: string | null;
 }
 
 export interface InstanceStats {
@@ -226,6 +287,8 @@ export interface InstanceStats {
   routed: number;
   completed: number;
   aborted: number;
+  /** null when the instance has no KV event endpoint. */
+  kvEvents: KvEventInstanceStats | null;
 }
 
 export interface RouterStats {

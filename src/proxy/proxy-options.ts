@@ -6,6 +6,7 @@
  * Invariant: `resolveProxyOptions` returns a fully filled, validated object, so the hot path
  * reads plain fields and never checks for undefined.
  */
+import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.js';
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { ProxyObserver } from './proxy-observer.js';
@@ -195,14 +196,12 @@ export function resolveBackend(entry: unknown, field: string, yaml = false): Res
   return resolved;
 }
 
-/** A ZeroMQ endpoint to connect to: tcp://HOST:PORT or ipc://PATH. */
+/** A ZeroMQ endpoint to connect to (events/zmq-endpoint.ts), or a ProxyOptionError naming `field`. */
 export function zmqEndpoint(raw: unknown, field: string): string {
-  const text = typeof raw === 'string' ? raw.trim() : '';
-  const tcp = /^tcp:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(text);
-  if ((tcp !== null && Number(tcp[2]) >= 1 && Number(tcp[2]) <= 65535) || /^ipc:\/\/\S+$/.test(text)) return text;
-  throw new ProxyOptionError(
-    `${field} must be a ZeroMQ endpoint, tcp://HOST:PORT (port 1..65535) or ipc://PATH, got ${JSON.stringify(raw)}`,
-  );
+  const endpoint = parseZmqEndpoint(raw);
+  if (endpoint === undefined)
+    throw new ProxyOptionError(`${field} must be ${ZMQ_ENDPOINT_EXPECTED}, got ${JSON.stringify(raw)}`);
+  return endpoint;
 }
 
 /** Fills defaults and checks every field. Backend URLs are normalised by normaliseBackend(). */

@@ -1,0 +1,101 @@
+/**
+ * The public Router with event-fed instances: token-keyed requests match what the engine's KV
+ * events say it holds (explain() says so per candidate), instances without events keep their
+ * belief index, stats() shows each feed, a dead publisher falls back to the belief index, and bad
+ * endpoints and token ids are refused naming the field. Real ZeroMQ sockets on loopback.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { Router } from '../src/core/router.js';
+import { KvEventPublisher } from '../src/sim/kv-event-publisher.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until(what: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!what()) {
+    if (Date.now() > end) throw new Error('timed out');
+    await sleep(10);
+  }
+}
+
+const open: Array<{ close(): unknown }> = [];
+afterEach(async () => {
+  for (const o of open.splice(0).reverse()) await o.close();
+});
+
+/** 4 blocks of 16 tokens, then a partial block. */
+const prompt = Uint32Array.from({ length: 70 }, (_, i) => 1000 + i);
+const block = (k: number) => Array.from(prompt.subarray(16 * k, 16 * (k + 1)));
+
+for (const native of [true, false]) {
+  describe(`Router with KV events (${native ? 'addon' : 'reference'})`, () => {
+    it('matches token-keyed requests against the events, and falls back when the publisher dies', async () => {
+      const pub = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', encoding: 'map' });
+      open.push(pub);
+      const warnings: string[] = [];
+      const router = new Router({
+        instances: [{ id: 'fed', kvEvents: pub.endpoint }, 'plain'],
+        native,
+        onWarning: (w) => warnings.push(w),
+      });
+      open.push(router);
+      const fed = () => router.stats().instances.find((i) => i.instance === 'fed')!.kvEvents!;
+      await until(() => fed().fed);
+      // The engine stores 3 of the prompt's blocks (ids are the engine's own hashes).
+      const stored = () =>
+        pub.publish([
+          {
+            type: 'BlockStored',
+            blockHashes: [11, 12],
+            parentBlockHash: null,
+            tokenIds: [...block(0), ...block(1)],
+            blockSize: 16,
+          },
+          { type: 'BlockStored', blockHashes: [13], parentBlockHash: 12, tokenIds: block(2), blockSize: 16 },
+        ]);
+      // A SUB socket misses what precedes its joining: publish until the index has it (bounded).
+      for (let k = 0; k < 200 && fed().heldKeys < 3; k++) {
+        stored();
+        await sleep(10);
+      }
+      expect(fed()).toMatchObject({ state: 'live', fed: true, heldKeys: 3, engineBlocks: 3 });
+      const explanation = router.explain({ tokens: prompt, session: 's' });
+      expect(explanation.keys).toBe('tokens');
+      const byName = Object.fromEntries(explanation.candidates.map((c) => [c.instance, c]));
+      expect(byName.fed).toMatchObject({ matchedBlocks: 3, matchedFrom: 'events' });
+      expect(byName.plain).toMatchObject({ matchedBlocks: 0, matchedFrom: 'belief' });
+      expect(explanation.instance).toBe('fed');
+      // The engine evicts the middle block: vLLM's prefix rule stops the match before it.
+      pub.publish([{ type: 'BlockRemoved', blockHashes: [12] }]);
+      await until(() => fed().removed === 1);
+      expect(router.match({ tokens: prompt })).toEqual({ fed: 1, plain: 0 });
+      // A request keyed by text never reads the event index.
+      expect(router.explain({ prompt: 'hello' }).candidates.every((c) => c.matchedFrom === 'belief')).toBe(true);
+
+      await pub.close();
+      await until(() => !fed().fed);
+      expect(fed().state).toBe('down');
+      expect(warnings.join('\n')).toMatch(/instance fed: kv events tcp:.*disconnected; routing on the belief index/);
+      expect(router.explain({ tokens: prompt }).candidates[0]!.matchedFrom).toBe('belief');
+    });
+
+    it('refuses bad endpoints and token ids, naming the field', () => {
+      const router = new Router({ instances: ['a'], native });
+      expect(() => router.addInstance('b', { kvEvents: 'http://x:1' })).toThrow(
+        /kvEvents of "b" must be a ZeroMQ endpoint, tcp:\/\/HOST:PORT/,
+      );
+      expect(() => router.addInstance('b', { kvReplay: 'tcp://x:1' })).toThrow(/kvReplay of "b" needs kvEvents/);
+      expect(() => router.route({ tokens: [1, -2] })).toThrow(
+        /request\.tokens\[1\] must be a token id in \[0, 2\^32\), got -2/,
+      );
+      expect(() => router.route({ tokens: [1], prompt: 'x' })).toThrow(/at most one of .*request\.tokens/);
+      expect(() => router.route({ tokens: [1], blockTokens: 4 })).toThrow(
+        /request\.tokens are keyed at the router's blockSize/,
+      );
+      // Without events, tokens still route (on the belief index), keyed by token blocks.
+      router.route({ tokens: Array.from(prompt), session: 's' });
+      expect(router.match({ tokens: prompt })).toEqual({ a: 4 });
+      expect(router.stats().instances[0]!.kvEvents).toBeNull();
+    });
+  });
+}
