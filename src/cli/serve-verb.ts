@@ -74,6 +74,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
     proxy = createProxy({
       ...config.proxy,
       backends: fleet?.urls ?? config.backends,
+      ...(config.tokenizers === undefined ? {} : { tokenizers: config.tokenizers }),
       observers: [metrics.observer, dashboard.observer, ...(accessLog === undefined ? [] : [accessLog.observer])],
       mounts: [metrics.mount, dashboard.mount, adminMount(config.adminToken)],
     });
@@ -114,6 +115,17 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   else
     process.stderr.write(
       `kvroute serve: ${config.backends.length} backends (${proxy.state.routableCount()} healthy) · ${modelSummary(proxy)} · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'} · ${proxy.options.http} server\n`,
+    );
+  const fed = config.backends.filter((b) => b.kvEvents !== undefined).length;
+  if (fed > 0 || config.tokenizers !== undefined)
+    process.stderr.write(
+      `kvroute serve: KV events from ${fed} of ${config.backends.length} backends · token keys for ${
+        config.tokenizers === undefined
+          ? 'token-id prompts only (no --tokenizer)'
+          : Object.entries(config.tokenizers)
+              .map(([model, dir]) => (model === '*' ? `any model (${dir})` : `${model} (${dir})`))
+              .join(', ')
+      }\n`,
     );
   process.stderr.write(
     `kvroute serve: dashboard ${base}/ · metrics ${base}/metrics · admin API ${config.adminToken === undefined ? 'off (--admin-token)' : 'on'}\n`,

@@ -76,7 +76,11 @@ function addServe(sim: Command): void {
       '--kv-events-encoding <E>',
       withDefault('array (vLLM before 2026: positional) or map (maps with type)', SIM_SERVE_DEFAULTS.kvEventsEncoding),
     )
-    .option('--kv-events-replay <PORT>', "answer KV event replay requests: engine i's ZeroMQ ROUTER on PORT+i");
+    .option('--kv-events-replay <PORT>', "answer KV event replay requests: engine i's ZeroMQ ROUTER on PORT+i")
+    .option(
+      '--tokenizer <DIR>',
+      'tokenize text prompts as vLLM does and cache by token blocks: DIR (tokenizer.json + tokenizer_config.json) or qwen3',
+    );
   addEngineScalingOptions(serve);
   serve.addHelpText(
     'after',

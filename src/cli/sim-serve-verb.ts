@@ -3,7 +3,9 @@
  * or SIGTERM (docs/sim-serve.md).
  */
 import { describeScaling, ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
+import type { PromptTokenizer } from '../sim/completion-request.js';
 import { KV_EVENT_ENCODINGS } from '../sim/kv-event-encoding.js';
+import type { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { startSimFleet, type SimFleet, type SimFleetKvEvents } from '../sim/sim-fleet.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import {
@@ -35,6 +37,8 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   if (model === '') throw new UsageError('--model must not be empty');
   const scaling = engineScalingFlags(values);
   const kvEvents = kvEventFlags(values, instances ?? SIM_FLEET_DEFAULTS.instances);
+  const tokenizerDir = stringFlag(values, 'tokenizer');
+  const pool = tokenizerDir === undefined ? undefined : await openTokenizer(tokenizerDir);
   const fleet = await startSimFleet({
     instances,
     port,
@@ -45,11 +49,15 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     model,
     scaling,
     ...(kvEvents === undefined ? {} : { kvEvents }),
-  }).catch((error: NodeJS.ErrnoException) => {
+    ...(pool === undefined ? {} : { tokenizer: poolTokenizer(pool) }),
+  }).catch(async (error: NodeJS.ErrnoException) => {
+    await pool?.close();
     if (['EADDRINUSE', 'EACCES', 'EADDRNOTAVAIL', 'ENOTFOUND'].includes(error.code ?? ''))
       throw new UsageError(`cannot listen: ${error.message}`);
     throw error;
   });
+  if (pool !== undefined)
+    process.stderr.write(`kvroute sim serve: tokenizing with ${tokenizerDir}; caching by token blocks\n`);
   const engine = fleet.engines[0]!;
   const scaled = isUnscaled(scaling) ? '' : ` · ${describeScaling(scaling)}`;
   process.stderr.write(
@@ -64,6 +72,28 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   await untilStopped(hooks.signal);
   feed?.stop();
   await fleet.close();
+  await pool?.close();
+}
+
+/** The engines' tokenizer (one pool for the fleet, `*` for its model); a load failure names the file. */
+async function openTokenizer(dir: string): Promise<TokenizerPool> {
+  if (dir === '') throw new UsageError('--tokenizer must be a directory or qwen3');
+  try {
+    // Loaded only with --tokenizer: the pool brings worker threads and the tokenizer libraries.
+    const { TokenizerPool } = await import('../tokenize/tokenizer-pool.js');
+    return await TokenizerPool.open({ tokenizers: { [ANY_MODEL]: dir } });
+  } catch (error) {
+    throw new UsageError(`--tokenizer: ${(error as Error).message}`);
+  }
+}
+
+const ANY_MODEL = '*';
+
+function poolTokenizer(pool: TokenizerPool): PromptTokenizer {
+  return (input) =>
+    input.kind === 'chat'
+      ? pool.tokenizeChat(ANY_MODEL, input.messages, input.body, input.session)
+      : pool.tokenizeText(ANY_MODEL, input.text);
 }
 
 /** `--kv-events PORT [--kv-events-encoding E] [--kv-events-replay PORT]`, checked; undefined without `--kv-events`. */

@@ -688,7 +688,7 @@ export class Router {
     }
     this.keyFlags = 0;
     if (hashIds !== undefined) {
-      this.keys = 'hash_ids';
+      this.keys = request.idsFrom === 'text' ? 'text' : 'hash_ids';
       return this.typedIds(hashIds);
     }
     if (tokens !== undefined) {

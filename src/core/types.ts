@@ -34,6 +34,12 @@ export interface RouteRequest {
    * to its length. Not with `hashIds`, `prompt` or `messages`.
    */
   tokens?: Uint32Array | readonly number[];
+  /**
+   * `text` when `hashIds` were hashed from the prompt's text by the caller (the proxy's request
+   * scanner does so, with hashPrompt's chunks): explain() then reports the request as keyed by
+   * text, as it would had the router hashed the prompt itself. Changes nothing else.
+   */
+  idsFrom?: 'text';
   /** Session (conversation) id: drives `sticky` and `session_hash`. */
   session?: string | number;
   /** Prompt length in tokens. Default: ids × blockTokens, or UTF-8 bytes / 4 for prompts. */

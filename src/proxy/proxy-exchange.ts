@@ -127,6 +127,11 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
   private ticket = -1;
   private backend: Backend | undefined;
   private reason = '';
+  /**
+   * Appended to x-kvroute-reason when the request was meant to be keyed by tokens but fell back
+   * to text chunks: `; keys=text (why)`. Empty otherwise.
+   */
+  private keysNote = '';
   private predictedCachedTokens = 0;
   private abortUpstream: ((error?: Error) => void) | undefined;
   private resumeUpstream: (() => void) | undefined;
@@ -228,7 +233,47 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
       this.refuse(noBackendError(parsed.model));
       return;
     }
+    // A body's own hash_ids are the client's keys and win over tokens.
+    if (parsed.route.idsFrom === 'text' && this.ctx.state.tokenizes(parsed.model)) {
+      this.tokenize(parsed);
+      return;
+    }
     this.enterAdmission();
+  }
+
+  /**
+   * Keys the request by its tokens (docs/kv-events.md "Token-exact keys"): the body goes to a
+   * tokenizer worker, which returns its token ids (a token-id prompt as is; chat and text
+   * rendered and encoded as vLLM does). Without them (no tokenizer for the model, a batch prompt,
+   * a busy pool, a body the tokenizer cannot render) the request keeps its text-chunk keys, and
+   * x-kvroute-reason says so. Never refuses a request the engine might take.
+   */
+  private tokenize(parsed: ParsedRequest): void {
+    const pool = this.ctx.state.tokenizer;
+    if (pool === undefined) {
+      this.keysNote = '; keys=text (tokenizer not loaded)';
+      this.enterAdmission();
+      return;
+    }
+    const session = parsed.route.session === undefined ? undefined : String(parsed.route.session);
+    pool.tokenizeBody(parsed.model, this.endpoint, parsed.body, session).then(
+      (got) => {
+        if (this.aborted || this.ended) return;
+        if ('tokens' in got) {
+          const route: ParsedRequest['route'] = { tokens: got.tokens, model: parsed.model };
+          if (parsed.route.session !== undefined) route.session = parsed.route.session;
+          parsed.route = route;
+        } else this.keysNote = `; keys=text (${got.none})`;
+        this.enterAdmission();
+      },
+      (error: unknown) => {
+        if (this.aborted || this.ended) return;
+        const code = (error as { code?: string }).code;
+        this.keysNote =
+          code === 'ERR_KVROUTE_TOKENIZER_BUSY' ? '; keys=text (tokenizer busy)' : '; keys=text (not tokenizable)';
+        this.enterAdmission();
+      },
+    );
   }
 
   /** A ClientError is the client's mistake (refused); anything else is a bug (500). */
@@ -577,7 +622,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     // A streamed response's head goes out before its end(…, close) could add it.
     if (!this.holding && this.ctx.state.closing) res.writeHeader('connection', 'close');
     res.writeHeader(INSTANCE_HEADER, this.backend!.idBytes);
-    res.writeHeader(REASON_HEADER, reasonBytes(this.reason));
+    res.writeHeader(REASON_HEADER, reasonBytes(this.keysNote === '' ? this.reason : this.reason + this.keysNote));
     res.writeHeader(PREDICTED_HEADER, String(this.predictedCachedTokens));
     // An engine that echoes the id (vLLM --enable-request-id-headers) already sent it.
     if (!hasHeader(h, REQUEST_ID)) res.writeHeader(REQUEST_ID, this.requestId);

@@ -109,13 +109,24 @@ export interface ProxyOptions {
   requestTimeoutMs?: number;
   /** Request body bytes the proxy holds at once, over all requests (default 512 MiB); past it, 503 with Retry-After. */
   maxBodyMemoryBytes?: number;
+  /**
+   * Tokenizers for token-exact keys (docs/tokenize.md): model name → a directory holding
+   * tokenizer.json and tokenizer_config.json, or `qwen3` for the bundled one; `*` for every other
+   * model. A request whose model has one is tokenized (on worker threads) as vLLM would and keyed
+   * by token blocks, which backends fed by KV events match exactly. Loaded by listen()/started(),
+   * which reject naming the file that failed.
+   */
+  tokenizers?: Record<string, string>;
   /** Hears warnings (router feed warnings, backend state changes). Default: process.emitWarning. */
   onWarning?: (message: string) => void;
 }
 
-export type ResolvedProxyOptions = Required<Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey'>> & {
+export type ResolvedProxyOptions = Required<
+  Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey' | 'tokenizers'>
+> & {
   backends: ResolvedBackend[];
   backendApiKey: string | undefined;
+  tokenizers: Record<string, string> | undefined;
   onWarning: (message: string) => void;
 };
 
@@ -196,6 +207,19 @@ export function resolveBackend(entry: unknown, field: string, yaml = false): Res
   return resolved;
 }
 
+/** options.tokenizers checked: a map of non-empty model names to non-empty directories. */
+function tokenizerMap(raw: unknown): Record<string, string> | undefined {
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new ProxyOptionError('options.tokenizers must map model names to tokenizer directories');
+  for (const [model, dir] of Object.entries(raw))
+    if (model === '' || typeof dir !== 'string' || dir === '')
+      throw new ProxyOptionError(
+        `options.tokenizers["${model}"] must be a tokenizer directory, got ${JSON.stringify(dir)}`,
+      );
+  return { ...(raw as Record<string, string>) };
+}
+
 /** A ZeroMQ endpoint to connect to (events/zmq-endpoint.ts), or a ProxyOptionError naming `field`. */
 export function zmqEndpoint(raw: unknown, field: string): string {
   const endpoint = parseZmqEndpoint(raw);
@@ -245,6 +269,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     backendApiKey: options.backendApiKey,
     requestTimeoutMs: positiveInteger('options.requestTimeoutMs', options.requestTimeoutMs, d.requestTimeoutMs, 0),
     maxBodyMemoryBytes: positiveInteger('options.maxBodyMemoryBytes', options.maxBodyMemoryBytes, d.maxBodyMemoryBytes),
+    tokenizers: tokenizerMap(options.tokenizers),
     maxInFlight: positiveInteger('options.maxInFlight', options.maxInFlight, d.maxInFlight, 0),
     queueSize: positiveInteger('options.queueSize', options.queueSize, d.queueSize, 0),
     queueTimeoutMs: positiveInteger('options.queueTimeoutMs', options.queueTimeoutMs, d.queueTimeoutMs),

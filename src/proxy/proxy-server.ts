@@ -154,6 +154,7 @@ export function createProxy(options: ProxyOptions): Proxy {
       blockSize: resolved.blockSize,
       engineState: resolved.engineState,
       onWarning: resolved.onWarning,
+      tokenizers: resolved.tokenizers,
     },
     resolved,
     observers,

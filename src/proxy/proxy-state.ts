@@ -25,6 +25,7 @@
  * pools close once every open exchange has finished (or the grace period ran out, which cuts
  * them), and only then do late requests get 503 `shutting_down` with Retry-After.
  */
+import { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { Router } from '../core/router.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { Admission, type AdmissionLimits } from './admission.js';
@@ -70,6 +71,14 @@ export class ProxyState {
   readonly admission: Admission;
   /** --max-body-memory (body-budget.ts). */
   readonly bodies: BodyBudget;
+  /**
+   * Tokenizes request bodies for token-exact keys (docs/tokenize.md), when tokenizers are
+   * configured; set once start() has loaded them.
+   */
+  tokenizer: TokenizerPool | undefined;
+  /** Some backend has a KV event endpoint: token-id prompts are then keyed by tokens too. */
+  eventFed = false;
+  private readonly tokenizerReady: Promise<TokenizerPool | undefined>;
   /** The first health check of every configured backend has run. */
   started = false;
   /** close() has begun: not ready, every response closes its connection. */
@@ -92,6 +101,8 @@ export class ProxyState {
       blockSize: number;
       engineState: 'shadow' | { shm: string };
       onWarning: (message: string) => void;
+      /** Model → tokenizer directory (or `qwen3`), `*` for any other model. */
+      tokenizers?: Record<string, string> | undefined;
     },
     private readonly options: ProxyStateOptions,
     private readonly observers: ObserverList,
@@ -116,10 +127,24 @@ export class ProxyState {
       },
       warn,
     );
-    const checks = backends.map((b) => this.addBackend(b.id, b.models));
-    this.firstChecks = Promise.all(checks).then(() => {
+    const checks = backends.map((b) => this.addBackend(b.id, b.models, b));
+    // Event-fed backends match token-id prompts even without a tokenizer: the pool's workers
+    // read them from the body (no tokenizer files needed for that).
+    this.tokenizerReady =
+      routerOptions.tokenizers === undefined && !this.eventFed
+        ? Promise.resolve(undefined)
+        : TokenizerPool.open({ tokenizers: routerOptions.tokenizers ?? {} });
+    // A load failure surfaces from start() (and so from listen()); never as an unhandled rejection.
+    this.tokenizerReady.catch(() => {});
+    this.firstChecks = Promise.all([Promise.all(checks), this.tokenizerReady]).then(([, pool]) => {
+      this.tokenizer = pool;
       this.started = true;
     });
+  }
+
+  /** Whether a request for `model` on `endpoint` goes through the tokenizer before routing. */
+  tokenizes(model: string): boolean {
+    return this.eventFed || (this.tokenizer !== undefined && this.tokenizer.covers(model));
   }
 
   /** Resolves once every configured backend has had its first health check (and model discovery). */
@@ -231,11 +256,19 @@ export class ProxyState {
    * Adds a backend (normalised URL), out of routing until its first health probe passes. Returns
    * its first check, which never rejects.
    */
-  addBackend(url: string, models?: readonly string[]): Promise<void> {
+  addBackend(
+    url: string,
+    models?: readonly string[],
+    events: { kvEvents?: string | undefined; kvReplay?: string | undefined } = {},
+  ): Promise<void> {
     const id = normaliseBackend(url, 'backend');
     if (this.backends.has(id)) throw new ProxyOptionError(`backend ${id} already exists`);
     const backend = new Backend(id, models, this.options);
-    this.router.addInstance(id, { models: backend.modelIds() });
+    this.router.addInstance(id, {
+      models: backend.modelIds(),
+      ...(events.kvEvents === undefined ? {} : { kvEvents: events.kvEvents, kvReplay: events.kvReplay }),
+    });
+    if (events.kvEvents !== undefined) this.eventFed = true;
     this.router.drainInstance(id); // until its first probe passes
     this.backends.set(id, backend);
     this.byModel = undefined;
@@ -310,7 +343,14 @@ export class ProxyState {
     this.closed = true;
     this.monitor.close();
     this.admission.close(shuttingDown());
-    await Promise.all(this.list().map((b) => b.close(0)));
+    await Promise.all([
+      ...this.list().map((b) => b.close(0)),
+      this.router.close(),
+      this.tokenizerReady.then(
+        (pool) => pool?.close(),
+        () => undefined,
+      ),
+    ]);
   }
 
   // ---- breaker transitions ----------------------------------------------------------------------

@@ -146,6 +146,7 @@ export function hashParsedRequest(parsed: ParsedRequest, chunkBytes: number): Pa
     hashIds: hashPrompt(text, { chunkBytes }),
     inputTokens: Math.ceil(bytes / 4),
     blockTokens: chunkBytes / 4,
+    idsFrom: 'text',
   };
   if (parsed.route.session !== undefined) route.session = parsed.route.session;
   return { ...parsed, route };

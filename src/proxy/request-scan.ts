@@ -63,7 +63,7 @@ function toParsed(result: ScanResult, bytes: Buffer, sessionHeader: string): Par
   const ids = result.ids;
   const route: ParsedRoute =
     ids.kind === 'prompt'
-      ? { hashIds: ids.hashIds, inputTokens: ids.inputTokens, blockTokens: ids.blockTokens }
+      ? { hashIds: ids.hashIds, inputTokens: ids.inputTokens, blockTokens: ids.blockTokens, idsFrom: 'text' }
       : { hashIds: ids.hashIds };
   const session = sessionHeader !== '' ? sessionHeader : (result.user ?? '');
   if (session !== '') route.session = session;

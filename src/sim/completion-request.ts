@@ -77,7 +77,13 @@ export interface CompletionRequest {
 /** What an engine's tokenizer is asked to turn into token ids. */
 export type TokenizerInput =
   /** Chat messages, to render with the model's chat template (the whole body: tools, kwargs). */
-  | { kind: 'chat'; messages: ChatMessage[]; body: Record<string, unknown> }
+  | {
+      kind: 'chat';
+      messages: ChatMessage[];
+      body: Record<string, unknown>;
+      /** The request's x-session-id: lets the tokenizer reuse the session's previous turn (exact either way). */
+      session?: string;
+    }
   /** A completion's prompt string. */
   | { kind: 'text'; text: string };
 

@@ -217,7 +217,8 @@ export class EngineServer {
       throw new ApiError(400, 'BadRequestError', `the request body is not valid JSON: ${(error as Error).message}`);
     }
     const limits = { model: this.options.model, blockSize: this.options.blockSize, maxModelLen: this.maxModelLen };
-    const tokenized = await this.tokenize(endpoint, body);
+    const session = req.headers['x-session-id'];
+    const tokenized = await this.tokenize(endpoint, body, typeof session === 'string' ? session : undefined);
     if (res.destroyed) return; // the client went away while the prompt was tokenized
     const request = parseCompletionRequest(endpoint, body, limits, tokenized);
     const n = this.nextRequest++;
@@ -231,11 +232,16 @@ export class EngineServer {
   }
 
   /** The prompt's token ids from the tokenizer, when the engine has one and the prompt is text. */
-  private async tokenize(endpoint: Endpoint, body: unknown): Promise<Uint32Array | undefined> {
+  private async tokenize(
+    endpoint: Endpoint,
+    body: unknown,
+    session: string | undefined,
+  ): Promise<Uint32Array | undefined> {
     const { tokenizer } = this.options;
     if (tokenizer === undefined) return undefined;
     const input = tokenizerInput(endpoint, body);
     if (input === undefined) return undefined;
+    if (input.kind === 'chat' && session !== undefined) input.session = session;
     try {
       return await tokenizer(input);
     } catch (error) {

@@ -1,0 +1,118 @@
+/**
+ * Token-exact keys end to end: `kvroute sim serve`'s engines tokenize with Qwen3's tokenizer,
+ * cache by token blocks and publish vLLM KV events; the proxy subscribes to them, tokenizes each
+ * request the same way on its workers, and routes on the event-fed index. Through the official
+ * `openai` client: a session's later turns are predicted exactly (the proxy's
+ * x-kvroute-predicted-cached-tokens equals the engine's usage.cached_tokens), a token-id prompt is
+ * keyed without a tokenizer, and a model without a tokenizer falls back to text keys, saying so.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
+import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
+import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';
+
+let fleet: SimFleet;
+let enginePool: TokenizerPool;
+let rig: ProxyRig;
+const warnings: string[] = [];
+
+async function until(what: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!what()) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+beforeAll(async () => {
+  enginePool = await TokenizerPool.open({ tokenizers: { '*': 'qwen3' }, threads: 1 });
+  fleet = await startSimFleet({
+    instances: 2,
+    port: 0,
+    speed: 50,
+    kvEvents: { port: 0 },
+    tokenizer: (input) =>
+      input.kind === 'chat'
+        ? enginePool.tokenizeChat('*', input.messages, input.body, input.session)
+        : enginePool.tokenizeText('*', input.text),
+  });
+  rig = await startProxy({
+    backends: fleet.engines.map((e, k) => ({ url: fleet.urls[k]!, kvEvents: e.kvEventPublisher!.endpoint })),
+    tokenizers: { [MODEL]: 'qwen3' },
+    onWarning: (w) => warnings.push(w),
+  });
+  await until(() => rig.proxy.router.stats().instances.every((i) => i.kvEvents?.fed === true));
+}, 60_000);
+afterAll(async () => {
+  await rig?.close();
+  await fleet?.close();
+  await enginePool?.close();
+});
+
+const text = (k: number) => `Turn ${k}: ${'the quick brown fox jumps over the lazy dog; '.repeat(30)}`;
+
+describe('proxy: event-fed index with token-exact keys', () => {
+  it("predicts a session's cached tokens exactly from the engines' events", async () => {
+    const messages: Array<{ role: 'user' | 'assistant'; content: string }> = [];
+    const seen: Array<{ predicted: number; cached: number; reason: string }> = [];
+    for (let turn = 0; turn < 4; turn++) {
+      messages.push({ role: 'user', content: text(turn) });
+      const { data, response } = await rig.client.chat.completions
+        .create({ model: MODEL, messages, max_tokens: 8 }, { headers: { 'x-session-id': 'session-1' } })
+        .withResponse();
+      messages.push({ role: 'assistant', content: data.choices[0]!.message.content ?? '' });
+      seen.push({
+        predicted: Number(response.headers.get('x-kvroute-predicted-cached-tokens')),
+        cached: data.usage!.prompt_tokens_details!.cached_tokens!,
+        reason: response.headers.get('x-kvroute-reason')!,
+      });
+      // The next turn must see this one's blocks: wait until the engine's events are in.
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(seen.every((s) => !s.reason.includes('keys='))).toBe(true);
+    expect(seen.slice(1).every((s) => s.cached > 0)).toBe(true);
+    expect(seen.map((s) => s.predicted)).toEqual(seen.map((s) => s.cached));
+    const stats = rig.proxy.router.stats().instances;
+    expect(stats.reduce((n, i) => n + i.kvEvents!.heldKeys, 0)).toBeGreaterThan(0);
+    expect(rig.proxy.router.stats().decisions).toBeDefined();
+  });
+
+  it('keys a token-id prompt without a tokenizer, and falls back to text keys for a model without one', async () => {
+    // A second proxy over the same engines, whose only tokenizer is another model's.
+    const bare = await startProxy({
+      backends: fleet.engines.map((e, k) => ({ url: fleet.urls[k]!, kvEvents: e.kvEventPublisher!.endpoint })),
+      tokenizers: { 'some/other-model': 'qwen3' },
+      onWarning: (w) => warnings.push(w),
+    });
+    try {
+      await until(() => bare.proxy.router.stats().instances.every((i) => i.kvEvents?.fed === true));
+      await tokenIdsAndFallback(bare);
+    } finally {
+      await bare.close();
+    }
+  }, 60_000);
+});
+
+async function tokenIdsAndFallback(rig: ProxyRig): Promise<void> {
+  {
+    const ids = Array.from({ length: 100 }, (_, i) => 100 + i);
+    for (let k = 0; k < 2; k++) {
+      const { data, response } = await rig.client.completions
+        .create({ model: MODEL, prompt: ids, max_tokens: 2 })
+        .withResponse();
+      expect(response.headers.get('x-kvroute-reason')).not.toMatch(/keys=/);
+      if (k === 1) {
+        // 6 full blocks cached; vLLM never counts the whole prompt.
+        expect(data.usage!.prompt_tokens_details!.cached_tokens).toBe(96);
+        expect(Number(response.headers.get('x-kvroute-predicted-cached-tokens'))).toBe(96);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const { response } = await rig.client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 })
+      .withResponse();
+    expect(response.headers.get('x-kvroute-reason')).toMatch(/; keys=text \(no tokenizer for the model\)$/);
+    expect(rig.proxy.router.explain().keys).toBe('text');
+  }
+}
