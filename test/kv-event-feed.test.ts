@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Publisher, Router } from 'zeromq';
 
 import type { KvEventMessage } from '../src/events/kv-event-batch.js';
+import { KvEventPublisher } from '../src/sim/kv-event-publisher.js';
 import { KvEventFeed, type KvEventSink } from '../src/events/kv-event-feed.js';
 
 const packr = new Packr({ useRecords: false });
@@ -195,6 +196,32 @@ describe('KvEventFeed over ZeroMQ', () => {
       expect(feed.stats()).toMatchObject({ replays: 1, replayFailures: 1, rebuilds: 1 });
       expect(warnings.join('\n')).toMatch(silent ? /replay failed/ : /did not hold seq 1\.\.3/);
     }
+  });
+
+  it("rebuilds from sim serve's replay socket (vLLM's framing) what it missed before joining", async () => {
+    const pub = await KvEventPublisher.start({
+      endpoint: 'tcp://127.0.0.1:*',
+      replayEndpoint: 'tcp://127.0.0.1:*',
+      encoding: 'array',
+    });
+    open.push(pub);
+    const stored = (id: number) => [
+      { type: 'BlockStored' as const, blockHashes: [id], parentBlockHash: null, tokenIds: [id, id], blockSize: 2 },
+    ];
+    for (let id = 0; id < 5; id++) pub.publish(stored(id)); // seq 0..4, before anyone listens
+    const sink = new RecordingSink();
+    const feed = new KvEventFeed({ endpoint: pub.endpoint, replay: pub.replayEndpoint!, sink, onWarning: () => {} });
+    open.push(feed);
+    await feed.start();
+    await until(() => feed.state === 'live');
+    for (let k = 0; k < 200 && sink.applied.length === 0; k++) {
+      pub.publish(stored(100 + k));
+      await sleep(10);
+    }
+    await until(() => feed.state === 'live' && sink.applied.length >= 6);
+    // Seq 0..4 came from the replay, in order, before the first live message.
+    expect(sink.applied.slice(0, 5)).toEqual([0n, 1n, 2n, 3n, 4n]);
+    expect(feed.stats()).toMatchObject({ replays: 1, replayFailures: 0, rebuilds: 0 });
   });
 
   it('falls back when the publisher dies and returns to events when it is back', async () => {

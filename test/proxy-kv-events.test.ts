@@ -8,11 +8,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
 import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';
 
 let fleet: SimFleet;
+const metrics = createProxyMetrics({ defaultMetrics: false });
 let enginePool: TokenizerPool;
 let rig: ProxyRig;
 const warnings: string[] = [];
@@ -41,6 +43,7 @@ beforeAll(async () => {
     backends: fleet.engines.map((e, k) => ({ url: fleet.urls[k]!, kvEvents: e.kvEventPublisher!.endpoint })),
     tokenizers: { [MODEL]: 'qwen3' },
     onWarning: (w) => warnings.push(w),
+    mounts: [metrics.mount],
   });
   await until(() => rig.proxy.router.stats().instances.every((i) => i.kvEvents?.fed === true));
 }, 60_000);
@@ -75,7 +78,11 @@ describe('proxy: event-fed index with token-exact keys', () => {
     expect(seen.map((s) => s.predicted)).toEqual(seen.map((s) => s.cached));
     const stats = rig.proxy.router.stats().instances;
     expect(stats.reduce((n, i) => n + i.kvEvents!.heldKeys, 0)).toBeGreaterThan(0);
-    expect(rig.proxy.router.stats().decisions).toBeDefined();
+    const scrape = await (await fetch(`${rig.base}/metrics`)).text();
+    for (const url of fleet.urls) expect(scrape).toContain(`kvroute_kv_events_fed{instance="${url}"} 1`);
+    expect(scrape).toMatch(/kvroute_kv_events_held_blocks\{instance="[^"]+"\} [1-9]/);
+    expect(scrape).toMatch(/kvroute_kv_events_blocks_total\{instance="[^"]+",event="stored"\} [1-9]/);
+    expect(scrape).toMatch(/kvroute_tokenizer_tokens_total\{how="reused"\} [1-9]/);
   });
 
   it('keys a token-id prompt without a tokenizer, and falls back to text keys for a model without one', async () => {
@@ -92,6 +99,21 @@ describe('proxy: event-fed index with token-exact keys', () => {
       await bare.close();
     }
   }, 60_000);
+
+  it("falls back to the belief index when an engine's event endpoint dies, with a warning and a metric", async () => {
+    await fleet.engines[0]!.kvEventPublisher!.close();
+    const url = fleet.urls[0]!;
+    await until(() => rig.proxy.router.stats().instances.find((i) => i.instance === url)!.kvEvents!.fed === false);
+    expect(warnings.join('\n')).toMatch(/disconnected; routing on the belief index until it returns/);
+    const scrape = await (await fetch(`${rig.base}/metrics`)).text();
+    expect(scrape).toContain(`kvroute_kv_events_fed{instance="${url}"} 0`);
+    expect(scrape).toContain(`kvroute_kv_events_disconnects_total{instance="${url}"} 1`);
+    // Requests still route (on the belief index for that engine).
+    const { response } = await rig.client.chat.completions
+      .create({ model: MODEL, messages: [{ role: 'user', content: text(9) }], max_tokens: 2 })
+      .withResponse();
+    expect(response.status).toBe(200);
+  });
 });
 
 async function tokenIdsAndFallback(rig: ProxyRig): Promise<void> {

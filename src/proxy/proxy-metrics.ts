@@ -18,6 +18,8 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
+import { registerKvEventMetrics } from './kv-event-metrics.js';
+
 import { hotCounter, hotHistogram } from './hot-metrics.js';
 
 import type { ProxyObserver, RequestOutcome, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
@@ -157,6 +159,7 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
       for (const [reason, n] of Object.entries(refused)) this.inc({ reason }, n);
     },
   });
+  registerKvEventMetrics(registry, () => state);
   const engineHitRatios = new Map<string, number>();
   stateGauge(
     'kvroute_engine_prefix_cache_hit_ratio',
