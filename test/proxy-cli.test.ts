@@ -174,5 +174,21 @@ describe('kvroute serve', () => {
     const unknown = await serveFailure(['--bogus']);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/--bogus/);
+    const events = await serveFailure(['--backends', 'http://127.0.0.1:9', '--kv-events', 'http://127.0.0.1:5557']);
+    expect(events.code).toBe(2);
+    expect(events.stderr).toMatch(/--kv-events entry 1 must be a ZeroMQ endpoint/);
+  });
+
+  it('a tokenizer that fails to load is a startup error naming the file: exit 2', async () => {
+    const { code, stderr } = await serveFailure([
+      '--backends',
+      'http://127.0.0.1:9',
+      '--health-interval',
+      '0',
+      '--tokenizer',
+      '/nonexistent/tok',
+    ]);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/kvroute serve: \/nonexistent\/tok\/tokenizer\.json: missing/);
   });
 });

@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
+import { createProxy } from '../src/proxy/proxy-server.js';
 import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';
@@ -138,3 +139,27 @@ async function tokenIdsAndFallback(rig: ProxyRig): Promise<void> {
     expect(rig.proxy.router.explain().keys).toBe('text');
   }
 }
+
+describe('proxy: tokenizer configuration', () => {
+  it('refuses to start when a tokenizer fails to load, naming the file', async () => {
+    const proxy = createProxy({
+      backends: ['http://127.0.0.1:9'],
+      tokenizers: { '*': '/nonexistent/qwen' },
+      onWarning: () => {},
+    });
+    try {
+      await expect(proxy.listen(0, '127.0.0.1')).rejects.toMatchObject({
+        code: 'ERR_KVROUTE_TOKENIZER',
+        message: expect.stringMatching(/^\/nonexistent\/qwen\/tokenizer\.json: missing/),
+      });
+    } finally {
+      await proxy.close({ graceMs: 0 });
+    }
+  });
+
+  it('refuses a malformed tokenizers option, naming the model', () => {
+    expect(() => createProxy({ backends: ['http://127.0.0.1:9'], tokenizers: { m: '' } })).toThrow(
+      /options\.tokenizers\["m"\] must be a tokenizer directory/,
+    );
+  });
+});

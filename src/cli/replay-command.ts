@@ -42,6 +42,10 @@ export function addReplayCommand(program: Command): void {
     .option('--connections <N>', withDefault('sockets to the target', d.connections))
     .option('--model <NAME>', withDefault('model name to send', 'the first the target lists at /v1/models'))
     .option('--no-ignore-eos', 'do not send ignore_eos: true (for engines that reject it)')
+    .option(
+      '--no-hash-ids',
+      "do not send the trace's hash_ids: the target keys each request by its prompt (text chunks, or tokens)",
+    )
     .option('--engine-state <URL,…>', "scrape these engines' /metrics every second into OUT.engine-state")
     .option(
       '--max-connection-failures <N>',

@@ -47,6 +47,7 @@ function baseOptions(values: OptionValues, signal: AbortSignal): ReplayOptions {
     maxConnectionFailures: integerFlag(values, 'max-connection-failures', 1) ?? d.maxConnectionFailures,
     // commander's negatable flag: true unless --no-ignore-eos was given.
     ignoreEos: values['no-ignore-eos'] !== false,
+    sendHashIds: values['no-hash-ids'] !== false,
     signal,
   };
   const maxRequests = integerFlag(values, 'max-requests', 1);

@@ -54,6 +54,8 @@ export interface ReplayOptions {
   connections?: number;
   /** Send `ignore_eos: true`. Default true. */
   ignoreEos?: boolean;
+  /** Send the trace's `hash_ids` (and `input_tokens`). Default true. */
+  sendHashIds?: boolean;
   /** Model name; default the first the target lists. */
   model?: string;
   /** Engine /metrics URLs to scrape into `${records}.engine-state`. */
@@ -166,6 +168,7 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
     text: new BlockText(requests[0]?.blockSize ?? 16),
     connections: options.connections ?? d.connections,
     ignoreEos: options.ignoreEos ?? true,
+    sendHashIds: options.sendHashIds ?? true,
     origin,
     instances,
   });

@@ -64,6 +64,11 @@ export interface TargetClientOptions {
   text: BlockText;
   connections: number;
   ignoreEos: boolean;
+  /**
+   * Send kvroute's extensions `hash_ids` and `input_tokens`; false leaves the target to key the
+   * request by its prompt (kvroute serve: text chunks, or tokens with a tokenizer).
+   */
+  sendHashIds?: boolean;
   /** performance.now() at the replay's start: time 0 of the records. */
   origin: number;
   instances: InstanceIndex;
@@ -98,8 +103,7 @@ export class TargetClient {
       ...(o.ignoreEos ? { ignore_eos: true } : {}),
       stream: true,
       stream_options: { include_usage: true },
-      hash_ids: request.hashIds,
-      input_tokens: request.inputLength,
+      ...(o.sendHashIds === false ? {} : { hash_ids: request.hashIds, input_tokens: request.inputLength }),
     });
   }
 

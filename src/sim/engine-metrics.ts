@@ -82,6 +82,11 @@ export class EngineMetrics {
       () => realtime.counters.generationTokens,
     );
     counter(
+      'kvroute_sim_evicted_blocks_total',
+      "Cached prefix blocks evicted to make room (the simulator's own; vLLM exports no such counter).",
+      () => engine.pool.evictions,
+    );
+    counter(
       'vllm:num_preemptions_total',
       'Cumulative number of preemption from the engine.',
       () => engine.counters.preemptions,
