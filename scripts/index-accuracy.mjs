@@ -125,7 +125,8 @@ async function cell(mode, capacity) {
     serveArgs.push('--tokenizer', 'qwen3');
   }
   let proxy;
-  let evictions = 0;
+  /** @type {number | undefined} */
+  let evictions;
   try {
     proxy = await start(serveArgs, (line) => line.includes('listening on'));
     const base = /listening on (\S+)/.exec(proxy.lines.at(-1) ?? '')?.[1];
