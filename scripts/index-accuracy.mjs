@@ -5,7 +5,12 @@
 // `kvroute sim serve`, at two KV capacities. Per cell it starts the engines and the proxy as child
 // processes on loopback, replays the trace through the proxy, and reads `kvroute analyze run`.
 //
-//   node scripts/index-accuracy.mjs --out DIR [--trace FILE] [--capacities 1,0.05] [--speed 10]
+//   node scripts/index-accuracy.mjs --out DIR [--trace FILE] [--capacities 1,0.4] [--speed 10]
+//     [--dispatch session|poisson] [--rate R]
+//
+// --dispatch poisson sends the trace's requests at R per second in arrival order (replay's
+// --mode poisson), interleaving sessions so that a session's next turn can find its blocks
+// evicted; session dispatch (the default) follows each session's own timing.
 //
 // Modes:
 //   hash_ids  engines cache by the trace's block ids; the proxy keys by the body's hash_ids;
@@ -31,8 +36,10 @@ const { values } = parseArgs({
   options: {
     out: { type: 'string' },
     trace: { type: 'string' },
-    capacities: { type: 'string', default: '1,0.05' },
+    capacities: { type: 'string', default: '1,0.4' },
     speed: { type: 'string', default: '10' },
+    dispatch: { type: 'string', default: 'session' },
+    rate: { type: 'string', default: '2' },
     modes: { type: 'string', default: MODES.join(',') },
   },
 });
@@ -105,7 +112,7 @@ function stop(child) {
 
 /** @param {string} mode @param {number} capacity */
 async function cell(mode, capacity) {
-  const name = `${mode}-kv${capacity}`;
+  const name = `${values.dispatch}-${mode}-kv${capacity}`;
   const json = join(out, `${name}.json`);
   if (existsSync(json)) return JSON.parse(readFileSync(json, 'utf8'));
   const records = join(out, `${name}.records`);
@@ -127,11 +134,15 @@ async function cell(mode, capacity) {
   let proxy;
   /** @type {number | undefined} */
   let evictions;
+  /** @type {string[]} */
+  const replayArgs = [];
   try {
     proxy = await start(serveArgs, (line) => line.includes('listening on'));
     const base = /listening on (\S+)/.exec(proxy.lines.at(-1) ?? '')?.[1];
     if (base === undefined) throw new Error('no proxy URL');
-    const replayArgs = ['replay', '--trace', trace, '--target', base, '--records', records, '--speed', values.speed];
+    replayArgs.push('replay', '--trace', trace, '--target', base, '--records', records);
+    if (values.dispatch === 'poisson') replayArgs.push('--mode', 'poisson', '--rate', values.rate, '--seed', '1');
+    else replayArgs.push('--speed', values.speed);
     if (mode !== 'hash_ids') replayArgs.push('--no-hash-ids');
     process.stderr.write(`${name}: kvroute ${replayArgs.join(' ')}\n`);
     run(replayArgs);
@@ -150,7 +161,8 @@ async function cell(mode, capacity) {
     ttft_p90: analysis.ttft_s?.p90,
     evicted_blocks: evictions,
     prediction: analysis.prediction,
-    commands: { engines: engineArgs, proxy: serveArgs },
+    dispatch: values.dispatch,
+    commands: { engines: engineArgs, proxy: serveArgs, replay: replayArgs },
   };
   writeFileSync(json, `${JSON.stringify(result, null, 2)}\n`);
   return result;
@@ -160,7 +172,7 @@ const capacities = values.capacities.split(',').map(Number);
 const modes = values.modes.split(',');
 const results = [];
 for (const capacity of capacities) for (const mode of modes) results.push(await cell(mode, capacity));
-writeFileSync(join(out, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+writeFileSync(join(out, `results-${values.dispatch}.json`), `${JSON.stringify(results, null, 2)}\n`);
 
 const pct = (/** @type {number | undefined} */ x) => (x === undefined || x === null ? '–' : `${(100 * x).toFixed(1)}%`);
 const lines = [
