@@ -31,6 +31,8 @@ export type {
   InstanceSpec,
   InstanceStats,
   ObservedState,
+  OffloadDecision,
+  OffloadOutcome,
   PolicyName,
   PolicySpec,
   ResolvedPolicy,

@@ -45,6 +45,7 @@ import { ReferenceRouter } from './reference/reference-router.js';
 import { buildExplanation, buildRouterStats } from './router-report.js';
 import type {
   Decision,
+  OffloadDecision,
   Explanation,
   InstanceOptions,
   InstanceSpec,
@@ -80,9 +81,21 @@ const PHASE_WAITING = 1;
 const MAX_RELEASED = 65_536;
 const PHASE_DECODING = 2;
 
+/** The offload part of a decision by a policy without the offload layer. */
+const NO_OFFLOAD: OffloadDecision = Object.freeze({
+  outcome: 'off',
+  prefillInstance: undefined,
+  prefillIndex: -1,
+  prefillTicket: -1,
+  interferenceMs: 0,
+  transferMs: 0,
+  coldPair: false,
+});
+
 /** The last decision, read from the decision array without allocating. */
 class DecisionView implements Decision {
   ticket = -1;
+  offload: OffloadDecision = NO_OFFLOAD;
   /** The route's explain buffer of matched blocks (the Router swaps it when it grows). */
   matched: Int32Array;
   /** The decided request's tokens per block, and its prompt tokens (NaN: not given). */

@@ -187,6 +187,38 @@ export interface Decision {
    * chosen. Works for every index mode: it reads the matched blocks the decision itself read.
    */
   readonly predictedCachedTokens: number;
+  /** The offload layer's decision (`outcome: 'off'` for a policy without one). */
+  readonly offload: OffloadDecision;
+}
+
+/**
+ * What the `offload` layer (docs/offload.md) decided for the last route(): `off` when the policy
+ * has no offload layer; else why the prefill stayed with the decode (`not_decoding`: the base
+ * policy's target holds no decoding request; `below_threshold`: the uncached prefill is at most
+ * the threshold; `no_prefill_instance`: no other candidate is free of decodes; `colocate`: the
+ * transfer costs at least the interference), or `offload`.
+ */
+export type OffloadOutcome =
+  'off' | 'not_decoding' | 'below_threshold' | 'no_prefill_instance' | 'colocate' | 'offload';
+
+/** The offload layer's part of a decision, read in place (valid until the next route()). */
+export interface OffloadDecision {
+  readonly outcome: OffloadOutcome;
+  /** `offload`: the instance that prefills (the decision's `instance` decodes); else undefined. */
+  readonly prefillInstance: string | undefined;
+  /** Its index, or -1. */
+  readonly prefillIndex: number;
+  /**
+   * `offload` on a non-dry route: the ticket of the prefill phase on the prefill instance
+   * (report its firstToken()/complete()/abort() like any ticket); else -1.
+   */
+  readonly prefillTicket: number;
+  /** Decode time the prefill would cost the target's decodes, ms (0 when not computed). */
+  readonly interferenceMs: number;
+  /** Time to move the prefill's KV to the target, ms (0 when not computed). */
+  readonly transferMs: number;
+  /** The transfer would be the first between this prefill and decode instance. */
+  readonly coldPair: boolean;
 }
 
 export interface CandidateExplanation {
