@@ -95,13 +95,15 @@ void EventIndex::clear(uint32_t slot) {
   SlotEvents& s = slots_[slot];
   if (slot < kMaskSlots) {
     for (const KeyRecord& r : s.records) {
-      if (r.refs != 0) fleet_.remove(r.key, slot);
+      if (r.refs + r.inFlight != 0) fleet_.remove(r.key, slot);
     }
   }
   s.engine.clear();
   s.keys.clear();
   s.records.clear();
   s.freeRecords.clear();
+  s.inFlightOnly = 0;
+  s.epoch += 1;  // the slot's in-flight holds went with the records
 }
 
 void EventIndex::setFed(uint32_t slot, bool on) {
@@ -124,13 +126,19 @@ void EventIndex::refreshFed() {
   alive_.resize(fedHigh_.size());
 }
 
-uint32_t EventIndex::hold(uint32_t slot, uint64_t key) {
+uint32_t EventIndex::hold(uint32_t slot, uint64_t key, bool inFlight) {
   SlotEvents& s = slots_[slot];
   const uint32_t fresh = s.freeRecords.empty() ? static_cast<uint32_t>(s.records.size()) : s.freeRecords.back();
   RobinHoodMap::Slot* found = s.keys.insertOrFind(key, fresh);
   if (found != nullptr) {
     const uint32_t id = static_cast<uint32_t>(found->value());
-    s.records[id].refs += 1;
+    KeyRecord& r = s.records[id];
+    if (inFlight) {
+      r.inFlight += 1;
+    } else {
+      if (r.refs == 0) s.inFlightOnly -= 1;  // held in flight until now; the engine has it too
+      r.refs += 1;
+    }
     return id;
   }
   if (s.freeRecords.empty()) {
@@ -138,18 +146,48 @@ uint32_t EventIndex::hold(uint32_t slot, uint64_t key) {
   } else {
     s.freeRecords.pop_back();
   }
-  s.records[fresh] = KeyRecord{key, 1};
+  s.records[fresh] = inFlight ? KeyRecord{key, 0, 1} : KeyRecord{key, 1, 0};
+  if (inFlight) s.inFlightOnly += 1;
   if (slot < kMaskSlots) fleet_.add(key, slot);
   return fresh;
 }
 
-void EventIndex::release(uint32_t slot, uint32_t id) {
+void EventIndex::release(uint32_t slot, uint32_t id, bool inFlight) {
   SlotEvents& s = slots_[slot];
   KeyRecord& r = s.records[id];
-  if (--r.refs != 0) return;
+  if (inFlight) {
+    r.inFlight -= 1;
+  } else {
+    r.refs -= 1;
+    if (r.refs == 0 && r.inFlight != 0) s.inFlightOnly += 1;
+  }
+  if (r.refs + r.inFlight != 0) return;
+  if (inFlight) s.inFlightOnly -= 1;
   s.keys.erase(r.key);
   if (slot < kMaskSlots) fleet_.remove(r.key, slot);
   s.freeRecords.push_back(id);
+}
+
+void EventIndex::holdInFlight(uint32_t slot, double ticket, const uint64_t* ids, uint32_t n) {
+  ensureSlots(slot + 1);
+  auto [it, fresh] = inFlight_.try_emplace(static_cast<uint64_t>(ticket));
+  if (!fresh) return;
+  InFlightHolds& h = it->second;
+  h.slot = slot;
+  h.epoch = slots_[slot].epoch;
+  h.records.resize(n);
+  for (uint32_t k = 0; k < n; ++k) h.records[k] = hold(slot, ids[k], true);
+}
+
+void EventIndex::releaseInFlight(double ticket) {
+  if (inFlight_.empty()) return;
+  auto it = inFlight_.find(static_cast<uint64_t>(ticket));
+  if (it == inFlight_.end()) return;
+  const InFlightHolds& h = it->second;
+  if (h.slot < slots_.size() && slots_[h.slot].epoch == h.epoch) {
+    for (uint32_t id : h.records) release(h.slot, id, true);
+  }
+  inFlight_.erase(it);
 }
 
 void EventIndex::stored(uint32_t slot, uint32_t flags, uint32_t count, uint32_t blockSize, const uint64_t* hashes,
@@ -187,7 +225,7 @@ void EventIndex::stored(uint32_t slot, uint32_t flags, uint32_t count, uint32_t 
   s.counters.stored += count;
   for (uint32_t j = 0; j < count; ++j) {
     if (s.engine.find(hashes[j]) != nullptr) continue;  // a re-store: idempotent
-    const uint32_t id = hold(slot, keyScratch_[j]);
+    const uint32_t id = hold(slot, keyScratch_[j], false);
     s.engine.insert(hashes[j], id);
   }
 }
@@ -207,7 +245,7 @@ void EventIndex::removed(uint32_t slot, uint32_t flags, uint32_t count, const ui
     }
     const uint32_t id = static_cast<uint32_t>(mapped->value());
     s.engine.eraseSlot(mapped);
-    release(slot, id);
+    release(slot, id, false);
     s.counters.removed += 1;
   }
 }
@@ -270,6 +308,8 @@ void EventIndex::match(const uint64_t* ids, uint32_t limit, int32_t* matched) co
 
 size_t EventIndex::bytes() const {
   size_t total = fleet_.bytes();
+  for (const auto& [ticket, h] : inFlight_)
+    total += sizeof(h) + sizeof(ticket) + h.records.capacity() * sizeof(uint32_t);
   for (const SlotEvents& s : slots_) {
     total += s.engine.bytes() + s.keys.bytes() + s.records.capacity() * sizeof(KeyRecord) +
              s.freeRecords.capacity() * sizeof(uint32_t);
@@ -293,19 +333,32 @@ std::string EventIndex::checkInvariants() const {
       }
     });
     if (badId) return at + "an engine hash names no record";
+    // Each record's inFlight is the number of this epoch's in-flight holds naming it.
+    std::vector<uint64_t> holds(s.records.size(), 0);
+    for (const auto& [ticket, h] : inFlight_) {
+      if (h.slot != slot || h.epoch != s.epoch) continue;
+      for (uint32_t id : h.records) {
+        if (id >= holds.size()) return at + "an in-flight hold names no record";
+        holds[id] += 1;
+      }
+    }
     size_t live = 0;
+    size_t inFlightOnly = 0;
     for (uint32_t id = 0; id < s.records.size(); ++id) {
       const KeyRecord& r = s.records[id];
       if (r.refs != refs[id]) return at + "record " + std::to_string(id) + " counts the wrong number of hashes";
-      if (r.refs == 0) continue;
+      if (r.inFlight != holds[id]) return at + "record " + std::to_string(id) + " counts the wrong in-flight holds";
+      if (r.refs + r.inFlight == 0) continue;
       live += 1;
+      if (r.refs == 0) inFlightOnly += 1;
       const RobinHoodMap::Slot* k = s.keys.find(r.key);
       if (k == nullptr || k->value() != id) return at + "a held key is not in the key map";
       if (slot < kMaskSlots && (fleet_.holders(r.key) & (uint64_t{1} << slot)) == 0) {
         return at + "a held key is missing from the fleet mask";
       }
     }
-    if (live != s.keys.size()) return at + "the key map holds keys no hash maps to";
+    if (live != s.keys.size()) return at + "the key map holds keys no hash or hold names";
+    if (inFlightOnly != s.inFlightOnly) return at + "keys held in flight alone are miscounted";
     if (live + s.freeRecords.size() != s.records.size()) return at + "free records are miscounted";
     if (slot < kMaskSlots) maskBits += live;
     if (s.fed != (slot < kMaskSlots ? (fedMask_ >> slot & 1) != 0

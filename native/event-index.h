@@ -30,6 +30,19 @@
 //     and its key released; an unknown one is counted.
 //   * AllBlocksCleared: the slot's index is emptied.
 //
+// In-flight holds: a token-keyed request routed to an event-fed slot holds its
+// keys there until its ticket completes or aborts (holdInFlight /
+// releaseInFlight). The engine stores a prompt's blocks only as it computes
+// them, so without these a session's next turn or a sub-agent arriving while
+// the first request is still queued or prefilling would match nothing on the
+// engine that is about to hold its prefix: it would be predicted uncached and
+// scattered to another instance. With them, a key is held while any engine
+// hash maps to it or any in-flight request holds it. A running request's
+// blocks are not evictable in vLLM, so the hold does not outlive the truth;
+// after completion the events alone decide. clear()/reset() drop the slot's
+// holds with everything else: a ticket from before (an older epoch) releases
+// nothing.
+//
 // Match (vLLM's semantics): an event-fed slot holds a prefix of k blocks when
 // each of the request's first k keys is held; the walk stops at the first
 // miss, once per key for every event-fed slot together (AND of the masks).
@@ -43,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fleet-index.h"
@@ -109,12 +123,21 @@ class EventIndex {
 
   void apply(uint32_t slot, const PackedKvEvents& p);
 
+  // The request behind `ticket` (routed to event-fed `slot`) holds ids[0..n)
+  // there until releaseInFlight(ticket). A ticket holds at most once.
+  void holdInFlight(uint32_t slot, double ticket, const uint64_t* ids, uint32_t n);
+  // Drops `ticket`'s holds, if it has any from the slot's current epoch.
+  void releaseInFlight(double ticket);
+  // Tickets holding keys now (all slots).
+  size_t inFlightTickets() const { return inFlight_.size(); }
+
   // For every event-fed slot s: matched[s] = the number of leading ids[0..limit)
   // the slot holds. Other entries are left as they were.
   void match(const uint64_t* ids, uint32_t limit, int32_t* matched) const;
 
   const EventCounters& counters(uint32_t slot) const { return slots_[slot].counters; }
-  size_t heldKeys(uint32_t slot) const { return slots_[slot].keys.size(); }
+  // Keys some engine hash maps to (in-flight holds alone not counted).
+  size_t heldKeys(uint32_t slot) const { return slots_[slot].keys.size() - slots_[slot].inFlightOnly; }
   size_t engineBlocks(uint32_t slot) const { return slots_[slot].engine.size(); }
   size_t bytes() const;
   // "" when the maps, records and fleet mask agree; else the first violation. For tests.
@@ -123,7 +146,14 @@ class EventIndex {
  private:
   struct KeyRecord {
     uint64_t key = 0;
-    uint64_t refs = 0;  // engine hashes mapped to this key; 0: the record is free
+    uint64_t refs = 0;      // engine hashes mapped to this key
+    uint64_t inFlight = 0;  // in-flight requests holding it; refs + inFlight == 0: the record is free
+  };
+  // One ticket's holds: record ids in `slot`, valid while the slot's epoch is `epoch`.
+  struct InFlightHolds {
+    uint32_t slot = 0;
+    uint64_t epoch = 0;
+    std::vector<uint32_t> records;
   };
   struct SlotEvents {
     RobinHoodMap engine;  // engine hash -> record id
@@ -131,23 +161,28 @@ class EventIndex {
     std::vector<KeyRecord> records;
     std::vector<uint32_t> freeRecords;
     EventCounters counters;
+    size_t inFlightOnly = 0;  // records held by in-flight requests alone (refs == 0)
+    uint64_t epoch = 0;       // bumped by clear(): older in-flight holds are gone
     bool fed = false;
   };
 
   void stored(uint32_t slot, uint32_t flags, uint32_t count, uint32_t blockSize, const uint64_t* hashes,
               const uint32_t* tokens);
   void removed(uint32_t slot, uint32_t flags, uint32_t count, const uint64_t* hashes);
-  // One more engine hash maps to `key`; returns the key's record id.
-  uint32_t hold(uint32_t slot, uint64_t key);
-  // One engine hash mapped to record `id` is gone.
-  void release(uint32_t slot, uint32_t id);
+  // One more engine hash (inFlight false) or in-flight request (true) holds
+  // `key`; returns the key's record id.
+  uint32_t hold(uint32_t slot, uint64_t key, bool inFlight);
+  // One engine hash (inFlight false) or in-flight request (true) holding
+  // record `id` is gone.
+  void release(uint32_t slot, uint32_t id, bool inFlight);
   void refreshFed();
 
   std::vector<SlotEvents> slots_;
   FleetIndex fleet_;  // held keys of slots below kMaskSlots
   uint64_t fedMask_ = 0;
-  std::vector<uint32_t> fedHigh_;     // event-fed slots >= kMaskSlots, ascending
-  std::vector<uint64_t> keyScratch_;  // stored(): the event's keys
+  std::vector<uint32_t> fedHigh_;                         // event-fed slots >= kMaskSlots, ascending
+  std::vector<uint64_t> keyScratch_;                      // stored(): the event's keys
+  std::unordered_map<uint64_t, InFlightHolds> inFlight_;  // by ticket
   // match()'s scratch: the high slots still matching (sized with fedHigh_).
   mutable std::vector<uint32_t> alive_;
 };

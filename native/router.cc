@@ -283,6 +283,11 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   inst.routed += 1;
   reasonCounts_[static_cast<size_t>(out.reason)] += 1;
   out.ticket = tickets_.open(request);
+  // The engine stores the prompt's blocks only as it computes them: until the
+  // request finishes, its keys count as held there (event-index.h).
+  if (in.tokenKeys && events_.fed(static_cast<uint32_t>(out.slot))) {
+    events_.holdInFlight(static_cast<uint32_t>(out.slot), out.ticket, in.ids, in.n);
+  }
   return out;
 }
 
@@ -491,6 +496,7 @@ bool Router::onTicket(double ticket, TicketEvent event) {
       inst->aborted += 1;
     }
   }
+  events_.releaseInFlight(ticket);
   tickets_.close(ticket);
   return true;
 }

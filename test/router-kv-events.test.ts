@@ -79,6 +79,45 @@ for (const native of [true, false]) {
       expect(router.explain({ tokens: prompt }).candidates[0]!.matchedFrom).toBe('belief');
     });
 
+    it('counts an unfinished request routed to an event-fed instance as holding its prefix there', async () => {
+      const pub = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', encoding: 'map' });
+      open.push(pub);
+      const router = new Router({ instances: [{ id: 'fed', kvEvents: pub.endpoint }], native });
+      open.push(router);
+      await until(() => router.stats().instances[0]!.kvEvents!.fed);
+      // Nothing stored: a first request matches nothing.
+      expect(router.match({ tokens: prompt })).toEqual({ fed: 0 });
+      const first = router.route({ tokens: prompt });
+      // The engine has not stored the prompt yet (no events), but a sub-agent sent now will be
+      // scheduled behind the first request and find its 4 full blocks.
+      expect(router.match({ tokens: prompt })).toEqual({ fed: 4 });
+      expect(router.explain({ tokens: prompt.subarray(0, 40) }).candidates[0]).toMatchObject({
+        matchedBlocks: 2,
+        matchedFrom: 'events',
+      });
+      // Still not reported held by the engine.
+      expect(router.stats().instances[0]!.kvEvents!.heldKeys).toBe(0);
+      router.abort(first);
+      expect(router.match({ tokens: prompt })).toEqual({ fed: 0 });
+      // Finished requests leave the events alone to decide: the engine says it kept 2 blocks.
+      const second = router.route({ tokens: prompt });
+      for (let k = 0; k < 200 && router.stats().instances[0]!.kvEvents!.heldKeys < 2; k++) {
+        pub.publish([
+          {
+            type: 'BlockStored',
+            blockHashes: [21, 22],
+            parentBlockHash: null,
+            tokenIds: [...block(0), ...block(1)],
+            blockSize: 16,
+          },
+        ]);
+        await sleep(10);
+      }
+      expect(router.match({ tokens: prompt })).toEqual({ fed: 4 });
+      router.complete(second);
+      expect(router.match({ tokens: prompt })).toEqual({ fed: 2 });
+    });
+
     it('refuses bad endpoints and token ids, naming the field', () => {
       const router = new Router({ instances: ['a'], native });
       expect(() => router.addInstance('b', { kvEvents: 'http://x:1' })).toThrow(

@@ -49,6 +49,10 @@ export interface ModelCounters {
 export class EngineModel {
   readonly held = new Map<bigint, bigint>(); // engine hash -> key
   readonly refs = new Map<bigint, number>(); // key -> hashes
+  /** key -> in-flight requests routed here holding it (the router's holds, event-index.h). */
+  readonly inFlight = new Map<bigint, number>();
+  /** Bumped by every clear: holds from before are gone. */
+  epoch = 0;
   counters: ModelCounters = { stored: 0, removed: 0, cleared: 0, ignored: 0, orphaned: 0, unknownRemoved: 0 };
   private readonly salt: bigint;
 
@@ -72,6 +76,17 @@ export class EngineModel {
   clear(): void {
     this.held.clear();
     this.refs.clear();
+    this.inFlight.clear();
+    this.epoch += 1;
+  }
+
+  /** An in-flight request routed here holds `keys` (by` +1`) or finished (`-1`). */
+  holdInFlight(keys: readonly bigint[], by: 1 | -1): void {
+    for (const key of keys) {
+      const n = (this.inFlight.get(key) ?? 0) + by;
+      if (n === 0) this.inFlight.delete(key);
+      else this.inFlight.set(key, n);
+    }
   }
 
   /** Random events (1 to `max`), applied to the model as they are made. */
@@ -155,6 +170,14 @@ export class EngineModel {
     const cap = Math.min(keys.length, inputTokens >= 1 ? Math.floor((inputTokens - 1) / this.blockSize) : 0);
     let k = 0;
     while (k < cap && this.refs.has(keys[k]!)) k += 1;
+    return k;
+  }
+
+  /** The router's prediction: match() over what the engine holds or an in-flight request will. */
+  predict(keys: readonly bigint[], inputTokens: number): number {
+    const cap = Math.min(keys.length, inputTokens >= 1 ? Math.floor((inputTokens - 1) / this.blockSize) : 0);
+    let k = 0;
+    while (k < cap && (this.refs.has(keys[k]!) || this.inFlight.has(keys[k]!))) k += 1;
     return k;
   }
 }

@@ -24,6 +24,10 @@ interface SlotEvents {
   engine: Map<bigint, bigint>;
   /** token block key -> engine hashes mapped to it (> 0) */
   refs: Map<bigint, number>;
+  /** token block key -> in-flight requests holding it (> 0) */
+  inFlight: Map<bigint, number>;
+  /** Bumped by clear(): older in-flight holds are gone. */
+  epoch: number;
   stored: number;
   removed: number;
   cleared: number;
@@ -36,6 +40,8 @@ interface SlotEvents {
 const emptySlot = (): SlotEvents => ({
   engine: new Map(),
   refs: new Map(),
+  inFlight: new Map(),
+  epoch: 0,
   stored: 0,
   removed: 0,
   cleared: 0,
@@ -110,8 +116,22 @@ function checkArrays(packed: unknown): PackedKvEvents {
   return packed as PackedKvEvents;
 }
 
+/** One ticket's in-flight holds (native EventIndex::InFlightHolds). */
+interface InFlightHolds {
+  slot: number;
+  epoch: number;
+  keys: bigint[];
+}
+
+const bump = (m: Map<bigint, number>, key: bigint, by: number): void => {
+  const n = (m.get(key) ?? 0) + by;
+  if (n === 0) m.delete(key);
+  else m.set(key, n);
+};
+
 export class ReferenceEventIndex {
   private readonly slots: SlotEvents[] = [];
+  private readonly holds = new Map<number, InFlightHolds>();
 
   private at(slot: number): SlotEvents {
     this.slots[slot] ??= emptySlot();
@@ -120,14 +140,36 @@ export class ReferenceEventIndex {
 
   /** The slot's instance left or arrived: everything reset. */
   reset(slot: number): void {
+    const epoch = this.slots[slot]?.epoch ?? 0;
     this.slots[slot] = emptySlot();
+    this.slots[slot].epoch = epoch + 1;
   }
 
-  /** Empties the slot's index; counters and the fed flag stay. */
+  /** Empties the slot's index, its in-flight holds included; counters and the fed flag stay. */
   clear(slot: number): void {
     const s = this.at(slot);
     s.engine.clear();
     s.refs.clear();
+    s.inFlight.clear();
+    s.epoch += 1;
+  }
+
+  /** The request behind `ticket`, routed to event-fed `slot`, holds `ids` there until released. */
+  holdInFlight(slot: number, ticket: number, ids: readonly bigint[]): void {
+    if (this.holds.has(ticket)) return;
+    const s = this.at(slot);
+    this.holds.set(ticket, { slot, epoch: s.epoch, keys: [...ids] });
+    for (const key of ids) bump(s.inFlight, key, 1);
+  }
+
+  /** Drops `ticket`'s holds, if it has any from its slot's current epoch. */
+  releaseInFlight(ticket: number): void {
+    const h = this.holds.get(ticket);
+    if (h === undefined) return;
+    this.holds.delete(ticket);
+    const s = this.slots[h.slot];
+    if (s === undefined || s.epoch !== h.epoch) return;
+    for (const key of h.keys) bump(s.inFlight, key, -1);
   }
 
   setFed(slot: number, on: boolean): void {
@@ -159,8 +201,7 @@ export class ReferenceEventIndex {
         this.removed(s, flags, count, p, h);
         h += count;
       } else {
-        s.engine.clear();
-        s.refs.clear();
+        this.clear(slot);
         s.cleared += 1;
       }
     }
@@ -224,7 +265,7 @@ export class ReferenceEventIndex {
     this.slots.forEach((s, slot) => {
       if (!s.fed) return;
       let k = 0;
-      while (k < limit && s.refs.has(ids[k]!)) k += 1;
+      while (k < limit && (s.refs.has(ids[k]!) || s.inFlight.has(ids[k]!))) k += 1;
       matched[slot] = k;
     });
   }

@@ -269,13 +269,16 @@ export class ReferenceRouter implements CoreRouter {
     inst.shadow.activeBlocks += req.ids.length;
     inst.routed += 1;
     this.reasonTotals[reason]! += 1;
-    return this.tickets.openTicket({
+    const ticket = this.tickets.openTicket({
       slot,
       slotGeneration: inst.generation,
       uncachedTokens,
       blocks: req.ids.length,
       decoding: false,
     });
+    // Until it finishes, the request's keys count as held on the engine it went to (event-index.h).
+    if (req.tokenKeys && this.events.fed(slot)) this.events.holdInFlight(slot, ticket, req.ids);
+    return ticket;
   }
 
   match(ids: CoreIds | string | undefined): void {
@@ -531,6 +534,7 @@ export class ReferenceRouter implements CoreRouter {
       if (aborted) inst.aborted += 1;
       else inst.completed += 1;
     }
+    this.events.releaseInFlight(ticket);
     this.tickets.close(ticket);
     return true;
   }
