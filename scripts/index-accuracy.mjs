@@ -101,6 +101,21 @@ async function evictedBlocks(urls) {
   return total;
 }
 
+/**
+ * The proxy's KV event feed counters summed over the engines (kvroute_kv_events_*_total).
+ * @param {string} base
+ */
+async function feedCounters(base) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  /** @type {Record<string, number>} */
+  const totals = {};
+  for (const name of ['gaps', 'missing_messages', 'replays', 'replay_failures', 'rebuilds', 'disconnects']) {
+    const re = new RegExp(`^kvroute_kv_events_${name}_total(?:\\{[^}]*\\})? (\\S+)$`, 'gm');
+    totals[name] = [...text.matchAll(re)].reduce((sum, m) => sum + Number(m[1]), 0);
+  }
+  return totals;
+}
+
 /** @param {import('node:child_process').ChildProcess} child */
 function stop(child) {
   return new Promise((resolve) => {
@@ -136,6 +151,8 @@ async function cell(mode, capacity) {
   let evictions;
   /** @type {string[]} */
   const replayArgs = [];
+  /** @type {Record<string, number> | undefined} */
+  let feed;
   try {
     proxy = await start(serveArgs, (line) => line.includes('listening on'));
     const base = /listening on (\S+)/.exec(proxy.lines.at(-1) ?? '')?.[1];
@@ -147,6 +164,7 @@ async function cell(mode, capacity) {
     process.stderr.write(`${name}: kvroute ${replayArgs.join(' ')}\n`);
     run(replayArgs);
     evictions = await evictedBlocks(urls);
+    if (mode === 'events') feed = await feedCounters(base);
   } finally {
     if (proxy !== undefined) await stop(proxy.child);
     await stop(engines.child);
@@ -160,6 +178,7 @@ async function cell(mode, capacity) {
     apc: analysis.apc,
     ttft_p90: analysis.ttft_s?.p90,
     evicted_blocks: evictions,
+    kv_event_feed: feed,
     prediction: analysis.prediction,
     dispatch: values.dispatch,
     commands: { engines: engineArgs, proxy: serveArgs, replay: replayArgs },
