@@ -95,15 +95,66 @@ void EventIndex::clear(uint32_t slot) {
   SlotEvents& s = slots_[slot];
   if (slot < kMaskSlots) {
     for (const KeyRecord& r : s.records) {
-      if (r.refs + r.inFlight != 0) fleet_.remove(r.key, slot);
+      if (r.refs != 0) fleet_.remove(r.key, slot);
     }
   }
   s.engine.clear();
   s.keys.clear();
   s.records.clear();
   s.freeRecords.clear();
-  s.inFlightOnly = 0;
-  s.epoch += 1;  // the slot's in-flight holds went with the records
+  if (!s.inFlight.empty()) {
+    for (const InFlightRequest& r : s.inFlight) inFlightSlot_.erase(r.ticket);
+    s.inFlight.clear();
+    inFlightSlots_.erase(std::find(inFlightSlots_.begin(), inFlightSlots_.end(), slot));
+  }
+}
+
+void EventIndex::holdInFlight(uint32_t slot, double ticket, const uint64_t* ids, uint32_t n) {
+  ensureSlots(slot + 1);
+  const uint64_t key = static_cast<uint64_t>(ticket);
+  if (n == 0 || !inFlightSlot_.emplace(key, slot).second) return;
+  SlotEvents& s = slots_[slot];
+  if (s.inFlight.empty()) {
+    inFlightSlots_.insert(std::lower_bound(inFlightSlots_.begin(), inFlightSlots_.end(), slot), slot);
+  }
+  s.inFlight.push_back(InFlightRequest{key, std::vector<uint64_t>(ids, ids + n)});
+}
+
+void EventIndex::releaseInFlight(double ticket) {
+  if (inFlightSlot_.empty()) return;
+  const auto found = inFlightSlot_.find(static_cast<uint64_t>(ticket));
+  if (found == inFlightSlot_.end()) return;
+  const uint32_t slot = found->second;
+  inFlightSlot_.erase(found);
+  std::vector<InFlightRequest>& list = slots_[slot].inFlight;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i].ticket != static_cast<uint64_t>(ticket)) continue;
+    list[i] = std::move(list.back());
+    list.pop_back();
+    break;
+  }
+  if (list.empty()) inFlightSlots_.erase(std::find(inFlightSlots_.begin(), inFlightSlots_.end(), slot));
+}
+
+uint32_t EventIndex::inFlightPrefix(uint32_t slot, const uint64_t* ids, uint32_t limit) const {
+  uint32_t best = 0;
+  for (const InFlightRequest& r : slots_[slot].inFlight) {
+    // Chained keys: ids[k] == r.ids[k] exactly for k below the common prefix,
+    // so the agreement is monotone and bisection finds its end.
+    uint32_t lo = best;  // only a longer prefix matters
+    uint32_t hi = std::min<uint32_t>(limit, static_cast<uint32_t>(r.ids.size()));
+    if (hi <= lo || (lo > 0 && ids[lo - 1] != r.ids[lo - 1])) continue;
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo + 1) / 2;
+      if (ids[mid - 1] == r.ids[mid - 1]) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    best = lo;
+  }
+  return best;
 }
 
 void EventIndex::setFed(uint32_t slot, bool on) {
@@ -126,19 +177,13 @@ void EventIndex::refreshFed() {
   alive_.resize(fedHigh_.size());
 }
 
-uint32_t EventIndex::hold(uint32_t slot, uint64_t key, bool inFlight) {
+uint32_t EventIndex::hold(uint32_t slot, uint64_t key) {
   SlotEvents& s = slots_[slot];
   const uint32_t fresh = s.freeRecords.empty() ? static_cast<uint32_t>(s.records.size()) : s.freeRecords.back();
   RobinHoodMap::Slot* found = s.keys.insertOrFind(key, fresh);
   if (found != nullptr) {
     const uint32_t id = static_cast<uint32_t>(found->value());
-    KeyRecord& r = s.records[id];
-    if (inFlight) {
-      r.inFlight += 1;
-    } else {
-      if (r.refs == 0) s.inFlightOnly -= 1;  // held in flight until now; the engine has it too
-      r.refs += 1;
-    }
+    s.records[id].refs += 1;
     return id;
   }
   if (s.freeRecords.empty()) {
@@ -146,48 +191,18 @@ uint32_t EventIndex::hold(uint32_t slot, uint64_t key, bool inFlight) {
   } else {
     s.freeRecords.pop_back();
   }
-  s.records[fresh] = inFlight ? KeyRecord{key, 0, 1} : KeyRecord{key, 1, 0};
-  if (inFlight) s.inFlightOnly += 1;
+  s.records[fresh] = KeyRecord{key, 1};
   if (slot < kMaskSlots) fleet_.add(key, slot);
   return fresh;
 }
 
-void EventIndex::release(uint32_t slot, uint32_t id, bool inFlight) {
+void EventIndex::release(uint32_t slot, uint32_t id) {
   SlotEvents& s = slots_[slot];
   KeyRecord& r = s.records[id];
-  if (inFlight) {
-    r.inFlight -= 1;
-  } else {
-    r.refs -= 1;
-    if (r.refs == 0 && r.inFlight != 0) s.inFlightOnly += 1;
-  }
-  if (r.refs + r.inFlight != 0) return;
-  if (inFlight) s.inFlightOnly -= 1;
+  if (--r.refs != 0) return;
   s.keys.erase(r.key);
   if (slot < kMaskSlots) fleet_.remove(r.key, slot);
   s.freeRecords.push_back(id);
-}
-
-void EventIndex::holdInFlight(uint32_t slot, double ticket, const uint64_t* ids, uint32_t n) {
-  ensureSlots(slot + 1);
-  auto [it, fresh] = inFlight_.try_emplace(static_cast<uint64_t>(ticket));
-  if (!fresh) return;
-  InFlightHolds& h = it->second;
-  h.slot = slot;
-  h.epoch = slots_[slot].epoch;
-  h.records.resize(n);
-  for (uint32_t k = 0; k < n; ++k) h.records[k] = hold(slot, ids[k], true);
-}
-
-void EventIndex::releaseInFlight(double ticket) {
-  if (inFlight_.empty()) return;
-  auto it = inFlight_.find(static_cast<uint64_t>(ticket));
-  if (it == inFlight_.end()) return;
-  const InFlightHolds& h = it->second;
-  if (h.slot < slots_.size() && slots_[h.slot].epoch == h.epoch) {
-    for (uint32_t id : h.records) release(h.slot, id, true);
-  }
-  inFlight_.erase(it);
 }
 
 void EventIndex::stored(uint32_t slot, uint32_t flags, uint32_t count, uint32_t blockSize, const uint64_t* hashes,
@@ -225,7 +240,7 @@ void EventIndex::stored(uint32_t slot, uint32_t flags, uint32_t count, uint32_t 
   s.counters.stored += count;
   for (uint32_t j = 0; j < count; ++j) {
     if (s.engine.find(hashes[j]) != nullptr) continue;  // a re-store: idempotent
-    const uint32_t id = hold(slot, keyScratch_[j], false);
+    const uint32_t id = hold(slot, keyScratch_[j]);
     s.engine.insert(hashes[j], id);
   }
 }
@@ -245,7 +260,7 @@ void EventIndex::removed(uint32_t slot, uint32_t flags, uint32_t count, const ui
     }
     const uint32_t id = static_cast<uint32_t>(mapped->value());
     s.engine.eraseSlot(mapped);
-    release(slot, id, false);
+    release(slot, id);
     s.counters.removed += 1;
   }
 }
@@ -304,15 +319,23 @@ void EventIndex::match(const uint64_t* ids, uint32_t limit, int32_t* matched) co
     mask &= mask - 1;
   }
   for (size_t a = 0; a < alive; ++a) matched[alive_[a]] = static_cast<int32_t>(k);
+  // In-flight requests cover [0, L): past the event walk, the match resumes at L.
+  for (uint32_t s : inFlightSlots_) {
+    if (!slots_[s].fed) continue;
+    uint32_t walk = inFlightPrefix(s, ids, limit);
+    if (walk <= static_cast<uint32_t>(matched[s])) continue;
+    while (walk < limit && slots_[s].keys.find(ids[walk]) != nullptr) ++walk;
+    matched[s] = static_cast<int32_t>(walk);
+  }
 }
 
 size_t EventIndex::bytes() const {
-  size_t total = fleet_.bytes();
-  for (const auto& [ticket, h] : inFlight_)
-    total += sizeof(h) + sizeof(ticket) + h.records.capacity() * sizeof(uint32_t);
+  size_t total = fleet_.bytes() + inFlightSlot_.size() * (sizeof(uint64_t) + sizeof(uint32_t) + 2 * sizeof(void*)) +
+                 inFlightSlots_.capacity() * sizeof(uint32_t);
   for (const SlotEvents& s : slots_) {
     total += s.engine.bytes() + s.keys.bytes() + s.records.capacity() * sizeof(KeyRecord) +
-             s.freeRecords.capacity() * sizeof(uint32_t);
+             s.freeRecords.capacity() * sizeof(uint32_t) + s.inFlight.capacity() * sizeof(InFlightRequest);
+    for (const InFlightRequest& r : s.inFlight) total += r.ids.capacity() * sizeof(uint64_t);
   }
   return total;
 }
@@ -333,32 +356,19 @@ std::string EventIndex::checkInvariants() const {
       }
     });
     if (badId) return at + "an engine hash names no record";
-    // Each record's inFlight is the number of this epoch's in-flight holds naming it.
-    std::vector<uint64_t> holds(s.records.size(), 0);
-    for (const auto& [ticket, h] : inFlight_) {
-      if (h.slot != slot || h.epoch != s.epoch) continue;
-      for (uint32_t id : h.records) {
-        if (id >= holds.size()) return at + "an in-flight hold names no record";
-        holds[id] += 1;
-      }
-    }
     size_t live = 0;
-    size_t inFlightOnly = 0;
     for (uint32_t id = 0; id < s.records.size(); ++id) {
       const KeyRecord& r = s.records[id];
       if (r.refs != refs[id]) return at + "record " + std::to_string(id) + " counts the wrong number of hashes";
-      if (r.inFlight != holds[id]) return at + "record " + std::to_string(id) + " counts the wrong in-flight holds";
-      if (r.refs + r.inFlight == 0) continue;
+      if (r.refs == 0) continue;
       live += 1;
-      if (r.refs == 0) inFlightOnly += 1;
       const RobinHoodMap::Slot* k = s.keys.find(r.key);
       if (k == nullptr || k->value() != id) return at + "a held key is not in the key map";
       if (slot < kMaskSlots && (fleet_.holders(r.key) & (uint64_t{1} << slot)) == 0) {
         return at + "a held key is missing from the fleet mask";
       }
     }
-    if (live != s.keys.size()) return at + "the key map holds keys no hash or hold names";
-    if (inFlightOnly != s.inFlightOnly) return at + "keys held in flight alone are miscounted";
+    if (live != s.keys.size()) return at + "the key map holds keys no hash maps to";
     if (live + s.freeRecords.size() != s.records.size()) return at + "free records are miscounted";
     if (slot < kMaskSlots) maskBits += live;
     if (s.fed != (slot < kMaskSlots ? (fedMask_ >> slot & 1) != 0
@@ -367,6 +377,21 @@ std::string EventIndex::checkInvariants() const {
     }
   }
   if (fleet_.bits() != maskBits) return "event index: the fleet mask holds bits no slot holds";
+  size_t remembered = 0;
+  for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+    const auto& list = slots_[slot].inFlight;
+    remembered += list.size();
+    if (list.empty() != !std::binary_search(inFlightSlots_.begin(), inFlightSlots_.end(), slot)) {
+      return "event index slot " + std::to_string(slot) + ": the in-flight slot list disagrees";
+    }
+    for (const InFlightRequest& r : list) {
+      const auto at = inFlightSlot_.find(r.ticket);
+      if (at == inFlightSlot_.end() || at->second != slot) {
+        return "event index slot " + std::to_string(slot) + ": an in-flight request is not in the ticket map";
+      }
+    }
+  }
+  if (remembered != inFlightSlot_.size()) return "event index: the ticket map names requests no slot remembers";
   return "";
 }
 

@@ -30,22 +30,26 @@
 //     and its key released; an unknown one is counted.
 //   * AllBlocksCleared: the slot's index is emptied.
 //
-// In-flight holds: a token-keyed request routed to an event-fed slot holds its
-// keys there until its ticket completes or aborts (holdInFlight /
-// releaseInFlight). The engine stores a prompt's blocks only as it computes
-// them, so without these a session's next turn or a sub-agent arriving while
-// the first request is still queued or prefilling would match nothing on the
-// engine that is about to hold its prefix: it would be predicted uncached and
-// scattered to another instance. With them, a key is held while any engine
-// hash maps to it or any in-flight request holds it. A running request's
-// blocks are not evictable in vLLM, so the hold does not outlive the truth;
-// after completion the events alone decide. clear()/reset() drop the slot's
-// holds with everything else: a ticket from before (an older epoch) releases
-// nothing.
+// In-flight requests: a token-keyed request routed to an event-fed slot is
+// remembered there (its keys, copied) until its ticket completes or aborts
+// (holdInFlight / releaseInFlight). The engine publishes a prompt's blocks only
+// as it computes them, so without this a session's next turn or a sub-agent
+// sent while the first request is still queued or prefilling would match
+// nothing on the engine about to hold its prefix, and be predicted uncached
+// and scattered. Keys chain (token-keys.h): a request's key at position k
+// equals an in-flight request's key at k exactly when their first k + 1
+// blocks agree, so the in-flight requests cover a prefix [0, L) of the
+// request, L the longest common prefix with any of them, found by bisection.
+// Position k is held when the events hold its key or k < L. A running
+// request's blocks are not evictable in vLLM, so while it lasts this is no
+// overstatement; after it finishes the events alone decide. clear()/reset()
+// forget the slot's in-flight requests with the rest.
 //
 // Match (vLLM's semantics): an event-fed slot holds a prefix of k blocks when
-// each of the request's first k keys is held; the walk stops at the first
-// miss, once per key for every event-fed slot together (AND of the masks).
+// each of the request's first k positions is held; the walk stops at the first
+// miss, once per key for every event-fed slot together (AND of the masks),
+// then continues past L one by one for a slot whose in-flight prefix reaches
+// beyond its event walk. Cost: O(in-flight requests on the slot x log n) more.
 //
 // Complexity: a stored block costs one XXH64 over its tokens and about four
 // hash-map operations; a removed one about three; the walk O(matched depth)
@@ -123,21 +127,20 @@ class EventIndex {
 
   void apply(uint32_t slot, const PackedKvEvents& p);
 
-  // The request behind `ticket` (routed to event-fed `slot`) holds ids[0..n)
-  // there until releaseInFlight(ticket). A ticket holds at most once.
+  // The request behind `ticket`, routed to event-fed `slot`, covers ids[0..n)
+  // there until releaseInFlight(ticket). A ticket is remembered at most once.
   void holdInFlight(uint32_t slot, double ticket, const uint64_t* ids, uint32_t n);
-  // Drops `ticket`'s holds, if it has any from the slot's current epoch.
+  // Forgets `ticket`'s request, if it is remembered.
   void releaseInFlight(double ticket);
-  // Tickets holding keys now (all slots).
-  size_t inFlightTickets() const { return inFlight_.size(); }
+  // In-flight requests remembered on `slot`.
+  size_t inFlight(uint32_t slot) const { return slots_[slot].inFlight.size(); }
 
   // For every event-fed slot s: matched[s] = the number of leading ids[0..limit)
   // the slot holds. Other entries are left as they were.
   void match(const uint64_t* ids, uint32_t limit, int32_t* matched) const;
 
   const EventCounters& counters(uint32_t slot) const { return slots_[slot].counters; }
-  // Keys some engine hash maps to (in-flight holds alone not counted).
-  size_t heldKeys(uint32_t slot) const { return slots_[slot].keys.size() - slots_[slot].inFlightOnly; }
+  size_t heldKeys(uint32_t slot) const { return slots_[slot].keys.size(); }
   size_t engineBlocks(uint32_t slot) const { return slots_[slot].engine.size(); }
   size_t bytes() const;
   // "" when the maps, records and fleet mask agree; else the first violation. For tests.
@@ -146,43 +149,40 @@ class EventIndex {
  private:
   struct KeyRecord {
     uint64_t key = 0;
-    uint64_t refs = 0;      // engine hashes mapped to this key
-    uint64_t inFlight = 0;  // in-flight requests holding it; refs + inFlight == 0: the record is free
+    uint64_t refs = 0;  // engine hashes mapped to this key; 0: the record is free
   };
-  // One ticket's holds: record ids in `slot`, valid while the slot's epoch is `epoch`.
-  struct InFlightHolds {
-    uint32_t slot = 0;
-    uint64_t epoch = 0;
-    std::vector<uint32_t> records;
+  struct InFlightRequest {
+    uint64_t ticket = 0;
+    std::vector<uint64_t> ids;
   };
   struct SlotEvents {
     RobinHoodMap engine;  // engine hash -> record id
     RobinHoodMap keys;    // token block key -> record id
     std::vector<KeyRecord> records;
     std::vector<uint32_t> freeRecords;
+    std::vector<InFlightRequest> inFlight;  // unordered
     EventCounters counters;
-    size_t inFlightOnly = 0;  // records held by in-flight requests alone (refs == 0)
-    uint64_t epoch = 0;       // bumped by clear(): older in-flight holds are gone
     bool fed = false;
   };
 
   void stored(uint32_t slot, uint32_t flags, uint32_t count, uint32_t blockSize, const uint64_t* hashes,
               const uint32_t* tokens);
   void removed(uint32_t slot, uint32_t flags, uint32_t count, const uint64_t* hashes);
-  // One more engine hash (inFlight false) or in-flight request (true) holds
-  // `key`; returns the key's record id.
-  uint32_t hold(uint32_t slot, uint64_t key, bool inFlight);
-  // One engine hash (inFlight false) or in-flight request (true) holding
-  // record `id` is gone.
-  void release(uint32_t slot, uint32_t id, bool inFlight);
+  // One more engine hash maps to `key`; returns the key's record id.
+  uint32_t hold(uint32_t slot, uint64_t key);
+  // One engine hash mapped to record `id` is gone.
+  void release(uint32_t slot, uint32_t id);
   void refreshFed();
+  // The longest prefix of ids[0..limit) an in-flight request on `slot` shares.
+  uint32_t inFlightPrefix(uint32_t slot, const uint64_t* ids, uint32_t limit) const;
 
   std::vector<SlotEvents> slots_;
   FleetIndex fleet_;  // held keys of slots below kMaskSlots
   uint64_t fedMask_ = 0;
-  std::vector<uint32_t> fedHigh_;                         // event-fed slots >= kMaskSlots, ascending
-  std::vector<uint64_t> keyScratch_;                      // stored(): the event's keys
-  std::unordered_map<uint64_t, InFlightHolds> inFlight_;  // by ticket
+  std::vector<uint32_t> fedHigh_;                        // event-fed slots >= kMaskSlots, ascending
+  std::vector<uint64_t> keyScratch_;                     // stored(): the event's keys
+  std::unordered_map<uint64_t, uint32_t> inFlightSlot_;  // ticket -> slot of its remembered request
+  std::vector<uint32_t> inFlightSlots_;                  // slots remembering a request, ascending
   // match()'s scratch: the high slots still matching (sized with fedHigh_).
   mutable std::vector<uint32_t> alive_;
 };

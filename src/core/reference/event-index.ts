@@ -24,10 +24,8 @@ interface SlotEvents {
   engine: Map<bigint, bigint>;
   /** token block key -> engine hashes mapped to it (> 0) */
   refs: Map<bigint, number>;
-  /** token block key -> in-flight requests holding it (> 0) */
-  inFlight: Map<bigint, number>;
-  /** Bumped by clear(): older in-flight holds are gone. */
-  epoch: number;
+  /** Requests routed here and not finished, by ticket: their keys. */
+  inFlight: Map<number, readonly bigint[]>;
   stored: number;
   removed: number;
   cleared: number;
@@ -41,7 +39,6 @@ const emptySlot = (): SlotEvents => ({
   engine: new Map(),
   refs: new Map(),
   inFlight: new Map(),
-  epoch: 0,
   stored: 0,
   removed: 0,
   cleared: 0,
@@ -116,22 +113,10 @@ function checkArrays(packed: unknown): PackedKvEvents {
   return packed as PackedKvEvents;
 }
 
-/** One ticket's in-flight holds (native EventIndex::InFlightHolds). */
-interface InFlightHolds {
-  slot: number;
-  epoch: number;
-  keys: bigint[];
-}
-
-const bump = (m: Map<bigint, number>, key: bigint, by: number): void => {
-  const n = (m.get(key) ?? 0) + by;
-  if (n === 0) m.delete(key);
-  else m.set(key, n);
-};
-
 export class ReferenceEventIndex {
   private readonly slots: SlotEvents[] = [];
-  private readonly holds = new Map<number, InFlightHolds>();
+  /** ticket -> the slot remembering its request */
+  private readonly inFlightSlot = new Map<number, number>();
 
   private at(slot: number): SlotEvents {
     this.slots[slot] ??= emptySlot();
@@ -140,36 +125,32 @@ export class ReferenceEventIndex {
 
   /** The slot's instance left or arrived: everything reset. */
   reset(slot: number): void {
-    const epoch = this.slots[slot]?.epoch ?? 0;
+    this.clear(slot);
     this.slots[slot] = emptySlot();
-    this.slots[slot].epoch = epoch + 1;
   }
 
-  /** Empties the slot's index, its in-flight holds included; counters and the fed flag stay. */
+  /** Empties the slot's index and forgets its in-flight requests; counters and the fed flag stay. */
   clear(slot: number): void {
     const s = this.at(slot);
     s.engine.clear();
     s.refs.clear();
+    for (const ticket of s.inFlight.keys()) this.inFlightSlot.delete(ticket);
     s.inFlight.clear();
-    s.epoch += 1;
   }
 
-  /** The request behind `ticket`, routed to event-fed `slot`, holds `ids` there until released. */
+  /** The request behind `ticket`, routed to event-fed `slot`, covers `ids` there until released. */
   holdInFlight(slot: number, ticket: number, ids: readonly bigint[]): void {
-    if (this.holds.has(ticket)) return;
-    const s = this.at(slot);
-    this.holds.set(ticket, { slot, epoch: s.epoch, keys: [...ids] });
-    for (const key of ids) bump(s.inFlight, key, 1);
+    if (ids.length === 0 || this.inFlightSlot.has(ticket)) return;
+    this.inFlightSlot.set(ticket, slot);
+    this.at(slot).inFlight.set(ticket, [...ids]);
   }
 
-  /** Drops `ticket`'s holds, if it has any from its slot's current epoch. */
+  /** Forgets `ticket`'s request, if it is remembered. */
   releaseInFlight(ticket: number): void {
-    const h = this.holds.get(ticket);
-    if (h === undefined) return;
-    this.holds.delete(ticket);
-    const s = this.slots[h.slot];
-    if (s === undefined || s.epoch !== h.epoch) return;
-    for (const key of h.keys) bump(s.inFlight, key, -1);
+    const slot = this.inFlightSlot.get(ticket);
+    if (slot === undefined) return;
+    this.inFlightSlot.delete(ticket);
+    this.slots[slot]!.inFlight.delete(ticket);
   }
 
   setFed(slot: number, on: boolean): void {
@@ -260,12 +241,22 @@ export class ReferenceEventIndex {
     }
   }
 
-  /** For each event-fed slot: matched[s] = how many of ids[0..limit) it holds, from the first. */
+  /**
+   * For each event-fed slot: matched[s] = how many of ids[0..limit) it holds, from the first. A
+   * position is held when the events hold its key, or an in-flight request on the slot shares the
+   * request's keys up to and including it.
+   */
   match(ids: readonly bigint[], limit: number, matched: Int32Array): void {
     this.slots.forEach((s, slot) => {
       if (!s.fed) return;
+      let covered = 0;
+      for (const other of s.inFlight.values()) {
+        let k = 0;
+        while (k < limit && k < other.length && other[k] === ids[k]) k += 1;
+        covered = Math.max(covered, k);
+      }
       let k = 0;
-      while (k < limit && (s.refs.has(ids[k]!) || s.inFlight.has(ids[k]!))) k += 1;
+      while (k < limit && (k < covered || s.refs.has(ids[k]!))) k += 1;
       matched[slot] = k;
     });
   }
