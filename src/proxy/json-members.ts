@@ -7,7 +7,8 @@
  * and the byte range `"key": value`. Strings are skipped with a native search for the next quote
  * (Buffer.indexOf) and an escape check (an even run of backslashes before it ends the string), so
  * prompt text, the bulk of a body, is not visited byte by byte; nested arrays and objects are
- * skipped by counting brackets outside strings. rebuildObject() then concatenates the kept
+ * skipped by counting brackets outside strings, each structural byte found by a native search
+ * too (containerEnd), so a long `hash_ids` array costs a few memchr passes. rebuildObject() then concatenates the kept
  * members' slices (adjacent kept members as one slice, their separators included) and appended
  * members: one copy of the body, no parse, no serialisation.
  *
@@ -68,19 +69,7 @@ function stringEnd(b: Buffer, i: number): number {
 function valueEnd(b: Buffer, i: number): number {
   const c = b[i];
   if (c === QUOTE) return stringEnd(b, i);
-  if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-    let depth = 0;
-    for (let j = i; j < b.length; j++) {
-      const d = b[j];
-      if (d === QUOTE) {
-        const end = stringEnd(b, j);
-        if (end < 0) return -1;
-        j = end - 1;
-      } else if (d === OPEN_BRACE || d === OPEN_BRACKET) depth++;
-      else if ((d === CLOSE_BRACE || d === CLOSE_BRACKET) && --depth === 0) return j + 1;
-    }
-    return -1;
-  }
+  if (c === OPEN_BRACE || c === OPEN_BRACKET) return containerEnd(b, i);
   // A number, true, false or null: up to the next delimiter.
   let j = i;
   while (j < b.length) {
@@ -89,6 +78,47 @@ function valueEnd(b: Buffer, i: number): number {
     j++;
   }
   return j > i ? j : -1;
+}
+
+/** Where `byte` next occurs at or after `from` (Infinity: nowhere). */
+const nextAt = (b: Buffer, byte: number, from: number): number => {
+  const at = b.indexOf(byte, from);
+  return at < 0 ? Infinity : at;
+};
+
+/**
+ * The index just past the array or object that opens at b[i], or -1. The next position of each
+ * structural byte (quote, the four brackets) is found by a native search and kept until the walk
+ * passes it, so each byte class is searched through once: digits, commas and string contents are
+ * never visited one by one.
+ */
+function containerEnd(b: Buffer, i: number): number {
+  let depth = 0;
+  let j = i;
+  let quote = -1;
+  let openBrace = -1;
+  let closeBrace = -1;
+  let openBracket = -1;
+  let closeBracket = -1;
+  for (;;) {
+    if (quote < j) quote = nextAt(b, QUOTE, j);
+    if (openBrace < j) openBrace = nextAt(b, OPEN_BRACE, j);
+    if (closeBrace < j) closeBrace = nextAt(b, CLOSE_BRACE, j);
+    if (openBracket < j) openBracket = nextAt(b, OPEN_BRACKET, j);
+    if (closeBracket < j) closeBracket = nextAt(b, CLOSE_BRACKET, j);
+    const k = Math.min(quote, openBrace, closeBrace, openBracket, closeBracket);
+    if (k === Infinity) return -1;
+    if (k === quote) {
+      j = stringEnd(b, k);
+      if (j < 0) return -1;
+    } else if (k === openBrace || k === openBracket) {
+      depth++;
+      j = k + 1;
+    } else {
+      if (--depth === 0) return k + 1;
+      j = k + 1;
+    }
+  }
 }
 
 /** The key of the string at [start, end) (quotes included), unescaped when it has escapes. */
