@@ -9,7 +9,8 @@
  * client gets the decode instance's answer, the prefill got max_tokens 1 and do_remote_decode,
  * the decode got the params), kv_transfer_params never reaching the client, every fallback (5xx,
  * connection refused, timeout, no params), client abort in each phase, the request deadline
- * during the prefill, and the metrics and request-log records. Both upstream clients.
+ * during the prefill, and the metrics and request-log records. Both upstream clients, both
+ * server modes.
  */
 import { once, type EventEmitter } from 'node:events';
 
@@ -28,7 +29,8 @@ import { forceOffload, type ForcedOffload } from './helpers/offload-router.js';
 import { MODEL, post, scopedRigs, type ProxyRig } from './helpers/proxy-harness.js';
 
 let upstream: 'h1' | 'undici' = 'h1';
-const rigs = scopedRigs(() => ({ upstream }));
+let http: 'uws' | 'node' = 'uws';
+const rigs = scopedRigs(() => ({ upstream, http }));
 afterEach(() => rigs.closeAll());
 
 const PREFILL_PARAMS = {
@@ -171,9 +173,14 @@ describe('PrefillCall: the prefill phase as a unit, against a protocol-speaking 
   });
 });
 
-describe.each(['h1', 'undici'] as const)('proxy prefill offload, upstream client %s', (client) => {
+describe.each([
+  ['h1', 'uws'],
+  ['undici', 'uws'],
+  ['h1', 'node'],
+] as const)('proxy prefill offload, upstream client %s, server %s', (client, server) => {
   beforeAll(() => {
     upstream = client;
+    http = server;
   });
 
   it('non-streaming: the prefill gets max_tokens 1 and do_remote_decode, the decode its params, the client the decode answer', async () => {
