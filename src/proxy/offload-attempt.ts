@@ -10,8 +10,9 @@
  * breaker on a connection failure (as any attempt's), the observers' onOffload and
  * onUpstreamError, and the request record's offload fields.
  *
- * Invariant: the prefill ticket and in-flight slot are held exactly while `running`; the phase
- * ends once, by its outcome (then `send` runs, exactly once) or by cancel() (then it never does).
+ * Invariant: the prefill ticket and in-flight slot are held exactly while `call` is set (the
+ * prefill phase runs); the phase ends once, by its outcome (then `send` runs, exactly once) or by
+ * cancel() (then it never does).
  */
 import type { Backend } from './backend.js';
 import { OffloadBodies } from './offload-bodies.js';
@@ -45,11 +46,6 @@ export class OffloadAttempt {
     private readonly ticket: number,
   ) {
     this.record = { prefillInstance };
-  }
-
-  /** The prefill phase runs (its ticket and in-flight slot held). */
-  get running(): boolean {
-    return this.call !== undefined;
   }
 
   /**
