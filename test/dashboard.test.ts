@@ -99,6 +99,23 @@ describe('rolling windows', () => {
     expect(o.requestRate()).toBe(4 / 5);
     expect(Math.abs(o.ttftP90().value! - 120) / 120).toBeLessThan(0.021);
   });
+
+  it('the observer counts offloads and fallbacks, and takes the p90 of prefill and transfer times', () => {
+    let now = 50_000;
+    const o = new DashboardObserver({ now: () => now, ttftWindowSeconds: 10 });
+    expect(o.offloadP90()).toEqual({ prefill: null, transfer: null });
+    for (let i = 1; i <= 10; i++) o.onOffload('http://p', 'http://d', 'v3', i * 100, undefined);
+    o.onOffload('http://p', 'http://d', 'v3', 60_000, 'timeout'); // a fallback's time is not a prefill's
+    o.onOffload('http://p', 'http://d', 'v3', 3, 'error');
+    o.onOffloadTransfer('http://d', 'v3', 40);
+    expect(o.offload).toEqual({ offloads: 10, fallbacks: 2 });
+    const p90 = o.offloadP90();
+    expect(Math.abs(p90.prefill! - 900) / 900).toBeLessThan(0.021);
+    expect(Math.abs(p90.transfer! - 40) / 40).toBeLessThan(0.021);
+    now = 70_000; // the window has passed; the counts stay
+    expect(o.offloadP90()).toEqual({ prefill: null, transfer: null });
+    expect(o.offload).toEqual({ offloads: 10, fallbacks: 2 });
+  });
 });
 
 /** A stand-in for uWS.HttpResponse that records calls and fails loudly when touched after abort. */
@@ -375,6 +392,8 @@ describe('the page', () => {
       }
       expect(await page.textContent('#status')).toBe('live');
       expect(await page.locator('#chart-rate canvas').count()).toBe(1); // uPlot drew a chart
+      expect(await page.getAttribute('#offloads', 'data-value')).toBe('0'); // no offload policy
+      expect(await page.textContent('#prefill-p90')).toBe('–');
 
       // Requests through the proxy: a session's turns (cache hits on one engine) and fresh prompts.
       const send = async (session: string, content: string): Promise<void> => {
@@ -439,6 +458,16 @@ describe('the page', () => {
               ?.getAttribute('data-value') === String(ratio),
           [r.instance, r.prefixCacheHitRatio] as const,
         );
+
+      // An offload and a fallback, as the exchange reports them (test/proxy-offload.test.ts drives
+      // the exchange itself), reach the offload tiles.
+      dashboard.observer.onOffload!(fleet.urls[1]!, fleet.urls[0]!, 'v3', 250, undefined);
+      dashboard.observer.onOffload!(fleet.urls[1]!, fleet.urls[0]!, 'v3', 12, 'status');
+      dashboard.observer.onOffloadTransfer!(fleet.urls[0]!, 'v3', 45);
+      await page.waitForFunction(() => document.querySelector('#offloads')?.getAttribute('data-value') === '1');
+      expect(await page.getAttribute('#offload-fallbacks', 'data-value')).toBe('1');
+      expect(Math.abs(Number(await page.getAttribute('#prefill-p90', 'data-value')) - 250)).toBeLessThan(6);
+      expect(Math.abs(Number(await page.getAttribute('#transfer-p90', 'data-value')) - 45)).toBeLessThan(1);
 
       const shot = process.env.KVROUTE_DASHBOARD_SCREENSHOT;
       if (shot) await page.screenshot({ path: shot, fullPage: true });

@@ -50,6 +50,7 @@ describe('serve configuration', () => {
         'strip-extensions: true',
         'engine-state: shm:feed',
         'first-byte-timeout: 1234',
+        'offload-prefill-timeout: 2500',
       ].join('\n'),
     );
     const fromFile = resolveServeConfig({ config }, {});
@@ -62,15 +63,28 @@ describe('serve configuration', () => {
       stripExtensions: true,
       engineState: { shm: 'feed' },
       firstByteTimeoutMs: 1234,
+      offloadPrefillTimeoutMs: 2500,
     });
-    const env = { KVROUTE_CONFIG: config, KVROUTE_PORT: '9100', KVROUTE_RETRIES: '0', KVROUTE_STRIP_EXTENSIONS: 'no' };
+    const env = {
+      KVROUTE_CONFIG: config,
+      KVROUTE_PORT: '9100',
+      KVROUTE_RETRIES: '0',
+      KVROUTE_STRIP_EXTENSIONS: 'no',
+      KVROUTE_OFFLOAD_PREFILL_TIMEOUT: '0',
+    };
     const fromEnv = resolveServeConfig({}, env);
     expect(fromEnv.port).toBe(9100);
     expect(fromEnv.proxy).toMatchObject({ policy: 'sticky', retries: 0, stripExtensions: false });
-    const fromFlags = resolveServeConfig({ port: '9200', backends: 'http://c:3,http://d:4' }, env);
+    expect(fromEnv.proxy.offloadPrefillTimeoutMs).toBe(0);
+    const fromFlags = resolveServeConfig(
+      { port: '9200', backends: 'http://c:3,http://d:4', 'offload-prefill-timeout': '900' },
+      env,
+    );
     expect(fromFlags.port).toBe(9200);
     expect(fromFlags.backends).toEqual([{ url: 'http://c:3' }, { url: 'http://d:4' }]);
     expect(fromFlags.proxy.retries).toBe(0);
+    expect(fromFlags.proxy.offloadPrefillTimeoutMs).toBe(900);
+    expect(resolveServeConfig({}, {}).proxy.offloadPrefillTimeoutMs).toBeUndefined(); // createProxy's 60,000
   });
 
   it('every bad value names its flag, variable or key, and the reason', () => {
@@ -111,6 +125,7 @@ describe('serve configuration', () => {
     bad({ 'session-header': 'bad header' }, {}, /^--session-header must be an HTTP header name/);
     bad({}, { KVROUTE_STRIP_EXTENSIONS: 'maybe' }, /^KVROUTE_STRIP_EXTENSIONS must be true or false/);
     bad({ 'connect-timeout': '0' }, {}, /^--connect-timeout must be an integer ≥ 1 \(milliseconds\)/);
+    bad({ 'offload-prefill-timeout': '-5' }, {}, /^--offload-prefill-timeout must be an integer ≥ 0 \(milliseconds\)/);
     bad({ config: join(dir, 'absent.yaml') }, {}, /cannot read config .*absent\.yaml: ENOENT/);
     bad({ config: file('typo.yaml', 'prot: 80\n') }, {}, /unknown key "prot"/);
     bad({ config: file('badval.yaml', 'retries: lots\n') }, {}, /^config .*badval\.yaml: retries must be an integer/);
@@ -160,7 +175,14 @@ describe('kvroute serve', () => {
   it('--help prints every flag and exits 0', () => {
     const help = spawnSync(process.execPath, [CLI, 'serve', '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
-    for (const flag of ['--backends', '--http', '--health-interval', '--max-body-memory', '--request-timeout'])
+    for (const flag of [
+      '--backends',
+      '--http',
+      '--health-interval',
+      '--max-body-memory',
+      '--request-timeout',
+      '--offload-prefill-timeout',
+    ])
       expect(help.stdout).toContain(flag);
   });
 

@@ -59,6 +59,13 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
   'models-interval': ['<MS>', withDefault("re-read each backend's /v1/models this often", P.modelsIntervalMs)],
   'backend-api-key': ['<K>', 'sent with model discovery (engines with --api-key; prefer KVROUTE_BACKEND_API_KEY)'],
   'request-timeout': ['<MS>', withDefault('overall deadline of a request (0: none)', P.requestTimeoutMs)],
+  'offload-prefill-timeout': [
+    '<MS>',
+    withDefault(
+      "an offload's prefill phase; then the request is served co-located (0: none)",
+      P.offloadPrefillTimeoutMs,
+    ),
+  ],
   'max-body-memory': [
     '<SIZE>',
     withDefault('request bodies held at once; past it 503', `${P.maxBodyMemoryBytes / MIB}MiB`),

@@ -46,6 +46,11 @@ export function formatRecord(r: RequestRecord): string {
     line.prompt_tokens = r.usage.prompt_tokens;
     line.cached_tokens = r.usage.cached_tokens;
   }
+  if (r.offload !== undefined) {
+    line.prefill_instance = r.offload.prefillInstance;
+    if (r.offload.prefillMs !== undefined) line.prefill_ms = round3(r.offload.prefillMs);
+    if (r.offload.fallback !== undefined) line.offload_fallback = r.offload.fallback;
+  }
   return `${JSON.stringify(line)}\n`;
 }
 

@@ -43,12 +43,23 @@
  * response an in-band error (SSE) or a cut connection, recorded as `interrupted`. Either way
  * the upstream request is aborted, so the engine stops working on it.
  *
+ * Offload (docs/proxy.md "Prefill offload"). When the attempt's decision is `offload`, the
+ * request runs in two phases: an OffloadAttempt (offload-attempt.ts) runs the prefill on the
+ * prefill instance while the decode instance's ticket and in-flight slot are already held, then
+ * hands back the decode body (with the prefill's `kv_transfer_params`, or the client's own when
+ * the prefill failed or timed out: co-located), which is sent as any attempt's (relay, retries,
+ * backpressure). settle() cancels a running prefill (client abort, deadline, internal error),
+ * which aborts its upstream request; no decode request is sent then. The decode answer's
+ * `kv_transfer_params` never reach the client (stripped, JSON and SSE; offload-bodies.ts).
+ *
  * Shutdown. While the proxy closes, every response carries `connection: close` (the client
  * moves to another replica); after the pools closed, a request gets 503 `shutting_down`.
  *
  * Ticket invariant: `ticket >= 0` exactly while an attempt holds an open router ticket and a
  * backend in-flight slot; settle() is the only place that closes both, and every terminal
- * path (complete, upstream error, client abort, a throw in between) goes through it.
+ * path (complete, upstream error, client abort, a throw in between) goes through it. An
+ * offload's prefill ticket and slot are its OffloadAttempt's: closed when the prefill phase ends,
+ * or by settle() (offload.cancel()) when the attempt ends first.
  * finished() is the one terminal point of the exchange: it runs exactly once, and gives back
  * the admission slot, the body reservation, the open-exchange count and the deadline timer.
  */
@@ -58,12 +69,15 @@ import type { ClientRequestHead, ClientResponse } from './client-io.js';
 import type { Dispatcher } from 'undici';
 
 import { isKvrouteError } from '../core/errors.js';
+import { offloadReason } from '../core/offload-reason.js';
 import { queueFull, type Admittable } from './admission.js';
 import type { Backend } from './backend.js';
 import { noBackendError, sendClientError, sendJson } from './client-response.js';
 import { ClientError, statusLine } from './error-body.js';
 import { REQUEST_ID, readIncomingHead, relayedResponseHeaders } from './forward-headers.js';
 import { modelNotFound } from './models-route.js';
+import { OffloadAttempt } from './offload-attempt.js';
+import { SseTransferParamsStripper, withoutTransferParams } from './offload-bodies.js';
 import type { ObserverList, RequestOutcome, RequestRecord, UsageCounts } from './proxy-observer.js';
 import type { ResolvedProxyOptions } from './proxy-options.js';
 import { shuttingDown, type ProxyState } from './proxy-state.js';
@@ -133,6 +147,14 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
    */
   private keysNote = '';
   private predictedCachedTokens = 0;
+  /** offloadReason() of the attempt's decision ('' for a policy without the offload layer). */
+  private offloadNote = '';
+  /** The attempt's offload (its prefill phase, then the record), when its decision was one. */
+  private offload: OffloadAttempt | undefined;
+  /** The decode carries transferred KV: its answer loses `kv_transfer_params`; when it was sent. */
+  private decodeWithParams = false;
+  private decodeSentAt = 0;
+  private stripper: SseTransferParamsStripper | undefined;
   private abortUpstream: ((error?: Error) => void) | undefined;
   private resumeUpstream: (() => void) | undefined;
   private paused = false;
@@ -344,12 +366,36 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     this.backend = backend;
     this.reason = router.decision.reason;
     this.predictedCachedTokens = router.decision.predictedCachedTokens;
+    // Read in place: valid until the next route(), so copied now.
+    const offload = router.decision.offload;
+    this.offloadNote = offload.outcome === 'off' ? '' : offloadReason(offload);
+    const prefillTicket = offload.outcome === 'offload' ? offload.prefillTicket : -1;
+    const prefillId = offload.prefillInstance;
     backend.inFlight++;
     if (observers.any)
       observers.onRouted(instance, this.reason, state.policyName, (performance.now() - started) * 1000);
     this.resetAttempt();
+    if (prefillTicket < 0 || prefillId === undefined) {
+      this.sendUpstream(parsed.body, false);
+      return;
+    }
+    const context = { state, observers, timeoutMs: this.ctx.options.offloadPrefillTimeoutMs };
+    this.offload = new OffloadAttempt(context, backend, prefillId, prefillTicket);
+    this.offload.start(parsed.body, this.path, this.headers, (body, withParams) => this.sendUpstream(body, withParams));
+  }
+
+  /**
+   * Sends the attempt's request to its backend: the client's body, or an offload's decode body
+   * (`withParams`: with the prefill's kv_transfer_params, which its answer then loses).
+   */
+  private sendUpstream(body: Buffer, withParams: boolean): void {
+    if (withParams) {
+      this.decodeWithParams = true;
+      this.decodeSentAt = performance.now();
+    }
+    const backend = this.backend!;
     backend.upstream.dispatch(
-      { path: backend.basePath + this.path, method: 'POST', headers: this.headers, body: parsed.body },
+      { path: backend.basePath + this.path, method: 'POST', headers: this.headers, body },
       this,
     );
   }
@@ -364,10 +410,14 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     this.held = [];
     this.heldBytes = 0;
     this.sse = undefined;
+    this.offload = undefined;
+    this.decodeWithParams = false;
+    this.stripper = undefined;
   }
 
-  /** Closes the attempt's ticket and in-flight slot (idempotent). */
+  /** Closes the attempt's ticket and in-flight slot, and a running prefill's (idempotent). */
   private settle(completed: boolean): void {
+    this.offload?.cancel();
     if (this.ticket < 0) return;
     const ticket = this.ticket;
     this.ticket = -1;
@@ -435,6 +485,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     if (this.parsed !== undefined) record.stream = this.parsed.stream;
     if (this.ttftMs >= 0) record.ttftMs = this.ttftMs;
     if (usage !== undefined) record.usage = usage;
+    if (this.offload !== undefined) record.offload = this.offload.record;
     return record;
   }
 
@@ -459,6 +510,10 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     this.responseHeaders = relayedResponseHeaders(rawHeaders);
     this.holding = !(this.parsed!.stream && statusCode >= 200 && statusCode < 300);
     if (!this.holding && this.ctx.observers.any) this.sse = new SseUsageScanner();
+    // An offload's decode: its answer may carry kv_transfer_params (not in a coded body, left alone).
+    if (this.decodeWithParams && statusCode < 300 && !hasCoding(this.responseHeaders)) {
+      if (!this.holding) this.stripper = new SseTransferParamsStripper();
+    } else this.decodeWithParams = false;
     return true;
   }
 
@@ -468,7 +523,20 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
       this.gotBody = true;
       this.ctx.state.router.onFirstToken(this.ticket);
       this.ttftMs = performance.now() - this.t0;
-      if (this.ctx.observers.any) this.ctx.observers.onFirstByte(this.backend!.id, this.ttftMs);
+      const observers = this.ctx.observers;
+      if (observers.any) {
+        observers.onFirstByte(this.backend!.id, this.ttftMs);
+        if (this.stripper !== undefined)
+          observers.onOffloadTransfer(
+            this.backend!.id,
+            this.ctx.state.policyName,
+            performance.now() - this.decodeSentAt,
+          );
+      }
+    }
+    if (this.stripper !== undefined) {
+      chunk = this.stripper.feed(chunk);
+      if (chunk.length === 0) return true;
     }
     if (this.holding) {
       this.held.push(chunk);
@@ -497,8 +565,9 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     let usage = this.sse?.usage;
     const close = this.ctx.state.closing;
     if (this.holding) {
-      const body = this.held.length === 1 ? this.held[0]! : Buffer.concat(this.held);
+      let body = this.held.length === 1 ? this.held[0]! : Buffer.concat(this.held);
       this.held = [];
+      if (this.decodeWithParams) body = withoutTransferParams(body);
       if (this.ctx.observers.any && status < 300) usage = usageIn(body);
       this.res.cork(() => {
         this.commit();
@@ -507,8 +576,11 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     } else {
       // Streamed: a closing proxy's `connection: close` went out with the head (commit()); uWS
       // must not be asked to add it at end(), which would land inside the chunked body.
+      const rest = this.stripper?.flush();
+      if (rest !== undefined) this.sse?.feed(rest);
       this.res.cork(() => {
         if (!this.committed) this.commit();
+        if (rest !== undefined) this.res.write(rest);
         this.res.end();
       });
     }
@@ -622,7 +694,9 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     // A streamed response's head goes out before its end(…, close) could add it.
     if (!this.holding && this.ctx.state.closing) res.writeHeader('connection', 'close');
     res.writeHeader(INSTANCE_HEADER, this.backend!.idBytes);
-    res.writeHeader(REASON_HEADER, reasonBytes(this.keysNote === '' ? this.reason : this.reason + this.keysNote));
+    // An offload note carries costs in ms: per request, so not cached.
+    if (this.offloadNote !== '') res.writeHeader(REASON_HEADER, this.reason + this.offloadNote + this.keysNote);
+    else res.writeHeader(REASON_HEADER, reasonBytes(this.keysNote === '' ? this.reason : this.reason + this.keysNote));
     res.writeHeader(PREDICTED_HEADER, String(this.predictedCachedTokens));
     // An engine that echoes the id (vLLM --enable-request-id-headers) already sent it.
     if (!hasHeader(h, REQUEST_ID)) res.writeHeader(REQUEST_ID, this.requestId);
@@ -669,6 +743,13 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     this.ctx.options.onWarning(`kvroute proxy: internal error: ${(error as Error)?.stack ?? String(error)}`);
     this.refuse(new ClientError(500, 'internal error in the proxy', 'upstream_error'));
   }
+}
+
+/** Whether relayed response headers name a content coding other than identity. */
+function hasCoding(headers: readonly string[]): boolean {
+  for (let i = 0; i + 1 < headers.length; i += 2)
+    if (headers[i] === 'content-encoding' && headers[i + 1]!.trim().toLowerCase() !== 'identity') return true;
+  return false;
 }
 
 /** Whether a flat [name, value, …] list (lowercase names) has `name`. */

@@ -33,6 +33,8 @@ const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5
 const E2E_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
 /** Routing decision time (µs): the addon's route() is ~1 µs; the tail shows event-loop stalls. */
 const DECISION_BUCKETS = [0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000];
+/** An offload's prefill phase and KV transfer (seconds): tens of ms to a long prompt's minute. */
+const OFFLOAD_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80];
 
 export interface ProxyMetrics {
   /** Hears the proxy's requests; pass it in `createProxy({ observers })`. */
@@ -120,6 +122,37 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     help: 'Requests routed again after failing on `instance` before their first byte.',
     labelNames: ['instance'] as const,
     registers,
+  });
+  const offloads = hotCounter({
+    name: 'kvroute_offloads_total',
+    help:
+      'Offloaded requests whose prefill answered with kv_transfer_params, by prefill instance, decode instance ' +
+      '(`instance`) and policy.',
+    labelNames: ['prefill_instance', 'instance', 'policy'] as const,
+    registry,
+  });
+  const offloadFallbacks = hotCounter({
+    name: 'kvroute_offload_fallbacks_total',
+    help:
+      'Offloaded requests served co-located on their decode instance (`instance`) after all, by prefill instance, ' +
+      'policy and cause (error: connection failed, status: non-2xx, timeout: --offload-prefill-timeout, params: ' +
+      'no usable kv_transfer_params).',
+    labelNames: ['prefill_instance', 'instance', 'policy', 'cause'] as const,
+    registry,
+  });
+  const prefillSeconds = hotHistogram({
+    name: 'kvroute_offload_prefill_seconds',
+    help: "An offload's prefill phase that succeeded: the prefill request sent to its answer read, by prefill instance.",
+    labelNames: ['instance', 'policy'] as const,
+    buckets: OFFLOAD_BUCKETS,
+    registry,
+  });
+  const transferSeconds = hotHistogram({
+    name: 'kvroute_offload_transfer_seconds',
+    help: 'An offloaded, streamed decode: its request sent to its first body byte (the KV transfer plus one decode step), by decode instance.',
+    labelNames: ['instance', 'policy'] as const,
+    buckets: OFFLOAD_BUCKETS,
+    registry,
   });
   const hitRatios = new Map<string, { prompt: number; cached: number }>();
   /** A per-instance gauge whose values are read from state at scrape time. */
@@ -216,6 +249,17 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     },
     onRetry(instance: string) {
       retries.inc({ instance });
+    },
+    onOffload(prefillInstance, instance, routedPolicy, prefillMs, fallback) {
+      if (fallback !== undefined) {
+        offloadFallbacks.cell(prefillInstance, instance, routedPolicy, fallback).value++;
+        return;
+      }
+      offloads.cell(prefillInstance, instance, routedPolicy).value++;
+      prefillSeconds.cell(prefillInstance, routedPolicy).observe(prefillMs / 1000);
+    },
+    onOffloadTransfer(instance, routedPolicy, ms) {
+      transferSeconds.cell(instance, routedPolicy).observe(ms / 1000);
     },
   };
   const currentPolicy = () => state?.router.policy.name ?? policy;

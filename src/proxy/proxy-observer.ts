@@ -10,8 +10,9 @@
  *   observer, and carries on, so a metrics bug can never fail a request.
  * - Per request: onRouted once per attempt (a retry routes again), then at most one onFirstByte,
  *   then exactly one onFinished, then (for observers that have it) exactly one onRequest with
- *   the whole record. onUpstreamError/onRetry come between attempts. The record is built only
- *   when some observer has onRequest.
+ *   the whole record. onUpstreamError/onRetry come between attempts; an offloaded attempt's
+ *   onOffload after its onRouted and before its onFirstByte. The record is built only when some
+ *   observer has onRequest.
  * - `instance` is the backend URL as configured (the router's instance id); undefined in
  *   onFinished when the request never reached routing (bad input, no healthy backend).
  */
@@ -35,6 +36,24 @@ export type UpstreamErrorKind =
  * - `client_abort`: the client went away first (status 499).
  */
 export type RequestOutcome = 'success' | 'error' | 'interrupted' | 'client_abort';
+
+/**
+ * Why an offloaded request was served co-located after all: the prefill's connection failed
+ * (`error`), it answered a non-2xx status (`status`), it did not answer within
+ * --offload-prefill-timeout (`timeout`), or its answer had no usable `kv_transfer_params`
+ * (`params`).
+ */
+export type OffloadFallback = 'error' | 'status' | 'timeout' | 'params';
+
+/** What the request log records of an offloaded request (docs/proxy.md "Prefill offload"). */
+export interface OffloadRecord {
+  /** The instance that ran (or was to run) the prefill. */
+  prefillInstance: string;
+  /** From sending the prefill request to its end (answer, failure or timeout); absent while it ran. */
+  prefillMs?: number;
+  /** Set when the request fell back to co-located serving on the decode instance. */
+  fallback?: OffloadFallback;
+}
 
 /** Token counts from the engine's `usage` (non-streaming body, or the SSE usage chunk). */
 export interface UsageCounts {
@@ -75,6 +94,8 @@ export interface RequestRecord {
   e2eMs: number;
   /** From the engine's usage, when the response carried it. */
   usage?: UsageCounts;
+  /** The last attempt was offloaded: its prefill instance, prefill time and fallback, if any. */
+  offload?: OffloadRecord;
 }
 
 export interface ProxyObserver {
@@ -104,6 +125,23 @@ export interface ProxyObserver {
   onBackendHealth?(instance: string, healthy: boolean): void;
   /** The request's whole record, once, after onFinished. */
   onRequest?(record: RequestRecord): void;
+  /**
+   * An offloaded attempt's prefill phase ended after prefillMs: its params went to the decode
+   * instance `instance` (`fallback` undefined), or the request fell back to co-located serving
+   * there. A phase cut short by the client or the deadline is not reported.
+   */
+  onOffload?(
+    prefillInstance: string,
+    instance: string,
+    policy: string,
+    prefillMs: number,
+    fallback: OffloadFallback | undefined,
+  ): void;
+  /**
+   * An offloaded, streamed decode sent its first body byte `ms` after it was dispatched: the KV
+   * transfer from the prefill instance plus the first decode step, as the proxy sees them.
+   */
+  onOffloadTransfer?(instance: string, policy: string, ms: number): void;
 }
 
 type Callbacks = Required<ProxyObserver>;
@@ -205,6 +243,32 @@ export class ObserverList implements Callbacks {
         o.onRequest?.(record);
       } catch (error) {
         this.failed(o, 'onRequest', error);
+      }
+    }
+  }
+
+  onOffload(
+    prefillInstance: string,
+    instance: string,
+    policy: string,
+    prefillMs: number,
+    fallback: OffloadFallback | undefined,
+  ): void {
+    for (const o of this.observers) {
+      try {
+        o.onOffload?.(prefillInstance, instance, policy, prefillMs, fallback);
+      } catch (error) {
+        this.failed(o, 'onOffload', error);
+      }
+    }
+  }
+
+  onOffloadTransfer(instance: string, policy: string, ms: number): void {
+    for (const o of this.observers) {
+      try {
+        o.onOffloadTransfer?.(instance, policy, ms);
+      } catch (error) {
+        this.failed(o, 'onOffloadTransfer', error);
       }
     }
   }

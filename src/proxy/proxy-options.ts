@@ -107,6 +107,12 @@ export interface ProxyOptions {
   backendApiKey?: string;
   /** Overall deadline of a completion request from its arrival, ms (default 0: none); then 504, or an in-band error mid-stream. */
   requestTimeoutMs?: number;
+  /**
+   * An offloaded request's prefill phase (docs/proxy.md "Prefill offload") that has not answered
+   * within this many ms is abandoned and the request served co-located on its decode instance
+   * (default 60,000; 0: no limit but the pool's timeouts).
+   */
+  offloadPrefillTimeoutMs?: number;
   /** Request body bytes the proxy holds at once, over all requests (default 512 MiB); past it, 503 with Retry-After. */
   maxBodyMemoryBytes?: number;
   /**
@@ -154,6 +160,7 @@ export const PROXY_DEFAULTS = {
   healthFailures: 2,
   modelsIntervalMs: 30_000,
   requestTimeoutMs: 0,
+  offloadPrefillTimeoutMs: 60_000,
   maxBodyMemoryBytes: 512 * 2 ** 20,
 };
 
@@ -268,6 +275,12 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     modelsIntervalMs: positiveInteger('options.modelsIntervalMs', options.modelsIntervalMs, d.modelsIntervalMs, 0),
     backendApiKey: options.backendApiKey,
     requestTimeoutMs: positiveInteger('options.requestTimeoutMs', options.requestTimeoutMs, d.requestTimeoutMs, 0),
+    offloadPrefillTimeoutMs: positiveInteger(
+      'options.offloadPrefillTimeoutMs',
+      options.offloadPrefillTimeoutMs,
+      d.offloadPrefillTimeoutMs,
+      0,
+    ),
     maxBodyMemoryBytes: positiveInteger('options.maxBodyMemoryBytes', options.maxBodyMemoryBytes, d.maxBodyMemoryBytes),
     tokenizers: tokenizerMap(options.tokenizers),
     maxInFlight: positiveInteger('options.maxInFlight', options.maxInFlight, d.maxInFlight, 0),

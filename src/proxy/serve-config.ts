@@ -331,6 +331,7 @@ export function resolveServeConfig(
       modelsIntervalMs: get<number>('models-interval'),
       backendApiKey: get<string>('backend-api-key'),
       requestTimeoutMs: get<number>('request-timeout'),
+      offloadPrefillTimeoutMs: get<number>('offload-prefill-timeout'),
       maxBodyMemoryBytes: get<number>('max-body-memory'),
     },
   };

@@ -62,6 +62,7 @@ export const SETTINGS = [
   { flag: 'models-interval', kind: 'ms', min: 0 },
   { flag: 'backend-api-key', kind: 'secret' },
   { flag: 'request-timeout', kind: 'ms', min: 0 },
+  { flag: 'offload-prefill-timeout', kind: 'ms', min: 0 },
   { flag: 'max-body-memory', kind: 'size' },
   { flag: 'kv-events', kind: 'zmq-urls' },
   { flag: 'kv-replay', kind: 'zmq-urls' },

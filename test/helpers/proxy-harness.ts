@@ -60,6 +60,12 @@ export class RecordingObserver implements ProxyObserver {
   onBackendHealth(instance: string, healthy: boolean): void {
     this.push(['health', instance, healthy]);
   }
+  onOffload(prefillInstance: string, instance: string, policy: string, prefillMs: number, fallback?: string): void {
+    this.push(['offload', prefillInstance, instance, policy, prefillMs, fallback]);
+  }
+  onOffloadTransfer(instance: string, policy: string, ms: number): void {
+    this.push(['offloadTransfer', instance, policy, ms]);
+  }
 
   named(name: string): Array<[string, ...unknown[]]> {
     return this.events.filter((e) => e[0] === name);

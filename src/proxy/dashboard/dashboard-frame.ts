@@ -10,6 +10,8 @@
  *   shadow estimate and a fresh engine-state snapshot; decisions by reason since start);
  * - requests, hit rate, request rate, TTFT p90: the DashboardObserver (engines' usage, the
  *   proxy's first-byte times);
+ * - offloads, fallbacks, prefill and transfer p90: the DashboardObserver (the exchanges' offload
+ *   phases);
  * - engine hit rate: the engines' own /metrics, handed over by Dashboard.onReconcile.
  *
  * Cost: router.stats() walks every instance once (µs at fleet sizes kvroute targets); the TTFT
@@ -67,6 +69,14 @@ export interface DashboardFrame {
   errorsTotal: number;
   /** Fleet-wide cached / prompt tokens since start; null before any usage arrived. */
   hitRate: number | null;
+  /** Offloaded requests since start whose prefill handed its KV over. */
+  offloads: number;
+  /** Offloaded requests since start served co-located after all (the prefill failed or timed out). */
+  offloadFallbacks: number;
+  /** p90 (ms) of successful prefill phases over the TTFT window; null with none in it. */
+  prefillP90Ms: number | null;
+  /** p90 (ms) of offloaded streamed decodes' dispatch-to-first-byte (KV transfer + one step); null with none. */
+  transferP90Ms: number | null;
 }
 
 export function buildFrame(
@@ -96,6 +106,7 @@ export function buildFrame(
     };
   });
   const ttft = observer.ttftP90(nowMs);
+  const offloadP90 = observer.offloadP90(nowMs);
   return {
     t: nowMs,
     policy: stats.policy.name,
@@ -107,5 +118,9 @@ export function buildFrame(
     requestsTotal: observer.fleet.requests,
     errorsTotal: observer.fleet.errors,
     hitRate: hitRate(observer.fleet),
+    offloads: observer.offload.offloads,
+    offloadFallbacks: observer.offload.fallbacks,
+    prefillP90Ms: offloadP90.prefill,
+    transferP90Ms: offloadP90.transfer,
   };
 }

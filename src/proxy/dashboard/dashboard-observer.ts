@@ -1,6 +1,7 @@
 /**
  * The dashboard's ears: a ProxyObserver that keeps the numbers the page shows and the router
- * does not already know (requests, tokens from the engines' usage, TTFT, request rate).
+ * does not already know (requests, tokens from the engines' usage, TTFT, request rate, prefill
+ * offloads and their prefill and transfer times).
  *
  * Every callback is O(1) and allocation-free in steady state: one Map lookup by instance id, a
  * few additions, one slot of a per-second ring (sliding-window.ts). Instance totals are
@@ -10,7 +11,7 @@
  * Hazard: an instance's entry outlives its removal from the proxy (a few numbers per backend
  * URL ever configured); the frame lists only the backends the proxy still has.
  */
-import type { ProxyObserver, RequestOutcome, UsageCounts } from '../proxy-observer.js';
+import type { OffloadFallback, ProxyObserver, RequestOutcome, UsageCounts } from '../proxy-observer.js';
 import { QuantileWindow, RateWindow } from './sliding-window.js';
 
 /** Cumulative counts of one backend, or of the whole fleet. */
@@ -29,7 +30,7 @@ export interface RequestTotals {
 export interface DashboardObserverOptions {
   /** Seconds the request rate is averaged over (default 5). */
   rateWindowSeconds?: number;
-  /** Seconds the TTFT p90 is taken over (default 30). */
+  /** Seconds the TTFT p90, and the offloads' prefill and transfer p90, are taken over (default 30). */
   ttftWindowSeconds?: number;
   /** Milliseconds clock (default Date.now); tests pass a manual one. */
   now?: () => number;
@@ -48,14 +49,45 @@ export class DashboardObserver implements ProxyObserver {
   readonly fleet = emptyTotals();
   private readonly perInstance = new Map<string, RequestTotals>();
   private readonly engineHitRatios = new Map<string, number>();
+  /** Offloaded requests since start: prefills that handed their KV over, and fallbacks to co-located serving. */
+  readonly offload = { offloads: 0, fallbacks: 0 };
   private readonly finished: RateWindow;
   private readonly ttft: QuantileWindow;
+  private readonly prefill: QuantileWindow;
+  private readonly transfer: QuantileWindow;
   readonly now: () => number;
 
   constructor(options: DashboardObserverOptions = {}) {
     this.finished = new RateWindow(options.rateWindowSeconds ?? 5);
-    this.ttft = new QuantileWindow(options.ttftWindowSeconds ?? 30);
+    const window = options.ttftWindowSeconds ?? 30;
+    this.ttft = new QuantileWindow(window);
+    this.prefill = new QuantileWindow(window);
+    this.transfer = new QuantileWindow(window);
     this.now = options.now ?? Date.now;
+  }
+
+  onOffload(
+    _prefillInstance: string,
+    _instance: string,
+    _policy: string,
+    prefillMs: number,
+    fallback: OffloadFallback | undefined,
+  ): void {
+    if (fallback !== undefined) {
+      this.offload.fallbacks++;
+      return;
+    }
+    this.offload.offloads++;
+    this.prefill.add(this.now(), prefillMs);
+  }
+
+  onOffloadTransfer(_instance: string, _policy: string, ms: number): void {
+    this.transfer.add(this.now(), ms);
+  }
+
+  /** p90 (ms) of the successful prefill phases, and of the streamed decodes' transfer, over the window. */
+  offloadP90(nowMs = this.now()): { prefill: number | null; transfer: number | null } {
+    return { prefill: this.prefill.quantile(nowMs, 0.9).value, transfer: this.transfer.quantile(nowMs, 0.9).value };
   }
 
   onFirstByte(_instance: string, ttftMs: number): void {

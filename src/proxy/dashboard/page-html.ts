@@ -5,7 +5,8 @@
  *
  * Stable hooks (tests and users scrape these; keep them when restyling):
  * - `#requests-total`, `#request-rate`, `#ttft-p90`, `#hit-rate`, `#errors-total`, `#policy`,
- *   `#status`: text plus a raw `data-value`;
+ *   `#status`, and the offload tiles `#offloads`, `#offload-fallbacks`, `#prefill-p90`,
+ *   `#transfer-p90`: text plus a raw `data-value`;
  * - `#instances tr[data-instance="<backend URL>"]` with cells `.in-flight`, `.kv-usage`,
  *   `.hit-rate`, `.engine-hit-rate`, `.requests`, `.errors`, `.health` (each with `data-value`);
  * - `#decisions tr[data-reason="<reason>"] .count`;
@@ -58,6 +59,15 @@ export function pageHtml(paths: PagePaths): string {
       <thead><tr><th>instance</th><th title="the models it serves (from its /v1/models, or pinned); any: not known yet">models</th><th>health</th><th class="num">in flight</th><th>KV usage</th><th>cache hit rate</th><th title="the engine's own prefix-cache hit ratio, from its /metrics every reconcile round">engine hit rate</th><th class="num">requests</th><th class="num">errors</th></tr></thead>
       <tbody id="instances"><tr class="empty"><td colspan="7">waiting for the first frame…</td></tr></tbody>
     </table>
+  </section>
+  <section class="card">
+    <h2>Prefill offload <small>prefills run on a decode-free instance, their KV moved to the decoding one</small></h2>
+    <div class="tiles">
+      <div class="tile"><div class="label">offloads <small>since start</small></div><div class="value" id="offloads" data-value="">–</div></div>
+      <div class="tile"><div class="label">fallbacks <small>served co-located after all</small></div><div class="value" id="offload-fallbacks" data-value="">–</div></div>
+      <div class="tile"><div class="label">prefill p90 <small>ms, prefill phase</small></div><div class="value" id="prefill-p90" data-value="">–</div></div>
+      <div class="tile"><div class="label">transfer p90 <small>ms, decode sent → first byte</small></div><div class="value" id="transfer-p90" data-value="">–</div></div>
+    </div>
   </section>
   <section class="card">
     <h2>Routing decisions <small>by reason, since start</small></h2>

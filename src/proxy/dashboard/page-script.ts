@@ -191,6 +191,10 @@ export const PAGE_SCRIPT = String.raw`'use strict';
     setValue(byId('ttft-p90'), f.ttftP90Ms, fmtMs(f.ttftP90Ms));
     setValue(byId('hit-rate'), f.hitRate, fmtPct(f.hitRate));
     setValue(byId('errors-total'), f.errorsTotal, fmtInt(f.errorsTotal));
+    setValue(byId('offloads'), f.offloads, fmtInt(f.offloads));
+    setValue(byId('offload-fallbacks'), f.offloadFallbacks, fmtInt(f.offloadFallbacks));
+    setValue(byId('prefill-p90'), f.prefillP90Ms, fmtMs(f.prefillP90Ms));
+    setValue(byId('transfer-p90'), f.transferP90Ms, fmtMs(f.transferP90Ms));
     if (times.length === 0 || f.t / 1000 > times[times.length - 1]) {
       times.push(f.t / 1000);
       rates.push(f.requestRate);

@@ -1,0 +1,112 @@
+/**
+ * Stands in for the routing core's `+offload` layer (issue #18, built on another branch) so the
+ * proxy's two-phase exchange can be driven now: every route() of the proxy's router decides
+ * `offload` with the decode on `decode` and the prefill on `prefill`, both tickets real.
+ *
+ * How: the real route() runs twice in one synchronous turn, with every other routable instance
+ * drained, first for the decode (its ticket and decision are the decision's), then for the prefill
+ * (its ticket is `offload.prefillTicket`, so the prefill's load, firstToken/complete/abort land in
+ * the router as the core will have them); the drains are undone before route() returns. The
+ * router's `decision` is replaced by a view of the decode's decision plus that offload part.
+ * When either instance is not routable (breaker open), or `when` says no, route() runs as it is
+ * with `offload.outcome` 'off'.
+ */
+import type { Proxy } from '../../src/proxy/proxy-server.js';
+import type { Decision, OffloadDecision, RouteRequest } from '../../src/core/types.js';
+
+const OFF: OffloadDecision = {
+  outcome: 'off',
+  prefillInstance: undefined,
+  prefillIndex: -1,
+  prefillTicket: -1,
+  interferenceMs: 0,
+  transferMs: 0,
+  coldPair: false,
+};
+
+export interface ForcedOffload {
+  /** The offload part of the last decision. */
+  readonly last: OffloadDecision;
+  /** Puts the router back as it was. */
+  restore(): void;
+}
+
+export function forceOffload(
+  proxy: Proxy,
+  pair: { decode: string; prefill: string },
+  when: (request: RouteRequest) => boolean = () => true,
+): ForcedOffload {
+  const router = proxy.router;
+  const real = router.decision;
+  const route = router.route.bind(router);
+  let decision = { instance: real.instance, index: real.index, reason: real.reason, ticket: real.ticket, predicted: 0 };
+  let offload: OffloadDecision = OFF;
+  const view: Decision = {
+    get instance() {
+      return decision.instance;
+    },
+    get index() {
+      return decision.index;
+    },
+    get reason() {
+      return decision.reason;
+    },
+    get ticket() {
+      return decision.ticket;
+    },
+    get predictedCachedTokens() {
+      return decision.predicted;
+    },
+    get offload() {
+      return offload;
+    },
+  };
+  const keep = (ticket: number): number => {
+    decision = {
+      instance: real.instance,
+      index: real.index,
+      reason: real.reason,
+      ticket,
+      predicted: real.predictedCachedTokens,
+    };
+    return ticket;
+  };
+  Object.defineProperty(router, 'decision', { value: view, configurable: true, writable: true });
+  router.route = (request: RouteRequest): number => {
+    const routable = proxy.state
+      .list()
+      .filter((b) => b.healthy && !b.drained)
+      .map((b) => b.id);
+    offload = OFF;
+    if (!routable.includes(pair.decode) || !routable.includes(pair.prefill) || !when(request))
+      return keep(route(request));
+    for (const id of routable) if (id !== pair.decode) router.drainInstance(id);
+    try {
+      const ticket = keep(route(request));
+      router.drainInstance(pair.decode);
+      router.resumeInstance(pair.prefill);
+      const prefillTicket = route(request);
+      offload = {
+        outcome: 'offload',
+        prefillInstance: pair.prefill,
+        prefillIndex: real.index,
+        prefillTicket,
+        interferenceMs: 589,
+        transferMs: 293,
+        coldPair: true,
+      };
+      return ticket;
+    } finally {
+      for (const id of routable) router.resumeInstance(id);
+    }
+  };
+  return {
+    get last() {
+      return offload;
+    },
+    restore() {
+      Object.defineProperty(router, 'decision', { value: real, configurable: true, writable: true });
+      router.route = route;
+    },
+  };
+}
