@@ -36,3 +36,9 @@ export function linkFlags(values: OptionValues): LinkFlags {
   if (values.layerwise === true) link.layerwise = true;
   return link;
 }
+
+/** "100 Gbps, layer-wise, warm overhead 5 ms, cold penalty 20 ms": the link, defaults filled in. */
+export function describeLink(link: LinkFlags): string {
+  const m = { ...DEFAULT_OFFLOAD_COST, ...link };
+  return `${m.linkGbps} Gbps, ${m.layerwise ? 'layer-wise' : 'bulk'}, warm overhead ${m.warmOverheadMs} ms, cold penalty ${m.coldPenaltyMs} ms`;
+}

@@ -101,6 +101,7 @@ function addServe(sim: Command): void {
       'tokenize text prompts as vLLM does and cache by token blocks: DIR (tokenizer.json + tokenizer_config.json) or qwen3',
     );
   addEngineScalingOptions(serve);
+  addLinkOptions(serve);
   serve.addHelpText(
     'after',
     '\nRuns until SIGINT or SIGTERM; prints one URL per engine on stdout (docs/sim-serve.md).',
