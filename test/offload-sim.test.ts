@@ -18,6 +18,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { offloadMetrics } from '../src/analysis/offload-metrics.js';
 import { predictionAccuracy } from '../src/analysis/prediction-accuracy.js';
 import { runMetrics } from '../src/analysis/run-metrics.js';
+import { renderMetrics } from '../src/cli/sim-tables.js';
 import { simRunVerb } from '../src/cli/sim-verb.js';
 import { renderOffload } from '../src/cli/sweep-tables.js';
 import { cellSummary } from '../src/cli/sweep-summary.js';
@@ -229,12 +230,22 @@ describe('an offloaded request in the simulator', () => {
     // The router predicted the decode instance's cache: offloaded records are checked against it.
     expect(summary.prediction).toEqual(predictionAccuracy(records));
     expect(predictionAccuracy(records)!.exact).toBe(3);
-    expect(offloadMetrics(records)).toEqual({
+    const offload = offloadMetrics(records);
+    expect(offload).toEqual({
       offloads: 2,
       offloaded_ttft_mean_s: summary.offloaded_ttft_mean_s,
       transfer_s_mean: (offloaded[0]!.transfer_s! + offloaded[1]!.transfer_s!) / 2,
       transferred_tokens: 2560,
     });
+    // The text form adds one line for them, and none without offloads.
+    const options = { policy: 'sticky' as const, instances: 2, engineState: 'shadow' as const };
+    const text = renderMetrics(options, runMetrics(records), 1, offload).split('\n');
+    expect(text.at(-1)).toMatch(
+      /^offloaded prefills 2 · their TTFT mean [\d.]+ m?s · transfer mean [\d.]+ m?s · 2,560 tokens moved$/,
+    );
+    expect(renderMetrics(options, runMetrics(records), 1, offloadMetrics([])).split('\n')).toHaveLength(
+      text.length - 1,
+    );
   });
 
   it('without offloads: offloads 0 and the means null; the sweep shows no offload table', () => {
