@@ -76,6 +76,20 @@ describe('a prefill for a remote decode (holdBlocks)', () => {
     expect(engine.heldRequests).toBe(0);
   });
 
+  it('a request short of blocks that only held ones could free makes step() return nothing until releaseHeld', () => {
+    const engine = new EngineModel({ preset, blockSize: BLOCK, capacityBlocks: 10 });
+    const prefill = engine.submit(request(128, 1, undefined, { holdBlocks: true }), 0); // 8 blocks, held
+    const steps = runUntil(engine, () => prefill.finishedAt !== undefined);
+    const now = steps.at(-1)!.end;
+    const waiting = engine.submit(request(100, 1), now); // 7 blocks: more than the 2 not held
+    expect(engine.step(now)).toBeUndefined(); // not a zero-length step a caller would spin on
+    expect(engine.step(now)).toBeUndefined();
+    expect(engine.state()).toMatchObject({ running: 0, waiting: 1 });
+    engine.releaseHeld(prefill);
+    runUntil(engine, () => waiting.finishedAt !== undefined, now);
+    expect(waiting.firstTokenAt).toBeGreaterThan(now);
+  });
+
   it('a request without holdBlocks frees its blocks at the finish, as before', () => {
     const engine = new EngineModel({ preset, blockSize: BLOCK });
     const plain = engine.submit(request(100, 1), 0);

@@ -175,6 +175,21 @@ describe('an offloaded request in the simulator', () => {
     );
   });
 
+  it('completes under memory pressure, where held and transferred blocks compete with running requests', () => {
+    const synth = [...synthesizeTrace({ sessions: 30, seed: 7, duration: 40 })];
+    const largest = Math.max(...synth.map((r) => r.inputLength + r.outputLength));
+    const capacityBlocks = Math.ceil((largest * 1.01) / 16); // barely the largest request per engine
+    const pick = (request: RouteRequest, decision: Decision): number | undefined =>
+      request.inputTokens! - decision.predictedCachedTokens > 1000 ? (decision.index + 1) % 3 : undefined;
+    forceOffload(pick);
+    const ahead = simulate(synth, { policy: 'unified+A+B', instances: 3, capacityBlocks });
+    const stepwise = simulate(synth, { policy: 'unified+A+B', instances: 3, capacityBlocks, runAhead: false });
+    expect(ahead.records).toHaveLength(synth.length);
+    expect(ahead.records).toEqual(stepwise.records);
+    expect(ahead.preemptions).toBeGreaterThan(0);
+    expect(offloadMetrics(ahead.records).offloads).toBeGreaterThan(10);
+  });
+
   it('gives the same records whether silent steps run ahead or not, on every engine state', () => {
     const synth = [...synthesizeTrace({ sessions: 30, seed: 5, duration: 40 })];
     // Offload every request with more than 1,000 uncached tokens on its target, to the next instance.

@@ -240,7 +240,11 @@ export class EngineModel {
     };
   }
 
-  /** Runs one scheduler step starting at `now` (seconds); undefined when there is nothing to do. */
+  /**
+   * Runs one scheduler step starting at `now` (seconds); undefined when there is nothing to do,
+   * or nothing can run: no request running and the waiting head short of blocks, which only
+   * held blocks can cause (releaseHeld frees them; the caller steps again then).
+   */
   step(now: number): StepOutcome | undefined {
     if (this.idle) return undefined;
     const preempted: Sequence[] = [];
@@ -290,6 +294,7 @@ export class EngineModel {
       budget -= tokens;
     }
 
+    if (chunks.length === 0 && decodes.length === 0 && preempted.length === 0) return undefined;
     let decodeContext = 0;
     for (const sequence of decodes) decodeContext += sequence.computed;
     const end = now + stepMs(this.preset, chunks, decodes.length, decodeContext) / 1000;
