@@ -49,6 +49,7 @@ describe('kvroute --help', () => {
         'replay',
         'serve',
         'sim',
+        'sim breakeven',
         'sim interference',
         'sim run',
         'sim serve',

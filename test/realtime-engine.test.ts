@@ -119,4 +119,58 @@ describe('RealtimeEngine', () => {
     expect(() => realtime.submit(request(2, 16, 1), recorder())).toThrow('closed');
     expect(() => new RealtimeEngine(engine, { speed: 0 })).toThrow('speed must be a positive number');
   });
+
+  it('after(seconds) fires in engine time, scaled by --speed, never early; cancel and close stop it', () => {
+    const { realtime } = start(10);
+    const fired: number[] = [];
+    realtime.after(2, () => fired.push(realtime.now()));
+    const cancel = realtime.after(1, () => fired.push(-1));
+    vi.advanceTimersByTime(50);
+    cancel(); // before its 100 ms of wall time
+    vi.advanceTimersByTime(149);
+    expect(fired).toEqual([]);
+    vi.advanceTimersByTime(1);
+    expect(fired).toEqual([2]);
+    expect(vi.getTimerCount()).toBe(0);
+
+    // A timer that fires before the clock reaches the time re-arms instead of firing early.
+    let skewMs = 0;
+    const skewed = new RealtimeEngine(new EngineModel({ preset, blockSize: 16 }), {
+      speed: 1,
+      clock: () => Date.now() - skewMs,
+    });
+    const late: number[] = [];
+    skewed.after(0.5, () => late.push(skewed.now()));
+    skewMs = 30;
+    vi.advanceTimersByTime(500);
+    expect(late).toEqual([]);
+    vi.advanceTimersByTime(40);
+    expect(late).toHaveLength(1);
+    expect(late[0]).toBeGreaterThanOrEqual(0.5);
+    expect(late[0]).toBeLessThan(0.51);
+
+    skewed.after(1, () => late.push(-1));
+    skewed.close();
+    expect(vi.getTimerCount()).toBe(0);
+    vi.advanceTimersByTime(5000);
+    expect(late).toHaveLength(1);
+    expect(() => realtime.after(-1, () => {})).toThrow('seconds must be ≥ 0, got -1');
+  });
+
+  it('releaseHeld frees a held prefill’s blocks and lets a request waiting for them in', () => {
+    const engine = new EngineModel({ preset, blockSize: 16, capacityBlocks: 10 });
+    const realtime = new RealtimeEngine(engine, { speed: 1, clock: () => Date.now() });
+    const held = realtime.submit({ ...request(1, 128, 1), holdBlocks: true }, recorder()); // 8 blocks
+    vi.advanceTimersByTime(1000);
+    expect(engine.heldRequests).toBe(1);
+    const waiting = recorder();
+    realtime.submit(request(2, 100, 1), waiting); // 7 blocks: does not fit beside the held 8
+    vi.advanceTimersByTime(1000);
+    expect(waiting.finishedAt).toBeUndefined();
+    expect(realtime.releaseHeld(held.sequence)).toBe(true);
+    expect(realtime.releaseHeld(held.sequence)).toBe(false);
+    vi.advanceTimersByTime(1000);
+    expect(waiting.finishedAt).toBeDefined();
+    expect(engine.pool.referenced).toBe(0);
+  });
 });

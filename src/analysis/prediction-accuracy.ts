@@ -11,6 +11,9 @@
  * - unpredicted APC = under-predicted tokens ÷ Σ input_tokens: the share served from cache that
  *   the router did not expect;
  * - predicted APC − lost APC + unpredicted APC = actual APC, exactly (over the same requests).
+ * For an offloaded request (docs/offload.md) the engine's figure is `decode_cached_tokens`, the
+ * decode instance's own cache hit: the prediction is about that instance (the decision's), not
+ * about the prefill instance whose hit `cached_tokens` holds.
  * Failed requests and records without a prediction (null, or absent in older files) count in
  * `without_prediction` and nowhere else; null when no successful request carries one.
  */
@@ -59,10 +62,11 @@ export function predictionAccuracy(records: readonly RequestRecord[]): Predictio
       continue;
     }
     requests++;
+    const cached = r.decode_cached_tokens ?? r.cached_tokens;
     input += r.input_tokens;
     predictedSum += predicted;
-    cachedSum += r.cached_tokens;
-    const error = predicted - r.cached_tokens;
+    cachedSum += cached;
+    const error = predicted - cached;
     if (error === 0) exact++;
     else if (error > 0) {
       overRequests++;

@@ -5,17 +5,20 @@
  * and are not in records: null here. The engine model (preset, engine_scaling,
  * capacity_blocks) comes from the run header: null when it does not say (replay, older files).
  * `prediction` compares the router's predicted cached tokens with the engine's
- * (prediction-accuracy.ts): null when no record carries a prediction.
+ * (prediction-accuracy.ts): null when no record carries a prediction. The offload figures
+ * (offloads, offloaded_ttft_mean_s, …: offload-metrics.ts) come from records that name a
+ * prefill instance.
  */
 import type { RecordFile } from '../trace/record-file.js';
 import type { EngineScalingRecord } from '../trace/records.js';
 import type { EngineStates } from './engine-state-samples.js';
+import { offloadMetrics, type OffloadMetrics } from './offload-metrics.js';
 import { predictionAccuracy, type PredictionAccuracy } from './prediction-accuracy.js';
 import { runMetrics, type RunMetrics } from './run-metrics.js';
 import type { RunReuse } from './run-reuse.js';
 import { DEFAULT_SLO, labelSlowRequests, type Slo, type SlowSummary } from './slow-causes.js';
 
-export interface RunAnalysis extends RunMetrics {
+export interface RunAnalysis extends RunMetrics, OffloadMetrics {
   /** Last finish − first dispatch, seconds. */
   makespan_s: number;
   /** Σ preemptions over the records. */
@@ -51,6 +54,7 @@ export function analyzeRun(
     makespan_s: records.length === 0 ? 0 : last - first,
     preemptions,
     evictions: null,
+    ...offloadMetrics(records),
     preset: file.header?.preset ?? null,
     engine_scaling: file.header?.engine_scaling ?? null,
     capacity_blocks: file.header?.capacity_blocks ?? null,

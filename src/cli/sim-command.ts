@@ -1,6 +1,6 @@
 /**
- * `kvroute sim run | serve | interference`, declared; sim-verb.ts runs `run` and `interference`,
- * sim-serve-verb.ts runs `serve`.
+ * `kvroute sim run | serve | interference | breakeven`, declared; sim-verb.ts runs `run` and
+ * `interference`, sim-serve-verb.ts runs `serve`, breakeven-verb.ts runs `breakeven`.
  */
 import type { Command } from 'commander';
 
@@ -9,6 +9,7 @@ import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions } from './engine-options.js';
+import { addLinkOptions } from './link-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 
 export const SIM_RUN_DEFAULTS = {
@@ -22,7 +23,7 @@ export const SIM_RUN_DEFAULTS = {
 export const SIM_SERVE_DEFAULTS = { publishMs: 50, kvEventsEncoding: 'map' } as const;
 
 export function addSimCommand(program: Command): void {
-  const sim = subcommand(program, 'sim', 'simulated engines: sim run, sim serve, sim interference');
+  const sim = subcommand(program, 'sim', 'simulated engines: sim run, sim serve, sim interference, sim breakeven');
   example(sim, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified');
   addRun(sim);
   addServe(sim);
@@ -33,6 +34,24 @@ export function addSimCommand(program: Command): void {
   ).option('--json', 'print the cells as JSON');
   example(interference, 'kvroute sim interference');
   runs(interference, async () => (await import('./sim-verb.js')).interferenceVerb);
+  addBreakEven(sim);
+}
+
+function addBreakEven(sim: Command): void {
+  const breakeven = subcommand(
+    sim,
+    'breakeven',
+    "prefill offload's break-even on the engine model: interference against P→D KV transfer cost for 2k–32k-token prompts, beside the seeds' figures, and the smallest prompt where offload pays",
+  )
+    .option('--decode-batch <D>', withDefault('decoding requests a co-located prefill would stall', 1))
+    .option(
+      '--preset <NAME>',
+      withDefault(`engine model: ${Object.keys(ENGINE_PRESETS).join(', ')}`, DEFAULT_ENGINE_PRESET),
+    )
+    .option('--json', 'print the table as JSON');
+  addLinkOptions(breakeven);
+  example(breakeven, 'kvroute sim breakeven --decode-batch 4 --link-gbps 100 --layerwise');
+  runs(breakeven, async () => (await import('./breakeven-verb.js')).breakEvenVerb);
 }
 
 function addRun(sim: Command): void {
@@ -82,6 +101,7 @@ function addServe(sim: Command): void {
       'tokenize text prompts as vLLM does and cache by token blocks: DIR (tokenizer.json + tokenizer_config.json) or qwen3',
     );
   addEngineScalingOptions(serve);
+  addLinkOptions(serve);
   serve.addHelpText(
     'after',
     '\nRuns until SIGINT or SIGTERM; prints one URL per engine on stdout (docs/sim-serve.md).',

@@ -18,6 +18,7 @@ import {
   type OptionValues,
 } from './common.js';
 import { engineScalingFlags } from './engine-options.js';
+import { describeLink, linkFlags } from './link-options.js';
 import { SIM_SERVE_DEFAULTS } from './sim-command.js';
 import { publishFleetState } from './fleet-feed.js';
 
@@ -36,6 +37,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   const model = stringFlag(values, 'model');
   if (model === '') throw new UsageError('--model must not be empty');
   const scaling = engineScalingFlags(values);
+  const link = linkFlags(values);
   const kvEvents = kvEventFlags(values, instances ?? SIM_FLEET_DEFAULTS.instances);
   const tokenizerDir = stringFlag(values, 'tokenizer');
   const pool = tokenizerDir === undefined ? undefined : await openTokenizer(tokenizerDir);
@@ -48,6 +50,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     blockSize: integerFlag(values, 'block-size', 1),
     model,
     scaling,
+    transferCost: link,
     ...(kvEvents === undefined ? {} : { kvEvents }),
     ...(pool === undefined ? {} : { tokenizer: poolTokenizer(pool) }),
   }).catch(async (error: NodeJS.ErrnoException) => {
@@ -60,8 +63,9 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     process.stderr.write(`kvroute sim serve: tokenizing with ${tokenizerDir}; caching by token blocks\n`);
   const engine = fleet.engines[0]!;
   const scaled = isUnscaled(scaling) ? '' : ` · ${describeScaling(scaling)}`;
+  const linked = Object.keys(link).length === 0 ? '' : ` · KV link ${describeLink(link)}`;
   process.stderr.write(
-    `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}×${scaled} · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
+    `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}×${scaled}${linked} · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
   );
   process.stdout.write(`${fleet.urls.join('\n')}\n`);
   if (kvEvents !== undefined) printKvEndpoints(fleet, kvEvents);

@@ -4,6 +4,7 @@
  * --json forms print the metrics objects themselves and never come here.
  */
 import { durationScale, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
+import type { OffloadMetrics } from '../analysis/offload-metrics.js';
 import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { describeScaling, isUnscaled } from '../sim/engine-preset.js';
@@ -21,7 +22,13 @@ export function latencyRow(name: string, q: Quantiles): string {
   return `  ${`${name} (${scale.unit})`.padEnd(12)}${values.map((v) => formatIn(v, scale, decimals).padStart(9)).join('')}`;
 }
 
-export function renderMetrics(options: SimulationOptions, m: RunMetrics, makespan: number): string {
+/** `offload`, when some request was offloaded, adds a line of the offload figures. */
+export function renderMetrics(
+  options: SimulationOptions,
+  m: RunMetrics,
+  makespan: number,
+  offload?: OffloadMetrics,
+): string {
   const policy = formatPolicyArg(options.policy);
   const ms = (q: Quantiles): Quantiles => ({ p50: q.p50 / 1000, p90: q.p90 / 1000, p99: q.p99 / 1000 });
   const scaled = isUnscaled(options.scaling) ? '' : ` · ${describeScaling(options.scaling)}`;
@@ -32,6 +39,11 @@ export function renderMetrics(options: SimulationOptions, m: RunMetrics, makespa
     latencyRow('TPOT', ms(m.tpot_ms)),
     latencyRow('E2E', m.e2e_s),
     `APC ${(m.apc * 100).toFixed(1)}% · interference ${index(m.interference_index)} · hotspot ${index(m.hotspot_index)} · instances per session ${m.instances_per_session.toFixed(2)} · preempted requests ${formatTotal(m.preempted_requests)}`,
+    ...(offload === undefined || offload.offloads === 0
+      ? []
+      : [
+          `offloaded prefills ${formatTotal(offload.offloads)} · their TTFT mean ${formatDuration(offload.offloaded_ttft_mean_s!)} · transfer mean ${formatDuration(offload.transfer_s_mean!)} · ${formatTotal(offload.transferred_tokens, 'tokens')} moved`,
+        ]),
   ].join('\n');
 }
 

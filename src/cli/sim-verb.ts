@@ -3,6 +3,7 @@
  * `kvroute sim interference`, declared in sim-command.ts.
  */
 import { formatCount, formatDuration } from '../analysis/format-units.js';
+import { offloadMetrics } from '../analysis/offload-metrics.js';
 import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
@@ -51,6 +52,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   );
   reportWarnings('sim run', reader.stats);
   const metrics = runMetrics(result.records);
+  const offload = offloadMetrics(result.records);
   const engine = {
     preset: options.preset!,
     engine_scaling: scalingRecord(options.scaling!),
@@ -75,11 +77,11 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   }
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...engine, prediction: predictionAccuracy(result.records) })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, prediction: predictionAccuracy(result.records) })}\n`,
     );
     return;
   }
-  process.stdout.write(`${renderMetrics(options, metrics, result.makespan)}\n`);
+  process.stdout.write(`${renderMetrics(options, metrics, result.makespan, offload)}\n`);
   process.stderr.write(
     `(${formatDuration((performance.now() - started) / 1000)} wall, ${formatCount(result.steps)} engine steps)\n`,
   );

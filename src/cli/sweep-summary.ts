@@ -2,11 +2,13 @@
  * The summary.json of one sweep cell: what `kvroute sim run --json` prints (runMetrics with its
  * per-instance TTFT p90, makespan, preemptions, evictions, and the engine model: preset,
  * engine_scaling, capacity_blocks, and `prediction`: the router's predicted cached tokens against
- * the engine's, prediction-accuracy.ts) plus `slow`, the slow requests by
+ * the engine's, prediction-accuracy.ts, and the offload figures: offloads, offloaded_ttft_mean_s,
+ * transfer_s_mean, transferred_tokens, offload-metrics.ts) plus `slow`, the slow requests by
  * cause at the default SLO, as `kvroute analyze run` labels them (slow-causes.ts). The reuse
  * split is left out: it walks the whole trace once per cell; `kvroute analyze run --trace` gives
  * it for any cell's records.
  */
+import { offloadMetrics } from '../analysis/offload-metrics.js';
 import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
 import { DEFAULT_SLO, labelSlowRequests } from '../analysis/slow-causes.js';
@@ -31,6 +33,7 @@ export function cellSummary(
     makespan_s: totals.makespan,
     preemptions: totals.preemptions,
     evictions: totals.evictions,
+    ...offloadMetrics(records),
     ...engine,
     prediction: predictionAccuracy(records),
   };

@@ -4,7 +4,9 @@
  *   trace's intra-session ceiling, the interference and hotspot indices, slow requests and their
  *   causes when the summary has them, and instances per session;
  * - ES ablation (the seeds' ES_ABLATION_RESULTS.md): per policy, shadow against shm
- *   (comparePairedRuns), with the verdict thresholds printed under the table.
+ *   (comparePairedRuns), with the verdict thresholds printed under the table;
+ * - Offload (issue #18, docs/offload.md), when a cell runs an offload policy or offloaded: per
+ *   cell TTFT p90, TPOT p99, the interference index, offloads and their mean TTFT and transfer.
  */
 import type { PairedComparison } from '../analysis/paired-compare.js';
 import type { TraceSummary } from '../analysis/trace-summary.js';
@@ -113,6 +115,50 @@ export function renderEs(pairs: readonly EsPair[]): string {
   ].join('\n');
 }
 
+/** An offload policy's name: `<base>+offload`, or `v3` (docs/offload.md). */
+const isOffloadPolicy = (policy: string): boolean => /(^|\+)offload$/.test(policy) || policy === 'v3';
+
+/** The offload table, or undefined when no cell runs an offload policy and none offloaded. */
+export function renderOffload(
+  cells: readonly SweepCell[],
+  summaries: ReadonlyMap<string, CellSummary>,
+): string | undefined {
+  const offloads = (s: CellSummary): number => (typeof s.offloads === 'number' ? s.offloads : 0);
+  const seconds = (value: unknown, scale: number, digits: number): string =>
+    typeof value === 'number' ? (value * scale).toFixed(digits) : '-';
+  if (!cells.some((cell) => isOffloadPolicy(cell.policy) || offloads(summaries.get(cell.id)!) > 0)) return undefined;
+  const rows = cells.map((cell) => {
+    const s = summaries.get(cell.id)!;
+    const n = offloads(s);
+    return [
+      cell.id,
+      fixed(s.ttft_s.p90, 2),
+      fixed(s.tpot_ms.p99, 1),
+      fixed(s.interference_index, 2),
+      `${n} (${s.requests === 0 ? '-' : fixed((n / s.requests) * 100, 1)} %)`,
+      seconds(s.offloaded_ttft_mean_s, 1, 2),
+      seconds(s.transfer_s_mean, 1000, 0),
+    ];
+  });
+  const header = [
+    'cell (policy-engine state)',
+    'TTFT p90 (s)',
+    'TPOT p99 (ms)',
+    'interference (×)',
+    'offloads (requests, % of all)',
+    'offloaded TTFT mean (s)',
+    'transfer mean (ms)',
+  ];
+  return [
+    '## Offload',
+    '',
+    table(header, rows),
+    '',
+    'offloads = requests whose prefill ran on another instance than their decode; their TTFT runs from dispatch to the ' +
+      "decode instance's first token (prefill, KV transfer, first decode step).",
+  ].join('\n');
+}
+
 /** `perturbed`, when given, names the engine-model perturbation the cells ran under, in a line above the tables. */
 export function renderTables(
   cells: readonly SweepCell[],
@@ -122,5 +168,6 @@ export function renderTables(
   perturbed?: string,
 ): string {
   const head = perturbed === undefined ? '' : `Engine model perturbed: ${perturbed}.\n\n`;
-  return `${head}${renderB3(cells, summaries, trace)}\n\n${renderEs(pairs)}\n`;
+  const offload = renderOffload(cells, summaries);
+  return `${head}${renderB3(cells, summaries, trace)}\n\n${renderEs(pairs)}\n${offload === undefined ? '' : `\n${offload}\n`}`;
 }

@@ -6,6 +6,13 @@
  * request inside the engine, which frees its blocks and drops it from the running and waiting
  * counts at once; no token is written after it.
  *
+ * Disaggregated prefill (docs/sim-serve.md): with `remoteDecode` (the prefill phase) the engine
+ * keeps the request's blocks at its finish and the JSON response carries the `kv_transfer_params`
+ * `remoteDecode` returns for them; a client gone before then leaves nothing held. With
+ * `transferred` (the decode phase) the request enters the engine holding its prompt's KV,
+ * `cached_tokens` counts the transferred tokens with the engine's own cache hit, and TTFT and
+ * E2E are measured from the request's arrival, before the transfer wait.
+ *
  * Backpressure: chunks are tiny and a step yields one token per request, so a slow reader only
  * buffers; the engine is not paused for it (vLLM does not pause generation for a slow client).
  */
@@ -21,11 +28,20 @@ import {
   type ResponseHead,
 } from './completion-response.js';
 import type { EngineMetrics } from './engine-metrics.js';
+import type { Sequence } from './engine-model.js';
+import type { RemoteDecodeParams } from './kv-transfer-params.js';
 import type { Generation, GenerationListener, RealtimeEngine } from './realtime-engine.js';
 
 export interface ExchangeContext {
   realtime: RealtimeEngine;
   metrics: EngineMetrics;
+}
+
+export interface ExchangeOptions {
+  /** The prefill phase: holds the finished request's blocks and returns the params to answer with. */
+  remoteDecode?: (sequence: Sequence) => RemoteDecodeParams;
+  /** The decode phase: the prompt's KV arrived by transfer; the request arrived at `arrivedAt` (engine s). */
+  transferred?: { arrivedAt: number };
 }
 
 export class CompletionExchange implements GenerationListener {
@@ -39,7 +55,13 @@ export class CompletionExchange implements GenerationListener {
     private readonly head: ResponseHead,
     private readonly requestId: number,
     private readonly context: ExchangeContext,
+    private readonly options: ExchangeOptions = {},
   ) {}
+
+  /** When the request's latency starts: its arrival, before any transfer wait. */
+  private arrivedAt(sequence: Sequence): number {
+    return this.options.transferred?.arrivedAt ?? sequence.submittedAt;
+  }
 
   /** Submits the request, unless the client is already gone. */
   start(): void {
@@ -56,6 +78,8 @@ export class CompletionExchange implements GenerationListener {
         ...(request.tokens === undefined ? {} : { tokens: request.tokens }),
         inputLength: request.inputTokens,
         outputLength: request.maxTokens,
+        ...(this.options.remoteDecode === undefined ? {} : { holdBlocks: true }),
+        ...(this.options.transferred === undefined ? {} : { transferred: true }),
       },
       this,
     );
@@ -67,7 +91,7 @@ export class CompletionExchange implements GenerationListener {
     const sequence = this.generation!.sequence;
     const { metrics } = this.context;
     for (let i = 0; i < count; i++) {
-      if (this.generated === 0) metrics.firstToken(at - sequence.submittedAt);
+      if (this.generated === 0) metrics.firstToken(at - this.arrivedAt(sequence));
       else metrics.interToken(i === 0 ? at - this.lastTokenAt : 0);
       this.generated++;
       if (!this.request.stream || this.res.destroyed) continue;
@@ -89,16 +113,24 @@ export class CompletionExchange implements GenerationListener {
 
   finished(at: number): void {
     const sequence = this.generation!.sequence;
-    this.context.metrics.finished(at - sequence.submittedAt);
-    const totals = usage(this.request.inputTokens, this.generated, sequence.cachedTokens ?? 0);
+    this.context.metrics.finished(at - this.arrivedAt(sequence));
+    const cached = (sequence.cachedTokens ?? 0) + sequence.transferredTokens;
+    const totals = usage(this.request.inputTokens, this.generated, cached);
     const { res } = this;
-    if (res.destroyed) return;
+    if (res.destroyed) {
+      this.context.realtime.releaseHeld(sequence); // nobody will pull a prefill nobody received
+      return;
+    }
     if (this.request.stream) {
       if (this.request.includeUsage) this.send(usageChunk(this.head, totals));
       res.end('data: [DONE]\n\n');
       return;
     }
-    const body = JSON.stringify(completionResponse(this.head, TOKEN_TEXT.repeat(this.generated), 'length', totals));
+    const response = completionResponse(this.head, TOKEN_TEXT.repeat(this.generated), 'length', totals);
+    const { remoteDecode } = this.options;
+    const body = JSON.stringify(
+      remoteDecode === undefined ? response : { ...response, kv_transfer_params: remoteDecode(sequence) },
+    );
     res.writeHead(200, { 'Content-Type': 'application/json' });
     res.end(body);
   }

@@ -25,6 +25,9 @@
  * DEFAULT_CHAT_MAX_TOKENS (vLLM would run to EOS or the context end; the simulated engine has no
  * EOS), capped at the context left. Every request generates exactly that many tokens.
  *
+ * Disaggregated prefill: `kv_transfer_params` is read by kv-transfer-params.ts; the prefill phase
+ * (`do_remote_decode`) must not stream, since it answers once, with the transfer parameters.
+ *
  * Errors are thrown as kvroute's TypeError/RangeError (a 400 naming the field) or ApiError.
  */
 import { invalidType, invalidValue } from '../core/errors.js';
@@ -32,6 +35,7 @@ import { hashPrompt } from '../core/hashing.js';
 import { promptText } from '../core/prompt-text.js';
 import type { ChatMessage } from '../core/types.js';
 import { checkInteger, checkObject, checkString } from '../core/validate.js';
+import { parseKvTransferParams, type KvTransferRequest } from './kv-transfer-params.js';
 
 export type Endpoint = 'chat' | 'completion';
 
@@ -72,6 +76,8 @@ export interface CompletionRequest {
   tokens: Uint32Array | undefined;
   inputTokens: number;
   maxTokens: number;
+  /** What `kv_transfer_params` asks (kind `none` without them). */
+  kvTransfer: KvTransferRequest;
 }
 
 /** What an engine's tokenizer is asked to turn into token ids. */
@@ -125,12 +131,19 @@ export function parseCompletionRequest(
     includeUsage = optionalBoolean('stream_options.include_usage', options.include_usage) ?? false;
   }
   if (present(body.n) && body.n !== 1) throw invalidValue('n', '1 (the simulated engine returns one choice)', body.n);
+  const kvTransfer = parseKvTransferParams(body.kv_transfer_params);
+  if (kvTransfer.kind === 'remote-decode' && stream)
+    throw invalidValue(
+      'stream',
+      'false with kv_transfer_params.do_remote_decode (the prefill phase answers once)',
+      true,
+    );
 
   const prompt = endpoint === 'chat' ? chatPrompt(body.messages) : completionPrompt(body.prompt);
   if (tokenized !== undefined && prompt.ids === undefined) prompt.ids = tokenized;
   const { hashIds, inputTokens } = promptBlocks(endpoint, body, prompt, limits.blockSize);
   const maxTokens = outputTokens(endpoint, body, inputTokens, limits.maxModelLen);
-  return { endpoint, model, stream, includeUsage, hashIds, tokens: prompt.ids, inputTokens, maxTokens };
+  return { endpoint, model, stream, includeUsage, hashIds, tokens: prompt.ids, inputTokens, maxTokens, kvTransfer };
 }
 
 /** The request's block ids and prompt length in tokens (see the header). */

@@ -16,6 +16,19 @@
  * running request needs a block and none can be had, the newest running request is preempted:
  * its blocks are released (full prompt blocks stay cached) and it re-queues at the front of the
  * waiting queue to recompute its prompt and the tokens it had generated.
+ *
+ * P→D KV transfer (vLLM's disaggregated prefill, docs/offload.md), two request flags:
+ * - `holdBlocks` (the prefill instance's side, vLLM's do_remote_decode): at its finish the request
+ *   keeps its blocks referenced, out of the running and waiting queues, until `releaseHeld`
+ *   (vLLM delays freeing them until the decode instance has read them).
+ * - `transferred` (the decode instance's side, do_remote_prefill): the request's KV arrived by
+ *   transfer. At admission it takes this engine's cached prefix as usual, gets blocks for the
+ *   whole prompt, names the prompt's full blocks (so they are cached here from then on) and
+ *   counts the rest of the prompt but its last token as `transferredTokens`. It enters as a
+ *   decode: its first token comes from the step that admits it, one token of the step's budget
+ *   priced as a decode (vLLM recomputes the last prompt token in a step batched with the
+ *   decodes; no prefill chunk, so no prefill step overhead). Waiting, it counts as decoding in
+ *   `state()`: its prefill is done. After a preemption it recomputes locally like any request.
  */
 import type { ObservedState } from '../core/types.js';
 import { BlockPool } from './block-pool.js';
@@ -36,6 +49,10 @@ export interface EngineRequest {
   tokens?: Uint32Array;
   inputLength: number;
   outputLength: number;
+  /** Prefill for a remote decode: keep the blocks at the finish until `releaseHeld` (see header). */
+  holdBlocks?: boolean;
+  /** Decode of a remote prefill: the prompt's KV arrived by transfer (see header). */
+  transferred?: boolean;
 }
 
 /** A request inside the engine; the fields after `request` are its progress. */
@@ -46,8 +63,12 @@ export interface Sequence {
   prefillTarget: number;
   computed: number;
   generated: number;
-  /** Prompt tokens served from the prefix cache at first admission (undefined until admitted). */
+  /** Prompt tokens served from this engine's prefix cache at first admission (undefined until admitted). */
   cachedTokens: number | undefined;
+  /** A transferred request: prompt tokens it held at admission from the transfer (else 0). */
+  transferredTokens: number;
+  /** A transferred request not admitted yet. */
+  awaitingAdmission: boolean;
   firstTokenAt: number | undefined;
   finishedAt: number | undefined;
   preemptions: number;
@@ -96,6 +117,8 @@ export class EngineModel {
   private readonly preset: EnginePreset;
   private readonly running: Sequence[] = [];
   private readonly waiting: Sequence[] = [];
+  /** Finished `holdBlocks` requests whose blocks are still referenced (see releaseHeld). */
+  private readonly held = new Set<Sequence>();
   /** The pool version at which the waiting head was last refused (-1: not refused). */
   private refusedAtVersion = -1;
   readonly counters: EngineCounters = {
@@ -141,6 +164,8 @@ export class EngineModel {
       computed: 0,
       generated: 0,
       cachedTokens: undefined,
+      transferredTokens: 0,
+      awaitingAdmission: request.transferred === true,
       firstTokenAt: undefined,
       finishedAt: undefined,
       preemptions: 0,
@@ -152,8 +177,9 @@ export class EngineModel {
     return sequence;
   }
 
-  /** Removes a request wherever it is, releasing its blocks. False when it is not here. */
+  /** Removes a request wherever it is (held too), releasing its blocks. False when it is not here. */
   abort(sequence: Sequence): boolean {
+    if (this.releaseHeld(sequence)) return true;
     for (const queue of [this.running, this.waiting]) {
       const at = queue.indexOf(sequence);
       if (at < 0) continue;
@@ -164,13 +190,37 @@ export class EngineModel {
     return false;
   }
 
+  /**
+   * Releases the blocks a finished `holdBlocks` request kept (its full prompt blocks stay cached).
+   * False when it holds none: not finished yet, not a holding request, or already released.
+   */
+  releaseHeld(sequence: Sequence): boolean {
+    if (!this.held.delete(sequence)) return false;
+    this.releaseBlocks(sequence);
+    return true;
+  }
+
+  /** Finished requests still holding their blocks for a transfer. */
+  get heldRequests(): number {
+    return this.held.size;
+  }
+
+  /**
+   * Prompt tokens of `request` this engine's prefix cache lacks now: what a transfer of its KV
+   * from a prefill instance must bring (the prompt less the cached run of its full blocks).
+   */
+  lackedTokens(request: Pick<EngineRequest, 'hashIds' | 'inputLength'>): number {
+    const full = Math.min(Math.floor(request.inputLength / this.blockSize), request.hashIds.length);
+    return request.inputLength - this.pool.matchPrefix(request.hashIds, full) * this.blockSize;
+  }
+
   state(): EngineState {
     let pending = 0;
     let maxRemaining = 0;
     let decodeBatch = 0;
     for (const queue of [this.running, this.waiting]) {
       for (const sequence of queue) {
-        const remaining = sequence.prefillTarget - sequence.computed;
+        const remaining = sequence.awaitingAdmission ? 0 : sequence.prefillTarget - sequence.computed;
         if (remaining > 0) {
           pending += remaining;
           maxRemaining = Math.max(maxRemaining, remaining);
@@ -190,7 +240,11 @@ export class EngineModel {
     };
   }
 
-  /** Runs one scheduler step starting at `now` (seconds); undefined when there is nothing to do. */
+  /**
+   * Runs one scheduler step starting at `now` (seconds); undefined when there is nothing to do,
+   * or nothing can run: no request running and the waiting head short of blocks, which only
+   * held blocks can cause (releaseHeld frees them; the caller steps again then).
+   */
   step(now: number): StepOutcome | undefined {
     if (this.idle) return undefined;
     const preempted: Sequence[] = [];
@@ -215,6 +269,14 @@ export class EngineModel {
       // A head refused for want of blocks stays refused until the pool frees or names a block.
       if (this.refusedAtVersion === this.pool.version) break;
       const sequence = this.waiting[0]!;
+      if (sequence.awaitingAdmission) {
+        if (!this.admitTransferred(sequence)) break;
+        this.waiting.shift();
+        this.running.push(sequence);
+        decodes.push(sequence);
+        budget -= 1;
+        continue;
+      }
       this.acquireCachedPrefix(sequence);
       const tokens = Math.min(sequence.prefillTarget - sequence.computed, budget);
       if (!this.pool.allocate(this.blocksFor(sequence.computed + tokens) - sequence.blocks.length)) {
@@ -232,6 +294,7 @@ export class EngineModel {
       budget -= tokens;
     }
 
+    if (chunks.length === 0 && decodes.length === 0 && preempted.length === 0) return undefined;
     let decodeContext = 0;
     for (const sequence of decodes) decodeContext += sequence.computed;
     const end = now + stepMs(this.preset, chunks, decodes.length, decodeContext) / 1000;
@@ -251,7 +314,8 @@ export class EngineModel {
     }
     for (const sequence of finished) {
       this.running.splice(this.running.indexOf(sequence), 1);
-      this.releaseBlocks(sequence);
+      if (sequence.request.holdBlocks === true) this.held.add(sequence);
+      else this.releaseBlocks(sequence);
     }
     const prefillTokens = chunks.reduce((sum, chunk) => sum + chunk.tokens, 0);
     return { start: now, end, prefillTokens, decodes: decodes.length, firstTokens, finished, preempted };
@@ -369,6 +433,34 @@ export class EngineModel {
     const limit = Math.min(fullPromptBlocks, Math.floor((sequence.prefillTarget - 1) / this.blockSize));
     const matched = this.pool.acquirePrefix(request.hashIds, Math.min(limit, request.hashIds.length), sequence.blocks);
     sequence.computed = matched * this.blockSize;
+  }
+
+  /**
+   * Admits a transferred request (see the header): its cached prefix, blocks for the whole
+   * prompt, the prompt's full blocks named, computed up to the last prompt token, which the
+   * admitting step decodes. False, taking nothing, when the pool cannot give the blocks.
+   */
+  private admitTransferred(sequence: Sequence): boolean {
+    const { inputLength, hashIds } = sequence.request;
+    this.acquireCachedPrefix(sequence);
+    if (!this.pool.allocate(this.blocksFor(inputLength) - sequence.blocks.length)) {
+      this.releaseBlocks(sequence);
+      sequence.computed = 0;
+      this.refusedAtVersion = this.pool.version;
+      return false;
+    }
+    this.countAdmission(sequence);
+    this.addAnonymous(sequence, this.blocksFor(inputLength));
+    sequence.transferredTokens = inputLength - 1 - sequence.computed;
+    sequence.computed = inputLength - 1;
+    sequence.prefillTarget = inputLength - 1; // the admitting step's decode adds the last token
+    sequence.awaitingAdmission = false;
+    const full = Math.min(Math.floor(inputLength / this.blockSize), hashIds.length);
+    for (let i = sequence.named; i < full; i++) {
+      if (sequence.blocks[i] === ANONYMOUS) sequence.blocks[i] = this.pool.register(hashIds[i]!, sequence, i);
+    }
+    sequence.named = Math.max(sequence.named, full);
+    return true;
   }
 
   /** Prefix-cache accounting of an admission (a re-admission after preemption queries again). */

@@ -9,6 +9,11 @@
  * With `kvEvents`, the engine publishes its block pool's changes as vLLM KV cache events
  * (docs/kv-events.md). With `tokenizer`, text prompts are tokenized and cached by token blocks.
  *
+ * Disaggregated prefill (docs/sim-serve.md): a request with `kv_transfer_params.do_remote_decode`
+ * is prefilled and answered with the params a decode engine needs (its KV held in `holds`); one
+ * with `do_remote_prefill` naming an engine of `peers` (the fleet) claims that KV, waits the
+ * transfer time (remote-prefill.ts), then is served holding it as cached.
+ *
  * Every failure is answered with vLLM's error body and the process never throws on input: a
  * body that is not JSON or fails a check is a 400 naming the field, a body over `maxBodyBytes`
  * a 413, another model a 404, an unknown path a 404 and a known path with the wrong method a
@@ -28,12 +33,17 @@ import {
 } from './completion-request.js';
 import { errorBody, modelList } from './completion-response.js';
 import { EngineMetrics } from './engine-metrics.js';
-import { EngineModel } from './engine-model.js';
+import { EngineModel, type Sequence } from './engine-model.js';
 import type { EnginePreset } from './engine-preset.js';
 import { EngineKvEvents } from './engine-kv-events.js';
 import type { KvEventEncoding } from './kv-event-encoding.js';
 import { KvEventPublisher } from './kv-event-publisher.js';
+import { KvHolds, DEFAULT_KV_HOLD_TIMEOUT_S } from './kv-holds.js';
+import { KvTransferPeers } from './kv-peers.js';
+import type { RemoteDecodeParams } from './kv-transfer-params.js';
+import { kvTransferCounters, registerKvTransferMetrics, type KvTransferCounters } from './kv-transfer-metrics.js';
 import { RealtimeEngine } from './realtime-engine.js';
+import { awaitTransfer, claimRemotePrefill } from './remote-prefill.js';
 
 /** Request bodies above this are refused with 413 (agentic prompts reach a few MB). */
 export const DEFAULT_MAX_BODY_BYTES = 64 * 2 ** 20;
@@ -56,6 +66,10 @@ export interface EngineServerOptions {
   kvEvents?: EngineKvEventOptions;
   /** Tokenizes text prompts, so they are cached by token blocks; none when absent. */
   tokenizer?: PromptTokenizer;
+  /** The fleet's engines as KV transfer peers (and its link); default: a fleet of this engine alone. */
+  peers?: KvTransferPeers;
+  /** Engine seconds prefilled KV is held for a decode engine before it is freed (default 480, vLLM's). */
+  kvHoldTimeoutS?: number;
 }
 
 export interface EngineKvEventOptions {
@@ -83,6 +97,13 @@ export class EngineServer {
   readonly engine: EngineModel;
   readonly realtime: RealtimeEngine;
   readonly metrics: EngineMetrics;
+  /** This engine's `remote_engine_id` in its fleet. */
+  readonly engineId: string;
+  /** KV this engine prefilled for decode engines (the prefill side). */
+  readonly holds: KvHolds;
+  /** KV transfers it received (the decode side). */
+  readonly transfers: KvTransferCounters = kvTransferCounters();
+  private readonly peers: KvTransferPeers;
   /** vLLM's max_model_len: the preset's, capped at what the KV cache holds. */
   readonly maxModelLen: number;
   private readonly server: Server;
@@ -100,6 +121,10 @@ export class EngineServer {
       model_name: options.model,
       engine: String(options.index),
     });
+    this.peers = options.peers ?? new KvTransferPeers();
+    this.engineId = this.peers.engineId(options.index);
+    this.holds = new KvHolds(this.realtime, options.kvHoldTimeoutS ?? DEFAULT_KV_HOLD_TIMEOUT_S);
+    registerKvTransferMetrics(this.metrics.registry, this.transfers, this.holds);
     this.maxModelLen = Math.min(options.preset.maxModelLen, this.engine.pool.capacity * options.blockSize);
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.server = createServer((req, res) => {
@@ -129,6 +154,13 @@ export class EngineServer {
       throw error;
     }
     engine.address = engine.server.address() as AddressInfo;
+    engine.peers.add({
+      engineId: engine.engineId,
+      host: options.host,
+      port: engine.port,
+      engine: engine.engine,
+      holds: engine.holds,
+    });
     return engine;
   }
 
@@ -153,6 +185,8 @@ export class EngineServer {
 
   /** Stops the engine's clock, drops every connection (aborting what runs) and stops listening. */
   async close(): Promise<void> {
+    this.peers.remove(this.engineId);
+    this.holds.close();
     this.realtime.close();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeAllConnections();
@@ -228,7 +262,47 @@ export class EngineServer {
       created: Math.floor(Date.now() / 1000),
       model: request.model,
     };
-    new CompletionExchange(res, request, head, n, { realtime: this.realtime, metrics: this.metrics }).start();
+    const context = { realtime: this.realtime, metrics: this.metrics };
+    const { kvTransfer } = request;
+    if (kvTransfer.kind === 'remote-decode') {
+      const remoteDecode = (sequence: Sequence) => this.holdForRemoteDecode(head.id, sequence);
+      new CompletionExchange(res, request, head, n, context, { remoteDecode }).start();
+      return;
+    }
+    if (kvTransfer.kind === 'none') {
+      new CompletionExchange(res, request, head, n, context).start();
+      return;
+    }
+    const arrivedAt = this.realtime.now();
+    const plan = claimRemotePrefill(kvTransfer, request, this, this.peers);
+    awaitTransfer(
+      plan,
+      res,
+      this.realtime,
+      () => {
+        const connection = plan.cold ? 'cold' : 'warm';
+        this.transfers.transfers[connection]++;
+        this.transfers.seconds[connection] += plan.seconds;
+        this.transfers.tokens += plan.tokens;
+        new CompletionExchange(res, request, head, n, context, { transferred: { arrivedAt } }).start();
+      },
+      () => this.transfers.aborted++,
+    );
+  }
+
+  /** Holds a finished prefill's KV for a decode engine; the params that name it (vLLM's NIXL shape). */
+  private holdForRemoteDecode(requestId: string, sequence: Sequence): RemoteDecodeParams {
+    const hold = this.holds.hold(requestId, sequence);
+    return {
+      do_remote_prefill: true,
+      do_remote_decode: false,
+      remote_engine_id: this.engineId,
+      remote_block_ids: [...hold.blockIds],
+      remote_request_id: requestId,
+      remote_host: this.options.host,
+      remote_port: this.port,
+      tp_size: 1,
+    };
   }
 
   /** The prompt's token ids from the tokenizer, when the engine has one and the prompt is text. */

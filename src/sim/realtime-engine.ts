@@ -17,7 +17,10 @@
  * - `submit` first delivers the steps already due, so a new request joins a step that starts no
  *   earlier than its submission (its TTFT is never negative).
  * - `abort` removes the request from the model at once, even mid-step: it emits nothing after.
- * - At most one timer is pending; `close` clears it, so a closed engine keeps no process alive.
+ * - At most one step timer is pending; `close` clears it and every `after` timer, so a closed
+ *   engine keeps no process alive.
+ * - `after(seconds)` fires once the model's clock has advanced `seconds` (engine time, so scaled
+ *   by `speed` like every engine time), never earlier: a timer that fires early re-arms.
  *
  * Cost: each delivered step visits every live request once: O(live) per step.
  */
@@ -67,6 +70,8 @@ export class RealtimeEngine {
   private readonly live = new Map<Sequence, Live>();
   private inFlight: StepOutcome | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Pending `after` timers, so close() clears them. */
+  private readonly delays = new Set<NodeJS.Timeout>();
   private advancing = false;
   private closed = false;
 
@@ -110,11 +115,53 @@ export class RealtimeEngine {
     return true;
   }
 
-  /** Stops the clock: clears the timer and aborts every live request (listeners hear nothing). */
+  /**
+   * Releases the blocks a finished `holdBlocks` request kept (EngineModel.releaseHeld), and lets
+   * a request waiting for them in; false when it held none.
+   */
+  releaseHeld(sequence: Sequence): boolean {
+    if (!this.engine.releaseHeld(sequence)) return false;
+    this.kick();
+    return true;
+  }
+
+  /**
+   * Calls `fire` once the model's clock is `seconds` later than now (never earlier, never after
+   * close). Returns a function that cancels it.
+   */
+  after(seconds: number, fire: () => void): () => void {
+    if (!(seconds >= 0 && Number.isFinite(seconds))) throw new RangeError(`seconds must be ≥ 0, got ${seconds}`);
+    const due = this.now() + seconds;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      if (timer !== undefined) this.delays.delete(timer);
+      timer = undefined;
+      if (this.closed) return;
+      const left = due - this.now();
+      if (left <= 0) {
+        fire();
+        return;
+      }
+      timer = setTimeout(arm, Math.ceil((left / this.speed) * 1000));
+      this.delays.add(timer);
+    };
+    timer = setTimeout(arm, Math.max(0, Math.ceil((seconds / this.speed) * 1000)));
+    this.delays.add(timer);
+    return () => {
+      if (timer === undefined) return;
+      clearTimeout(timer);
+      this.delays.delete(timer);
+      timer = undefined;
+    };
+  }
+
+  /** Stops the clock: clears the timers and aborts every live request (listeners hear nothing). */
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
     this.timer = undefined;
+    for (const delay of this.delays) clearTimeout(delay);
+    this.delays.clear();
     this.inFlight = undefined;
     for (const sequence of [...this.live.keys()]) this.abort(sequence);
   }

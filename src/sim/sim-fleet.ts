@@ -5,11 +5,16 @@
  *
  * KV cache events (docs/kv-events.md): with `kvEvents`, engine i publishes on `kvEvents.port + i`
  * and, with `replayPort`, answers replay requests on `replayPort + i` (port 0: free ports).
+ *
+ * Disaggregated prefill (docs/sim-serve.md): the engines are each other's KV transfer peers
+ * (KvTransferPeers), over one link timed by `transferCost` (the offload cost model's defaults).
  */
 import { invalidValue } from '../core/errors.js';
+import type { OffloadCostModel } from '../core/offload-cost.js';
 import { capacityBlocks, ENGINE_PRESETS, scalePreset, type EngineScaling } from './engine-preset.js';
 import type { PromptTokenizer } from './completion-request.js';
 import { EngineServer } from './engine-server.js';
+import { KvTransferPeers } from './kv-peers.js';
 import type { KvEventEncoding } from './kv-event-encoding.js';
 import { SIM_FLEET_DEFAULTS } from './sim-fleet-defaults.js';
 
@@ -36,6 +41,10 @@ export interface SimFleetOptions {
   kvEvents?: SimFleetKvEvents;
   /** Every engine tokenizes text prompts with it and caches them by token blocks. */
   tokenizer?: PromptTokenizer;
+  /** The P→D KV link of disaggregated prefill (linkGbps, warmOverheadMs, coldPenaltyMs, layerwise, …). */
+  transferCost?: Partial<OffloadCostModel>;
+  /** Engine seconds prefilled KV waits for its decode engine before it is freed (default 480, vLLM's). */
+  kvHoldTimeoutS?: number;
 }
 
 export interface SimFleetKvEvents {
@@ -96,6 +105,10 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
     if (kv.replayPort !== undefined) checkPortRange('kv event replay ports', kv.replayPort, o.instances);
   }
   const offset = (port: number, index: number) => (port === 0 ? 0 : port + index);
+  const peers = new KvTransferPeers(options.transferCost);
+  const holdTimeout = options.kvHoldTimeoutS;
+  if (holdTimeout !== undefined && !(Number.isFinite(holdTimeout) && holdTimeout > 0))
+    throw invalidValue('kvHoldTimeoutS', 'a finite number > 0', holdTimeout);
   const engines: EngineServer[] = [];
   try {
     for (let index = 0; index < o.instances; index++) {
@@ -109,6 +122,8 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
           speed: o.speed,
           model: options.model ?? preset.model,
           maxBodyBytes: options.maxBodyBytes,
+          peers,
+          ...(holdTimeout === undefined ? {} : { kvHoldTimeoutS: holdTimeout }),
           ...(options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer }),
           ...(kv === undefined
             ? {}

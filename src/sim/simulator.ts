@@ -9,6 +9,16 @@
  * Engine state: `shadow` leaves the router with its own counters; `shm` publishes every engine's
  * true state to the router every `publishMs` (the seeds' es1 fed it through /dev/shm at ~50 ms).
  *
+ * Prefill offload (docs/offload.md): when the router's decision says `offload`, the request runs
+ * in two phases. Its prefill goes to the prefill instance P as a prefill-only request (one
+ * output token, blocks held at its finish, the prompt's full blocks cached on P); the step that
+ * ends it reports the prefill ticket's first token and completion to the router. Then the KV
+ * moves to the decode instance T (the decision's own instance) over the KvTransferLink, in
+ * transferMs of the tokens T lacks at that moment, cold on the pair's first use; P's blocks are
+ * released when it ends. T then admits the request holding its prompt as transferred KV and
+ * decodes it there (EngineModel `transferred`), reporting the decode ticket as usual. Its TTFT
+ * is dispatch → T's first token: P's queue and prefill + the transfer + T's admitting step.
+ *
  * The trace is read lazily: a request is taken from the source only when virtual time reaches
  * its arrival, and dropped once its record is written, so memory follows the requests in flight
  * (and each session's queued turns), never the trace. Events at the same instant run in the
@@ -16,8 +26,9 @@
  * a run is a pure function of (trace, options).
  */
 import { invalidValue } from '../core/errors.js';
+import type { OffloadCostModel } from '../core/offload-cost.js';
 import { Router } from '../core/router.js';
-import type { ObservedState, PolicyName, PolicySpec } from '../core/types.js';
+import type { ObservedState, ResolvedPolicy } from '../core/types.js';
 import type { RequestRecord } from '../trace/records.js';
 import { SynthRandom } from '../trace/synth-random.js';
 import type { TraceRequest } from '../trace/types.js';
@@ -29,49 +40,12 @@ import {
   isUnscaled,
   scalePreset,
   type EnginePreset,
-  type EngineScaling,
 } from './engine-preset.js';
 import { EventQueue } from './event-queue.js';
+import { KvTransferLink } from './kv-transfer.js';
+import type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
 
-export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
-
-export interface SimulationOptions {
-  policy: PolicyName | PolicySpec;
-  instances: number;
-  engineState?: 'shadow' | 'shm';
-  /** Publish period of the shm feed, ms (default 50). */
-  publishMs?: number;
-  /** ENGINE_PRESETS key. */
-  preset?: string;
-  /**
-   * Multipliers of the preset's prefill cost, decode cost and KV capacity (scalePreset); the
-   * router's capacity follows the engines'. A kvCapacity other than 1 excludes `capacityBlocks`.
-   */
-  scaling?: EngineScaling;
-  /** KV blocks per engine; default: the (scaled) preset's KV bytes at the trace's block size. */
-  capacityBlocks?: number;
-  dispatch?: Dispatch;
-  /** false runs the TypeScript reference router. */
-  native?: boolean;
-  /**
-   * false queues every engine step as its own event instead of running silent steps ahead
-   * (kick). The records are identical either way (a test holds them so); only speed differs.
-   */
-  runAhead?: boolean;
-}
-
-export interface SimulationResult {
-  /** One per request, in completion order. */
-  records: RequestRecord[];
-  /** Virtual seconds from the first dispatch to the last completion. */
-  makespan: number;
-  preemptions: number;
-  /** Cached blocks evicted to make room, over all engines. */
-  evictions: number;
-  steps: number;
-  /** KV blocks of each engine (and the router's capacity per instance); 0 when nothing ran. */
-  capacityBlocks: number;
-}
+export type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
 
 /** Replays `trace` (in arrival order) and returns every request's record. */
 export function simulate(trace: Iterable<TraceRequest>, options: SimulationOptions): SimulationResult {
@@ -104,6 +78,7 @@ export async function simulateStream(
 type SimEvent =
   | { kind: 'dispatch'; request: TraceRequest }
   | { kind: 'step'; instance: number; outcome: StepOutcome }
+  | { kind: 'transfer'; flight: InFlight; prefill: Sequence }
   | { kind: 'publish' };
 
 interface InFlight {
@@ -113,6 +88,20 @@ interface InFlight {
   dispatch: number;
   /** The router's predictedCachedTokens for the instance it chose. */
   predicted: number;
+  /** An offloaded request: its prefill phase and transfer. */
+  offload?: OffloadFlight;
+}
+
+/** The prefill phase of an offloaded request (on `instance`) and its KV transfer. */
+interface OffloadFlight {
+  instance: number;
+  /** The prefill ticket the router opened on `instance`. */
+  ticket: number;
+  /** Prompt tokens the prefill instance served from its prefix cache. */
+  cachedTokens: number;
+  /** Tokens of KV moved: the prompt tokens the decode instance lacked. */
+  transferredTokens: number;
+  transferS: number;
 }
 
 /** A session with a turn in flight, and the turns read while it runs, in order. */
@@ -149,6 +138,10 @@ class Simulation {
   private readonly quietUntil: Float64Array;
   private readonly stepping: boolean[];
   private readonly inFlight = new Map<Sequence, InFlight>();
+  /** Offloaded requests in their prefill phase, by their sequence on the prefill instance. */
+  private readonly prefilling = new Map<Sequence, InFlight>();
+  private transfersInFlight = 0;
+  private link: KvTransferLink | undefined;
   /** Sessions with a turn in flight; a session absent here is idle. */
   private readonly busySessions = new Map<string, SessionQueue>();
   private readonly records: RequestRecord[] = [];
@@ -248,6 +241,8 @@ class Simulation {
       () => new EngineModel({ preset: this.preset, blockSize, capacityBlocks: capacity }),
     );
     this.fleet = { router, engines, instanceIds: router.instances() };
+    const policyCost = (router.policy as ResolvedPolicy & { offload?: OffloadCostModel | null }).offload;
+    this.link = new KvTransferLink(this.options.transferCost ?? policyCost ?? {});
     if (this.options.engineState === 'shm') this.schedulePublish(0);
     return this.fleet;
   }
@@ -255,13 +250,16 @@ class Simulation {
   private handle(event: SimEvent, now: number): void {
     // The router's clock moves only when the router is about to be told something.
     const touchesRouter =
-      event.kind !== 'step' || event.outcome.firstTokens.length > 0 || event.outcome.finished.length > 0;
+      event.kind === 'step'
+        ? event.outcome.firstTokens.length > 0 || event.outcome.finished.length > 0
+        : event.kind !== 'transfer';
     if (touchesRouter && now !== this.routerTime) {
       this.fleet!.router.setTime(now * 1000);
       this.routerTime = now;
     }
     if (event.kind === 'dispatch') this.dispatchRequest(event.request, now);
     else if (event.kind === 'step') this.completeStep(event.instance, event.outcome, now);
+    else if (event.kind === 'transfer') this.completeTransfer(event.flight, event.prefill, now);
     else this.publish(now);
   }
 
@@ -280,16 +278,38 @@ class Simulation {
       session: request.session,
       inputTokens: request.inputLength,
     });
-    const instance = router.decision.index;
-    const predicted = router.decision.predictedCachedTokens;
-    const sequence = engines[instance]!.submit(
-      { id: ticket, hashIds: request.hashIds, inputLength: request.inputLength, outputLength: request.outputLength },
-      now,
-    );
-    this.inFlight.set(sequence, { request, ticket, instance, dispatch: now, predicted });
+    const { index: instance, predictedCachedTokens: predicted, offload } = router.decision;
+    const flight: InFlight = { request, ticket, instance, dispatch: now, predicted };
+    const { hashIds, inputLength, outputLength } = request;
+    if (offload.outcome === 'offload') {
+      // The prefill phase: a one-token request on the prefill instance, its blocks held for the transfer.
+      const prefill = offload.prefillIndex;
+      flight.offload = {
+        instance: prefill,
+        ticket: offload.prefillTicket,
+        cachedTokens: 0,
+        transferredTokens: 0,
+        transferS: 0,
+      };
+      const sequence = engines[prefill]!.submit(
+        { id: offload.prefillTicket, hashIds, inputLength, outputLength: 1, holdBlocks: true },
+        now,
+      );
+      this.prefilling.set(sequence, flight);
+      this.kick(prefill, now);
+    } else {
+      const sequence = engines[instance]!.submit({ id: ticket, hashIds, inputLength, outputLength }, now);
+      this.inFlight.set(sequence, flight);
+      this.kick(instance, now);
+    }
     this.first = Math.min(this.first, now);
-    this.kick(instance, now);
     if (!this.publishing && this.options.engineState === 'shm') this.schedulePublish(now);
+  }
+
+  /** The ticket a sequence reports: the prefill ticket for an offloaded request's prefill phase. */
+  private ticketOf(sequence: Sequence): number {
+    const prefill = this.prefilling.get(sequence);
+    return prefill === undefined ? this.inFlight.get(sequence)!.ticket : prefill.offload!.ticket;
   }
 
   private completeStep(instance: number, outcome: StepOutcome, now: number): void {
@@ -297,8 +317,15 @@ class Simulation {
     this.stepping[instance] = false;
     this.quietUntil[instance] = now; // until kick below says otherwise
     this.preemptions += outcome.preempted.length;
-    for (const sequence of outcome.firstTokens) router.onFirstToken(this.inFlight.get(sequence)!.ticket);
+    for (const sequence of outcome.firstTokens) router.onFirstToken(this.ticketOf(sequence));
     for (const sequence of outcome.finished) {
+      const prefill = this.prefilling.get(sequence);
+      if (prefill !== undefined) {
+        this.prefilling.delete(sequence);
+        router.complete(prefill.offload!.ticket);
+        this.startTransfer(prefill, sequence, now);
+        continue;
+      }
       const flight = this.inFlight.get(sequence)!;
       this.inFlight.delete(sequence);
       router.complete(flight.ticket);
@@ -308,8 +335,36 @@ class Simulation {
     this.kick(instance, now);
   }
 
+  /** The prefill phase ended at `now`: the KV of what the decode instance lacks starts moving. */
+  private startTransfer(flight: InFlight, prefill: Sequence, now: number): void {
+    const offload = flight.offload!;
+    const tokens = this.fleet!.engines[flight.instance]!.lackedTokens(flight.request);
+    const { ms } = this.link!.transfer(offload.instance, flight.instance, tokens);
+    offload.cachedTokens = prefill.cachedTokens ?? 0;
+    offload.transferredTokens = tokens;
+    offload.transferS = ms / 1000;
+    this.transfersInFlight++;
+    this.schedule(now + offload.transferS, { kind: 'transfer', flight, prefill });
+  }
+
+  /** The transfer ended: the prefill instance frees its blocks, the decode instance admits the request. */
+  private completeTransfer(flight: InFlight, prefill: Sequence, now: number): void {
+    const { engines } = this.fleet!;
+    const offload = flight.offload!;
+    this.transfersInFlight--;
+    engines[offload.instance]!.releaseHeld(prefill);
+    this.kick(offload.instance, now); // the freed blocks may admit a waiting request
+    const { hashIds, inputLength, outputLength } = flight.request;
+    const sequence = engines[flight.instance]!.submit(
+      { id: flight.ticket, hashIds, inputLength, outputLength, transferred: true },
+      now,
+    );
+    this.inFlight.set(sequence, flight);
+    this.kick(flight.instance, now);
+  }
+
   private record(flight: InFlight, sequence: Sequence, now: number): void {
-    const { request } = flight;
+    const { request, offload } = flight;
     this.records.push({
       session: request.session,
       turn: request.turn,
@@ -318,11 +373,20 @@ class Simulation {
       first_token: sequence.firstTokenAt!,
       finish: now,
       input_tokens: request.inputLength,
-      cached_tokens: sequence.cachedTokens ?? 0,
+      // Offloaded: the tokens no engine computed, the prefill instance's cache hit (docs/records.md).
+      cached_tokens: offload === undefined ? (sequence.cachedTokens ?? 0) : offload.cachedTokens,
       output_tokens: Math.max(1, request.outputLength),
       overlapped: sequence.decodeOverlappedPrefill,
       preemptions: sequence.preemptions,
       predicted_cached_tokens: flight.predicted,
+      ...(offload === undefined
+        ? {}
+        : {
+            prefill_instance: offload.instance,
+            decode_cached_tokens: sequence.cachedTokens ?? 0,
+            transferred_tokens: offload.transferredTokens,
+            transfer_s: offload.transferS,
+          }),
     });
     this.last = now;
   }
@@ -372,7 +436,8 @@ class Simulation {
   private publish(now: number): void {
     this.published = this.fleet!.engines.map((engine) => ({ timestampMs: now * 1000, ...engine.state() }));
     this.publishing = false;
-    if (this.inFlight.size > 0) this.schedulePublish(now + (this.options.publishMs ?? 50) / 1000);
+    if (this.inFlight.size + this.prefilling.size + this.transfersInFlight > 0)
+      this.schedulePublish(now + (this.options.publishMs ?? 50) / 1000);
   }
 
   private deliverPublished(): void {

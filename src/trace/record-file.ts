@@ -110,6 +110,8 @@ export interface RecordFile {
 
 const NUMBER_FIELDS = ['dispatch', 'first_token', 'finish'] as const;
 const COUNT_FIELDS = ['turn', 'input_tokens', 'cached_tokens', 'output_tokens', 'preemptions'] as const;
+/** Optional: present on offloaded requests only. */
+const OFFLOAD_COUNT_FIELDS = ['prefill_instance', 'decode_cached_tokens', 'transferred_tokens'] as const;
 
 function checkRecord(path: string, index: number, value: unknown): RequestRecord {
   const fail = (field: string | undefined, reason: string): never => {
@@ -127,6 +129,14 @@ function checkRecord(path: string, index: number, value: unknown): RequestRecord
     if (!Number.isSafeInteger(r[field]) || (r[field] as number) < 0)
       fail(field, `must be a non-negative integer, got ${describe(r[field])}`);
   if (typeof r.overlapped !== 'boolean') fail('overlapped', `must be true or false, got ${describe(r.overlapped)}`);
+  for (const field of OFFLOAD_COUNT_FIELDS)
+    if (r[field] !== undefined && (!Number.isSafeInteger(r[field]) || (r[field] as number) < 0))
+      fail(field, `must be a non-negative integer, got ${describe(r[field])}`);
+  if (
+    r.transfer_s !== undefined &&
+    !(typeof r.transfer_s === 'number' && Number.isFinite(r.transfer_s) && r.transfer_s >= 0)
+  )
+    fail('transfer_s', `must be a finite number ≥ 0, got ${describe(r.transfer_s)}`);
   const predicted = r.predicted_cached_tokens;
   if (predicted !== undefined && predicted !== null && (!Number.isSafeInteger(predicted) || (predicted as number) < 0))
     fail('predicted_cached_tokens', `must be a non-negative integer or null, got ${describe(predicted)}`);

@@ -30,6 +30,19 @@ export interface RequestRecord {
    * written before it was recorded, which reads as null.
    */
   predicted_cached_tokens?: number | null;
+  /**
+   * Offloaded requests only (docs/offload.md): the instance that ran the prefill, whose KV then
+   * moved to `instance`, which decoded. Absent for a request served where it was routed. For
+   * such a request `cached_tokens` is the prefill instance's prefix-cache hit (the prompt tokens
+   * no engine computed) and the fields below describe the decode instance and the transfer.
+   */
+  prefill_instance?: number;
+  /** Offloaded: prompt tokens the decode instance served from its own prefix cache. */
+  decode_cached_tokens?: number;
+  /** Offloaded: tokens of KV moved from the prefill to the decode instance (what it lacked). */
+  transferred_tokens?: number;
+  /** Offloaded: seconds the KV transfer took. */
+  transfer_s?: number;
   /** The router's reason (`x-kvroute-reason` live, the policy's decision in the simulator). */
   reason?: string;
   /** HTTP status of a live request (200 for success); absent in the simulator. */

@@ -1,0 +1,54 @@
+/**
+ * What a simulation takes and gives (src/sim/simulator.ts runs it; simulator.ts re-exports
+ * these): the policy, fleet, engine model and dispatch mode, and the records and totals of a run.
+ */
+import type { OffloadCostModel } from '../core/offload-cost.js';
+import type { PolicyName, PolicySpec } from '../core/types.js';
+import type { RequestRecord } from '../trace/records.js';
+import type { EngineScaling } from './engine-preset.js';
+
+export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
+
+export interface SimulationOptions {
+  policy: PolicyName | PolicySpec;
+  instances: number;
+  engineState?: 'shadow' | 'shm';
+  /** Publish period of the shm feed, ms (default 50). */
+  publishMs?: number;
+  /** ENGINE_PRESETS key. */
+  preset?: string;
+  /**
+   * Multipliers of the preset's prefill cost, decode cost and KV capacity (scalePreset); the
+   * router's capacity follows the engines'. A kvCapacity other than 1 excludes `capacityBlocks`.
+   */
+  scaling?: EngineScaling;
+  /** KV blocks per engine; default: the (scaled) preset's KV bytes at the trace's block size. */
+  capacityBlocks?: number;
+  dispatch?: Dispatch;
+  /** false runs the TypeScript reference router. */
+  native?: boolean;
+  /**
+   * false queues every engine step as its own event instead of running silent steps ahead
+   * (kick). The records are identical either way (a test holds them so); only speed differs.
+   */
+  runAhead?: boolean;
+  /**
+   * The link offloaded prefills' KV crosses (its transfer fields: linkGbps, warmOverheadMs,
+   * coldPenaltyMs, layerwise, layers, kvBytesPerToken). Default: the policy's offload cost
+   * model, so the engines are charged what the router priced; DEFAULT_OFFLOAD_COST without one.
+   */
+  transferCost?: Partial<OffloadCostModel>;
+}
+
+export interface SimulationResult {
+  /** One per request, in completion order. */
+  records: RequestRecord[];
+  /** Virtual seconds from the first dispatch to the last completion. */
+  makespan: number;
+  preemptions: number;
+  /** Cached blocks evicted to make room, over all engines. */
+  evictions: number;
+  steps: number;
+  /** KV blocks of each engine (and the router's capacity per instance); 0 when nothing ran. */
+  capacityBlocks: number;
+}
