@@ -1,0 +1,106 @@
+/**
+ * `router.decision`: the last route()'s decision, read in place from the typed arrays the core
+ * writes (core-router.ts DECISION_* and OFFLOAD_*), so a route allocates nothing to report it.
+ * `decision.offload` is a frozen constant for a policy without the offload layer and one reused
+ * view over the same arrays otherwise: either way valid until the next route() or explain().
+ */
+import { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './codes.js';
+import {
+  DECISION_COLD_PAIR,
+  DECISION_OFFLOAD,
+  DECISION_PREFILL_SLOT,
+  DECISION_REASON,
+  DECISION_SLOT,
+  OFFLOAD_INTERFERENCE_MS,
+  OFFLOAD_PREFILL_TICKET,
+  OFFLOAD_TRANSFER_MS,
+} from './core-router.js';
+import { predictCachedTokens } from './predicted-cached.js';
+import type { Decision, OffloadDecision, OffloadOutcome } from './types.js';
+
+// The codes' table and the public type must name the same outcomes.
+const OUTCOMES: readonly OffloadOutcome[] = OFFLOAD_OUTCOMES;
+
+/** The offload part of a decision by a policy without the offload layer. */
+export const NO_OFFLOAD: OffloadDecision = Object.freeze({
+  outcome: 'off',
+  prefillInstance: undefined,
+  prefillIndex: -1,
+  prefillTicket: -1,
+  interferenceMs: 0,
+  transferMs: 0,
+  coldPair: false,
+});
+
+/** The offload layer's part of the last decision, read from the decision arrays. */
+class OffloadView implements OffloadDecision {
+  constructor(
+    private readonly buf: Int32Array,
+    private readonly values: Float64Array,
+    private readonly names: Array<string | undefined>,
+  ) {}
+  get outcome(): OffloadOutcome {
+    return OUTCOMES[this.buf[DECISION_OFFLOAD]!]!;
+  }
+  get prefillIndex(): number {
+    return this.buf[DECISION_PREFILL_SLOT]!;
+  }
+  get prefillInstance(): string | undefined {
+    const slot = this.buf[DECISION_PREFILL_SLOT]!;
+    return slot < 0 ? undefined : this.names[slot];
+  }
+  get prefillTicket(): number {
+    return this.values[OFFLOAD_PREFILL_TICKET]!;
+  }
+  get interferenceMs(): number {
+    return this.values[OFFLOAD_INTERFERENCE_MS]!;
+  }
+  get transferMs(): number {
+    return this.values[OFFLOAD_TRANSFER_MS]!;
+  }
+  get coldPair(): boolean {
+    return this.buf[DECISION_COLD_PAIR] === 1;
+  }
+  /** A plain copy (what JSON.stringify and test matchers see). */
+  toJSON(): OffloadDecision {
+    const { outcome, prefillInstance, prefillIndex, prefillTicket, interferenceMs, transferMs, coldPair } = this;
+    return { outcome, prefillInstance, prefillIndex, prefillTicket, interferenceMs, transferMs, coldPair };
+  }
+}
+
+/** The last decision, read from the decision array without allocating. */
+export class DecisionView implements Decision {
+  ticket = -1;
+  /** The route's explain buffer of matched blocks (the Router swaps it when it grows). */
+  matched: Int32Array;
+  /** The decided request's tokens per block, and its prompt tokens (NaN: not given). */
+  blockTokens = 0;
+  promptTokens = NaN;
+  private readonly offloadView: OffloadView;
+  constructor(
+    private readonly buf: Int32Array,
+    offloadValues: Float64Array,
+    private readonly names: Array<string | undefined>,
+    matched: Int32Array,
+  ) {
+    this.matched = matched;
+    this.offloadView = new OffloadView(buf, offloadValues, names);
+  }
+  get index(): number {
+    return this.buf[DECISION_SLOT]!;
+  }
+  get instance(): string | undefined {
+    const slot = this.buf[DECISION_SLOT]!;
+    return slot < 0 ? undefined : this.names[slot];
+  }
+  get reason(): ReasonName {
+    return REASONS[this.buf[DECISION_REASON]!]!;
+  }
+  get predictedCachedTokens(): number {
+    const slot = this.buf[DECISION_SLOT]!;
+    return slot < 0 ? 0 : predictCachedTokens(this.matched[slot]!, this.blockTokens, this.promptTokens);
+  }
+  get offload(): OffloadDecision {
+    return this.buf[DECISION_OFFLOAD] === 0 ? NO_OFFLOAD : this.offloadView;
+  }
+}
