@@ -264,7 +264,9 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   matched_ = matched;
   scores_ = scores;
   RouteOutput out = decide(in);
-  lastOffload_.outcome = OffloadOutcome::kOff;
+  // Without the layer this costs one load and a branch: the result is reset
+  // only after a route that had one.
+  if (lastOffload_.outcome != OffloadOutcome::kOff) lastOffload_ = OffloadResult();
   if (config_.policy.offload && out.slot >= 0) {
     lastOffload_ = decideOffload(config_.policy.offloadCost, static_cast<uint32_t>(out.slot), cand_->slots, eff_,
                                  uncached_, in.inputTokens, warmPairs_);

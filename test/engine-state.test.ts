@@ -192,9 +192,9 @@ describe.each(IMPLEMENTATIONS)('engine state ($impl)', ({ native }) => {
     // The terms are what the decision read: every instance idle, the 5 blocks uncached everywhere.
     const terms = { pendingPrefillTokens: 0, requests: 0, kvUsage: 0, uncachedTokens: 80 };
     expect(r.explain().candidates).toEqual([
-      { instance: 'engine-0', index: 0, drained: false, matchedBlocks: 0, score: 0, terms },
-      { instance: 'engine-1', index: 1, drained: false, matchedBlocks: 0, score: 0, terms },
-      { instance: 'engine-2', index: 2, drained: false, matchedBlocks: 0, score: 0, terms },
+      { instance: 'engine-0', index: 0, drained: false, matchedBlocks: 0, score: 0, terms, matchedFrom: 'belief' },
+      { instance: 'engine-1', index: 1, drained: false, matchedBlocks: 0, score: 0, terms, matchedFrom: 'belief' },
+      { instance: 'engine-2', index: 2, drained: false, matchedBlocks: 0, score: 0, terms, matchedFrom: 'belief' },
     ]);
     // match() does not disturb the last explanation.
     r.match({ hashIds: chain(1, 5) });
