@@ -141,9 +141,10 @@ function runScenario(sc: Scenario): ScenarioResult {
     inFlight.push({ ticket: ticketN as number, decoding: false });
     if (explainN.offload !== null) offloads.add(explainN.offload.outcome);
     // The prefill phase's ticket lives like any other: first token, complete or abort, in any order.
-    if (explainN.offload?.prefillTicket != null) {
-      expect(native.decision.offload.prefillTicket).toBe(explainN.offload.prefillTicket);
-      inFlight.push({ ticket: explainN.offload.prefillTicket, decoding: false });
+    const prefillTicket = explainN.offload?.prefillTicket ?? null;
+    if (prefillTicket !== null) {
+      expect(native.decision.offload.prefillTicket).toBe(prefillTicket);
+      inFlight.push({ ticket: prefillTicket, decoding: false });
       prefillTickets += 1;
     }
     past.push(req);
