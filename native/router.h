@@ -89,8 +89,8 @@ struct RouteOutput {
   int32_t slot = -1;  // -1: no routable instance
   Reason reason = Reason::kRoundRobin;
   double ticket = -1;  // -1 for dry runs and when no instance was chosen
+  // The offload layer's part of the decision is Router::lastOffload().
 };
-// The offload layer's part of the decision: Router::lastOffload().
 
 struct InstanceStats {
   uint64_t capacityBlocks, blocks, segments, bytes;

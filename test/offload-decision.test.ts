@@ -108,6 +108,17 @@ describe.each(IMPLEMENTATIONS)('the offload layer ($impl)', ({ native }) => {
     const prefill = d.offload.prefillTicket;
     expect(prefill).toBeGreaterThanOrEqual(0);
     expect(prefill).not.toBe(ticket);
+    // Read in place, yet a spread or JSON sees plain values.
+    expect({ ...d.offload }).toEqual({
+      outcome: 'offload',
+      prefillInstance: 'p1',
+      prefillIndex: 1,
+      prefillTicket: prefill,
+      interferenceMs: expect.closeTo(588.993, 2),
+      transferMs: expect.closeTo(432.698, 2),
+      coldPair: true,
+    });
+    expect(JSON.parse(JSON.stringify(d.offload))).toMatchObject({ outcome: 'offload', prefillIndex: 1 });
     // The target counts the request but no prefill (its KV arrives by transfer); P carries the prefill.
     const shadow = () => Object.fromEntries(router.stats().instances.map((s) => [s.instance, s.shadow]));
     expect(shadow()).toEqual({
@@ -147,7 +158,9 @@ describe.each(IMPLEMENTATIONS)('the offload layer ($impl)', ({ native }) => {
     router.onFirstToken(decode);
     router.complete(decode);
     // A failed prefill phase is aborted; the decode's ticket is the caller's to close too.
+    const view = router.decision.offload;
     const again = router.route(prompt(8192));
+    expect(router.decision.offload).toBe(view); // one view, reused: nothing allocated per route
     const failed = router.decision.offload.prefillTicket;
     router.abort(failed);
     expect(p1().aborted).toBe(1);

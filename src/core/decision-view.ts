@@ -32,39 +32,33 @@ export const NO_OFFLOAD: OffloadDecision = Object.freeze({
   coldPair: false,
 });
 
-/** The offload layer's part of the last decision, read from the decision arrays. */
+/**
+ * The offload layer's part of the last decision, read from the decision arrays. Its fields are
+ * own enumerable accessors, so a spread (`{ ...decision.offload }`), JSON.stringify and test
+ * matchers see plain values.
+ */
 class OffloadView implements OffloadDecision {
-  constructor(
-    private readonly buf: Int32Array,
-    private readonly values: Float64Array,
-    private readonly names: Array<string | undefined>,
-  ) {}
-  get outcome(): OffloadOutcome {
-    return OUTCOMES[this.buf[DECISION_OFFLOAD]!]!;
-  }
-  get prefillIndex(): number {
-    return this.buf[DECISION_PREFILL_SLOT]!;
-  }
-  get prefillInstance(): string | undefined {
-    const slot = this.buf[DECISION_PREFILL_SLOT]!;
-    return slot < 0 ? undefined : this.names[slot];
-  }
-  get prefillTicket(): number {
-    return this.values[OFFLOAD_PREFILL_TICKET]!;
-  }
-  get interferenceMs(): number {
-    return this.values[OFFLOAD_INTERFERENCE_MS]!;
-  }
-  get transferMs(): number {
-    return this.values[OFFLOAD_TRANSFER_MS]!;
-  }
-  get coldPair(): boolean {
-    return this.buf[DECISION_COLD_PAIR] === 1;
-  }
-  /** A plain copy (what JSON.stringify and test matchers see). */
-  toJSON(): OffloadDecision {
-    const { outcome, prefillInstance, prefillIndex, prefillTicket, interferenceMs, transferMs, coldPair } = this;
-    return { outcome, prefillInstance, prefillIndex, prefillTicket, interferenceMs, transferMs, coldPair };
+  declare readonly outcome: OffloadOutcome;
+  declare readonly prefillInstance: string | undefined;
+  declare readonly prefillIndex: number;
+  declare readonly prefillTicket: number;
+  declare readonly interferenceMs: number;
+  declare readonly transferMs: number;
+  declare readonly coldPair: boolean;
+  constructor(buf: Int32Array, values: Float64Array, names: Array<string | undefined>) {
+    const field = <T>(get: () => T): PropertyDescriptor => ({ enumerable: true, get });
+    Object.defineProperties(this, {
+      outcome: field(() => OUTCOMES[buf[DECISION_OFFLOAD]!]!),
+      prefillInstance: field(() => {
+        const slot = buf[DECISION_PREFILL_SLOT]!;
+        return slot < 0 ? undefined : names[slot];
+      }),
+      prefillIndex: field(() => buf[DECISION_PREFILL_SLOT]!),
+      prefillTicket: field(() => values[OFFLOAD_PREFILL_TICKET]!),
+      interferenceMs: field(() => values[OFFLOAD_INTERFERENCE_MS]!),
+      transferMs: field(() => values[OFFLOAD_TRANSFER_MS]!),
+      coldPair: field(() => buf[DECISION_COLD_PAIR] === 1),
+    });
   }
 }
 

@@ -236,7 +236,8 @@ export class Router {
   }
 
   get policy(): ResolvedPolicy {
-    return { ...this.resolvedPolicy };
+    const p = this.resolvedPolicy;
+    return { ...p, offload: p.offload === null ? null : { ...p.offload } };
   }
 
   /** Instance ids in index order. */
