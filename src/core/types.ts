@@ -208,11 +208,11 @@ export interface Decision {
 }
 
 /**
- * What the `offload` layer (docs/offload.md) decided for the last route(): `off` when the policy
- * has no offload layer; else why the prefill stayed with the decode (`not_decoding`: the base
- * policy's target holds no decoding request; `below_threshold`: the uncached prefill is at most
- * the threshold; `no_prefill_instance`: no other candidate is free of decodes; `colocate`: the
- * transfer costs at least the interference), or `offload`.
+ * What the `offload` layer (docs/policies.md "The offload layer") decided for the last route():
+ * `off` when the policy has no offload layer; else why the prefill stayed with the decode
+ * (`not_decoding`: the base policy's target holds no decoding request; `below_threshold`: the
+ * uncached prefill is at most the threshold; `no_prefill_instance`: no other candidate is free
+ * of decodes; `colocate`: the transfer costs at least the interference), or `offload`.
  */
 export type OffloadOutcome =
   'off' | 'not_decoding' | 'below_threshold' | 'no_prefill_instance' | 'colocate' | 'offload';
