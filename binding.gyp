@@ -18,6 +18,7 @@
         "native/hash-ring.cc",
         "native/token-keys.cc",
         "native/event-index.cc",
+        "native/offload.cc",
         "native/router.cc",
         "native/shm-feed.cc",
         "native/json-text.cc",

@@ -48,7 +48,8 @@ function makeCore(native) {
   };
   const buffers = {
     request: new Float64Array(5),
-    decision: new Int32Array(2),
+    decision: new Int32Array(5),
+    offload: new Float64Array(3),
     events: new Float64Array(3),
   };
   const core = native ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);

@@ -26,6 +26,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("hashTokenBlocks", Napi::Function::New(env, JsHashTokenBlocks, "hashTokenBlocks"));
   exports.Set("reasonCount", Napi::Number::New(env, kReasonCount));
   exports.Set("policyKindCount", Napi::Number::New(env, kPolicyKindCount));
+  exports.Set("offloadOutcomeCount", Napi::Number::New(env, kOffloadOutcomeCount));
   return exports;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "block-index.h"
 #include "napi-util.h"
@@ -22,6 +23,37 @@ std::string elementError(const char* field, size_t i, double x) {
   return std::string(field) + "[" + std::to_string(i) + "] must be an integer in [0, 2^53), got " + formatNumber(x);
 }
 
+// policy.offload: null (no layer) or every OffloadCostModel field, checked by
+// resolveOffloadCost in TypeScript first; this re-check only keeps garbage out.
+void readOffload(const Napi::Value& v, PolicyConfig& p) {
+  p.offload = false;
+  if (v.IsNull() || v.IsUndefined()) return;
+  if (!v.IsObject()) throwTypeError(v.Env(), kErrArgType, "policy.offload must be null or an object");
+  const Napi::Object o = v.As<Napi::Object>();
+  constexpr double kMax = std::numeric_limits<double>::max();
+  const auto field = [&](const char* name, bool positive) {
+    const std::string path = std::string("policy.offload.") + name;
+    const double x = requireInRange(o.Get(name), path.c_str(), 0, kMax);
+    if (positive && !(x > 0)) throwRangeError(v.Env(), kErrArgValue, path + " must be > 0");
+    return x;
+  };
+  OffloadCostModel& m = p.offloadCost;
+  m.thresholdTokens = field("thresholdTokens", false);
+  m.linkGbps = field("linkGbps", true);
+  m.warmOverheadMs = field("warmOverheadMs", false);
+  m.coldPenaltyMs = field("coldPenaltyMs", false);
+  if (!o.Get("layerwise").IsBoolean())
+    throwTypeError(v.Env(), kErrArgType, "policy.offload.layerwise must be a boolean");
+  m.layerwise = o.Get("layerwise").As<Napi::Boolean>().Value();
+  m.layers = field("layers", true);
+  m.kvBytesPerToken = field("kvBytesPerToken", true);
+  m.stepOverheadMs = field("stepOverheadMs", false);
+  m.prefillMsPerToken = field("prefillMsPerToken", false);
+  m.attentionMsPerToken2 = field("attentionMsPerToken2", false);
+  m.chunkTokens = field("chunkTokens", true);
+  p.offload = true;
+}
+
 }  // namespace
 
 PolicyConfig readPolicy(const Napi::Object& spec) {
@@ -38,6 +70,7 @@ PolicyConfig readPolicy(const Napi::Object& spec) {
   p.tieTolerance = requireInRange(spec.Get("tieTolerance"), "policy.tieTolerance", 0, 1);
   p.kvWeight = requireInRange(spec.Get("kvWeight"), "policy.kvWeight", 0, 1e3);
   p.kvThreshold = requireInRange(spec.Get("kvThreshold"), "policy.kvThreshold", 0, 10);
+  readOffload(spec.Get("offload"), p);
   return p;
 }
 
@@ -92,13 +125,15 @@ JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(
   blockTokens_ = rc.blockTokens;
 
   request_ = typedArrayData<double>(buffers.Get("request"), napi_float64_array, kRequestFields, "buffers.request");
-  decision_ = typedArrayData<int32_t>(buffers.Get("decision"), napi_int32_array, 2, "buffers.decision");
+  decision_ = typedArrayData<int32_t>(buffers.Get("decision"), napi_int32_array, kDecisionFields, "buffers.decision");
+  offload_ = typedArrayData<double>(buffers.Get("offload"), napi_float64_array, kOffloadFields, "buffers.offload");
   events_ = typedArrayData<double>(buffers.Get("events"), napi_float64_array, 3, "buffers.events");
   eventCapacity_ = (buffers.Get("events").As<Napi::Float64Array>().ElementLength() - 1) / 2;
   events_[0] = 0;
   requestRef_ = Napi::Persistent(buffers.Get("request").As<Napi::Float64Array>());
   eventsRef_ = Napi::Persistent(buffers.Get("events").As<Napi::Float64Array>());
   decisionRef_ = Napi::Persistent(buffers.Get("decision").As<Napi::Int32Array>());
+  offloadRef_ = Napi::Persistent(buffers.Get("offload").As<Napi::Float64Array>());
   router_ = std::make_unique<Router>(rc);
 
   routeHandle_ = new RouteHandle{this, 2};
@@ -412,9 +447,19 @@ napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSessio
   } else if (sessionType != napi_undefined) {
     throwTypeError(env, kErrArgType, "session must be a string");
   }
-  const RouteOutput out = core().route(in, matched_, scores_, terms_);
+  Router& router = core();
+  const RouteOutput out = router.route(in, matched_, scores_, terms_);
   decision_[0] = out.slot;
   decision_[1] = static_cast<int32_t>(out.reason);
+  const OffloadResult& o = router.lastOffload();
+  decision_[2] = static_cast<int32_t>(o.outcome);
+  if (o.outcome != OffloadOutcome::kOff) {
+    decision_[3] = o.prefillSlot;
+    decision_[4] = o.coldPair ? 1 : 0;
+    offload_[0] = o.prefillTicket;
+    offload_[1] = o.interferenceMs;
+    offload_[2] = o.transferMs;
+  }
   napi_value ticket = nullptr;
   if (napi_create_double(env, out.ticket, &ticket) != napi_ok) return nullptr;  // environment shutting down
   return ticket;

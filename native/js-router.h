@@ -41,6 +41,12 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   static constexpr uint32_t kFlagDryRun = 1;
   static constexpr uint32_t kFlagTokenKeys = 2;
   static constexpr uint32_t kFlagsKnown = kFlagDryRun | kFlagTokenKeys;
+  // Decision layout (Int32Array): [slot, reason, offload outcome, prefill
+  // slot, cold pair]; offload layout (Float64Array): [prefill ticket,
+  // interference ms, transfer ms] (DECISION_* and OFFLOAD_* in
+  // src/core/core-router.ts). Past the outcome, written only when it is not off.
+  static constexpr size_t kDecisionFields = 5;
+  static constexpr size_t kOffloadFields = 3;
   // Event stats layout (Float64Array), see EventStats() and EVENT_STAT_FIELDS.
   static constexpr size_t kEventStatsFields = 9;
   // Observed-state layout (Float64Array, 8 entries), see ObservedState.
@@ -113,10 +119,12 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   double* events_ = nullptr;
   size_t eventCapacity_ = 0;
   Napi::Reference<Napi::Int32Array> decisionRef_;
+  Napi::Reference<Napi::Float64Array> offloadRef_;
   Napi::Reference<Napi::Int32Array> matchedRef_;
   Napi::Reference<Napi::Float64Array> scoresRef_;
   double* request_ = nullptr;
   int32_t* decision_ = nullptr;
+  double* offload_ = nullptr;
   int32_t* matched_ = nullptr;
   double* scores_ = nullptr;
   Napi::Reference<Napi::Float64Array> termsRef_;

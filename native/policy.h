@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "engine-state.h"
+#include "offload.h"
 
 namespace kvroute {
 
@@ -55,6 +56,9 @@ struct PolicyConfig {
   double tieTolerance = 0.02;         // scores within (1 + tolerance) x the lowest are a tie
   double kvWeight = 6.0;              // penalty per unit of KV usage past kvThreshold, after placing
   double kvThreshold = 0.5;           // KV usage (in-flight blocks / capacity) where the penalty starts
+  // The offload layer over the policy (offload.h); off unless the policy names it.
+  bool offload = false;
+  OffloadCostModel offloadCost;
 };
 
 // LMetric: prefill_tokens x (batch_size + 1), lower is better, where

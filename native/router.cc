@@ -83,6 +83,7 @@ void Router::removeInstance(uint32_t slot) {
   inst = Instance();
   inst.generation = generation;
   events_.reset(slot);
+  warmPairs_.forget(slot);
   refreshLiveList();
   rebuildRing();
 }
@@ -263,32 +264,51 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   matched_ = matched;
   scores_ = scores;
   RouteOutput out = decide(in);
+  // Without the layer this costs one load and a branch: the result is reset
+  // only after a route that had one.
+  if (lastOffload_.outcome != OffloadOutcome::kOff) lastOffload_ = OffloadResult();
+  if (config_.policy.offload && out.slot >= 0) {
+    lastOffload_ = decideOffload(config_.policy.offloadCost, static_cast<uint32_t>(out.slot), cand_->slots, eff_,
+                                 uncached_, in.inputTokens, warmPairs_);
+  }
   if (out.slot < 0 || in.dryRun) return out;
 
-  Instance& inst = instances_[out.slot];
+  const uint32_t target = static_cast<uint32_t>(out.slot);
+  reasonCounts_[static_cast<size_t>(out.reason)] += 1;
+  if (lastOffload_.outcome != OffloadOutcome::kOffload) {
+    out.ticket = dispatch(in, target, static_cast<int64_t>(uncached_[target]));
+    return out;
+  }
+  // Offload: the target decodes (its KV arrives by transfer, no prefill
+  // queued there); the prefill instance carries the prefill.
+  const uint32_t prefill = static_cast<uint32_t>(lastOffload_.prefillSlot);
+  out.ticket = dispatch(in, target, 0);
+  lastOffload_.prefillTicket = dispatch(in, prefill, static_cast<int64_t>(uncached_[prefill]));
+  warmPairs_.mark(prefill, target);
+  return out;
+}
+
+double Router::dispatch(const RouteInput& in, uint32_t slot, int64_t uncachedTokens) {
+  Instance& inst = instances_[slot];
   // An event-fed slot's matched[] is the engine's truth; commit needs the
   // belief index's own match.
-  const uint32_t believed = in.tokenKeys && events_.fed(static_cast<uint32_t>(out.slot))
-                                ? inst.index->match(in.ids, in.n)
-                                : static_cast<uint32_t>(matched[out.slot]);
+  const uint32_t believed =
+      in.tokenKeys && events_.fed(slot) ? inst.index->match(in.ids, in.n) : static_cast<uint32_t>(matched_[slot]);
   inst.index->commit(in.ids, in.n, believed);
   InFlight request;
-  request.slot = static_cast<uint32_t>(out.slot);
+  request.slot = slot;
   request.slotGeneration = inst.generation;
-  request.uncachedTokens = static_cast<int64_t>(uncached_[out.slot]);
+  request.uncachedTokens = uncachedTokens;
   request.blocks = in.n;
   inst.shadow.waiting += 1;
   inst.shadow.prefillTokens += request.uncachedTokens;
   inst.shadow.activeBlocks += request.blocks;
   inst.routed += 1;
-  reasonCounts_[static_cast<size_t>(out.reason)] += 1;
-  out.ticket = tickets_.open(request);
+  const double ticket = tickets_.open(request);
   // The engine stores the prompt's blocks only as it computes them: until the
   // request finishes, its keys count as held there (event-index.h).
-  if (in.tokenKeys && events_.fed(static_cast<uint32_t>(out.slot))) {
-    events_.holdInFlight(static_cast<uint32_t>(out.slot), out.ticket, in.ids, in.n);
-  }
-  return out;
+  if (in.tokenKeys && events_.fed(slot)) events_.holdInFlight(slot, ticket, in.ids, in.n);
+  return ticket;
 }
 
 uint64_t Router::firstBlockKey(uint64_t id) {

@@ -22,6 +22,13 @@
 // Per route(): one lockstep prefix match over every live instance
 // (O(N log n) probes), O(candidates) policy scoring, then, unless it is a dry
 // run, BlockIndex::commit on the chosen instance and the shadow counter moves.
+//
+// Offload (offload.h): with the policy's layer on, the decision for the base
+// policy's target runs next (O(candidates)); an `offload` of a dispatched
+// route commits the request's blocks on the prefill instance too and opens a
+// second ticket there carrying the prefill (its uncached tokens), while the
+// target's ticket carries none (its KV arrives by transfer). lastOffload()
+// holds the layer's result until the next route().
 #pragma once
 
 #include <array>
@@ -82,6 +89,7 @@ struct RouteOutput {
   int32_t slot = -1;  // -1: no routable instance
   Reason reason = Reason::kRoundRobin;
   double ticket = -1;  // -1 for dry runs and when no instance was chosen
+  // The offload layer's part of the decision is Router::lastOffload().
 };
 
 struct InstanceStats {
@@ -152,6 +160,9 @@ class Router {
   double now() const;
   void setPolicy(const PolicyConfig& policy);
   const PolicyConfig& policy() const { return config_.policy; }
+  // The offload layer's result for the last route() (outcome kOff without the layer).
+  const OffloadResult& lastOffload() const { return lastOffload_; }
+  const WarmPairs& warmPairs() const { return warmPairs_; }
 
   InstanceStats stats(uint32_t slot) const;
   uint64_t removeBlocks(uint32_t slot, const uint64_t* ids, uint32_t n);
@@ -207,6 +218,9 @@ class Router {
   static uint64_t firstBlockKey(uint64_t id);
   // sticky's pin key for (session, group); docs/policies.md.
   static uint64_t pinKey(uint64_t sessionKey, int32_t group);
+  // Commits the request's blocks on `slot` and opens its ticket there,
+  // carrying `uncachedTokens` of pending prefill.
+  double dispatch(const RouteInput& in, uint32_t slot, int64_t uncachedTokens);
 
   RouterConfig config_;
   // Declared before instances_: each BlockIndex withdraws from it when destroyed.
@@ -234,6 +248,8 @@ class Router {
   uint32_t observedCount_ = 0;  // live instances holding an observed snapshot
   double manualNowMs_ = 0;
   std::array<uint64_t, kReasonCount> reasonCounts_{};
+  OffloadResult lastOffload_;
+  WarmPairs warmPairs_;
   std::unique_ptr<shm::FeedReader> feed_;
   EventIndex events_;
   // The last snapshot taken of each feed slot, keyed by (mapping, sequence):

@@ -10,8 +10,8 @@
 export { Router } from './core/router.js';
 export { hashPrompt, hashTokenBlocks, type HashPromptOptions } from './core/hashing.js';
 export { promptText } from './core/prompt-text.js';
-export { POLICY_NAMES } from './core/policy-spec.js';
-export { REASONS, type ReasonName } from './core/codes.js';
+export { ALL_POLICY_NAMES, POLICY_NAMES } from './core/policy-spec.js';
+export { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './core/codes.js';
 export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core/errors.js';
 export { nativePath } from './core/native.js';
 export {
@@ -21,6 +21,7 @@ export {
   type ReconcileResult,
 } from './state/shadow-reconciler.js';
 export type {
+  BasePolicyName,
   CandidateExplanation,
   CandidateTerms,
   ChatMessage,
@@ -32,6 +33,7 @@ export type {
   InstanceStats,
   ObservedState,
   OffloadDecision,
+  OffloadExplanation,
   OffloadOutcome,
   PolicyName,
   PolicySpec,

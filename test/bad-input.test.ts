@@ -237,7 +237,8 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
   const config = CORE_CONFIG;
   const buffers = () => ({
     request: Float64Array.of(NaN, 0, 0, -1, NaN),
-    decision: new Int32Array(2),
+    decision: new Int32Array(5),
+    offload: new Float64Array(3),
     events: new Float64Array(9),
   });
   const core = () => {
@@ -323,7 +324,12 @@ describe.each([
   const config = CORE_CONFIG;
   const setup = () => {
     const request = Float64Array.of(NaN, 0, 0, -1, NaN);
-    const c = new (Core())(config, { request, decision: new Int32Array(2), events: new Float64Array(9) });
+    const c = new (Core())(config, {
+      request,
+      decision: new Int32Array(5),
+      offload: new Float64Array(3),
+      events: new Float64Array(9),
+    });
     c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
     c.addInstance('a', 100);
     return { c, request };
@@ -383,7 +389,12 @@ describe('a route() function kept after its router is gone', () => {
       const config = { policy: toCorePolicy(resolvePolicy('unified')),
         blockTokens: 16, chunkBytes: 128, stalenessMs: 2000, maxSessions: 10, manualClock: true, feedPath: null };
       const make = () => {
-        const c = new NativeRouter(config, { request: Float64Array.of(NaN, 0, 0, -1, NaN), decision: new Int32Array(2), events: new Float64Array(9) });
+        const c = new NativeRouter(config, {
+          request: Float64Array.of(NaN, 0, 0, -1, NaN),
+          decision: new Int32Array(5),
+          offload: new Float64Array(3),
+          events: new Float64Array(9),
+        });
         c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
         c.addInstance('a', 100);
         return c.route;

@@ -13,7 +13,7 @@ import { expect, it } from 'vitest';
 
 import { POLICY_NAMES } from '../src/index.js';
 
-it('npm run bench -- --quick --only mooncake --json writes every policy for both implementations', () => {
+it('npm run bench -- --quick --only mooncake --json writes every policy (and two with the offload layer) for both implementations', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
   try {
     const out = join(dir, 'bench.json');
@@ -27,11 +27,13 @@ it('npm run bench -- --quick --only mooncake --json writes every policy for both
     expect(child.stdout).toMatch(/^machine: /);
     expect(child.stdout).toContain('native:  on');
     const doc = JSON.parse(readFileSync(out, 'utf8'));
-    expect(doc.results).toHaveLength(POLICY_NAMES.length * 2);
+    // Every base policy, and the offload layer beside the default and the seeds' champion.
+    const policies = [...POLICY_NAMES, 'unified+A+B+offload', 'min_ttft+offload'];
+    expect(doc.results).toHaveLength(policies.length * 2);
+    expect(new Set(doc.results.map((r: { policy: string }) => r.policy))).toEqual(new Set(policies));
     for (const r of doc.results) {
       expect(r).toMatchObject({ workload: 'mooncake', instances: 8 });
       expect(['native', 'ts']).toContain(r.impl);
-      expect(POLICY_NAMES).toContain(r.policy);
       for (const key of ['p50_us', 'p99_us', 'ops_per_s', 'bytes_per_block']) expect(r[key]).toBeGreaterThan(0);
       expect(r.p99_us).toBeGreaterThanOrEqual(r.p50_us);
     }

@@ -44,6 +44,7 @@ describe('kvroute --help', () => {
         'analyze trace',
         'bench',
         'bench interference',
+        'explain',
         'hash',
         'report',
         'replay',

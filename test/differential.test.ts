@@ -6,7 +6,9 @@
  * clock moves, block removals and instances coming and going; and, with
  * models, over random model sets per instance (wildcards and empty sets too),
  * a model per request (or none, or one nobody declares), model changes
- * mid-run and per-request blockTokens.
+ * mid-run and per-request blockTokens; and with the offload layer, whose
+ * decisions, costs and prefill tickets (first tokens, completions and aborts
+ * mixed in like any ticket's) must agree too.
  */
 import { describe, expect, it } from 'vitest';
 
@@ -25,9 +27,13 @@ interface Scenario {
   promptShare?: number;
   /** Give instances random model sets and requests random models. */
   models?: boolean;
+  /** Compare a dry run (explain(request)) before this share of routes. */
+  dryShare?: number;
 }
 
 const MODELS = ['llama', 'qwen', 'qwen:lora-a', 'qwen:lora-b'];
+/** Every outcome of the offload layer but `off`, sorted. */
+const ALL_OUTCOMES = ['below_threshold', 'colocate', 'no_prefill_instance', 'not_decoding', 'offload'];
 /** A random model set: any model (a wildcard), none, or one to three of MODELS. */
 function randomModels(rng: Rng): string[] | undefined {
   if (rng.chance(0.25)) return undefined;
@@ -56,7 +62,16 @@ const BASE_TRACE: TraceOptions = {
   branchProbability: 0.05,
 };
 
-function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; hits: number } {
+interface ScenarioResult {
+  decisions: number;
+  reasons: Set<string>;
+  hits: number;
+  /** Offload outcomes seen (none without the layer), and prefill tickets opened. */
+  offloads: Set<string>;
+  prefillTickets: number;
+}
+
+function runScenario(sc: Scenario): ScenarioResult {
   const trace = generateTrace({ ...BASE_TRACE, ...sc.trace, seed: sc.seed });
   const rng = new Rng(sc.seed * 7919);
   const { native, reference } = twins({
@@ -73,6 +88,8 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
   const inFlight: Array<{ ticket: number; decoding: boolean }> = [];
   const past: TraceRequest[] = [];
   const reasons = new Set<string>();
+  const offloads = new Set<string>();
+  let prefillTickets = 0;
   let extra = 0;
   let hits = 0;
   let routed = 0;
@@ -102,7 +119,7 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
             model,
           }
         : request;
-    if (sc.models && rng.chance(0.05)) {
+    if (rng.chance(sc.dryShare ?? (sc.models ? 0.05 : 0))) {
       const [dryN, dryR] = both((r) => r.explain(toRoute));
       expect(dryN).toEqual(dryR);
     }
@@ -122,6 +139,14 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
     reasons.add(explainN.reason!);
     if (explainN.candidates.find((c) => c.instance === explainN.instance)!.matchedBlocks > 0) hits += 1;
     inFlight.push({ ticket: ticketN as number, decoding: false });
+    if (explainN.offload !== null) offloads.add(explainN.offload.outcome);
+    // The prefill phase's ticket lives like any other: first token, complete or abort, in any order.
+    const prefillTicket = explainN.offload?.prefillTicket ?? null;
+    if (prefillTicket !== null) {
+      expect(native.decision.offload.prefillTicket).toBe(prefillTicket);
+      inFlight.push({ ticket: prefillTicket, decoding: false });
+      prefillTickets += 1;
+    }
     past.push(req);
 
     // Load events: first tokens, completions and aborts, keeping 4..40 in flight.
@@ -209,7 +234,7 @@ function runScenario(sc: Scenario): { decisions: number; reasons: Set<string>; h
   // The eviction pressure was real: several caches are (nearly) full.
   const full = native.stats().instances.filter((s) => s.blocks >= 0.9 * s.capacityBlocks);
   expect(full.length).toBeGreaterThanOrEqual(3);
-  return { decisions: routed, reasons, hits };
+  return { decisions: routed, reasons, hits, offloads, prefillTickets };
 }
 
 describe('native addon vs TypeScript reference', () => {
@@ -304,6 +329,44 @@ describe('native addon vs TypeScript reference', () => {
       promptShare: 0.2,
     });
     expect([...reasons].sort()).toEqual(['affinity', 'fallback', 'overload']);
+  });
+
+  it.each(['v3', 'min_ttft+offload', 'lmetric+offload', 'sticky+offload', 'round_robin+offload'] as const)(
+    '%s: same decisions, offload outcomes, costs and prefill tickets',
+    (policy) => {
+      const { offloads, prefillTickets, decisions } = runScenario({
+        seed: 71,
+        policy,
+        trace: { requests: 2000, firstTurnBlocks: [60, 400], appendBlocks: [1, 90] },
+        capacityBlocks: 2500,
+        instances: 10,
+        dryShare: 0.05,
+      });
+      expect([...offloads].sort()).toEqual(ALL_OUTCOMES);
+      expect(prefillTickets).toBeGreaterThan(decisions / 20);
+    },
+  );
+
+  it('cheap transfers and a low threshold reach every offload outcome, with models and prompt text', () => {
+    const policy: PolicySpec = { name: 'unified+A+B', offload: { thresholdTokens: 300, coldPenaltyMs: 400 } };
+    const seen = new Set<string>();
+    for (const [seed, models] of [
+      [73, false],
+      [79, true],
+    ] as const) {
+      const { offloads } = runScenario({
+        seed,
+        policy,
+        trace: { requests: 1500, firstTurnBlocks: [20, 300], appendBlocks: [1, 60] },
+        capacityBlocks: 2000,
+        instances: 8,
+        models,
+        promptShare: 0.1,
+        dryShare: 0.05,
+      });
+      offloads.forEach((o) => seen.add(o));
+    }
+    expect([...seen].sort()).toEqual(ALL_OUTCOMES);
   });
 
   it('64 instances, tiny caches', () => {

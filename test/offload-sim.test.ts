@@ -86,7 +86,8 @@ function forceOffload(pick: (request: RouteRequest, decision: Decision) => numbe
             transferMs: 0,
             coldPair: false,
           };
-    (this.decision as unknown as { offload: OffloadDecision }).offload = offload;
+    // Shadows DecisionView's getter on this router's decision (the real layer is not asked).
+    Object.defineProperty(this.decision, 'offload', { value: offload, configurable: true, writable: true });
     return ticket;
   });
   vi.spyOn(Router.prototype, 'onFirstToken').mockImplementation(function (this: Router, ticket: number) {

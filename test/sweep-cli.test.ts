@@ -28,7 +28,7 @@ describe('kvroute sweep refusals', () => {
     [
       'an unknown policy',
       ['--policies', 'sticky,nope'],
-      /--policies item must be one of round_robin, .*min_ttft .*got "nope"/,
+      /--policies item must be one of round_robin, .*min_ttft, each with \+offload .*v3 .*got "nope"/,
     ],
     ['a repeated policy', ['--policies', 'sticky,sticky'], /sticky is listed twice/],
     ['an unknown engine state', ['--engine-state', 'es1'], /--engine-state: unknown es1; known: shadow, shm/],

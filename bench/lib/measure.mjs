@@ -46,8 +46,10 @@ export function timerOverheadUs() {
 export function replay(router, requests, inFlight) {
   /** @type {number[]} */
   const open = [];
+  const layered = router.policy.offload !== null;
   for (const request of requests) {
     open.push(router.route(request));
+    if (layered) closePrefill(router);
     if (open.length > inFlight) {
       const ticket = /** @type {number} */ (open.shift());
       router.onFirstToken(ticket);
@@ -57,6 +59,19 @@ export function replay(router, requests, inFlight) {
   return open;
 }
 
+/**
+ * An offloaded request's prefill phase ends at once: its ticket on the prefill instance is
+ * completed (the decode's stays open like any request's).
+ * @param {import('../../dist/index.js').Router} router
+ * @returns {boolean} whether the last decision offloaded
+ */
+function closePrefill(router) {
+  const prefill = router.decision.offload.prefillTicket;
+  if (prefill < 0) return false;
+  router.complete(prefill);
+  return true;
+}
+
 /** Measured once per process: the cost of the timer pair around each step. */
 let timerCost = -1;
 
@@ -64,23 +79,29 @@ let timerCost = -1;
  * Times each route() of `requests` together with the complete() of the oldest
  * open request (its first token is signalled untimed, half-way through its
  * life in flight, so the fleet holds both waiting and decoding requests).
+ * With the offload layer, an offloaded request's prefill ticket is completed
+ * inside the timed pair: the layer's whole cost is in the sample.
  * Each sample is net of the timer's own cost (timerOverheadUs), which is the
  * same for every implementation and is not routing work.
  * @param {import('../../dist/index.js').Router} router
  * @param {BenchRequest[]} requests
  * @param {number[]} open tickets already in flight (from replay)
+ * @param {{ offloaded: number }} [count] counts the requests the offload layer offloaded
  * @returns {Float64Array} µs per pair
  */
-export function timePairs(router, requests, open) {
+export function timePairs(router, requests, open, count) {
   if (timerCost < 0) timerCost = timerOverheadUs();
   const samples = new Float64Array(requests.length);
   const half = Math.max(1, Math.floor(open.length / 2));
+  const layered = router.policy.offload !== null;
   for (let k = 0; k < requests.length; k += 1) {
     const oldest = /** @type {number} */ (open.shift());
     const t0 = performance.now();
     const ticket = router.route(/** @type {BenchRequest} */ (requests[k]));
+    const offloaded = layered && closePrefill(router);
     router.complete(oldest);
     samples[k] = Math.max(0, (performance.now() - t0) * 1000 - timerCost);
+    if (offloaded && count) count.offloaded += 1;
     open.push(ticket);
     router.onFirstToken(/** @type {number} */ (open[open.length - 1 - half] ?? ticket));
   }

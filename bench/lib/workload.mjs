@@ -2,8 +2,16 @@
 // Runs one workload for every policy, native and TypeScript reference side by
 // side in this process, and reports the figures of issue #2 per
 // (policy, implementation): p50/p99 µs per route()+complete() pair, decisions
-// per second and bytes per indexed block.
+// per second and bytes per indexed block. The offload layer (issue #18) runs
+// beside its base for the default policy and the seeds' champion, so its cost
+// reads off as the difference of two rows.
+import { loadavg } from 'node:os';
+
 import { POLICY_NAMES, Router } from '../../dist/index.js';
+
+/** Every base policy, and `<base>+offload` right after each of OFFLOAD_BESIDE. */
+const OFFLOAD_BESIDE = ['unified+A+B', 'min_ttft'];
+export const BENCH_POLICIES = POLICY_NAMES.flatMap((p) => (OFFLOAD_BESIDE.includes(p) ? [p, `${p}+offload`] : [p]));
 import { heapUsed, replay, summarize, timePairs } from './measure.mjs';
 
 /**
@@ -12,6 +20,7 @@ import { heapUsed, replay, summarize, timePairs } from './measure.mjs';
  *   workload: string, policy: string, impl: 'native' | 'ts', instances: number,
  *   p50_us: number, p99_us: number, ops_per_s: number, bytes_per_block: number,
  *   indexed_blocks: number, measured: number, mean_ids: number,
+ *   offloaded_share?: number, load_average?: number,
  * }} Result
  * @typedef {{
  *   workload: string, instances: number, blockSize: number, capacityBlocks: number, inFlight: number,
@@ -52,8 +61,8 @@ export function runWorkload(spec, options) {
       replay(router, spec.warmup, spec.inFlight),
     );
   }
-  for (const policy of POLICY_NAMES.filter((p) => !only || only.includes(p))) {
-    /** @type {Record<string, { counted: Float64Array[], indexed: number, bytes: number }>} */
+  for (const policy of BENCH_POLICIES.filter((p) => !only || only.includes(p))) {
+    /** @type {Record<string, { counted: Float64Array[], indexed: number, bytes: number, offloaded: number }>} */
     const state = {};
     // Each repetition replays the workload on a fresh router. The two
     // implementations' repetitions are interleaved, so a noisy moment on a
@@ -65,11 +74,11 @@ export function runWorkload(spec, options) {
     // full collections (run with --expose-gc).
     for (const [impl, rep] of interleave(impls, spec.reps)) {
       const measured = impl === 'ts' && spec.measuredTs ? spec.measuredTs : spec.measured;
-      const s = (state[impl] ??= { counted: [], indexed: 0, bytes: 0 });
+      const s = (state[impl] ??= { counted: [], indexed: 0, bytes: 0, offloaded: 0 });
       const heapBefore = rep === 0 ? heapUsed() : 0;
       const router = new Router({
         instances: spec.instances,
-        policy,
+        policy: /** @type {import('../../dist/index.js').PolicyName} */ (policy),
         blockSize: spec.blockSize,
         capacityBlocks: spec.capacityBlocks,
         native: impl === 'native',
@@ -83,13 +92,16 @@ export function runWorkload(spec, options) {
             ? stats.instances.reduce((sum, x) => sum + (x.bytes ?? 0), stats.fleetBytes ?? 0)
             : heapUsed() - heapBefore;
       }
-      const samples = timePairs(router, measured, open);
-      if (rep > 0 || spec.reps[impl] === 1) s.counted.push(samples);
+      const count = { offloaded: 0 };
+      const samples = timePairs(router, measured, open, count);
+      if (rep > 0 || spec.reps[impl] === 1) {
+        s.counted.push(samples);
+        s.offloaded += count.offloaded;
+      }
     }
     for (const impl of impls) {
-      const { counted, indexed, bytes } = /** @type {{ counted: Float64Array[], indexed: number, bytes: number }} */ (
-        state[impl]
-      );
+      const { counted, indexed, bytes, offloaded } =
+        /** @type {{ counted: Float64Array[], indexed: number, bytes: number, offloaded: number }} */ (state[impl]);
       const measured = impl === 'ts' && spec.measuredTs ? spec.measuredTs : spec.measured;
       const timing = summarize(counted);
       const ids = measured.reduce((sum, r) => sum + r.hashIds.length, 0);
@@ -106,10 +118,13 @@ export function runWorkload(spec, options) {
         indexed_blocks: indexed,
         measured: timing.measured,
         mean_ids: Math.round(ids / measured.length),
+        // How shared the 2 cores were (1 min, after the policy's repetitions).
+        load_average: Math.round((loadavg()[0] ?? NaN) * 10) / 10,
       };
+      if (policy.endsWith('+offload')) r.offloaded_share = round(offloaded / timing.measured);
       results.push(r);
       console.log(
-        `  ${spec.workload.padEnd(14)} ${String(spec.instances).padStart(3)} inst  ${policy.padEnd(16)} ${impl.padEnd(6)} ` +
+        `  ${spec.workload.padEnd(14)} ${String(spec.instances).padStart(3)} inst  ${policy.padEnd(20)} ${impl.padEnd(6)} ` +
           `p50 ${fmt(r.p50_us)} µs  p99 ${fmt(r.p99_us)} µs  ${String(r.ops_per_s).padStart(9)}/s  ` +
           `${fmt(r.bytes_per_block)} B/block  (${indexed} blocks indexed, ${r.measured} pairs)`,
       );

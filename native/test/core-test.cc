@@ -799,7 +799,7 @@ void nonChainedCases() {
 // Phase: BlockIndex instances driven directly, chained ids.
 
 struct Totals {
-  uint64_t ops = 0, commits = 0, evicted = 0, removed = 0, fullChecks = 0, maxSegments = 0;
+  uint64_t ops = 0, commits = 0, evicted = 0, removed = 0, fullChecks = 0, maxSegments = 0, offloads = 0;
 };
 
 void blockIndexPhase(uint64_t seed, uint32_t ops, Totals& totals) {
@@ -987,6 +987,14 @@ kvroute::PolicyConfig randomPolicy(Rng& rng, int32_t kind) {
   p.overloadFactor = rng.pick(overloads);
   p.decodeWeight = rng.pick(decode);
   p.ringVnodes = rng.pick(vnodes);
+  // The offload layer on half the policies, with thresholds a short request
+  // crosses and transfers cheap enough to win now and then.
+  static const std::vector<double> offloadThresholds = {0.0, 100.0, 1000.0};
+  static const std::vector<double> coldPenalties = {0.0, 140.0};
+  p.offload = rng.percent(50);
+  p.offloadCost.thresholdTokens = rng.pick(offloadThresholds);
+  p.offloadCost.coldPenaltyMs = rng.pick(coldPenalties);
+  p.offloadCost.layerwise = rng.percent(50);
   return p;
 }
 
@@ -1170,20 +1178,43 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
           }
         }
       }
+      const kvroute::OffloadResult& offload = router.lastOffload();
+      const bool offloaded = offload.outcome == kvroute::OffloadOutcome::kOffload;
+      CHECK(router.policy().offload || offload.outcome == kvroute::OffloadOutcome::kOff,
+            "offload outcome " << static_cast<int>(offload.outcome) << " without the layer");
+      if (offloaded) {
+        const uint32_t p = static_cast<uint32_t>(offload.prefillSlot);
+        CHECK(p < slots.size() && p != static_cast<uint32_t>(out.slot) && slots[p].live && !slots[p].drained &&
+                  slots[p].serves(in.group),
+              "offload to prefill slot " << offload.prefillSlot << ", not another candidate");
+        CHECK(offload.interferenceMs > offload.transferMs,
+              "offload with interference " << offload.interferenceMs << " <= transfer " << offload.transferMs);
+        CHECK((offload.prefillTicket >= 0) == !in.dryRun, "prefill ticket " << offload.prefillTicket);
+      } else {
+        CHECK(offload.prefillSlot == -1 && offload.prefillTicket == -1, "prefill slot/ticket without an offload");
+      }
       if (in.dryRun) {
         CHECK(out.ticket == -1, "dry run returned ticket " << out.ticket);
         continue;
       }
       CHECK(out.ticket >= 0, "ticket " << out.ticket);
-      if (exact) {
-        const uint32_t m = chosen.ref->match(in.ids, n);
-        totals.evicted += chosen.ref->commit(in.ids, n, m);
+      // The decode target, and with an offload the prefill instance too.
+      std::vector<std::pair<uint32_t, double>> dispatched = {{static_cast<uint32_t>(out.slot), out.ticket}};
+      if (offloaded) {
+        dispatched.emplace_back(static_cast<uint32_t>(offload.prefillSlot), offload.prefillTicket);
+        CHECK(router.warmPairs().warm(static_cast<uint32_t>(offload.prefillSlot), static_cast<uint32_t>(out.slot)),
+              "an offload left its pair cold");
+        ++totals.offloads;
       }
-      chosen.routed += 1;
-      ++committed;
-      tickets.push_back(TicketModel{out.ticket, static_cast<uint32_t>(out.slot), chosen.incarnation, true});
-      ++openTickets;
-      checkSlot(static_cast<uint32_t>(out.slot));
+      for (const auto& [slot, ticket] : dispatched) {
+        SlotModel& m = slots[slot];
+        if (exact) totals.evicted += m.ref->commit(in.ids, n, m.ref->match(in.ids, n));
+        m.routed += 1;
+        tickets.push_back(TicketModel{ticket, slot, m.incarnation, true});
+        ++openTickets;
+        checkSlot(slot);
+      }
+      ++committed;  // one decision, counted once by its reason
       ++totals.commits;
     } else if (r < 790) {
       if (tickets.empty()) continue;
@@ -1795,10 +1826,12 @@ void runPhase(const std::string& phase, uint64_t seed, Body body) {
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "ok   %-22s seed=%-4llu ops=%-6llu commits=%-6llu evicted=%-8llu removed=%-6llu fullChecks=%-4llu %7.0f ms\n",
+      "ok   %-22s seed=%-4llu ops=%-6llu commits=%-6llu offloads=%-5llu evicted=%-8llu removed=%-6llu "
+      "fullChecks=%-4llu %7.0f ms\n",
       phase.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(totals.ops),
-      static_cast<unsigned long long>(totals.commits), static_cast<unsigned long long>(totals.evicted),
-      static_cast<unsigned long long>(totals.removed), static_cast<unsigned long long>(totals.fullChecks), ms);
+      static_cast<unsigned long long>(totals.commits), static_cast<unsigned long long>(totals.offloads),
+      static_cast<unsigned long long>(totals.evicted), static_cast<unsigned long long>(totals.removed),
+      static_cast<unsigned long long>(totals.fullChecks), ms);
   std::fflush(stdout);
 }
 

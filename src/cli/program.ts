@@ -16,6 +16,7 @@ import { Command } from 'commander';
 
 import { addAnalyzeCommand } from './analyze-command.js';
 import { addBenchCommand } from './bench-command.js';
+import { addExplainCommand } from './explain-command.js';
 import { addHashCommand } from './hash-command.js';
 import { addReportCommand } from './report-command.js';
 import { addReplayCommand } from './replay-command.js';
@@ -56,6 +57,7 @@ export function createCli(version: string): Cli {
     addReplayCommand,
     addSweepCommand,
     addTuneCommand,
+    addExplainCommand,
     addBenchCommand,
     addReportCommand,
     addStateCommand,

@@ -7,7 +7,7 @@
  */
 import type { Command } from 'commander';
 
-import { POLICY_NAMES } from '../core/policy-spec.js';
+import { POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { PROXY_DEFAULTS as P } from '../proxy/proxy-options.js';
 import { envName, SERVE_DEFAULTS, SETTINGS, type SettingFlag } from '../proxy/serve-settings.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
@@ -17,10 +17,7 @@ const MIB = 2 ** 20;
 /** Per setting: the value's placeholder (none for a switch) and its help text; tsc checks that every setting has one. */
 const HELP: Record<SettingFlag, readonly [string, string]> = {
   backends: ['<URL,…>', withDefault('engines to route to', 'none: 4 simulated engines in this process')],
-  policy: [
-    '<NAME>',
-    withDefault(`routing policy: ${POLICY_NAMES.join(', ')}; NAME:KEY=VALUE… sets its tunables`, P.policy),
-  ],
+  policy: ['<NAME>', withDefault(`routing policy: ${POLICY_NAMES_TEXT}; NAME:KEY=VALUE… sets its tunables`, P.policy)],
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
   host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
   'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],

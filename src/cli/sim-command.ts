@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 
-import { DEFAULT_POLICY, POLICY_NAMES } from '../core/policy-spec.js';
+import { DEFAULT_POLICY, POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
@@ -58,7 +58,7 @@ function addRun(sim: Command): void {
   const d = SIM_RUN_DEFAULTS;
   const run = subcommand(sim, 'run', 'replay a trace in virtual time through the router and N engine models')
     .option('--trace <IN>', 'the trace file, or - for stdin (required)')
-    .option('--policy <P>', withDefault(`${POLICY_NAMES.join(', ')}; P:KEY=VALUE… sets its tunables`, d.policy))
+    .option('--policy <P>', withDefault(`${POLICY_NAMES_TEXT}; P:KEY=VALUE… sets its tunables`, d.policy))
     .option('--instances <N>', withDefault('engines', d.instances))
     .option(
       '--engine-state <shadow|shm>',

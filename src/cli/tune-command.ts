@@ -1,7 +1,7 @@
 /** `kvroute tune`, declared; tune-verb.ts runs it (docs/tune.md). */
 import type { Command } from 'commander';
 
-import { POLICY_NAMES, resolvePolicy, TUNABLE_NAMES, TUNABLES } from '../core/policy-spec.js';
+import { POLICY_NAMES, POLICY_NAMES_TEXT, resolvePolicy, TUNABLE_NAMES, TUNABLES } from '../core/policy-spec.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { AGGREGATES, OBJECTIVE_NAMES } from './tune-objectives.js';
@@ -27,7 +27,7 @@ export function addTuneCommand(program: Command): void {
     "search a policy's parameters in the simulator on worker threads; report the best setting and its margins",
   )
     .option('--trace <IN,…>', 'the traces to tune on, comma-separated (required; files, read once per point)')
-    .option('--policy <P>', `the policy to tune (required): ${POLICY_NAMES.join(', ')}`)
+    .option('--policy <P>', `the policy to tune (required): ${POLICY_NAMES_TEXT}`)
     .option('--param <NAME=LO:HI,…>', 'the parameters to search and their bounds, both included (required; below)')
     .option('--samples <N>', withDefault('points evaluated, both rounds', d.samples))
     .option(

@@ -3,7 +3,7 @@ import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 
 import { formatDuration } from '../analysis/format-units.js';
-import { POLICY_NAMES } from '../core/policy-spec.js';
+import { ALL_POLICY_NAMES, POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, stringFlag, UsageError, type OptionValues } from './common.js';
 import { startProgress } from './progress.js';
@@ -35,8 +35,8 @@ export function tuneOptions(values: OptionValues): TuneOptions {
   const d = TUNE_DEFAULTS;
   const traces = fileList(values, 'trace');
   if (traces.length === 0) throw new UsageError('tune needs --trace FILE[,FILE…]');
-  const policy = choiceFlag(values, 'policy', POLICY_NAMES);
-  if (policy === undefined) throw new UsageError(`tune needs --policy P; one of ${POLICY_NAMES.join(', ')}`);
+  const policy = choiceFlag(values, 'policy', ALL_POLICY_NAMES);
+  if (policy === undefined) throw new UsageError(`tune needs --policy P; one of ${POLICY_NAMES_TEXT}`);
   const param = stringFlag(values, 'param');
   if (param === undefined) throw new UsageError('tune needs --param NAME=LO:HI[,NAME=LO:HI…]; see kvroute tune --help');
   const samples = integerFlag(values, 'samples', 1) ?? d.samples;

@@ -64,3 +64,26 @@ export const PolicyKind = {
   UnifiedKvBoth: 6,
   MinTtft: 7,
 } as const;
+
+/**
+ * What the offload layer decided (docs/policies.md "The offload layer"), indexed by native
+ * OffloadOutcome (native/offload.h): the third entry of the decision array.
+ */
+export const OFFLOAD_OUTCOMES = [
+  'off',
+  'not_decoding',
+  'below_threshold',
+  'no_prefill_instance',
+  'colocate',
+  'offload',
+] as const;
+
+/** Offload outcome codes the TypeScript reference writes (same numbers as OFFLOAD_OUTCOMES). */
+export const OffloadOutcomeCode = {
+  Off: 0,
+  NotDecoding: 1,
+  BelowThreshold: 2,
+  NoPrefillInstance: 3,
+  Colocate: 4,
+  Offload: 5,
+} as const;

@@ -22,7 +22,10 @@ export const TERM_KV_USAGE = 2;
 export const TERM_UNCACHED = 3;
 export const TERM_COUNT = 4;
 
-/** A resolved policy as the cores take it: the kind as its PolicyKind number, every tunable. */
+/**
+ * A resolved policy as the cores take it: the kind as its PolicyKind number, every tunable, and
+ * the offload layer's cost model (null: no layer; native PolicyConfig.offload).
+ */
 export type CorePolicy = Omit<ResolvedPolicy, 'name' | 'kind'> & { kind: number };
 
 export interface CoreConfig {
@@ -42,8 +45,14 @@ export interface CoreBuffers {
    * model), blockTokens (NaN = default)]: see REQUEST_*.
    */
   request: Float64Array;
-  /** [chosen slot (-1 = none), reason code] */
+  /**
+   * [chosen slot (-1 = none), reason code, offload outcome (OFFLOAD_OUTCOMES), prefill slot (-1 =
+   * none), cold pair (0/1)]: see DECISION_*. Entries past the outcome are written only when the
+   * outcome is not `off` (0), so a policy without the layer pays one store.
+   */
   decision: Int32Array;
+  /** [prefill ticket (-1 = none), interference ms, transfer ms]: see OFFLOAD_*; as the entries above. */
+  offload: Float64Array;
   /**
    * Ticket events queued without a call into the core: [count, ticket0,
    * kind0, ticket1, kind1, ...]. The caller validates each ticket first; the
@@ -52,6 +61,17 @@ export interface CoreBuffers {
    */
   events: Float64Array;
 }
+
+export const DECISION_SLOT = 0;
+export const DECISION_REASON = 1;
+export const DECISION_OFFLOAD = 2;
+export const DECISION_PREFILL_SLOT = 3;
+export const DECISION_COLD_PAIR = 4;
+export const DECISION_FIELDS = 5;
+export const OFFLOAD_PREFILL_TICKET = 0;
+export const OFFLOAD_INTERFERENCE_MS = 1;
+export const OFFLOAD_TRANSFER_MS = 2;
+export const OFFLOAD_FIELDS = 3;
 
 export const EVENT_FIRST_TOKEN = 1;
 export const EVENT_COMPLETE = 2;
@@ -202,7 +222,11 @@ export interface CoreRouter {
    * and its terms are left as they were (explain() shows null for both).
    */
   setExplainBuffers(matched: Int32Array, scores: Float64Array, terms?: Float64Array): void;
-  /** Returns the ticket, or -1 for a dry run or when no instance is routable. */
+  /**
+   * Returns the ticket, or -1 for a dry run or when no instance is routable. An `offload` decision
+   * (decision[DECISION_OFFLOAD]) of a dispatched route also opens the prefill ticket on the prefill
+   * slot (offload[OFFLOAD_PREFILL_TICKET]); the returned ticket is the decode's, on the chosen slot.
+   */
   route(ids: CoreIds | string | undefined, session: string | undefined): number;
   match(ids: CoreIds | string | undefined): void;
   firstToken(ticket: number): boolean;

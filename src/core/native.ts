@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import type { BlockTrie } from '../trace/prefix-trie.js';
-import { POLICY_KINDS, REASONS } from './codes.js';
+import { OFFLOAD_OUTCOMES, POLICY_KINDS, REASONS } from './codes.js';
 import type { CoreRouterConstructor } from './core-router.js';
 import { stateError, type KvrouteError } from './errors.js';
 
@@ -87,6 +87,7 @@ export interface NativeAddon {
   hashTokenBlocks(tokens: Uint32Array, blockSize: number, parentKey?: bigint): BigUint64Array;
   reasonCount: number;
   policyKindCount: number;
+  offloadOutcomeCount: number;
 }
 
 let loaded: { addon: NativeAddon; path: string } | KvrouteError | undefined;
@@ -120,8 +121,12 @@ function tryLoad(): { addon: NativeAddon; path: string } | KvrouteError {
     try {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the addon's exports are untyped
       const addon: any = require(path);
-      if (addon.reasonCount !== REASONS.length || addon.policyKindCount !== POLICY_KINDS.length) {
-        failures.push(`${path}: built from other sources (reason or policy tables differ); rebuild it`);
+      if (
+        addon.reasonCount !== REASONS.length ||
+        addon.policyKindCount !== POLICY_KINDS.length ||
+        addon.offloadOutcomeCount !== OFFLOAD_OUTCOMES.length
+      ) {
+        failures.push(`${path}: built from other sources (reason, policy or offload tables differ); rebuild it`);
         continue;
       }
       return { addon: addon as NativeAddon, path };

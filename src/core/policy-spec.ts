@@ -5,18 +5,22 @@
  * TUNABLES is the one table of a policy's numeric parameters: resolvePolicy checks a spec
  * against it, and `kvroute tune` searches what it lists. A new parameter is a field of
  * PolicySpec and ResolvedPolicy (src/core/types.ts) plus one row here; the compiler refuses a
- * ResolvedPolicy field without a row.
+ * ResolvedPolicy field without a row. The one field that is not a tunable is `offload`, the
+ * offload layer's cost model (src/core/offload-cost.ts): a layer over any base policy, named
+ * `<base>+offload` (or `v3`, the seeds' `unified+A+B+offload`) or switched on by a spec's
+ * `offload` field, and checked by resolveOffloadCost.
  */
 import { POLICY_KINDS, type PolicyKindName } from './codes.js';
 import type { CorePolicy } from './core-router.js';
 import { invalidType, rangeError } from './errors.js';
-import type { PolicyName, PolicySpec, ResolvedPolicy } from './types.js';
+import { DEFAULT_OFFLOAD_COST, resolveOffloadCost, type OffloadCostModel } from './offload-cost.js';
+import type { BasePolicyName, PolicyName, PolicySpec, ResolvedPolicy } from './types.js';
 import { checkInteger, checkNumber } from './validate.js';
 
 export const DEFAULT_POLICY: PolicyName = 'min_ttft';
 
-/** A numeric field of PolicySpec: every field of ResolvedPolicy but its name and kind. */
-export type TunableName = Exclude<keyof ResolvedPolicy, 'name' | 'kind'>;
+/** A numeric field of PolicySpec: every field of ResolvedPolicy but its name, kind and offload layer. */
+export type TunableName = Exclude<keyof ResolvedPolicy, 'name' | 'kind' | 'offload'>;
 
 /** One row of TUNABLES. */
 export interface Tunable {
@@ -120,7 +124,7 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
 export const TUNABLE_NAMES = Object.keys(TUNABLES) as TunableName[];
 
 /** Named presets: a kind plus tunables. `unified+A+B` is the seeds' tuned champion. */
-const PRESETS: Record<PolicyName, { kind: PolicyKindName } & Partial<Record<TunableName, number>>> = {
+const PRESETS: Record<BasePolicyName, { kind: PolicyKindName } & Partial<Record<TunableName, number>>> = {
   round_robin: { kind: 'round_robin' },
   session_hash: { kind: 'session_hash' },
   load_only: { kind: 'load_only' },
@@ -132,30 +136,66 @@ const PRESETS: Record<PolicyName, { kind: PolicyKindName } & Partial<Record<Tuna
   min_ttft: { kind: 'min_ttft' },
 };
 
-export const POLICY_NAMES = Object.keys(PRESETS) as PolicyName[];
+/** The base policies (the presets), in table order. */
+export const POLICY_NAMES = Object.keys(PRESETS) as BasePolicyName[];
 
-function presetOf(field: string, name: unknown): (typeof PRESETS)[PolicyName] & { name: PolicyName } {
+/** The suffix that puts the offload layer over a base policy. */
+export const OFFLOAD_SUFFIX = '+offload';
+/** The seeds' name for `unified+A+B+offload`. */
+export const V3_BASE: BasePolicyName = 'unified+A+B';
+
+/** Every policy name: the base policies, each with the offload layer, and `v3`. */
+export const ALL_POLICY_NAMES: readonly PolicyName[] = [
+  ...POLICY_NAMES,
+  ...POLICY_NAMES.map((name): PolicyName => `${name}+offload`),
+  'v3',
+];
+
+/** The known names in one line, for help and error messages. */
+export const POLICY_NAMES_TEXT = `${POLICY_NAMES.join(', ')}, each with ${OFFLOAD_SUFFIX} (e.g. min_ttft+offload), v3 (= unified+A+B+offload)`;
+
+/** A policy name split into its base and whether it names the offload layer. */
+export function parsePolicyName(
+  field: string,
+  name: unknown,
+): { name: PolicyName; base: BasePolicyName; offload: boolean } {
   if (typeof name !== 'string') throw invalidType(field, 'a policy name', name);
-  if (!Object.hasOwn(PRESETS, name)) {
+  if (name === 'v3') return { name, base: V3_BASE, offload: true };
+  const offload = name.endsWith(OFFLOAD_SUFFIX);
+  const base = offload ? name.slice(0, -OFFLOAD_SUFFIX.length) : name;
+  if (!Object.hasOwn(PRESETS, base)) {
     throw rangeError(
       'ERR_KVROUTE_UNKNOWN_POLICY',
-      `${field} ${JSON.stringify(name)} is unknown; known: ${POLICY_NAMES.join(', ')}`,
+      `${field} ${JSON.stringify(name)} is unknown; known: ${POLICY_NAMES_TEXT}`,
     );
   }
-  return { ...PRESETS[name as PolicyName], name: name as PolicyName };
+  return { name: name as PolicyName, base: base as BasePolicyName, offload };
+}
+
+/** The offload layer a spec asks for: its `offload` field over what the name implies. */
+function offloadOf(field: string, named: boolean, given: unknown): OffloadCostModel | null {
+  if (given === undefined) return named ? { ...DEFAULT_OFFLOAD_COST } : null;
+  if (given === true) return { ...DEFAULT_OFFLOAD_COST };
+  if (typeof given !== 'object' || given === null || Array.isArray(given))
+    throw invalidType(field, 'true or an object of offload cost fields (docs/policies.md)', given);
+  return resolveOffloadCost(field, given as Partial<OffloadCostModel>);
 }
 
 export function resolvePolicy(input: PolicyName | PolicySpec | undefined, field = 'policy'): ResolvedPolicy {
   if (input === undefined) input = DEFAULT_POLICY;
   if (typeof input === 'string') input = { name: input };
   if (typeof input !== 'object' || input === null) throw invalidType(field, 'a policy name or spec', input);
-  const preset = presetOf(`${field}.name`, input.name);
-  const resolved = { name: preset.name, kind: preset.kind } as ResolvedPolicy;
-  for (const name of TUNABLE_NAMES) {
-    const row = TUNABLES[name];
-    const given: unknown = input[name];
-    if (given === undefined) resolved[name] = preset[name] ?? row.default;
-    else resolved[name] = (row.integer ? checkInteger : checkNumber)(`${field}.${name}`, given, row.min, row.max);
+  const parsed = parsePolicyName(`${field}.name`, input.name);
+  const preset = PRESETS[parsed.base];
+  const offload = offloadOf(`${field}.offload`, parsed.offload, (input as { offload?: unknown }).offload);
+  // A base name given with `offload` is named as the layer over it, so stats and explain() say so.
+  const name: PolicyName = offload !== null && !parsed.offload ? `${parsed.base}+offload` : parsed.name;
+  const resolved = { name, kind: preset.kind, offload } as ResolvedPolicy;
+  for (const tunable of TUNABLE_NAMES) {
+    const row = TUNABLES[tunable];
+    const given: unknown = input[tunable];
+    if (given === undefined) resolved[tunable] = preset[tunable] ?? row.default;
+    else resolved[tunable] = (row.integer ? checkInteger : checkNumber)(`${field}.${tunable}`, given, row.min, row.max);
   }
   return resolved;
 }
@@ -166,7 +206,10 @@ export function tunablesOf(kind: PolicyKindName): TunableName[] {
 }
 
 export function toCorePolicy(p: ResolvedPolicy): CorePolicy {
-  const core = { kind: POLICY_KINDS.indexOf(p.kind) } as CorePolicy;
+  const core = {
+    kind: POLICY_KINDS.indexOf(p.kind),
+    offload: p.offload === null ? null : { ...p.offload },
+  } as CorePolicy;
   for (const name of TUNABLE_NAMES) core[name] = p[name];
   return core;
 }

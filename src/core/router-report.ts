@@ -3,8 +3,14 @@
  * from the typed arrays the core fills. Kept apart from router.ts so the hot
  * path stays small and these can grow fields freely.
  */
-import { REASONS, type ReasonName } from './codes.js';
+import { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './codes.js';
 import {
+  DECISION_COLD_PAIR,
+  DECISION_OFFLOAD,
+  DECISION_PREFILL_SLOT,
+  OFFLOAD_INTERFERENCE_MS,
+  OFFLOAD_PREFILL_TICKET,
+  OFFLOAD_TRANSFER_MS,
   Stat,
   TERM_COUNT,
   TERM_KV_USAGE,
@@ -18,6 +24,7 @@ import type {
   Explanation,
   InstanceStats,
   KvEventInstanceStats,
+  OffloadExplanation,
   PolicyName,
   ResolvedPolicy,
   RouterStats,
@@ -25,7 +32,12 @@ import type {
 
 export interface DecisionSnapshot {
   policy: PolicyName;
+  /** DECISION_FIELDS (core-router.ts). */
   decision: Int32Array;
+  /** OFFLOAD_FIELDS (core-router.ts). */
+  offload: Float64Array;
+  /** The policy's offload threshold; null without the offload layer. */
+  offloadThreshold: number | null;
   ticket: number;
   names: ReadonlyArray<string | undefined>;
   matched: Int32Array;
@@ -42,6 +54,23 @@ function termsAt(terms: Float64Array, slot: number): CandidateTerms {
     requests: terms[at + TERM_REQUESTS]!,
     kvUsage: terms[at + TERM_KV_USAGE]!,
     uncachedTokens: terms[at + TERM_UNCACHED]!,
+  };
+}
+
+/** The offload section of an explanation; null for a policy without the layer. */
+function offloadSection(s: DecisionSnapshot, dryRun: boolean): OffloadExplanation | null {
+  const code = s.decision[DECISION_OFFLOAD]!;
+  if (s.offloadThreshold === null || code === 0) return null;
+  const prefill = s.decision[DECISION_PREFILL_SLOT]!;
+  const ticket = s.offload[OFFLOAD_PREFILL_TICKET]!;
+  return {
+    outcome: OFFLOAD_OUTCOMES[code]!,
+    prefillInstance: prefill < 0 ? null : (s.names[prefill] ?? null),
+    prefillTicket: dryRun || ticket < 0 ? null : ticket,
+    interferenceMs: s.offload[OFFLOAD_INTERFERENCE_MS]!,
+    transferMs: s.offload[OFFLOAD_TRANSFER_MS]!,
+    coldPair: s.decision[DECISION_COLD_PAIR] === 1,
+    thresholdTokens: s.offloadThreshold,
   };
 }
 
@@ -74,6 +103,7 @@ export function buildExplanation(
     dryRun,
     keys,
     candidates,
+    offload: offloadSection(s, dryRun),
   };
 }
 

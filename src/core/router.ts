@@ -7,9 +7,14 @@
  * writes the decision into preallocated typed arrays, read in place through
  * `router.decision`. Nothing is allocated per request for typed-array ids.
  */
-import { REASONS, type ReasonName } from './codes.js';
+import { OffloadOutcomeCode } from './codes.js';
 import {
   COUNT_FIELDS,
+  DECISION_FIELDS,
+  DECISION_OFFLOAD,
+  DECISION_PREFILL_SLOT,
+  OFFLOAD_FIELDS,
+  OFFLOAD_PREFILL_TICKET,
   EVENT_ABORT,
   EVENT_COMPLETE,
   EVENT_FIRST_TOKEN,
@@ -33,19 +38,18 @@ import {
   type CoreIds,
   type CoreRouter,
 } from './core-router.js';
+import { DecisionView } from './decision-view.js';
 import { describe, invalidType, rangeError, stateError } from './errors.js';
 import { FEED_STATUSES, feedPath, feedWarning, type FeedStatus } from './feed.js';
 import { hashTokenBlocks } from './hashing.js';
 import { GROUP_NONE, ModelGroups } from './model-groups.js';
 import { loadNative, nativeDisabledByEnv } from './native.js';
-import { predictCachedTokens } from './predicted-cached.js';
 import { resolvePolicy, toCorePolicy } from './policy-spec.js';
 import { promptText } from './prompt-text.js';
 import { ReferenceRouter } from './reference/reference-router.js';
 import { buildExplanation, buildRouterStats } from './router-report.js';
 import type {
   Decision,
-  OffloadDecision,
   Explanation,
   InstanceOptions,
   InstanceSpec,
@@ -81,49 +85,6 @@ const PHASE_WAITING = 1;
 const MAX_RELEASED = 65_536;
 const PHASE_DECODING = 2;
 
-/** The offload part of a decision by a policy without the offload layer. */
-const NO_OFFLOAD: OffloadDecision = Object.freeze({
-  outcome: 'off',
-  prefillInstance: undefined,
-  prefillIndex: -1,
-  prefillTicket: -1,
-  interferenceMs: 0,
-  transferMs: 0,
-  coldPair: false,
-});
-
-/** The last decision, read from the decision array without allocating. */
-class DecisionView implements Decision {
-  ticket = -1;
-  offload: OffloadDecision = NO_OFFLOAD;
-  /** The route's explain buffer of matched blocks (the Router swaps it when it grows). */
-  matched: Int32Array;
-  /** The decided request's tokens per block, and its prompt tokens (NaN: not given). */
-  blockTokens = 0;
-  promptTokens = NaN;
-  constructor(
-    private readonly buf: Int32Array,
-    private readonly names: Array<string | undefined>,
-    matched: Int32Array,
-  ) {
-    this.matched = matched;
-  }
-  get index(): number {
-    return this.buf[0]!;
-  }
-  get instance(): string | undefined {
-    const slot = this.buf[0]!;
-    return slot < 0 ? undefined : this.names[slot];
-  }
-  get reason(): ReasonName {
-    return REASONS[this.buf[1]!]!;
-  }
-  get predictedCachedTokens(): number {
-    const slot = this.buf[0]!;
-    return slot < 0 ? 0 : predictCachedTokens(this.matched[slot]!, this.blockTokens, this.promptTokens);
-  }
-}
-
 export class Router {
   /** The last route() decision, valid until the next route() or explain(request). */
   readonly decision: Decision;
@@ -141,7 +102,8 @@ export class Router {
   /** The request slab holds a model group or blockTokens (not the defaults). */
   private slabOptioned = false;
   private readonly request = new Float64Array(REQUEST_FIELDS);
-  private readonly decisionBuf = new Int32Array(2);
+  private readonly decisionBuf = new Int32Array(DECISION_FIELDS);
+  private readonly offloadBuf = new Float64Array(OFFLOAD_FIELDS);
   private readonly events = new Float64Array(1 + 2 * EVENT_QUEUE);
   /** Mirror of the core's open tickets, by slab index, so complete() and
    * friends validate and queue without a call into the core. */
@@ -227,10 +189,15 @@ export class Router {
     };
     this.request[REQUEST_GROUP] = GROUP_NONE;
     this.request[REQUEST_BLOCK_TOKENS] = NaN;
-    const buffers: CoreBuffers = { request: this.request, decision: this.decisionBuf, events: this.events };
+    const buffers: CoreBuffers = {
+      request: this.request,
+      decision: this.decisionBuf,
+      offload: this.offloadBuf,
+      events: this.events,
+    };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
     this.core.setExplainBuffers(this.matched, this.scores, this.terms);
-    this.view = new DecisionView(this.decisionBuf, this.names, this.matched);
+    this.view = new DecisionView(this.decisionBuf, this.offloadBuf, this.names, this.matched);
     this.decision = this.view;
     this.decisionBuf[0] = -1;
     for (const spec of instances)
@@ -269,7 +236,8 @@ export class Router {
   }
 
   get policy(): ResolvedPolicy {
-    return { ...this.resolvedPolicy };
+    const p = this.resolvedPolicy;
+    return { ...p, offload: p.offload === null ? null : { ...p.offload } };
   }
 
   /** Instance ids in index order. */
@@ -280,7 +248,12 @@ export class Router {
   /**
    * Places a request: picks an instance, records the dispatch (cache blocks,
    * shadow counters) and returns its ticket for onFirstToken/complete/abort.
-   * Read where it went from `router.decision`. Throws ERR_KVROUTE_NO_INSTANCE
+   * Read where it went from `router.decision`. When the policy's offload layer
+   * offloads the prefill, the returned ticket is the decode's (on
+   * `decision.instance`) and `decision.offload.prefillTicket` is the prefill
+   * phase's, on `decision.offload.prefillInstance`: report its
+   * onFirstToken()/complete() when the prefill instance answers, abort() when
+   * it fails. Throws ERR_KVROUTE_NO_INSTANCE
    * when no instance is a candidate: every instance is drained or removed, or
    * none of the rest serves the request's model.
    */
@@ -298,7 +271,10 @@ export class Router {
     this.lastRouted = true;
     this.view.ticket = ticket;
     if (ticket < 0) throw noInstance(request.model);
-    this.track(ticket);
+    this.track(ticket, this.decisionBuf[0]!);
+    // An offload opened the prefill phase's ticket too; one test when the layer is off.
+    if (this.decisionBuf[DECISION_OFFLOAD] === OffloadOutcomeCode.Offload)
+      this.track(this.offloadBuf[OFFLOAD_PREFILL_TICKET]!, this.decisionBuf[DECISION_PREFILL_SLOT]!);
     return ticket;
   }
 
@@ -576,6 +552,8 @@ export class Router {
     return {
       policy: this.resolvedPolicy.name,
       decision: this.decisionBuf,
+      offload: this.offloadBuf,
+      offloadThreshold: this.resolvedPolicy.offload?.thresholdTokens ?? null,
       ticket: this.view.ticket,
       names: this.names,
       matched: this.matched,
@@ -624,12 +602,12 @@ export class Router {
     return slot;
   }
 
-  private track(ticket: number): void {
+  private track(ticket: number, slot: number): void {
     const index = indexOfTicket(ticket);
     if (index >= this.ticketAt.length) this.growTracking(index);
     this.ticketAt[index] = ticket;
     this.phaseAt[index] = PHASE_WAITING;
-    this.slotAt[index] = this.decisionBuf[0]!;
+    this.slotAt[index] = slot;
     this.routedAt[index] = ++this.routeCount;
   }
 

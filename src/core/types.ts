@@ -4,6 +4,7 @@
  * return exactly these shapes.
  */
 import type { PolicyKindName, ReasonName } from './codes.js';
+import type { OffloadCostModel } from './offload-cost.js';
 
 /** Block ids of a request; typed arrays are the fast path (zero conversion). */
 export type HashIds = BigUint64Array | Float64Array | Uint32Array | readonly number[] | readonly bigint[];
@@ -60,10 +61,22 @@ export interface RouteRequest {
   blockTokens?: number;
 }
 
-export type PolicyName = PolicyKindName | 'unified+A+B';
+/** A policy without the offload layer: a kind, or a preset of one. */
+export type BasePolicyName = PolicyKindName | 'unified+A+B';
+
+/**
+ * Every policy name: a base policy, the same with the offload layer (`<base>+offload`,
+ * docs/policies.md "The offload layer"), or `v3`, the seeds' name for `unified+A+B+offload`.
+ */
+export type PolicyName = BasePolicyName | `${BasePolicyName}+offload` | 'v3';
 
 export interface PolicySpec {
   name: PolicyName;
+  /**
+   * The offload layer over the base policy: `true` with the default cost model
+   * (DEFAULT_OFFLOAD_COST), or the fields to change. A `+offload` name (or `v3`) implies `true`.
+   */
+  offload?: true | Partial<OffloadCostModel>;
   /** unified*: the best match ratio must exceed this (default 0.5). */
   affinityThreshold?: number;
   /** unified*: the best-cached instance may carry at most this × mean load (default 2.0; 1.3 in unified+A+B). */
@@ -88,8 +101,11 @@ export interface PolicySpec {
 
 /** A policy with every tunable filled in. */
 export interface ResolvedPolicy {
+  /** As given, or `<base>+offload` for a base name given with `offload` in a spec. */
   name: PolicyName;
   kind: PolicyKindName;
+  /** The offload layer's cost model; null for a policy without the layer. Not a tunable. */
+  offload: OffloadCostModel | null;
   affinityThreshold: number;
   overloadFactor: number;
   decodeWeight: number;
@@ -192,11 +208,11 @@ export interface Decision {
 }
 
 /**
- * What the `offload` layer (docs/offload.md) decided for the last route(): `off` when the policy
- * has no offload layer; else why the prefill stayed with the decode (`not_decoding`: the base
- * policy's target holds no decoding request; `below_threshold`: the uncached prefill is at most
- * the threshold; `no_prefill_instance`: no other candidate is free of decodes; `colocate`: the
- * transfer costs at least the interference), or `offload`.
+ * What the `offload` layer (docs/policies.md "The offload layer") decided for the last route():
+ * `off` when the policy has no offload layer; else why the prefill stayed with the decode
+ * (`not_decoding`: the base policy's target holds no decoding request; `below_threshold`: the
+ * uncached prefill is at most the threshold; `no_prefill_instance`: no other candidate is free
+ * of decodes; `colocate`: the transfer costs at least the interference), or `offload`.
  */
 export type OffloadOutcome =
   'off' | 'not_decoding' | 'below_threshold' | 'no_prefill_instance' | 'colocate' | 'offload';
@@ -264,6 +280,25 @@ export interface Explanation {
    */
   keys: 'tokens' | 'hash_ids' | 'text' | null;
   candidates: CandidateExplanation[];
+  /** The offload layer's decision and both its costs; null for a policy without the layer. */
+  offload: OffloadExplanation | null;
+}
+
+/** explain()'s offload section (docs/policies.md "The offload layer"). */
+export interface OffloadExplanation {
+  outcome: OffloadOutcome;
+  /** `offload`: the instance that prefills (`instance` decodes); else null. */
+  prefillInstance: string | null;
+  /** `offload` on a dispatched route: the prefill phase's ticket; else null. */
+  prefillTicket: number | null;
+  /** Decode time the prefill would cost the target's decodes, ms (0 when not computed). */
+  interferenceMs: number;
+  /** Time to move the KV to the target, ms (0 when not computed). */
+  transferMs: number;
+  /** The (prefill, decode) pair has not carried an offload of this router yet. */
+  coldPair: boolean;
+  /** The policy's threshold: the layer weighs costs only above this many uncached tokens. */
+  thresholdTokens: number;
 }
 
 /** An event-fed instance's KV event feed and index (docs/kv-events.md). */

@@ -4,6 +4,8 @@
  * (the event-fed index, which the public Router does not wire yet).
  */
 import {
+  DECISION_FIELDS,
+  OFFLOAD_FIELDS,
   FLAG_TOKEN_KEYS,
   IDS_ARGUMENT,
   REQUEST_BLOCK_TOKENS,
@@ -51,7 +53,8 @@ export function makeCore(native: boolean, options: { policy?: PolicyName; blockT
   };
   const buffers: CoreBuffers = {
     request: new Float64Array(REQUEST_FIELDS),
-    decision: new Int32Array(2),
+    decision: new Int32Array(DECISION_FIELDS),
+    offload: new Float64Array(OFFLOAD_FIELDS),
     events: new Float64Array(1 + 2 * 64),
   };
   buffers.request[REQUEST_GROUP] = -1;

@@ -1,10 +1,16 @@
 /**
  * The pure-TypeScript routing core: the same CoreRouter surface as the addon,
- * built from the per-block reference model. It is the oracle of the
+ * built from the per-block reference model, with the offload layer of ./offload.ts. It is the oracle of the
  * differential tests and the baseline of `npm run bench`, and the fallback
  * where the addon cannot be built ({ native: false } or KVROUTE_NATIVE=0).
  */
 import {
+  DECISION_COLD_PAIR,
+  DECISION_OFFLOAD,
+  DECISION_PREFILL_SLOT,
+  OFFLOAD_INTERFERENCE_MS,
+  OFFLOAD_PREFILL_TICKET,
+  OFFLOAD_TRANSFER_MS,
   TERM_COUNT,
   TERM_KV_USAGE,
   TERM_PENDING_PREFILL,
@@ -36,7 +42,7 @@ import {
   REQUEST_INPUT_TOKENS,
   STAT_FIELDS,
 } from '../core-router.js';
-import { REASONS } from '../codes.js';
+import { OffloadOutcomeCode, REASONS } from '../codes.js';
 import { invalidType, invalidValue, rangeError } from '../errors.js';
 import { loadNative, type NativeFeedReader } from '../native.js';
 import { ReferenceBlockIndex } from './block-index.js';
@@ -44,6 +50,7 @@ import { ReferenceEventIndex } from './event-index.js';
 import { effectiveState, isFresh, type EffectiveState, type Observed, type ShadowCounters } from './engine-state.js';
 import { ReferenceHashRing } from './hash-ring.js';
 import { decide, pinKey } from './policy.js';
+import { decideOffload, ReferenceWarmPairs, type OffloadResult } from './offload.js';
 import { hashPromptBytes } from './prompt-hash.js';
 import { ReferenceSessionTable } from './session-table.js';
 import { ReferenceTicketTable } from './ticket-table.js';
@@ -98,6 +105,7 @@ export class ReferenceRouter implements CoreRouter {
   private groupCount = 1;
   private manualNowMs = 0;
   private readonly events = new ReferenceEventIndex();
+  private readonly warmPairs = new ReferenceWarmPairs();
 
   /**
    * The feed, read through the addon's reader: mapping shared memory is not something plain
@@ -174,6 +182,7 @@ export class ReferenceRouter implements CoreRouter {
     inst.name = '';
     inst.index = new ReferenceBlockIndex(1);
     this.events.reset(slot);
+    this.warmPairs.forget(slot);
     this.rebuildRing();
   }
 
@@ -257,18 +266,54 @@ export class ReferenceRouter implements CoreRouter {
     });
     this.buffers.decision[0] = slot;
     this.buffers.decision[1] = reason;
+    const offload =
+      this.policy.offload === null || slot < 0
+        ? null
+        : decideOffload({
+            model: this.policy.offload,
+            target: slot,
+            candidates: this.instances.map((_, s) => s).filter(candidate),
+            eff,
+            uncached,
+            inputTokens: req.inputTokens,
+            pairs: this.warmPairs,
+          });
+    this.writeOffload(offload);
     if (slot < 0 || req.dryRun) return -1;
 
+    this.reasonTotals[reason]! += 1;
+    if (offload?.outcome !== OffloadOutcomeCode.Offload) return this.dispatch(req, slot, uncached[slot]!);
+    // Offload: the target decodes (its KV arrives by transfer); the prefill instance prefills.
+    const prefill = offload.prefillSlot;
+    const ticket = this.dispatch(req, slot, 0);
+    this.buffers.offload[OFFLOAD_PREFILL_TICKET] = this.dispatch(req, prefill, uncached[prefill]!);
+    this.warmPairs.mark(prefill, slot);
+    return ticket;
+  }
+
+  /** The offload layer's result into the decision buffers (past the outcome only when not off). */
+  private writeOffload(r: OffloadResult | null): void {
+    const d = this.buffers.decision;
+    d[DECISION_OFFLOAD] = r === null ? OffloadOutcomeCode.Off : r.outcome;
+    if (r === null) return;
+    d[DECISION_PREFILL_SLOT] = r.prefillSlot;
+    d[DECISION_COLD_PAIR] = r.coldPair ? 1 : 0;
+    const o = this.buffers.offload;
+    o[OFFLOAD_PREFILL_TICKET] = -1;
+    o[OFFLOAD_INTERFERENCE_MS] = r.interferenceMs;
+    o[OFFLOAD_TRANSFER_MS] = r.transferMs;
+  }
+
+  /** Commits the request's blocks on `slot` and opens its ticket there, with `uncachedTokens` of prefill. */
+  private dispatch(req: ResolvedRequest, slot: number, uncachedTokens: number): number {
     const inst = this.instances[slot]!;
     // An event-fed slot's matched[] is the engine's truth; commit needs the belief index's own.
     const believed = req.tokenKeys && this.events.fed(slot) ? inst.index.match(req.ids) : this.matched[slot]!;
     inst.index.commit(req.ids, believed);
-    const uncachedTokens = uncached[slot]!;
     inst.shadow.waiting += 1;
     inst.shadow.prefillTokens += uncachedTokens;
     inst.shadow.activeBlocks += req.ids.length;
     inst.routed += 1;
-    this.reasonTotals[reason]! += 1;
     const ticket = this.tickets.openTicket({
       slot,
       slotGeneration: inst.generation,
