@@ -161,4 +161,46 @@ describe('prefill offload through the proxy and simulated engines', () => {
     },
     30_000,
   );
+
+  it('falls back to co-located serving when the prefill engine does not answer in time', async () => {
+    const metrics = createProxyMetrics({ defaultMetrics: false });
+    // At speed 1 the 8k prefill takes ~0.8 s of engine time; the proxy waits 50 ms for it.
+    rig = await startFleetProxy(
+      2,
+      {
+        policy: 'sticky+offload',
+        offloadPrefillTimeoutMs: 50,
+        observers: [metrics.observer],
+        mounts: [metrics.mount],
+      },
+      1,
+    );
+    const { client, base, fleet } = rig;
+    const history = text(2048, 'history');
+    const decoding = await client.completions.create({
+      model: MODEL,
+      prompt: history,
+      max_tokens: 4000,
+      stream: true,
+      user: 'session-3',
+    });
+    await decoding[Symbol.asyncIterator]().next();
+    const pinned = (await Promise.all(fleet.urls.map(running))).findIndex((n) => n === 1);
+    const { data, response } = await client.completions
+      .create({ model: MODEL, prompt: `${history}${text(8192, 'new')}`, max_tokens: 3, user: 'session-3' })
+      .withResponse();
+    await decoding.controller.abort();
+    // The client still gets its answer, from the decode engine serving it whole.
+    expect(data.choices[0]?.finish_reason).toBe('length');
+    expect(response.headers.get('x-kvroute-instance')).toBe(fleet.urls[pinned]);
+    expect(JSON.stringify(data)).not.toContain('kv_transfer_params');
+    expect(await metric(base, 'kvroute_offloads_total')).toBe(0);
+    expect(await metric(base, 'kvroute_offload_fallbacks_total')).toBe(1);
+    const body = await (await fetch(`${base}/metrics`)).text();
+    expect(body).toMatch(/kvroute_offload_fallbacks_total\{[^}]*cause="timeout"[^}]*\} 1/);
+    // The abandoned prefill was stopped on its engine, and nothing was transferred.
+    await until(async () => (await running(fleet.urls[0]!)) + (await running(fleet.urls[1]!)) === 0, 'idle engines');
+    expect(await metric(fleet.urls[pinned]!, 'kvroute_sim_kv_transfers_total')).toBe(0);
+    await until(async () => rig!.proxy.router.stats().inFlight === 0, 'every ticket closed');
+  }, 30_000);
 });
