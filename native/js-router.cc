@@ -51,6 +51,9 @@ void readOffload(const Napi::Value& v, PolicyConfig& p) {
   m.prefillMsPerToken = field("prefillMsPerToken", false);
   m.attentionMsPerToken2 = field("attentionMsPerToken2", false);
   m.chunkTokens = field("chunkTokens", true);
+  if (!o.Get("chargePrefill").IsBoolean())
+    throwTypeError(v.Env(), kErrArgType, "policy.offload.chargePrefill must be a boolean");
+  m.chargePrefill = o.Get("chargePrefill").As<Napi::Boolean>().Value();
   p.offload = true;
 }
 
@@ -459,6 +462,7 @@ napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSessio
     offload_[0] = o.prefillTicket;
     offload_[1] = o.interferenceMs;
     offload_[2] = o.transferMs;
+    offload_[3] = o.extraPrefillMs;
   }
   napi_value ticket = nullptr;
   if (napi_create_double(env, out.ticket, &ticket) != napi_ok) return nullptr;  // environment shutting down

@@ -43,10 +43,10 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   static constexpr uint32_t kFlagsKnown = kFlagDryRun | kFlagTokenKeys;
   // Decision layout (Int32Array): [slot, reason, offload outcome, prefill
   // slot, cold pair]; offload layout (Float64Array): [prefill ticket,
-  // interference ms, transfer ms] (DECISION_* and OFFLOAD_* in
+  // interference ms, transfer ms, extra prefill ms] (DECISION_* and OFFLOAD_* in
   // src/core/core-router.ts). Past the outcome, written only when it is not off.
   static constexpr size_t kDecisionFields = 5;
-  static constexpr size_t kOffloadFields = 3;
+  static constexpr size_t kOffloadFields = 4;
   // Event stats layout (Float64Array), see EventStats() and EVENT_STAT_FIELDS.
   static constexpr size_t kEventStatsFields = 9;
   // Observed-state layout (Float64Array, 8 entries), see ObservedState.

@@ -1,5 +1,7 @@
 #include "offload.h"
 
+#include <algorithm>
+
 namespace kvroute {
 
 void WarmPairs::mark(uint32_t prefill, uint32_t decode) {
@@ -41,13 +43,25 @@ OffloadResult decideOffload(const OffloadCostModel& model, uint32_t target, cons
     return r;
   }
   r.interferenceMs = offloadInterferenceMs(model, n, inputTokens - n, t.decodeBatch);
-  // The least-loaded decode-free candidate other than the target.
+  // The least-loaded decode-free candidate other than the target, or with
+  // chargePrefill the one whose own prefill (its queue, then the request's
+  // uncached part) finishes first, ties by load.
   int32_t best = -1;
+  double bestOwnMs = 0;
   for (uint32_t s : candidates) {
     if (s == target || eff[s].decodeBatch > 0) continue;
-    if (best < 0 || eff[s].numRequests < eff[best].numRequests ||
-        (eff[s].numRequests == eff[best].numRequests && eff[s].pendingPrefill < eff[best].pendingPrefill)) {
+    const bool lessLoaded =
+        best < 0 || eff[s].numRequests < eff[best].numRequests ||
+        (eff[s].numRequests == eff[best].numRequests && eff[s].pendingPrefill < eff[best].pendingPrefill);
+    if (!model.chargePrefill) {
+      if (lessLoaded) best = static_cast<int32_t>(s);
+      continue;
+    }
+    const double own = offloadPrefillMs(model, uncached[s], inputTokens - uncached[s]) +
+                       offloadPrefillMs(model, eff[s].pendingPrefill, 0);
+    if (best < 0 || own < bestOwnMs || (own == bestOwnMs && lessLoaded)) {
       best = static_cast<int32_t>(s);
+      bestOwnMs = own;
     }
   }
   if (best < 0) {
@@ -57,7 +71,12 @@ OffloadResult decideOffload(const OffloadCostModel& model, uint32_t target, cons
   }
   r.coldPair = !pairs.warm(static_cast<uint32_t>(best), target);
   r.transferMs = offloadTransferMs(model, n, r.coldPair);
-  if (r.interferenceMs > r.transferMs) {
+  double cost = r.transferMs;
+  if (model.chargePrefill) {
+    r.extraPrefillMs = bestOwnMs - offloadPrefillMs(model, n, inputTokens - n);
+    cost = r.transferMs + std::max(0.0, r.extraPrefillMs);
+  }
+  if (r.interferenceMs > cost) {
     r.outcome = OffloadOutcome::kOffload;
     r.prefillSlot = best;
   } else {

@@ -24,6 +24,13 @@
 //   no P                       -> no_prefill_instance (transfer priced warm)
 //   interference > transfer(n, pair (P, T) cold) -> offload, else colocate
 //
+// With chargePrefill (opt-in; off, the rule above holds bit for bit), P pays
+// for what it lacks: among the same decode-free candidates, P minimises
+//   ownMs(P) = prefillMs(n_P, input - n_P) + prefillMs(pendingPrefill_P, 0)
+// (ties: fewest requests, least pending prefill, lowest slot), and
+//   extraPrefillMs = ownMs(P) - prefillMs(n, c)
+//   interference > transfer + max(0, extraPrefillMs) -> offload, else colocate
+//
 // Invariants: a pair is warm only after a dispatched offload between exactly
 // those slots, and forgetting a slot (instance removed) makes every pair with
 // it cold. Complexity: O(candidates) per decision with the layer on; nothing
@@ -52,6 +59,7 @@ struct OffloadCostModel {
   double prefillMsPerToken = 0.04518;
   double attentionMsPerToken2 = 5.48e-6;
   double chunkTokens = 8192;
+  bool chargePrefill = false;
 };
 
 inline double offloadPrefillMs(const OffloadCostModel& m, double uncached, double cached) {
@@ -92,6 +100,7 @@ struct OffloadResult {
   double prefillTicket = -1;  // kOffload on a dispatched route only
   double interferenceMs = 0;
   double transferMs = 0;
+  double extraPrefillMs = 0;  // chargePrefill with a P only: ownMs(P) - prefillMs(n, c)
   bool coldPair = false;
 };
 

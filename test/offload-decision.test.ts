@@ -14,6 +14,10 @@
  *   n = 1001, c = 0:    prefill 35 + 45.225 + 2.746 = 82.97; wire 31.49; transfer 206.49 cold
  *   n = 1024, c = 2048: prefill 35 + 46.264 + 14.366 = 95.63; wire 32.21;
  *                       transfer 67.21 warm, 207.21 cold
+ *   n = 3072, c = 0:    prefill 35 + 138.793 + 25.858 = 199.65
+ *
+ * With chargePrefill, ownMs(P) = prefillMs(P's uncached, P's cached) + prefillMs(P's pending, 0)
+ * and extraPrefillMs = ownMs(P) − prefillMs(n, c) on the target.
  *
  * Fleets are shaped with observed state (decodeBatch, running, waiting) so the base policy's
  * target and every other instance's load are exactly what each case needs.
@@ -116,6 +120,7 @@ describe.each(IMPLEMENTATIONS)('the offload layer ($impl)', ({ native }) => {
       prefillTicket: prefill,
       interferenceMs: expect.closeTo(588.993, 2),
       transferMs: expect.closeTo(432.698, 2),
+      extraPrefillMs: 0,
       coldPair: true,
     });
     expect(JSON.parse(JSON.stringify(d.offload))).toMatchObject({ outcome: 'offload', prefillIndex: 1 });
@@ -297,6 +302,87 @@ describe.each(IMPLEMENTATIONS)('the offload layer ($impl)', ({ native }) => {
       router.complete(router.decision.offload.prefillTicket);
       router.drainInstance('any');
       expect(pick(router, { ...prompt(8192), model: 'qwen' })).toBe('qwen');
+    });
+  });
+
+  describe('chargePrefill', () => {
+    const charged: PolicySpec = { name: 'load_only+offload', offload: { chargePrefill: true } };
+    const ids = Float64Array.from({ length: 192 }, (_, k) => 500 + k); // 192 × 16 = 3,072 tokens
+    /**
+     * t (3 decodes) and `holders` hold the request's first 128 blocks (2,048 tokens); `waiting`
+     * shapes every instance's load so load_only picks t.
+     */
+    const history = (
+      policy: PolicyName | PolicySpec,
+      holders: string[],
+      waiting: Record<string, ObservedState>,
+    ): Router => {
+      const router = fleet(policy, { t: {}, ...Object.fromEntries(Object.keys(waiting).map((id) => [id, {}])) });
+      for (const holder of ['t', ...holders]) {
+        const others = ['t', ...Object.keys(waiting)].filter((id) => id !== holder);
+        for (const other of others) router.drainInstance(other);
+        router.complete(router.route({ hashIds: ids.subarray(0, 128) }));
+        expect(router.decision.instance).toBe(holder);
+        for (const other of others) router.resumeInstance(other);
+      }
+      router.setObservedState('t', { timestampMs: NOW, running: 3, decodeBatch: 3 });
+      for (const [id, state] of Object.entries(waiting)) router.setObservedState(id, { timestampMs: NOW, ...state });
+      return router;
+    };
+    const request = { hashIds: ids, inputTokens: 3072 };
+
+    it('picks the decode-free instance holding the prefix over a less-loaded one that does not', () => {
+      const waiting = { far: { waiting: 5 }, near: { waiting: 6 } };
+      // Without it: the least loaded, far, which recomputes all 3,072 tokens.
+      const plain = history('load_only+offload', ['near'], waiting);
+      plain.route(request);
+      expect(plain.decision.offload).toMatchObject({ outcome: 'offload', prefillInstance: 'far', extraPrefillMs: 0 });
+      // With it: own prefill on far 199.65 ms; on near (2,048 cached) 95.63 ms, the target's own,
+      // so extra = 0 and 3 × 95.63 = 286.89 ms > 207.21 ms (1,024 tokens, cold pair).
+      const router = history(charged, ['near'], waiting);
+      router.route(request);
+      const o = router.decision.offload;
+      expect(o).toMatchObject({ outcome: 'offload', prefillInstance: 'near', coldPair: true, extraPrefillMs: 0 });
+      expect(o.interferenceMs).toBeCloseTo(286.889, 2);
+      expect(o.transferMs).toBeCloseTo(207.212, 2);
+      // near queues only what it lacks.
+      const queued = Object.fromEntries(router.stats().instances.map((s) => [s.instance, s.shadow.prefillTokens]));
+      expect(queued).toEqual({ t: 0, far: 0, near: 1024 });
+      // P's queued prefill counts: 8,192 pending tokens on near cost 588.99 ms more, so far
+      // (199.65 ms) prefills, 104.02 ms slower than t: 286.89 ≤ 207.21 + 104.02 = 311.23, colocated.
+      const queuedNear = history(charged, ['near'], {
+        far: { waiting: 5 },
+        near: { waiting: 6, pendingPrefillTokens: 8192 },
+      });
+      queuedNear.route(request);
+      expect(queuedNear.decision.offload.outcome).toBe('colocate');
+      expect(queuedNear.decision.offload.extraPrefillMs).toBeCloseTo(104.021, 2);
+    });
+
+    it("charges P's recomputation of the history: an offload without it is colocated with it", () => {
+      const waiting = { p1: { waiting: 5 }, p2: { waiting: 6 } };
+      const plain = history('load_only+offload', [], waiting);
+      plain.route(request);
+      expect(plain.decision.offload).toMatchObject({ outcome: 'offload', prefillInstance: 'p1' });
+      // p1 and p2 lack the 2,048 cached tokens: 199.65 − 95.63 = 104.02 ms extra on p1 (fewer
+      // requests breaks the tie); 286.89 ms ≤ 207.21 + 104.02 = 311.23 ms.
+      const router = history(charged, [], waiting);
+      router.route(request);
+      const o = router.decision.offload;
+      expect(o).toMatchObject({ outcome: 'colocate', prefillIndex: -1, coldPair: true });
+      expect(o.interferenceMs).toBeCloseTo(286.889, 2);
+      expect(o.transferMs).toBeCloseTo(207.212, 2); // the transfer alone
+      expect(o.extraPrefillMs).toBeCloseTo(104.021, 2);
+      expect(router.explain().offload).toMatchObject({ outcome: 'colocate', extraPrefillMs: o.extraPrefillMs });
+      expect(router.explain().reason).toBe('least_loaded');
+      // A fourth decode: 4 × 95.63 = 382.52 ms > 311.23 ms, offloaded after all.
+      const heavier = history(charged, [], waiting);
+      heavier.setObservedState('t', { timestampMs: NOW, running: 4, decodeBatch: 4 });
+      heavier.setObservedState('p1', { timestampMs: NOW, waiting: 6 });
+      heavier.setObservedState('p2', { timestampMs: NOW, waiting: 7 });
+      heavier.route(request);
+      expect(heavier.decision.offload).toMatchObject({ outcome: 'offload', prefillInstance: 'p1' });
+      expect(heavier.decision.offload.extraPrefillMs).toBeCloseTo(104.021, 2);
     });
   });
 

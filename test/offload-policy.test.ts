@@ -73,6 +73,11 @@ describe('policy names with the offload layer', () => {
       /options\.policy\.offload\.layerwise must be true or false, got 1/,
     ],
     [
+      { name: 'v3', offload: { chargePrefill: 'yes' } },
+      'ERR_KVROUTE_INVALID_ARG_VALUE',
+      /options\.policy\.offload\.chargePrefill must be true or false, got "yes"/,
+    ],
+    [
       { name: 'v3', offload: { linkGpbs: 10 } },
       'ERR_KVROUTE_INVALID_ARG_VALUE',
       /options\.policy\.offload\.linkGpbs must be absent \(not an offload cost field\)/,
@@ -110,6 +115,13 @@ describe('the one-word form', () => {
       offload: { linkGbps: 100, layerwise: true, coldPenaltyMs: 0 },
     });
     expect(parsePolicyArg(formatPolicyArg(spec), '--policy')).toEqual(spec);
+    const charged = parsePolicyArg('unified+A+B+offload:chargePrefill=true', '--policy');
+    expect(charged).toEqual({ name: 'unified+A+B+offload', offload: { chargePrefill: true } });
+    expect(formatPolicyArg(charged)).toBe('unified+A+B+offload:chargePrefill=true');
+    expect(resolvePolicy({ name: 'min_ttft', offload: { chargePrefill: true } }).offload).toEqual({
+      ...DEFAULT_OFFLOAD_COST,
+      chargePrefill: true,
+    });
     expect(formatPolicyArg({ name: 'lmetric', offload: true })).toBe('lmetric+offload');
     expect(formatPolicyArg({ name: 'lmetric', offload: { thresholdTokens: 500 } })).toBe(
       'lmetric+offload:thresholdTokens=500',
@@ -121,6 +133,8 @@ describe('the one-word form', () => {
     ['unified:linkGbps=10', /--policy must be a tunable unified reads .*got "linkGbps"/],
     ['unified+offload:linkgbps=10', /did you mean linkGbps\?/],
     ['v3:layerwise=yes', /--policy layerwise must be true or false, got "yes"/],
+    ['min_ttft+offload:chargePrefill=1', /--policy chargePrefill must be true or false, got "1"/],
+    ['min_ttft:chargePrefill=true', /--policy must be a tunable min_ttft reads .*got "chargePrefill"/],
     ['v3:linkGbps=0', /--policy\.offload\.linkGbps must be > 0, got 0/],
     ['v3:linkGbps=1:linkGbps=2', /--policy must be each tunable once/],
   ])('refuses %s, naming the field', (text, message) => {

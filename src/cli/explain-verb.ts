@@ -18,6 +18,10 @@ function offloadLines(o: OffloadExplanation, instance: string | null): string[] 
   lines.push(`  interference ${ms(o.interferenceMs)} (decode time the prefill costs ${instance}'s decodes)`);
   const pair = o.outcome === 'no_prefill_instance' ? 'priced warm' : o.coldPair ? 'cold pair' : 'warm pair';
   lines.push(`  transfer     ${ms(o.transferMs)} (${pair})`);
+  if (o.extraPrefillMs !== 0)
+    lines.push(
+      `  extra        ${ms(o.extraPrefillMs)} (chargePrefill: the prefill on ${o.prefillInstance ?? 'P'} over on ${instance})`,
+    );
   return lines;
 }
 

@@ -71,7 +71,9 @@ export const DECISION_FIELDS = 5;
 export const OFFLOAD_PREFILL_TICKET = 0;
 export const OFFLOAD_INTERFERENCE_MS = 1;
 export const OFFLOAD_TRANSFER_MS = 2;
-export const OFFLOAD_FIELDS = 3;
+/** chargePrefill's extraPrefillMs (0 when not computed). */
+export const OFFLOAD_EXTRA_PREFILL_MS = 3;
+export const OFFLOAD_FIELDS = 4;
 
 export const EVENT_FIRST_TOKEN = 1;
 export const EVENT_COMPLETE = 2;

@@ -11,6 +11,7 @@ import {
   DECISION_PREFILL_SLOT,
   DECISION_REASON,
   DECISION_SLOT,
+  OFFLOAD_EXTRA_PREFILL_MS,
   OFFLOAD_INTERFERENCE_MS,
   OFFLOAD_PREFILL_TICKET,
   OFFLOAD_TRANSFER_MS,
@@ -29,6 +30,7 @@ export const NO_OFFLOAD: OffloadDecision = Object.freeze({
   prefillTicket: -1,
   interferenceMs: 0,
   transferMs: 0,
+  extraPrefillMs: 0,
   coldPair: false,
 });
 
@@ -44,6 +46,7 @@ class OffloadView implements OffloadDecision {
   declare readonly prefillTicket: number;
   declare readonly interferenceMs: number;
   declare readonly transferMs: number;
+  declare readonly extraPrefillMs: number;
   declare readonly coldPair: boolean;
   constructor(buf: Int32Array, values: Float64Array, names: Array<string | undefined>) {
     const field = <T>(get: () => T): PropertyDescriptor => ({ enumerable: true, get });
@@ -57,6 +60,7 @@ class OffloadView implements OffloadDecision {
       prefillTicket: field(() => values[OFFLOAD_PREFILL_TICKET]!),
       interferenceMs: field(() => values[OFFLOAD_INTERFERENCE_MS]!),
       transferMs: field(() => values[OFFLOAD_TRANSFER_MS]!),
+      extraPrefillMs: field(() => values[OFFLOAD_EXTRA_PREFILL_MS]!),
       coldPair: field(() => buf[DECISION_COLD_PAIR] === 1),
     });
   }

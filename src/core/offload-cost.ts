@@ -17,6 +17,10 @@
  *     wireMs = n × kvBytesPerToken × 8 / (linkGbps × 1e9) × 1000, or that ÷ layers with
  *     layer-wise transfer (each layer ships while the next computes: only the last is exposed).
  *   offload wins iff interferenceMs > transferMs.
+ *   chargePrefill (opt-in): extraPrefillMs = ownMs(P) − prefillMs(n, c), where ownMs(P) =
+ *     prefillMs(P's uncached, P's cached) + prefillMs(P's pending prefill, 0), the latency the
+ *     offloaded request pays over co-located serving; offload wins iff interferenceMs >
+ *     transferMs + max(0, extraPrefillMs).
  *
  * Defaults: the H20 / Qwen3-Coder-30B-A3B engine preset's prefill timing; 98,304 KV bytes per
  * token and 48 layers (the model preset); a 25 Gbps link; 35 ms warm overhead (the seeds'
@@ -47,6 +51,12 @@ export interface OffloadCostModel {
   attentionMsPerToken2: number;
   /** vLLM's max_num_batched_tokens: tokens per prefill chunk. */
   chunkTokens: number;
+  /**
+   * Charge the offloaded request its own prefill on P (docs/policies.md "The offload layer"):
+   * P is the decode-free candidate whose queued prefill plus the request's uncached part
+   * finishes first, and offload needs interference > transfer + max(0, extraPrefillMs).
+   */
+  chargePrefill: boolean;
 }
 
 export const DEFAULT_OFFLOAD_COST: Readonly<OffloadCostModel> = Object.freeze({
@@ -61,6 +71,7 @@ export const DEFAULT_OFFLOAD_COST: Readonly<OffloadCostModel> = Object.freeze({
   prefillMsPerToken: 0.04518,
   attentionMsPerToken2: 5.48e-6,
   chunkTokens: 8192,
+  chargePrefill: false,
 });
 
 /** Time in ms to prefill `uncached` tokens after `cached` ones, alone on an engine. */
@@ -103,7 +114,7 @@ export function resolveOffloadCost(
   const positive: Array<keyof OffloadCostModel> = ['linkGbps', 'layers', 'kvBytesPerToken', 'chunkTokens'];
   for (const key of Object.keys(model) as Array<keyof OffloadCostModel>) {
     const value = model[key];
-    if (key === 'layerwise') {
+    if (key === 'layerwise' || key === 'chargePrefill') {
       if (typeof value !== 'boolean') throw invalidValue(`${field}.${key}`, 'true or false', value);
       continue;
     }

@@ -9,13 +9,16 @@
  *   no_prefill_instance  '; colocated (no decode-free instance) interference=589ms transfer=293ms'
  *   colocate             '; colocated interference=99ms <= transfer=239ms cold'
  *   offload              '; offload prefill=i2 interference=589ms > transfer=293ms'
+ *
+ * With the cost model's chargePrefill, a nonzero extraPrefillMs follows the transfer:
+ * '; colocated interference=900ms <= transfer=239ms extra=1200ms'.
  */
 import type { OffloadDecision } from './types.js';
 
 const ms = (x: number): string => `${Math.round(x)}ms`;
 
 export function offloadReason(o: OffloadDecision): string {
-  const cold = o.coldPair ? ' cold' : '';
+  const cold = (o.coldPair ? ' cold' : '') + (o.extraPrefillMs !== 0 ? ` extra=${ms(o.extraPrefillMs)}` : '');
   switch (o.outcome) {
     case 'off':
       return '';

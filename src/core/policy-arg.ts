@@ -4,7 +4,7 @@
  * `kvroute serve --policy`, `sim run --policy` and `sweep --policies` (whose list is
  * comma-separated, hence the colons). Keys are the TUNABLES the policy reads; values are numbers
  * in each tunable's range. A policy with the offload layer (`NAME+offload`, `v3`) also takes the
- * offload cost fields (`v3:linkGbps=100:layerwise=true`), which go to the spec's `offload`.
+ * offload cost fields (`v3:linkGbps=100:layerwise=true`, `min_ttft+offload:chargePrefill=true`), which go to the spec's `offload`.
  * Every mistake throws an error naming the field and the reason.
  */
 import { invalidValue } from './errors.js';
@@ -47,9 +47,9 @@ export function parsePolicyArg(text: string, field: string): PolicyName | Policy
     }
     const isOffload = !Object.hasOwn(TUNABLES, key);
     if (Object.hasOwn(isOffload ? offload : spec, key)) throw invalidValue(field, `each tunable once`, pair);
-    if (key === 'layerwise') {
+    if (key === 'layerwise' || key === 'chargePrefill') {
       if (match[2] !== 'true' && match[2] !== 'false') throw invalidValue(`${field} ${key}`, 'true or false', match[2]);
-      offload.layerwise = match[2] === 'true';
+      offload[key] = match[2] === 'true';
       continue;
     }
     const value = Number(match[2]);

@@ -8,6 +8,7 @@ import {
   DECISION_COLD_PAIR,
   DECISION_OFFLOAD,
   DECISION_PREFILL_SLOT,
+  OFFLOAD_EXTRA_PREFILL_MS,
   OFFLOAD_INTERFERENCE_MS,
   OFFLOAD_PREFILL_TICKET,
   OFFLOAD_TRANSFER_MS,
@@ -69,6 +70,7 @@ function offloadSection(s: DecisionSnapshot, dryRun: boolean): OffloadExplanatio
     prefillTicket: dryRun || ticket < 0 ? null : ticket,
     interferenceMs: s.offload[OFFLOAD_INTERFERENCE_MS]!,
     transferMs: s.offload[OFFLOAD_TRANSFER_MS]!,
+    extraPrefillMs: s.offload[OFFLOAD_EXTRA_PREFILL_MS]!,
     coldPair: s.decision[DECISION_COLD_PAIR] === 1,
     thresholdTokens: s.offloadThreshold,
   };

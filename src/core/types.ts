@@ -233,6 +233,12 @@ export interface OffloadDecision {
   readonly interferenceMs: number;
   /** Time to move the prefill's KV to the target, ms (0 when not computed). */
   readonly transferMs: number;
+  /**
+   * With the cost model's `chargePrefill`: the request's own prefill time on the prefill
+   * instance (its queue, then the request's uncached part) minus its prefill on the target, ms;
+   * negative when the prefill instance would be faster. 0 when not computed.
+   */
+  readonly extraPrefillMs: number;
   /** The transfer would be the first between this prefill and decode instance. */
   readonly coldPair: boolean;
 }
@@ -295,6 +301,8 @@ export interface OffloadExplanation {
   interferenceMs: number;
   /** Time to move the KV to the target, ms (0 when not computed). */
   transferMs: number;
+  /** `chargePrefill`: the request's prefill on the prefill instance minus on the target, ms (0 when not computed). */
+  extraPrefillMs: number;
   /** The (prefill, decode) pair has not carried an offload of this router yet. */
   coldPair: boolean;
   /** The policy's threshold: the layer weighs costs only above this many uncached tokens. */

@@ -8,6 +8,7 @@ import {
   DECISION_COLD_PAIR,
   DECISION_OFFLOAD,
   DECISION_PREFILL_SLOT,
+  OFFLOAD_EXTRA_PREFILL_MS,
   OFFLOAD_INTERFERENCE_MS,
   OFFLOAD_PREFILL_TICKET,
   OFFLOAD_TRANSFER_MS,
@@ -302,6 +303,7 @@ export class ReferenceRouter implements CoreRouter {
     o[OFFLOAD_PREFILL_TICKET] = -1;
     o[OFFLOAD_INTERFERENCE_MS] = r.interferenceMs;
     o[OFFLOAD_TRANSFER_MS] = r.transferMs;
+    o[OFFLOAD_EXTRA_PREFILL_MS] = r.extraPrefillMs;
   }
 
   /** Commits the request's blocks on `slot` and opens its ticket there, with `uncachedTokens` of prefill. */
