@@ -347,27 +347,55 @@ describe('native addon vs TypeScript reference', () => {
     },
   );
 
-  it('cheap transfers and a low threshold reach every offload outcome, with models and prompt text', () => {
-    const policy: PolicySpec = { name: 'unified+A+B', offload: { thresholdTokens: 300, coldPenaltyMs: 400 } };
-    const seen = new Set<string>();
-    for (const [seed, models] of [
-      [73, false],
-      [79, true],
-    ] as const) {
-      const { offloads } = runScenario({
+  it.each([
+    ['v3', 71],
+    ['min_ttft+offload', 71],
+    ['lmetric+offload', 71],
+  ] as const)(
+    '%s with chargePrefill: same decisions, outcomes, costs (extraPrefillMs too) and prefill tickets',
+    (name, seed) => {
+      const { offloads, prefillTickets } = runScenario({
         seed,
-        policy,
-        trace: { requests: 1500, firstTurnBlocks: [20, 300], appendBlocks: [1, 60] },
-        capacityBlocks: 2000,
-        instances: 8,
-        models,
-        promptShare: 0.1,
+        policy: { name, offload: { chargePrefill: true } },
+        trace: { requests: 2000, firstTurnBlocks: [60, 400], appendBlocks: [1, 90] },
+        capacityBlocks: 2500,
+        instances: 10,
         dryShare: 0.05,
       });
-      offloads.forEach((o) => seen.add(o));
-    }
-    expect([...seen].sort()).toEqual(ALL_OUTCOMES);
-  });
+      expect([...offloads].sort()).toEqual(ALL_OUTCOMES);
+      expect(prefillTickets).toBeGreaterThan(0);
+    },
+  );
+
+  it.each([false, true])(
+    'cheap transfers and a low threshold reach every offload outcome, with models and prompt text (chargePrefill %s)',
+    (chargePrefill) => {
+      const policy: PolicySpec = {
+        name: 'unified+A+B',
+        offload: chargePrefill
+          ? { thresholdTokens: 300, coldPenaltyMs: 400, chargePrefill }
+          : { thresholdTokens: 300, coldPenaltyMs: 400 },
+      };
+      const seen = new Set<string>();
+      for (const [seed, models] of [
+        [73, false],
+        [79, true],
+      ] as const) {
+        const { offloads } = runScenario({
+          seed,
+          policy,
+          trace: { requests: 1500, firstTurnBlocks: [20, 300], appendBlocks: [1, 60] },
+          capacityBlocks: 2000,
+          instances: 8,
+          models,
+          promptShare: 0.1,
+          dryShare: 0.05,
+        });
+        offloads.forEach((o) => seen.add(o));
+      }
+      expect([...seen].sort()).toEqual(ALL_OUTCOMES);
+    },
+  );
 
   it('64 instances, tiny caches', () => {
     runScenario({
