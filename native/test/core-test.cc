@@ -995,6 +995,7 @@ kvroute::PolicyConfig randomPolicy(Rng& rng, int32_t kind) {
   p.offloadCost.thresholdTokens = rng.pick(offloadThresholds);
   p.offloadCost.coldPenaltyMs = rng.pick(coldPenalties);
   p.offloadCost.layerwise = rng.percent(50);
+  p.offloadCost.chargePrefill = rng.percent(50);
   return p;
 }
 
@@ -1180,6 +1181,8 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
       }
       const kvroute::OffloadResult& offload = router.lastOffload();
       const bool offloaded = offload.outcome == kvroute::OffloadOutcome::kOffload;
+      CHECK(router.policy().offloadCost.chargePrefill || offload.extraPrefillMs == 0,
+            "extra prefill " << offload.extraPrefillMs << " without chargePrefill");
       CHECK(router.policy().offload || offload.outcome == kvroute::OffloadOutcome::kOff,
             "offload outcome " << static_cast<int>(offload.outcome) << " without the layer");
       if (offloaded) {
@@ -1187,8 +1190,9 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
         CHECK(p < slots.size() && p != static_cast<uint32_t>(out.slot) && slots[p].live && !slots[p].drained &&
                   slots[p].serves(in.group),
               "offload to prefill slot " << offload.prefillSlot << ", not another candidate");
-        CHECK(offload.interferenceMs > offload.transferMs,
-              "offload with interference " << offload.interferenceMs << " <= transfer " << offload.transferMs);
+        CHECK(offload.interferenceMs > offload.transferMs + std::max(0.0, offload.extraPrefillMs),
+              "offload with interference " << offload.interferenceMs << " <= transfer " << offload.transferMs
+                                           << " + extra " << offload.extraPrefillMs);
         CHECK((offload.prefillTicket >= 0) == !in.dryRun, "prefill ticket " << offload.prefillTicket);
       } else {
         CHECK(offload.prefillSlot == -1 && offload.prefillTicket == -1, "prefill slot/ticket without an offload");
