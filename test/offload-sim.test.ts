@@ -75,6 +75,7 @@ function forceOffload(pick: (request: RouteRequest, decision: Decision) => numbe
             prefillTicket: -1,
             interferenceMs: 0,
             transferMs: 0,
+            extraPrefillMs: 0,
             coldPair: false,
           }
         : {
@@ -84,6 +85,7 @@ function forceOffload(pick: (request: RouteRequest, decision: Decision) => numbe
             prefillTicket: next++,
             interferenceMs: 1e6,
             transferMs: 0,
+            extraPrefillMs: 0,
             coldPair: false,
           };
     // Shadows DecisionView's getter on this router's decision (the real layer is not asked).

@@ -21,6 +21,7 @@ const OFF: OffloadDecision = {
   prefillTicket: -1,
   interferenceMs: 0,
   transferMs: 0,
+  extraPrefillMs: 0,
   coldPair: false,
 };
 
@@ -93,6 +94,7 @@ export function forceOffload(
         prefillTicket,
         interferenceMs: 589,
         transferMs: 293,
+        extraPrefillMs: 0,
         coldPair: true,
       };
       return ticket;
