@@ -49,7 +49,7 @@ function makeCore(native) {
   const buffers = {
     request: new Float64Array(5),
     decision: new Int32Array(5),
-    offload: new Float64Array(3),
+    offload: new Float64Array(4),
     events: new Float64Array(3),
   };
   const core = native ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);

@@ -238,7 +238,7 @@ describe('the addon re-checks what bypasses the TypeScript layer', () => {
   const buffers = () => ({
     request: Float64Array.of(NaN, 0, 0, -1, NaN),
     decision: new Int32Array(5),
-    offload: new Float64Array(3),
+    offload: new Float64Array(4),
     events: new Float64Array(9),
   });
   const core = () => {
@@ -327,7 +327,7 @@ describe.each([
     const c = new (Core())(config, {
       request,
       decision: new Int32Array(5),
-      offload: new Float64Array(3),
+      offload: new Float64Array(4),
       events: new Float64Array(9),
     });
     c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
@@ -392,7 +392,7 @@ describe('a route() function kept after its router is gone', () => {
         const c = new NativeRouter(config, {
           request: Float64Array.of(NaN, 0, 0, -1, NaN),
           decision: new Int32Array(5),
-          offload: new Float64Array(3),
+          offload: new Float64Array(4),
           events: new Float64Array(9),
         });
         c.setExplainBuffers(new Int32Array(8), new Float64Array(8));
