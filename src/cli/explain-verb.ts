@@ -20,7 +20,7 @@ function offloadLines(o: OffloadExplanation, instance: string | null): string[] 
   lines.push(`  transfer     ${ms(o.transferMs)} (${pair})`);
   if (o.extraPrefillMs !== 0)
     lines.push(
-      `  extra        ${ms(o.extraPrefillMs)} (chargePrefill: the prefill on ${o.prefillInstance ?? 'P'} over on ${instance})`,
+      `  extra        ${ms(o.extraPrefillMs)} (chargePrefill: the request's prefill on ${o.prefillInstance ?? 'P'} minus on ${instance})`,
     );
   return lines;
 }
