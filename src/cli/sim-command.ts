@@ -18,6 +18,10 @@ export const SIM_RUN_DEFAULTS = {
   engineState: 'shadow',
   preset: DEFAULT_ENGINE_PRESET,
   seed: 1,
+  replicas: 1,
+  replicaAssign: 'random',
+  /** sim/replica-assign.ts's MAX_REPLICAS (not imported: --help loads no simulator module). */
+  maxReplicas: 64,
 } as const;
 
 export const SIM_SERVE_DEFAULTS = { publishMs: 50, kvEventsEncoding: 'map' } as const;
@@ -66,7 +70,21 @@ function addRun(sim: Command): void {
     )
     .option('--preset <NAME>', withDefault(`engine model: ${Object.keys(ENGINE_PRESETS).join(', ')}`, d.preset))
     .option('--rate <R>', 'open-loop Poisson arrivals at R requests/s instead of session-sequential dispatch')
-    .option('--seed <K>', withDefault("--rate's seed", d.seed))
+    .option('--seed <K>', withDefault("--rate's and --replica-assign's seed", d.seed))
+    .option(
+      '--replicas <R>',
+      withDefault(
+        `independent router replicas over the one fleet (1..${d.maxReplicas}), each seeing only its own dispatches`,
+        d.replicas,
+      ),
+    )
+    .option(
+      '--replica-assign <random|session>',
+      withDefault(
+        'which replica routes each request: a seeded draw per request, or a hash of its session',
+        d.replicaAssign,
+      ),
+    )
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
   addEngineScalingOptions(run);

@@ -23,6 +23,7 @@ import {
   type OptionValues,
 } from './common.js';
 import { engineScalingFlags, scalingRecord } from './engine-options.js';
+import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from './run-header.js';
 import { SIM_RUN_DEFAULTS } from './sim-command.js';
@@ -42,7 +43,10 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
     scaling: engineScalingFlags(values),
   };
   const rate = numberFlag(values, 'rate');
-  if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed: integerFlag(values, 'seed', 0) ?? d.seed };
+  const seed = integerFlag(values, 'seed', 0) ?? d.seed;
+  if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed };
+  const replicas = replicaFlags(values, seed);
+  Object.assign(options, replicas.options);
   const started = performance.now();
   const startedAt = new Date();
   const reader = readTrace(trace, readerOptions(values));
@@ -69,6 +73,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
         instances: options.instances,
         mode: options.dispatch?.mode ?? 'session',
         ...(rate === undefined ? {} : { rate }),
+        ...replicas.fields,
         ...engine,
       },
       startedAt,
@@ -77,7 +82,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   }
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, prediction: predictionAccuracy(result.records) })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...replicas.fields, prediction: predictionAccuracy(result.records) })}\n`,
     );
     return;
   }

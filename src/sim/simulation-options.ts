@@ -6,6 +6,7 @@ import type { OffloadCostModel } from '../core/offload-cost.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { RequestRecord } from '../trace/records.js';
 import type { EngineScaling } from './engine-preset.js';
+import type { ReplicaAssign } from './replica-assign.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
 
@@ -38,6 +39,16 @@ export interface SimulationOptions {
    * model, so the engines are charged what the router priced; DEFAULT_OFFLOAD_COST without one.
    */
   transferCost?: Partial<OffloadCostModel>;
+  /**
+   * Independent router replicas over the one fleet (default 1, at most 64; docs/scale-out.md):
+   * each has its own belief index, shadow counters and sticky pins, hears only its own
+   * dispatches' first tokens and completions, and with `shm` reads every engine's state.
+   */
+  replicas?: number;
+  /** Which replica dispatches each request (replica-assign.ts); default `random`. */
+  replicaAssign?: ReplicaAssign;
+  /** The seed of the replica assignment (default 1). */
+  replicaSeed?: number;
 }
 
 export interface SimulationResult {
@@ -51,4 +62,6 @@ export interface SimulationResult {
   steps: number;
   /** KV blocks of each engine (and the router's capacity per instance); 0 when nothing ran. */
   capacityBlocks: number;
+  /** Requests each replica's router routed, by its own count (RouterStats decisions); [n] for one. */
+  replicaRoutes: number[];
 }

@@ -9,6 +9,14 @@
  * Engine state: `shadow` leaves the router with its own counters; `shm` publishes every engine's
  * true state to the router every `publishMs` (the seeds' es1 fed it through /dev/shm at ~50 ms).
  *
+ * Replicas (docs/scale-out.md): `replicas` R > 1 runs R independent Routers over the one fleet,
+ * as R `kvroute serve` replicas behind a balancer. ReplicaAssigner picks the replica of each
+ * request as it is dispatched; that replica alone routes it and hears its first token and
+ * completion (the ticket is its own), so each belief index, set of shadow counters and pin table
+ * sees only its own dispatches. Every replica's clock follows the one virtual clock, and with
+ * `shm` every replica reads each published snapshot before its next route. R = 1 is the
+ * single-router simulator unchanged (records carry `replica` only when R > 1).
+ *
  * Prefill offload (docs/offload.md): when the router's decision says `offload`, the request runs
  * in two phases. Its prefill goes to the prefill instance P as a prefill-only request (one
  * output token, blocks held at its finish, the prompt's full blocks cached on P); the step that
@@ -43,6 +51,7 @@ import {
 } from './engine-preset.js';
 import { EventQueue } from './event-queue.js';
 import { KvTransferLink } from './kv-transfer.js';
+import { ReplicaAssigner } from './replica-assign.js';
 import type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
 
 export type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
@@ -83,6 +92,8 @@ type SimEvent =
 
 interface InFlight {
   request: TraceRequest;
+  /** The router replica that routed it; its tickets are that replica's. */
+  replica: number;
   ticket: number;
   instance: number;
   dispatch: number;
@@ -125,7 +136,8 @@ class Simulation {
   private readonly dispatch: Dispatch;
   private readonly random: SynthRandom | undefined;
   private poissonTime = 0;
-  private fleet: { router: Router; engines: EngineModel[]; instanceIds: string[] } | undefined;
+  private readonly replicas: ReplicaAssigner;
+  private fleet: { routers: Router[]; engines: EngineModel[]; instanceIds: string[] } | undefined;
   private readonly queue = new EventQueue<SimEvent>();
   /**
    * Barriers: an engine may run its own silent steps (no first token, finish or preemption)
@@ -149,8 +161,9 @@ class Simulation {
   private first = Infinity;
   private last = 0;
   private publishing = false;
-  /** The latest feed snapshots, not yet handed to the router. */
+  /** The latest feed snapshots, and the replicas not yet handed them. */
   private published: ObservedState[] | undefined;
+  private readonly unread: boolean[];
   private routerTime = Number.NaN;
   /** Events at or after this time wait for requests not read yet (see runBefore). */
   private horizon = Infinity;
@@ -167,6 +180,12 @@ class Simulation {
     this.random = this.dispatch.mode === 'poisson' ? new SynthRandom(this.dispatch.seed) : undefined;
     this.stepping = new Array<boolean>(options.instances).fill(false);
     this.quietUntil = new Float64Array(options.instances).fill(Infinity);
+    this.replicas = new ReplicaAssigner(
+      options.replicas ?? 1,
+      options.replicaAssign ?? 'random',
+      options.replicaSeed ?? 1,
+    );
+    this.unread = new Array<boolean>(this.replicas.replicas).fill(false);
   }
 
   /** When `request` enters the system: its trace time, or the next Poisson arrival. */
@@ -210,6 +229,9 @@ class Simulation {
       evictions: engines.reduce((sum, engine) => sum + engine.pool.evictions, 0),
       steps: engines.reduce((sum, engine) => sum + engine.counters.steps, 0),
       capacityBlocks: engines[0]?.pool.capacity ?? 0,
+      replicaRoutes:
+        this.fleet?.routers.map((router) => Object.values(router.stats().decisions).reduce((sum, n) => sum + n, 0)) ??
+        new Array<number>(this.replicas.replicas).fill(0),
     };
   }
 
@@ -228,19 +250,24 @@ class Simulation {
         `large enough for one ${blockSize}-token KV block per engine`,
         this.options.scaling?.kvCapacity,
       );
-    const router = new Router({
-      instances,
-      policy: this.options.policy,
-      blockSize,
-      capacityBlocks: capacity,
-      clock: 'manual',
-      ...(this.options.native === undefined ? {} : { native: this.options.native }),
-    });
+    const routers = Array.from(
+      { length: this.replicas.replicas },
+      () =>
+        new Router({
+          instances,
+          policy: this.options.policy,
+          blockSize,
+          capacityBlocks: capacity,
+          clock: 'manual',
+          ...(this.options.native === undefined ? {} : { native: this.options.native }),
+        }),
+    );
+    const router = routers[0]!;
     const engines = Array.from(
       { length: instances },
       () => new EngineModel({ preset: this.preset, blockSize, capacityBlocks: capacity }),
     );
-    this.fleet = { router, engines, instanceIds: router.instances() };
+    this.fleet = { routers, engines, instanceIds: router.instances() };
     const policyCost = (router.policy as ResolvedPolicy & { offload?: OffloadCostModel | null }).offload;
     this.link = new KvTransferLink(this.options.transferCost ?? policyCost ?? {});
     if (this.options.engineState === 'shm') this.schedulePublish(0);
@@ -254,7 +281,7 @@ class Simulation {
         ? event.outcome.firstTokens.length > 0 || event.outcome.finished.length > 0
         : event.kind !== 'transfer';
     if (touchesRouter && now !== this.routerTime) {
-      this.fleet!.router.setTime(now * 1000);
+      for (const router of this.fleet!.routers) router.setTime(now * 1000);
       this.routerTime = now;
     }
     if (event.kind === 'dispatch') this.dispatchRequest(event.request, now);
@@ -264,7 +291,7 @@ class Simulation {
   }
 
   private dispatchRequest(request: TraceRequest, now: number): void {
-    const { router, engines } = this.fleet!;
+    const { routers, engines } = this.fleet!;
     const tokens = request.inputLength + Math.max(1, request.outputLength);
     if (tokens > engines[0]!.maxRequestTokens)
       throw invalidValue(
@@ -272,14 +299,16 @@ class Simulation {
         `at most ${engines[0]!.maxRequestTokens} tokens, the KV cache of one engine`,
         tokens,
       );
-    this.deliverPublished();
+    const replica = this.replicas.replicaFor(request.session);
+    const router = routers[replica]!;
+    this.deliverPublished(replica);
     const ticket = router.route({
       hashIds: request.hashIds,
       session: request.session,
       inputTokens: request.inputLength,
     });
     const { index: instance, predictedCachedTokens: predicted, offload } = router.decision;
-    const flight: InFlight = { request, ticket, instance, dispatch: now, predicted };
+    const flight: InFlight = { request, replica, ticket, instance, dispatch: now, predicted };
     const { hashIds, inputLength, outputLength } = request;
     if (offload.outcome === 'offload') {
       // The prefill phase: a one-token request on the prefill instance, its blocks held for the transfer.
@@ -306,29 +335,33 @@ class Simulation {
     if (!this.publishing && this.options.engineState === 'shm') this.schedulePublish(now);
   }
 
-  /** The ticket a sequence reports: the prefill ticket for an offloaded request's prefill phase. */
-  private ticketOf(sequence: Sequence): number {
+  /** The first token of a sequence, told to the replica that routed it (the prefill ticket for an offloaded request's prefill phase). */
+  private reportFirstToken(sequence: Sequence): void {
+    const { routers } = this.fleet!;
     const prefill = this.prefilling.get(sequence);
-    return prefill === undefined ? this.inFlight.get(sequence)!.ticket : prefill.offload!.ticket;
+    if (prefill === undefined) {
+      const flight = this.inFlight.get(sequence)!;
+      routers[flight.replica]!.onFirstToken(flight.ticket);
+    } else routers[prefill.replica]!.onFirstToken(prefill.offload!.ticket);
   }
 
   private completeStep(instance: number, outcome: StepOutcome, now: number): void {
-    const { router } = this.fleet!;
+    const { routers } = this.fleet!;
     this.stepping[instance] = false;
     this.quietUntil[instance] = now; // until kick below says otherwise
     this.preemptions += outcome.preempted.length;
-    for (const sequence of outcome.firstTokens) router.onFirstToken(this.ticketOf(sequence));
+    for (const sequence of outcome.firstTokens) this.reportFirstToken(sequence);
     for (const sequence of outcome.finished) {
       const prefill = this.prefilling.get(sequence);
       if (prefill !== undefined) {
         this.prefilling.delete(sequence);
-        router.complete(prefill.offload!.ticket);
+        routers[prefill.replica]!.complete(prefill.offload!.ticket);
         this.startTransfer(prefill, sequence, now);
         continue;
       }
       const flight = this.inFlight.get(sequence)!;
       this.inFlight.delete(sequence);
-      router.complete(flight.ticket);
+      routers[flight.replica]!.complete(flight.ticket);
       this.record(flight, sequence, now);
       this.releaseNextTurn(flight.request, now);
     }
@@ -379,6 +412,7 @@ class Simulation {
       overlapped: sequence.decodeOverlappedPrefill,
       preemptions: sequence.preemptions,
       predicted_cached_tokens: flight.predicted,
+      ...(this.replicas.replicas > 1 ? { replica: flight.replica } : {}),
       ...(offload === undefined
         ? {}
         : {
@@ -426,25 +460,27 @@ class Simulation {
     this.quietUntil[instance] = Infinity; // idle: only a dispatch can wake it
   }
 
-  /** The shm feed publishes while requests are in flight, and pauses when the fleet is idle. */
   /**
-   * Takes every engine's state as the feed would publish it. The router reads observed state only
-   * inside route(), so the snapshots are handed over just before the next dispatch
+   * The shm feed publishes while requests are in flight, and pauses when the fleet is idle.
+   * Takes every engine's state as the feed would publish it. A router reads observed state only
+   * inside route(), so each replica is handed the snapshots just before its next dispatch
    * (deliverPublished): the same decisions as handing them over now, without a native call per
    * engine per tick while nothing is routed.
    */
   private publish(now: number): void {
     this.published = this.fleet!.engines.map((engine) => ({ timestampMs: now * 1000, ...engine.state() }));
+    this.unread.fill(true);
     this.publishing = false;
     if (this.inFlight.size + this.prefilling.size + this.transfersInFlight > 0)
       this.schedulePublish(now + (this.options.publishMs ?? 50) / 1000);
   }
 
-  private deliverPublished(): void {
-    if (this.published === undefined) return;
-    const { router, instanceIds } = this.fleet!;
+  private deliverPublished(replica: number): void {
+    if (this.published === undefined || !this.unread[replica]) return;
+    const router = this.fleet!.routers[replica]!;
+    const { instanceIds } = this.fleet!;
     this.published.forEach((state, instance) => router.setObservedState(instanceIds[instance]!, state));
-    this.published = undefined;
+    this.unread[replica] = false;
   }
 
   private schedulePublish(time: number): void {

@@ -110,8 +110,8 @@ export interface RecordFile {
 
 const NUMBER_FIELDS = ['dispatch', 'first_token', 'finish'] as const;
 const COUNT_FIELDS = ['turn', 'input_tokens', 'cached_tokens', 'output_tokens', 'preemptions'] as const;
-/** Optional: present on offloaded requests only. */
-const OFFLOAD_COUNT_FIELDS = ['prefill_instance', 'decode_cached_tokens', 'transferred_tokens'] as const;
+/** Optional: present on offloaded requests only, and `replica` on runs of several router replicas. */
+const OPTIONAL_COUNT_FIELDS = ['prefill_instance', 'decode_cached_tokens', 'transferred_tokens', 'replica'] as const;
 
 function checkRecord(path: string, index: number, value: unknown): RequestRecord {
   const fail = (field: string | undefined, reason: string): never => {
@@ -129,7 +129,7 @@ function checkRecord(path: string, index: number, value: unknown): RequestRecord
     if (!Number.isSafeInteger(r[field]) || (r[field] as number) < 0)
       fail(field, `must be a non-negative integer, got ${describe(r[field])}`);
   if (typeof r.overlapped !== 'boolean') fail('overlapped', `must be true or false, got ${describe(r.overlapped)}`);
-  for (const field of OFFLOAD_COUNT_FIELDS)
+  for (const field of OPTIONAL_COUNT_FIELDS)
     if (r[field] !== undefined && (!Number.isSafeInteger(r[field]) || (r[field] as number) < 0))
       fail(field, `must be a non-negative integer, got ${describe(r[field])}`);
   if (

@@ -43,6 +43,11 @@ export interface RequestRecord {
   transferred_tokens?: number;
   /** Offloaded: seconds the KV transfer took. */
   transfer_s?: number;
+  /**
+   * sim with `--replicas R` > 1 only (docs/scale-out.md): the index (0..R-1) of the router
+   * replica that routed it. Absent with one router.
+   */
+  replica?: number;
   /** The router's reason (`x-kvroute-reason` live, the policy's decision in the simulator). */
   reason?: string;
   /** HTTP status of a live request (200 for success); absent in the simulator. */
@@ -71,6 +76,9 @@ export interface RunHeader {
   target?: string;
   mode?: string;
   rate?: number;
+  /** sim with `--replicas R` > 1 only: R, and how requests were spread over the replicas. */
+  replicas?: number;
+  replica_assign?: string;
   /**
    * sim: the engine preset, the multipliers it ran under (all 1 when unperturbed), and each
    * engine's KV capacity in blocks. Absent in files written before they were recorded: read
