@@ -14,8 +14,9 @@ import {
   decodeStepsMsAtLeast,
   stepMs,
 } from '../src/sim/engine-preset.js';
-import { EngineModel, type EngineRequest, type Sequence, type StepOutcome } from '../src/sim/engine-model.js';
+import { EngineModel, type EngineRequest, type Sequence } from '../src/sim/engine-model.js';
 import { interferenceTable } from '../src/sim/interference-bench.js';
+import { runUntil } from './helpers/engine-steps.js';
 
 const preset = ENGINE_PRESETS[DEFAULT_ENGINE_PRESET]!;
 const BLOCK = 16;
@@ -25,19 +26,6 @@ let nextId = 1;
 function request(inputLength: number, outputLength: number, ids?: number[]): EngineRequest {
   const hashIds = ids ?? Array.from({ length: Math.ceil(inputLength / BLOCK) }, () => nextId++);
   return { id: nextId++, hashIds, inputLength, outputLength };
-}
-
-/** Steps the engine until `done`, returning every step; time starts at `start`. */
-function runUntil(engine: EngineModel, done: () => boolean, start = 0): StepOutcome[] {
-  const steps: StepOutcome[] = [];
-  let now = start;
-  for (let guard = 0; !done() && guard < 100_000; guard++) {
-    const step = engine.step(now);
-    if (step === undefined) break;
-    steps.push(step);
-    now = step.end;
-  }
-  return steps;
 }
 
 function within(actual: number, target: number, tolerance = 0.15): void {

@@ -8,9 +8,10 @@
 import { describe, expect, it } from 'vitest';
 
 import { DEFAULT_OFFLOAD_COST, transferMs, wireMs } from '../src/core/offload-cost.js';
-import { EngineModel, type EngineRequest, type StepOutcome } from '../src/sim/engine-model.js';
+import { EngineModel, type EngineRequest } from '../src/sim/engine-model.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, stepMs } from '../src/sim/engine-preset.js';
 import { KvTransferLink } from '../src/sim/kv-transfer.js';
+import { runUntil } from './helpers/engine-steps.js';
 
 const preset = ENGINE_PRESETS[DEFAULT_ENGINE_PRESET]!;
 const BLOCK = 16;
@@ -28,18 +29,6 @@ function request(inputLength: number, outputLength: number, hashIds?: number[], 
     outputLength,
     ...extra,
   } satisfies EngineRequest;
-}
-
-function runUntil(engine: EngineModel, done: () => boolean, start = 0): StepOutcome[] {
-  const steps: StepOutcome[] = [];
-  let now = start;
-  for (let guard = 0; !done() && guard < 100_000; guard++) {
-    const step = engine.step(now);
-    if (step === undefined) break;
-    steps.push(step);
-    now = step.end;
-  }
-  return steps;
 }
 
 describe('a prefill for a remote decode (holdBlocks)', () => {

@@ -29,28 +29,41 @@ async function metric(base: string, name: string): Promise<number> {
   return [...body.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].reduce((s, m) => s + Number(m[1]), 0);
 }
 
+/** Two simulated engines at `speed` behind a proxy routing with `sticky+offload`, with metrics. */
+async function startRig(speed: number, options: { offloadPrefillTimeoutMs?: number } = {}) {
+  const metrics = createProxyMetrics({ defaultMetrics: false });
+  return startFleetProxy(
+    2,
+    { policy: 'sticky+offload', ...options, observers: [metrics.observer], mounts: [metrics.mount] },
+    speed,
+  );
+}
+
+/**
+ * A session's first turn: `history` streamed with a long answer, returned once its first token
+ * arrived, so its engine (pinned by `sticky`) is decoding it.
+ */
+async function startDecoding(client: ProxyRig['client'], history: string, user: string) {
+  const decoding = await client.completions.create({
+    model: MODEL,
+    prompt: history,
+    max_tokens: 4000,
+    stream: true,
+    user,
+  });
+  await decoding[Symbol.asyncIterator]().next();
+  return decoding;
+}
+
 describe('prefill offload through the proxy and simulated engines', () => {
   it.each([false, true])(
     'offloads a long turn beside a running decode (stream %s)',
     async (stream) => {
-      const metrics = createProxyMetrics({ defaultMetrics: false });
-      rig = await startFleetProxy(
-        2,
-        { policy: 'sticky+offload', observers: [metrics.observer], mounts: [metrics.mount] },
-        20,
-      );
+      rig = await startRig(20);
       const { client, base } = rig;
       const history = text(4096, 'history');
       // Turn 1: pins the session to an engine and keeps decoding there.
-      const decoding = await client.completions.create({
-        model: MODEL,
-        prompt: history,
-        max_tokens: 4000,
-        stream: true,
-        user: 'session-1',
-      });
-      const iterator = decoding[Symbol.asyncIterator]();
-      await iterator.next(); // its first token: the engine is decoding it now
+      const decoding = await startDecoding(client, history, 'session-1');
 
       // Turn 2: the history plus 8k new tokens, on the same engine (sticky).
       const prompt = `${history}${text(8192, 'new')}`;
@@ -113,24 +126,11 @@ describe('prefill offload through the proxy and simulated engines', () => {
   it.each(['prefill', 'decode'] as const)(
     'a client gone during the %s phase stops both engines',
     async (phase) => {
-      const metrics = createProxyMetrics({ defaultMetrics: false });
       // Engine time at speed 1: an 8k prefill takes ~0.8 s, long enough to leave during it.
-      rig = await startFleetProxy(
-        2,
-        { policy: 'sticky+offload', observers: [metrics.observer], mounts: [metrics.mount] },
-        1,
-      );
+      rig = await startRig(1);
       const { client, base, fleet } = rig;
       const history = text(2048, 'history');
-      const decoding = await client.completions.create({
-        model: MODEL,
-        prompt: history,
-        max_tokens: 4000,
-        stream: true,
-        user: 'session-2',
-      });
-      const iterator = decoding[Symbol.asyncIterator]();
-      await iterator.next();
+      const decoding = await startDecoding(client, history, 'session-2');
       const pinned = (await Promise.all(fleet.urls.map(running))).findIndex((n) => n === 1);
       const other = fleet.urls[1 - pinned]!;
       const abort = new AbortController();
@@ -163,28 +163,11 @@ describe('prefill offload through the proxy and simulated engines', () => {
   );
 
   it('falls back to co-located serving when the prefill engine does not answer in time', async () => {
-    const metrics = createProxyMetrics({ defaultMetrics: false });
     // At speed 1 the 8k prefill takes ~0.8 s of engine time; the proxy waits 50 ms for it.
-    rig = await startFleetProxy(
-      2,
-      {
-        policy: 'sticky+offload',
-        offloadPrefillTimeoutMs: 50,
-        observers: [metrics.observer],
-        mounts: [metrics.mount],
-      },
-      1,
-    );
+    rig = await startRig(1, { offloadPrefillTimeoutMs: 50 });
     const { client, base, fleet } = rig;
     const history = text(2048, 'history');
-    const decoding = await client.completions.create({
-      model: MODEL,
-      prompt: history,
-      max_tokens: 4000,
-      stream: true,
-      user: 'session-3',
-    });
-    await decoding[Symbol.asyncIterator]().next();
+    const decoding = await startDecoding(client, history, 'session-3');
     const pinned = (await Promise.all(fleet.urls.map(running))).findIndex((n) => n === 1);
     const { data, response } = await client.completions
       .create({ model: MODEL, prompt: `${history}${text(8192, 'new')}`, max_tokens: 3, user: 'session-3' })

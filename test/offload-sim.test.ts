@@ -15,6 +15,7 @@ import { join } from 'node:path';
 
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 
+import { NO_OFFLOAD } from '../src/core/decision-view.js';
 import { offloadMetrics } from '../src/analysis/offload-metrics.js';
 import { predictionAccuracy } from '../src/analysis/prediction-accuracy.js';
 import { runMetrics } from '../src/analysis/run-metrics.js';
@@ -68,25 +69,14 @@ function forceOffload(pick: (request: RouteRequest, decision: Decision) => numbe
     const prefill = pick(request, this.decision);
     const offload: OffloadDecision =
       prefill === undefined
-        ? {
-            outcome: 'off',
-            prefillInstance: undefined,
-            prefillIndex: -1,
-            prefillTicket: -1,
-            interferenceMs: 0,
-            transferMs: 0,
-            extraPrefillMs: 0,
-            coldPair: false,
-          }
+        ? NO_OFFLOAD
         : {
+            ...NO_OFFLOAD,
             outcome: 'offload',
             prefillInstance: this.instances()[prefill],
             prefillIndex: prefill,
             prefillTicket: next++,
             interferenceMs: 1e6,
-            transferMs: 0,
-            extraPrefillMs: 0,
-            coldPair: false,
           };
     // Shadows DecisionView's getter on this router's decision (the real layer is not asked).
     Object.defineProperty(this.decision, 'offload', { value: offload, configurable: true, writable: true });

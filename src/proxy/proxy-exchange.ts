@@ -368,7 +368,7 @@ export class ProxyExchange implements Dispatcher.DispatchHandlers, Admittable, B
     this.predictedCachedTokens = router.decision.predictedCachedTokens;
     // Read in place: valid until the next route(), so copied now.
     const offload = router.decision.offload;
-    this.offloadNote = offload.outcome === 'off' ? '' : offloadReason(offload);
+    this.offloadNote = offloadReason(offload);
     const prefillTicket = offload.outcome === 'offload' ? offload.prefillTicket : -1;
     const prefillId = offload.prefillInstance;
     backend.inFlight++;

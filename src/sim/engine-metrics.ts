@@ -15,6 +15,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 import type { EngineModel } from './engine-model.js';
 import type { RealtimeEngine } from './realtime-engine.js';
+import { scrapedCounter } from './scraped-counter.js';
 
 const TTFT_BUCKETS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560,
@@ -52,19 +53,8 @@ export class EngineMetrics {
     gauge('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', () =>
       engine.pool.capacity === 0 ? 0 : engine.pool.referenced / engine.pool.capacity,
     );
-    const counter = (name: string, help: string, read: () => number): void => {
-      let reported = 0;
-      new Counter({
-        name,
-        help,
-        registers,
-        collect() {
-          const total = read();
-          if (total > reported) this.inc(total - reported);
-          reported = total;
-        },
-      });
-    };
+    const counter = (name: string, help: string, read: () => number): void =>
+      scrapedCounter(registers, name, help, read);
     counter(
       'vllm:prefix_cache_queries_total',
       'Prefix cache queries, in terms of number of queried tokens.',

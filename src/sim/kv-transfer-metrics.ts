@@ -15,6 +15,8 @@
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
+import { scrapedCounter } from './scraped-counter.js';
+
 export interface KvTransferCounters {
   transfers: { warm: number; cold: number };
   seconds: { warm: number; cold: number };
@@ -50,19 +52,7 @@ export function registerKvTransferMetrics(registry: Registry, counters: KvTransf
       },
     });
   };
-  const counter = (name: string, help: string, read: () => number): void => {
-    let reported = 0;
-    new Counter({
-      name,
-      help,
-      registers,
-      collect() {
-        const total = read();
-        if (total > reported) this.inc(total - reported);
-        reported = total;
-      },
-    });
-  };
+  const counter = (name: string, help: string, read: () => number): void => scrapedCounter(registers, name, help, read);
   byConnection(
     'kvroute_sim_kv_transfers_total',
     'KV transfers received from a prefill engine (disaggregated prefill), by connection: cold on a pair’s first.',

@@ -1,7 +1,8 @@
 /**
- * Stands in for the routing core's `+offload` layer (issue #18, built on another branch) so the
- * proxy's two-phase exchange can be driven now: every route() of the proxy's router decides
- * `offload` with the decode on `decode` and the prefill on `prefill`, both tickets real.
+ * Forces the routing core's `+offload` decision onto a chosen pair, so the proxy's two-phase
+ * exchange is driven deterministically (whatever the cost model would say): every route() of the
+ * proxy's router decides `offload` with the decode on `decode` and the prefill on `prefill`, both
+ * tickets real. test/offload-e2e.test.ts runs the real layer.
  *
  * How: the real route() runs twice in one synchronous turn, with every other routable instance
  * drained, first for the decode (its ticket and decision are the decision's), then for the prefill
@@ -11,19 +12,11 @@
  * When either instance is not routable (breaker open), or `when` says no, route() runs as it is
  * with `offload.outcome` 'off'.
  */
+import { NO_OFFLOAD } from '../../src/core/decision-view.js';
 import type { Proxy } from '../../src/proxy/proxy-server.js';
 import type { Decision, OffloadDecision, RouteRequest } from '../../src/core/types.js';
 
-const OFF: OffloadDecision = {
-  outcome: 'off',
-  prefillInstance: undefined,
-  prefillIndex: -1,
-  prefillTicket: -1,
-  interferenceMs: 0,
-  transferMs: 0,
-  extraPrefillMs: 0,
-  coldPair: false,
-};
+const OFF = NO_OFFLOAD;
 
 export interface ForcedOffload {
   /** The offload part of the last decision. */
