@@ -20,6 +20,7 @@
         "native/event-index.cc",
         "native/offload.cc",
         "native/router.cc",
+        "native/shared-core.cc",
         "native/shm-feed.cc",
         "native/json-text.cc",
         "native/json-bytes.cc",

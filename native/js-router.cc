@@ -105,6 +105,8 @@ Napi::Function JsRouter::Define(Napi::Env env) {
                          InstanceMethod("applyKvEvents", &JsRouter::ApplyKvEvents),
                          InstanceMethod("clearKvEvents", &JsRouter::ClearKvEvents),
                          InstanceMethod("eventStats", &JsRouter::EventStats),
+                         InstanceMethod("shareCore", &JsRouter::ShareCore),
+                         InstanceMethod("lockStats", &JsRouter::LockStats),
                      });
 }
 
@@ -137,7 +139,17 @@ JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(
   eventsRef_ = Napi::Persistent(buffers.Get("events").As<Napi::Float64Array>());
   decisionRef_ = Napi::Persistent(buffers.Get("decision").As<Napi::Int32Array>());
   offloadRef_ = Napi::Persistent(buffers.Get("offload").As<Napi::Float64Array>());
-  router_ = std::make_unique<Router>(rc);
+  if (config.Get("attach").IsNumber()) {
+    const double handle = requireInteger(config.Get("attach"), "attach", 1, 4294967295.0);
+    shared_ = attachSharedCore(static_cast<uint32_t>(handle));
+    if (shared_ == nullptr)
+      throwRangeError(env, kErrArgValue, "attach: no shared router core " + formatNumber(handle) + " in this process");
+    chunkBytes_ = shared_->chunkBytes;
+    blockTokens_ = shared_->blockTokens;
+  } else {
+    shared_ = std::make_shared<SharedCore>(rc, chunkBytes_);
+  }
+  router_ = &shared_->router;
 
   routeHandle_ = new RouteHandle{this, 2};
   napi_value route = nullptr;
@@ -208,7 +220,35 @@ Router& JsRouter::core() {
   return *router_;
 }
 
+std::unique_lock<std::mutex> JsRouter::exclusive() {
+  if (!shared_->locking.load(std::memory_order_acquire)) return {};
+  std::unique_lock<std::mutex> lock(shared_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    lock.lock();
+    ++shared_->contended;
+  }
+  lastOpSeq_ = ++shared_->ops;
+  return lock;
+}
+
+Napi::Value JsRouter::ShareCore(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), shareCore(shared_));
+}
+
+Napi::Value JsRouter::LockStats(const Napi::CallbackInfo& info) {
+  double* out = typedArrayData<double>(info[0], napi_float64_array, 4, "lockStats");
+  const uint64_t previous = lastOpSeq_;  // before this call takes a number of its own
+  const auto lock = exclusive();
+  core();  // applies the queued ticket events, at this call's number
+  out[0] = static_cast<double>(previous);
+  out[1] = static_cast<double>(lastOpSeq_);
+  out[2] = static_cast<double>(shared_->ops);
+  out[3] = static_cast<double>(shared_->contended);
+  return info.Env().Undefined();
+}
+
 Napi::Value JsRouter::DrainEvents(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   core();
   return info.Env().Undefined();
 }
@@ -222,6 +262,7 @@ uint32_t JsRouter::requireSlot(const Napi::Value& v) {
 }
 
 Napi::Value JsRouter::AddInstance(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   Napi::Env env = info.Env();
   if (!info[0].IsString()) throwTypeError(env, kErrArgType, "instance id must be a string");
   const double capacity = requireInteger(info[1], "capacityBlocks", 1, kMaxSafeInteger);
@@ -230,11 +271,13 @@ Napi::Value JsRouter::AddInstance(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::DrainInstance(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   core().drainInstance(requireSlot(info[0]), info.Length() < 2 || info[1].ToBoolean().Value());
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::RemoveInstance(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   core().removeInstance(requireSlot(info[0]));
   return info.Env().Undefined();
 }
@@ -242,6 +285,7 @@ Napi::Value JsRouter::RemoveInstance(const Napi::CallbackInfo& info) {
 // setInstanceGroups(slot, groups): groups a Uint32Array of group ids, or
 // null/undefined for a wildcard (serves any model).
 Napi::Value JsRouter::SetInstanceGroups(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   Napi::Env env = info.Env();
   const uint32_t slot = requireSlot(info[0]);
   if (info[1].IsNull() || info[1].IsUndefined()) {
@@ -437,7 +481,9 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
 
 napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSession) {
   Napi::Env env(rawEnv);
-  if (explainCapacity_ < core().slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
+  // The request's keys are read and hashed before the lock: they touch only
+  // this wrapper's slabs and scratch, and a long prompt's hashing would
+  // otherwise hold every other thread's route.
   RouteInput in;
   readRequest(Napi::Value(env, ids), in);
   const Napi::Value session(env, rawSession);
@@ -450,7 +496,9 @@ napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSessio
   } else if (sessionType != napi_undefined) {
     throwTypeError(env, kErrArgType, "session must be a string");
   }
+  const auto lock = exclusive();
   Router& router = core();
+  if (explainCapacity_ < router.slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
   const RouteOutput out = router.route(in, matched_, scores_, terms_);
   decision_[0] = out.slot;
   decision_[1] = static_cast<int32_t>(out.reason);
@@ -470,6 +518,7 @@ napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSessio
 }
 
 Napi::Value JsRouter::Match(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   Napi::Env env = info.Env();
   if (explainCapacity_ < core().slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
   RouteInput in;
@@ -479,6 +528,7 @@ Napi::Value JsRouter::Match(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::onTicket(const Napi::CallbackInfo& info, TicketEvent event) {
+  const auto lock = exclusive();
   const double ticket = requireNumber(info[0], "ticket");
   return Napi::Boolean::New(info.Env(), core().onTicket(ticket, event));
 }
@@ -488,6 +538,7 @@ Napi::Value JsRouter::Complete(const Napi::CallbackInfo& info) { return onTicket
 Napi::Value JsRouter::Abort(const Napi::CallbackInfo& info) { return onTicket(info, TicketEvent::kAbort); }
 
 Napi::Value JsRouter::SetObserved(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
   ObservedState o;
   if (!info[1].IsNull() && !info[1].IsUndefined()) {
@@ -508,17 +559,20 @@ Napi::Value JsRouter::SetObserved(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::SetTime(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   core().setTime(requireInRange(info[0], "nowMs", -1e15, 1e15));
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::SetPolicy(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   if (!info[0].IsObject()) throwTypeError(info.Env(), kErrArgType, "policy must be an object");
   core().setPolicy(readPolicy(info[0].As<Napi::Object>()));
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
   double* out = typedArrayData<double>(info[1], napi_float64_array, kStatsFields, "stats");
   const InstanceStats s = core().stats(slot);
@@ -548,6 +602,7 @@ Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::RemoveBlocks(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
   RouteInput in;
   readIds(info[1], in, "hashIds");
@@ -555,17 +610,20 @@ Napi::Value JsRouter::RemoveBlocks(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::ClearBlocks(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   core().clearBlocks(requireSlot(info[0]));
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::SetCapacity(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
   const double capacity = requireInteger(info[1], "capacityBlocks", 1, kMaxSafeInteger);
   return Napi::Number::New(info.Env(), static_cast<double>(core().setCapacity(slot, static_cast<uint64_t>(capacity))));
 }
 
 Napi::Value JsRouter::ReasonCounts(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   double* out = typedArrayData<double>(info[0], napi_float64_array, kReasonCount, "reasonCounts");
   const auto& counts = core().reasonCounts();
   for (size_t r = 0; r < counts.size(); ++r) out[r] = static_cast<double>(counts[r]);
@@ -573,6 +631,7 @@ Napi::Value JsRouter::ReasonCounts(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::Counts(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   double* out = typedArrayData<double>(info[0], napi_float64_array, 4, "counts");
   out[0] = static_cast<double>(core().openTickets());
   out[1] = static_cast<double>(core().sessionCount());
@@ -582,10 +641,12 @@ Napi::Value JsRouter::Counts(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::CheckInvariants(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   return Napi::String::New(info.Env(), core().checkInvariants());
 }
 
 Napi::Value JsRouter::SetEventFed(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
   if (!info[1].IsBoolean()) throwTypeError(info.Env(), kErrArgType, "on must be a boolean");
   core().setEventFed(slot, info[1].As<Napi::Boolean>().Value());
@@ -620,6 +681,7 @@ const T* packedArray(const Napi::Object& packed, const char* array, const char* 
 }  // namespace
 
 Napi::Value JsRouter::ApplyKvEvents(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   Napi::Env env = info.Env();
   const uint32_t slot = requireSlot(info[0]);
   if (!info[1].IsObject()) throwTypeError(env, kErrArgType, "packed must be an object (PackedKvEvents)");
@@ -636,11 +698,13 @@ Napi::Value JsRouter::ApplyKvEvents(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::ClearKvEvents(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   core().clearKvEvents(requireSlot(info[0]));
   return info.Env().Undefined();
 }
 
 Napi::Value JsRouter::EventStats(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
   double* out = typedArrayData<double>(info[1], napi_float64_array, kEventStatsFields, "eventStats");
   const EventIndex& events = core().events();
@@ -662,6 +726,7 @@ Napi::Value JsRouter::EventStats(const Napi::CallbackInfo& info) {
 
 // feedStatus() -> -1 without a feed, else shm::FeedStatus
 Napi::Value JsRouter::FeedStatus(const Napi::CallbackInfo& info) {
+  const auto lock = exclusive();
   return Napi::Number::New(info.Env(), router_->feedStatus());
 }
 

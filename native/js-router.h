@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "router.h"
+#include "shared-core.h"
 
 namespace kvroute {
 
@@ -94,6 +95,19 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value ApplyKvEvents(const Napi::CallbackInfo& info);
   Napi::Value ClearKvEvents(const Napi::CallbackInfo& info);
   Napi::Value EventStats(const Napi::CallbackInfo& info);
+  // shareCore(): publishes this router's core for other threads (shared-core.h)
+  // and returns its handle; `new NativeRouter({ attach: handle }, buffers)` on
+  // another thread routes with the same core.
+  Napi::Value ShareCore(const Napi::CallbackInfo& info);
+  // lockStats(out): applies the queued ticket events, then writes [the number
+  // of this wrapper's previous locked call, this call's number (the one the
+  // queued events were applied at), the core's locked calls, those that found
+  // the lock taken]; zeros while not shared.
+  Napi::Value LockStats(const Napi::CallbackInfo& info);
+
+  // Takes the shared core's mutex when it is shared (else an empty lock) and
+  // numbers the call; every method's first statement. Not re-entrant.
+  std::unique_lock<std::mutex> exclusive();
 
   uint32_t requireSlot(const Napi::Value& v);
   // Applies and clears the queued ticket events; returns the router.
@@ -110,7 +124,9 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   void readTypedIds(Napi::Env env, napi_typedarray_type type, size_t n, void* data, RouteInput& in, const char* field);
   Napi::Value onTicket(const Napi::CallbackInfo& info, TicketEvent event);
 
-  std::unique_ptr<Router> router_;
+  std::shared_ptr<SharedCore> shared_;
+  Router* router_ = nullptr;  // &shared_->router
+  uint64_t lastOpSeq_ = 0;
   RouteHandle* routeHandle_ = nullptr;
   double chunkBytes_ = 128;
   double blockTokens_ = 16;

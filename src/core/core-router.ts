@@ -37,7 +37,16 @@ export interface CoreConfig {
   manualClock: boolean;
   /** The shared-memory engine-state feed to read (docs/shm-layout.md); null: shadow only. */
   feedPath: string | null;
+  /** Native only: attach to the shared core of this handle instead of making one (shared-core.h). */
+  attach?: number;
 }
+
+/**
+ * Layout written by lockStats(), which first applies the queued ticket events: [the number of this
+ * wrapper's previous locked call, this call's number (its queued events were applied at it), the
+ * core's locked calls, calls that had to wait for the lock]. Zeros while the core is not shared.
+ */
+export const LOCK_STAT_FIELDS = 4;
 
 export interface CoreBuffers {
   /**
@@ -260,6 +269,13 @@ export interface CoreRouter {
   clearKvEvents(slot: number): void;
   /** Writes the slot's EVENT_STAT_FIELDS event counters (EventStat) into out. */
   eventStats(slot: number, out: Float64Array): void;
+  /**
+   * Native only: publishes the core to the process's other threads and returns its handle
+   * (CoreConfig.attach). From then on every call of every attached wrapper holds the core's lock.
+   */
+  shareCore?(): number;
+  /** Native only: writes LOCK_STAT_FIELDS counters (zeros until shared). */
+  lockStats?(out: Float64Array): void;
 }
 
 export type CoreRouterConstructor = new (config: CoreConfig, buffers: CoreBuffers) => CoreRouter;

@@ -83,6 +83,22 @@ export class ModelGroups {
     });
   }
 
+  /** Every interned model and its group id (what another thread's router must adopt to agree). */
+  entries(): Array<[string, number]> {
+    return [...this.ids];
+  }
+
+  /**
+   * Takes another router's interning and slots wholesale (a thread attached to a shared core,
+   * docs/scale-out.md): group ids must be the core's, so they are copied, never re-interned.
+   */
+  adopt(entries: ReadonlyArray<readonly [string, number]>, bySlot: ReadonlyArray<readonly string[] | undefined>): void {
+    this.ids.clear();
+    for (const [model, id] of entries) this.ids.set(model, id);
+    this.bySlot.length = 0;
+    bySlot.forEach((models, slot) => (this.bySlot[slot] = models));
+  }
+
   /** The slot's instance is gone. */
   forget(slot: number): void {
     this.bySlot[slot] = undefined;

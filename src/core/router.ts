@@ -21,6 +21,7 @@ import {
   FLAG_DRY_RUN,
   FLAG_TOKEN_KEYS,
   IDS_ARGUMENT,
+  LOCK_STAT_FIELDS,
   IDS_F64,
   IDS_U32,
   IDS_U64,
@@ -85,6 +86,16 @@ const PHASE_WAITING = 1;
 const MAX_RELEASED = 65_536;
 const PHASE_DECODING = 2;
 
+/** What a router attached to a shared core takes from the sharing router (mirror(), adoptMirror()). */
+export interface RouterMirror {
+  instances: Array<{ id: string; slot: number; models: readonly string[] | null }>;
+  groups: Array<[string, number]>;
+  policy: ResolvedPolicy;
+}
+
+/** Explain-buffer slots an attached router keeps at least (see adoptMirror). */
+const MIN_ATTACHED_SLOTS = 256;
+
 export class Router {
   /** The last route() decision, valid until the next route() or explain(request). */
   readonly decision: Decision;
@@ -124,6 +135,7 @@ export class Router {
   private readonly statsBuf = new Float64Array(STAT_FIELDS);
   private readonly observedBuf = new Float64Array(OBSERVED_FIELDS);
   private readonly countsBuf = new Float64Array(COUNT_FIELDS);
+  private readonly lockStatsBuf = new Float64Array(LOCK_STAT_FIELDS);
   private lastRouted = false;
   private manualNowMs = 0;
   private readonly warn: (message: string) => void;
@@ -167,10 +179,21 @@ export class Router {
     if (o.native !== undefined && typeof o.native !== 'boolean')
       throw invalidType('options.native', 'a boolean', o.native);
     this.isNative = o.native ?? !nativeDisabledByEnv();
+    const attach = o.attach === undefined ? undefined : checkInteger('options.attach', o.attach, 1, 2 ** 32 - 1);
+    if (attach !== undefined && !this.isNative)
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        'options.attach needs the native router: a TypeScript reference core cannot be shared across threads',
+      );
     this.idTokens = blockSize;
     this.blockSizeTokens = blockSize;
     this.textTokens = chunkBytes / 4;
     const instances = this.instanceSpecs(o.instances);
+    if (attach !== undefined && instances.length > 0)
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        'options.instances must be empty with options.attach: the shared core names its instances (adoptMirror)',
+      );
 
     const feed = this.feedOption(o.engineState);
     if (o.onWarning !== undefined && typeof o.onWarning !== 'function')
@@ -186,6 +209,7 @@ export class Router {
       maxSessions,
       manualClock: this.manualClock,
       feedPath: feed ?? null,
+      ...(attach === undefined ? {} : { attach }),
     };
     this.request[REQUEST_GROUP] = GROUP_NONE;
     this.request[REQUEST_BLOCK_TOKENS] = NaN;
@@ -238,6 +262,61 @@ export class Router {
   get policy(): ResolvedPolicy {
     const p = this.resolvedPolicy;
     return { ...p, offload: p.offload === null ? null : { ...p.offload } };
+  }
+
+  /**
+   * Publishes this router's native core to the other threads of the process and returns the
+   * handle their routers take as `options.attach` (docs/scale-out.md). From then on every call
+   * into the core, from any thread, holds its lock.
+   */
+  share(): number {
+    if (this.core.shareCore === undefined)
+      throw stateError('ERR_KVROUTE_NATIVE_UNAVAILABLE', 'only the native router core can be shared across threads');
+    return this.core.shareCore();
+  }
+
+  /**
+   * The shared core's lock counters (zeros until shared): `ops` calls held it, `contended` of them
+   * had to wait. Applies this router's queued ticket events first, as call number `thisOp`;
+   * `previousOp` is the number of this router's call before it (a route(), say), so a test can
+   * replay N threads' calls in exactly the order the core took them.
+   */
+  lockStats(): { previousOp: number; thisOp: number; ops: number; contended: number } {
+    const out = this.lockStatsBuf;
+    out.fill(0);
+    this.core.lockStats?.(out);
+    return { previousOp: out[0]!, thisOp: out[1]!, ops: out[2]!, contended: out[3]! };
+  }
+
+  /** What a router attached to this one's core adopts to name slots and model groups the same way. */
+  mirror(): RouterMirror {
+    const instances: RouterMirror['instances'] = [];
+    this.names.forEach((id, slot) => {
+      if (id !== undefined) instances.push({ id, slot, models: this.groups.slots[slot] ?? null });
+    });
+    return { instances, groups: this.groups.entries(), policy: this.policy };
+  }
+
+  /**
+   * Names the shared core's slots and groups as the sharing router does (its mirror()); touches
+   * nothing in the core. Open tickets stay valid. For a router made with `options.attach` only.
+   */
+  adoptMirror(mirror: RouterMirror): void {
+    this.names.length = 0;
+    this.slots.clear();
+    const bySlot: Array<readonly string[] | undefined> = [];
+    for (const { id, slot, models } of mirror.instances) {
+      this.names[slot] = id;
+      this.slots.set(id, slot);
+      bySlot[slot] = models ?? undefined;
+    }
+    this.groups.adopt(mirror.groups, bySlot);
+    // The sharer may add instances before this router adopts them, and the core refuses a route
+    // whose explain buffers cannot hold every slot: keep room for twice the core's slots.
+    this.core.counts(this.countsBuf);
+    const room = Math.max(MIN_ATTACHED_SLOTS, 2 * this.countsBuf[2]!);
+    if (room > this.matched.length) this.growExplainBuffers(room);
+    this.resolvedPolicy = mirror.policy;
   }
 
   /** Instance ids in index order. */

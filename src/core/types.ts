@@ -171,6 +171,13 @@ export interface RouterOptions {
   engineState?: 'shadow' | { shm: string };
   /** Hears the router's warnings (default: process.emitWarning). */
   onWarning?: (message: string) => void;
+  /**
+   * Routes with another router's native core in this process: the handle its `share()` returned
+   * (`kvroute serve --threads`, docs/scale-out.md). The block index, shadow counters, pins, policy
+   * and engine-state feed are that core's; `instances` must be empty and `blockSize`,
+   * `hashChunkBytes` are the sharer's. Instances are named by `adoptMirror()`, never added here.
+   */
+  attach?: number;
 }
 
 /** A snapshot of an engine's real state (from /metrics or shared memory). Omitted fields are unknown. */
