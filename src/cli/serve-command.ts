@@ -39,6 +39,13 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
     withDefault("reconcile the shadow counters with the backends' /metrics (0: off)", SERVE_DEFAULTS.reconcileMs),
   ],
   upstream: ['<C>', withDefault("completion requests' upstream client: undici or h1", P.upstream)],
+  threads: [
+    '<N>',
+    withDefault(
+      'event loops serving the port, sharing one routing core: N, or auto (one per core)',
+      SERVE_DEFAULTS.threads,
+    ),
+  ],
   'access-log': ['<PATH>', 'one JSON line per request, appended to PATH (-: stdout); SIGHUP reopens it'],
   'max-in-flight': [
     '<N>',

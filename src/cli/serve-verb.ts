@@ -11,11 +11,17 @@
  * (benchmarks and tests parse it; with --port 0 it shows the real port), followed only by the
  * request log when `--access-log -` sends it there; everything else goes to stderr.
  */
+import { createServer, type AddressInfo } from 'node:net';
+
 import { openAccessLog, type AccessLog } from '../proxy/access-log.js';
 import { adminMount } from '../proxy/admin-api.js';
 import { createDashboard } from '../proxy/dashboard/dashboard.js';
 import { createProxyMetrics } from '../proxy/proxy-metrics.js';
+import { ObserverList } from '../proxy/proxy-observer.js';
 import { createProxy, type Proxy } from '../proxy/proxy-server.js';
+import { perThreadLimits } from '../proxy/threads/thread-limits.js';
+import { ProxyThreads } from '../proxy/threads/proxy-threads.js';
+import { ThreadMetrics } from '../proxy/threads/thread-metrics.js';
 import { ShadowReconciler } from '../state/shadow-reconciler.js';
 import { ConfigError, resolveServeConfig } from '../proxy/serve-config.js';
 import { envName } from '../proxy/serve-settings.js';
@@ -69,13 +75,21 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
     config.backends.length === 0 ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 }) : undefined;
   const metrics = createProxyMetrics();
   const dashboard = createDashboard();
+  const observers = [metrics.observer, dashboard.observer, ...(accessLog === undefined ? [] : [accessLog.observer])];
+  const threadCount = config.threads;
+  const proxyOptions = perThreadLimits(config.proxy, threadCount);
   let proxy: Proxy;
+  // Made before the proxy, whose router its lock counters read once scraped.
+  const threadMetrics =
+    threadCount > 1 ? new ThreadMetrics(metrics.registry, () => proxy.router.lockStats(), threadCount) : undefined;
   try {
+    if (threadCount > 1 && config.proxy.http === 'node')
+      throw new UsageError('--threads above 1 needs the uWebSockets.js server (--http uws)');
     proxy = createProxy({
-      ...config.proxy,
+      ...proxyOptions,
       backends: fleet?.urls ?? config.backends,
       ...(config.tokenizers === undefined ? {} : { tokenizers: config.tokenizers }),
-      observers: [metrics.observer, dashboard.observer, ...(accessLog === undefined ? [] : [accessLog.observer])],
+      observers: threadMetrics === undefined ? observers : [...observers, threadMetrics.observer],
       mounts: [metrics.mount, dashboard.mount, adminMount(config.adminToken)],
     });
   } catch (error) {
@@ -101,8 +115,29 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
         })
       : undefined;
   let port: number;
+  let threads: ProxyThreads | undefined;
   try {
-    ({ port } = await proxy.listen(config.port, config.host));
+    if (threadCount > 1 && !proxy.router.native)
+      throw new Error(
+        '--threads above 1 needs the native router core (KVROUTE_NATIVE=0 selects the TypeScript reference)',
+      );
+    // uWS does not share a port it picked itself (port 0) with other listeners: pick one first.
+    const wanted = threadCount > 1 && config.port === 0 ? await freePort(config.host) : config.port;
+    ({ port } = await proxy.listen(wanted, config.host, { reusePort: threadCount > 1 }));
+    if (threadCount > 1) {
+      const { port: controlPort } = await proxy.listenControl();
+      threads = await ProxyThreads.start({
+        count: threadCount - 1,
+        proxy,
+        options: { ...proxyOptions, ...(config.tokenizers === undefined ? {} : { tokenizers: config.tokenizers }) },
+        host: config.host,
+        port,
+        controlPort,
+        observer: new ObserverList(observers, (m) => process.stderr.write(`${m}\n`)),
+        records: accessLog !== undefined,
+        ...(threadMetrics === undefined ? {} : { metrics: threadMetrics }),
+      });
+    }
   } catch (error) {
     await proxy.close({ graceMs: 0 });
     await accessLog?.close();
@@ -130,6 +165,10 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   process.stderr.write(
     `kvroute serve: dashboard ${base}/ · metrics ${base}/metrics · admin API ${config.adminToken === undefined ? 'off (--admin-token)' : 'on'}\n`,
   );
+  if (threads !== undefined)
+    process.stderr.write(
+      `kvroute serve: ${threadCount} threads sharing one routing core serve ${base} (the main thread and ${threads.size} more)\n`,
+    );
   reconciler?.start();
   const reopenLog = () =>
     void accessLog!.reopen().then(
@@ -144,13 +183,25 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   process.stderr.write('kvroute serve: stopping (in-flight requests get 10 s)\n');
   process.off('SIGHUP', reopenLog);
   await reconciler?.stop();
-  await proxy.close({ graceMs: 10_000 });
+  await Promise.all([threads?.close(10_000), proxy.close({ graceMs: 10_000 })]);
   await accessLog?.close(); // after the proxy: the last requests' lines are written too
   await fleet?.close();
   // Idle keep-alive client connections may hold uWS's loop open for its idle timeout; the work is
   // done, so the command does not wait for them (an unref'd timer fires only if something else
   // keeps the loop alive). Embedders stopping through `signal` keep their process.
   if (hooks.signal === undefined) setTimeout(() => process.exit(process.exitCode ?? 0), 500).unref();
+}
+
+/** A port free on `host` now (the kernel's pick for port 0, released at once). */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen({ host, port: 0, exclusive: true }, () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }
 
 /** "models A (2 backends), B (1 backend)", from the first health checks' discovery. */

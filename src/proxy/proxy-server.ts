@@ -34,15 +34,21 @@ import { createNodeServer, dispatchNode, type NodeServerHooks } from './node-ser
 import { ProxyExchange, type ExchangeContext } from './proxy-exchange.js';
 import { ObserverList } from './proxy-observer.js';
 import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from './proxy-options.js';
-import { ProxyState } from './proxy-state.js';
+import { ProxyState, type ThreadRole } from './proxy-state.js';
 import { RouteTable, type RouteHandler } from './route-table.js';
+import { ControlRelay } from './threads/control-relay.js';
 
 export interface Proxy {
   /**
    * Waits for the backends' first health checks, then listens (exclusively: a port in use is an
    * EADDRINUSE error); port 0 picks a free one. Resolves with the bound port.
    */
-  listen(port: number, host?: string): Promise<{ port: number }>;
+  listen(port: number, host?: string, options?: ListenOptions): Promise<{ port: number }>;
+  /**
+   * uWS mode: also listens on 127.0.0.1 at a free port, for the other threads of `kvroute serve
+   * --threads N` to relay the requests that are not theirs to serve (threads/control-relay.ts).
+   */
+  listenControl(): Promise<{ port: number }>;
   /** Resolves once every configured backend has had its first health check (listen() waits for it). */
   started(): Promise<void>;
   /** Stops listening, finishes or cuts in-flight requests, closes the upstream pools. */
@@ -62,6 +68,20 @@ export interface Proxy {
   readonly paths: readonly string[];
   /** Whether a path (without its query) is one of the proxy's routes, prefixes (`/v1/models/{id}`) included. */
   owns(path: string): boolean;
+}
+
+export interface ListenOptions {
+  /**
+   * Share the port with the other threads of this process (SO_REUSEPORT; `kvroute serve
+   * --threads N`): the kernel spreads connections over them. Default false: the port is exclusive.
+   */
+  reusePort?: boolean;
+}
+
+/** Not public: how `kvroute serve --threads N` makes a thread's proxy (threads/proxy-thread.ts). */
+export interface InternalProxyOptions {
+  /** A thread of the process: routes with the main thread's core, relays other paths to it. */
+  thread?: ThreadRole & { controlOrigin: string };
 }
 
 /** `(req, res, next?)`: a Node http request listener that is also Connect/Express middleware. */
@@ -144,7 +164,7 @@ function describeListenError(error: NodeJS.ErrnoException, host: string, port: n
   return Object.assign(new Error(message), { code: error.code ?? 'EUNKNOWN' });
 }
 
-export function createProxy(options: ProxyOptions): Proxy {
+export function createProxy(options: ProxyOptions, internal: InternalProxyOptions = {}): Proxy {
   const resolved = resolveProxyOptions(options);
   const observers = new ObserverList(resolved.observers, resolved.onWarning);
   const state = new ProxyState(
@@ -155,6 +175,7 @@ export function createProxy(options: ProxyOptions): Proxy {
       engineState: resolved.engineState,
       onWarning: resolved.onWarning,
       tokenizers: resolved.tokenizers,
+      thread: internal.thread,
     },
     resolved,
     observers,
@@ -171,13 +192,18 @@ export function createProxy(options: ProxyOptions): Proxy {
   }
   proxyRoutes(table, ctx, warn);
 
+  // A thread serves the data path itself and hands everything else to the main thread.
+  const relay = internal.thread === undefined ? undefined : new ControlRelay(internal.thread.controlOrigin);
+  if (relay !== undefined) cleanups.push(() => void relay.close());
   const hooks: NodeServerHooks = {
     wrongMethod: (allow) => (res, req) => {
+      if (relay !== undefined) return relay.handle(res, req);
       const got = req.getCaseSensitiveMethod();
       const error = new ClientError(405, `${got} ${req.getUrl()} is not allowed; use ${allow}`, 'method_not_allowed');
       sendJson(res, 405, error.body(), ['allow', allow]);
     },
     fallback: (res, req) => {
+      if (relay !== undefined) return relay.handle(res, req);
       const error = new ClientError(404, `Invalid URL (${req.getCaseSensitiveMethod()} ${req.getUrl()})`, 'not_found');
       sendJson(res, 404, error.body());
     },
@@ -189,10 +215,11 @@ export function createProxy(options: ProxyOptions): Proxy {
   const handleNode: NodeHandler = (req, res, next) => dispatchNode(table, hooks, req, res, next);
 
   let listenSocket: uWS.us_listen_socket | undefined;
+  let controlSocket: uWS.us_listen_socket | undefined;
   let nodeServer: Server | undefined;
   let closed: Promise<void> | undefined;
 
-  const listenUws = (port: number, host: string) =>
+  const listenUws = (port: number, host: string, exclusive = true) =>
     new Promise<{ port: number }>((resolve, reject) => {
       // The native listen takes (host, port, options, cb); uWS's typings lack that overload.
       const listen = app!.listen.bind(app) as unknown as (
@@ -201,7 +228,7 @@ export function createProxy(options: ProxyOptions): Proxy {
         options: number,
         cb: (socket: uWS.us_listen_socket | false) => void,
       ) => void;
-      listen(host, port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
+      listen(host, port, exclusive ? LIBUS_LISTEN_EXCLUSIVE_PORT : 0, (socket) => {
         if (socket === false) {
           void listenError(host, port).then((error) => reject(describeListenError(error, host, port)));
           return;
@@ -231,16 +258,29 @@ export function createProxy(options: ProxyOptions): Proxy {
     paths: table.exactPaths(),
     owns: (path) => table.lookup('GET', path) !== undefined,
     started: () => state.start(),
-    async listen(port, host = '127.0.0.1') {
+    async listen(port, host = '127.0.0.1', { reusePort = false } = {}) {
       if (listenSocket !== undefined || nodeServer !== undefined) throw new Error('the proxy is already listening');
+      if (reusePort && app === undefined) throw new Error('reusePort needs the uWebSockets.js server (http: uws)');
       await state.start();
-      return app !== undefined ? listenUws(port, host) : listenNode(port, host);
+      return app !== undefined ? listenUws(port, host, !reusePort) : listenNode(port, host);
+    },
+    async listenControl() {
+      if (app === undefined) throw new Error('a control listener needs the uWebSockets.js server (http: uws)');
+      if (controlSocket !== undefined) throw new Error('the control listener is already open');
+      const main = listenSocket;
+      const bound = await listenUws(0, '127.0.0.1');
+      // listenUws records the socket it opened as the main one: keep them apart.
+      controlSocket = listenSocket;
+      listenSocket = main;
+      return bound;
     },
     close({ graceMs = 10_000 } = {}) {
       closed ??= (async () => {
         state.closing = true;
         if (listenSocket !== undefined) uWS.us_listen_socket_close(listenSocket);
         listenSocket = undefined;
+        // The control listener stays open through the grace period: other threads still relay
+        // their scrapes and admin calls; it closes with the pools.
         const server = nodeServer;
         // net.Server's close() only stops accepting; http.Server's would also drop the idle
         // keep-alive connections, on which a balancer may be sending its next request right now.
@@ -251,6 +291,8 @@ export function createProxy(options: ProxyOptions): Proxy {
             : new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
         for (const cleanup of cleanups) cleanup();
         await state.close(graceMs);
+        if (controlSocket !== undefined) uWS.us_listen_socket_close(controlSocket);
+        controlSocket = undefined;
         server?.closeAllConnections();
         await serverClosed;
       })();

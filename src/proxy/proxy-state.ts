@@ -35,6 +35,20 @@ import { BodyBudget } from './body-budget.js';
 import type { ObserverList } from './proxy-observer.js';
 import { ClientError } from './error-body.js';
 import { normaliseBackend, ProxyOptionError, type ResolvedBackend } from './proxy-options.js';
+import type { ThreadState } from './threads/thread-messages.js';
+
+/**
+ * A thread of `kvroute serve --threads N` other than the main one (docs/scale-out.md): it routes
+ * with the main thread's shared core (`attach`) and mirrors the main thread's backends
+ * (`state`, then applyThreadState()); it probes nothing and owns no feed. A backend that fails
+ * before its first byte leaves the shared core at once, and `onTrip` tells the main thread,
+ * whose breaker and probes bring it back.
+ */
+export interface ThreadRole {
+  attach: number;
+  state: ThreadState;
+  onTrip(id: string, why: string): void;
+}
 
 /** What an admin endpoint or the dashboard shows of a backend. */
 export interface BackendSnapshot {
@@ -93,6 +107,9 @@ export class ProxyState {
   private byModel: Map<string, Backend[]> | undefined;
   private readonly monitor: BackendMonitor;
   private readonly firstChecks: Promise<void>;
+  private readonly thread: ThreadRole | undefined;
+  /** The other threads' in-flight requests per backend (main thread of --threads N; setThreadInFlight). */
+  private readonly threadInFlight = new Map<number, Record<string, number>>();
 
   constructor(
     backends: readonly ResolvedBackend[],
@@ -103,6 +120,8 @@ export class ProxyState {
       onWarning: (message: string) => void;
       /** Model → tokenizer directory (or `qwen3`), `*` for any other model. */
       tokenizers?: Record<string, string> | undefined;
+      /** This state is a thread's mirror of the main thread's (see ThreadRole). */
+      thread?: ThreadRole | undefined;
     },
     private readonly options: ProxyStateOptions,
     private readonly observers: ObserverList,
@@ -110,12 +129,15 @@ export class ProxyState {
   ) {
     this.admission = new Admission(options);
     this.bodies = new BodyBudget(options.maxBodyMemoryBytes);
+    this.thread = routerOptions.thread;
     this.router = new Router({
       instances: [],
       policy: routerOptions.policy,
       blockSize: routerOptions.blockSize,
-      engineState: routerOptions.engineState,
+      // A thread's core is the main thread's, feed included.
+      engineState: this.thread === undefined ? routerOptions.engineState : 'shadow',
       onWarning: routerOptions.onWarning,
+      ...(this.thread === undefined ? {} : { attach: this.thread.attach }),
     });
     this.policyName = this.router.policy.name;
     this.monitor = new BackendMonitor(
@@ -127,7 +149,8 @@ export class ProxyState {
       },
       warn,
     );
-    const checks = backends.map((b) => this.addBackend(b.id, b.models, b));
+    if (this.thread !== undefined) this.applyThreadState(this.thread.state);
+    const checks = this.thread !== undefined ? [] : backends.map((b) => this.addBackend(b.id, b.models, b));
     // Event-fed backends match token-id prompts even without a tokenizer: the pool's workers
     // read them from the body (no tokenizer files needed for that).
     this.tokenizerReady =
@@ -174,11 +197,78 @@ export class ProxyState {
     return this.started && !this.closing && this.routableCount() > 0;
   }
 
-  /** In-flight requests per backend id (the proxy's own count; the router's is in router.stats()). */
+  /** In-flight requests per backend id (the proxy's own count, every thread's; the router's is in router.stats()). */
   inFlight(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const b of this.backends.values()) out[b.id] = this.backendInFlight(b);
+    return out;
+  }
+
+  /** This thread's in-flight requests per backend id (what a thread reports to the main thread). */
+  ownInFlight(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const b of this.backends.values()) out[b.id] = b.inFlight;
     return out;
+  }
+
+  /** Another thread's in-flight counts (its latest report replaces the one before). */
+  setThreadInFlight(thread: number, counts: Record<string, number> | undefined): void {
+    if (counts === undefined) this.threadInFlight.delete(thread);
+    else this.threadInFlight.set(thread, counts);
+  }
+
+  private backendInFlight(b: Backend): number {
+    let n = b.inFlight;
+    for (const counts of this.threadInFlight.values()) n += counts[b.id] ?? 0;
+    return n;
+  }
+
+  /** What the other threads mirror (ThreadRole): the router's slots and groups, the backends. */
+  threadState(): ThreadState {
+    return {
+      router: this.router.mirror(),
+      eventFed: this.eventFed,
+      backends: this.list().map((b) => ({
+        id: b.id,
+        models: b.models === undefined ? undefined : [...b.models],
+        healthy: b.healthy,
+        drained: b.drained,
+        failures: b.failures,
+        lastFailure: b.lastFailure,
+      })),
+    };
+  }
+
+  /**
+   * A thread takes the main thread's state: names the shared core's slots, creates the pools of
+   * new backends, closes those of removed ones (their open requests finish first), and copies
+   * health, drain and models.
+   */
+  applyThreadState(state: ThreadState): void {
+    this.router.adoptMirror(state.router);
+    this.policyName = this.router.policy.name;
+    this.eventFed = state.eventFed;
+    const listed = new Set<string>();
+    for (const b of state.backends) {
+      listed.add(b.id);
+      let backend = this.backends.get(b.id);
+      if (backend === undefined) {
+        backend = new Backend(b.id, undefined, this.options);
+        this.backends.set(b.id, backend);
+      }
+      backend.models = b.models;
+      backend.healthy = b.healthy;
+      backend.drained = b.drained;
+      backend.failures = b.failures;
+      backend.lastFailure = b.lastFailure;
+      backend.checked = true;
+    }
+    for (const [id, backend] of this.backends) {
+      if (listed.has(id)) continue;
+      this.backends.delete(id);
+      void backend.close(REMOVE_GRACE_MS);
+    }
+    this.byModel = undefined;
   }
 
   snapshot(): BackendSnapshot[] {
@@ -187,7 +277,7 @@ export class ProxyState {
         id: b.id,
         healthy: b.healthy,
         drained: b.drained,
-        inFlight: b.inFlight,
+        inFlight: this.backendInFlight(b),
         failures: b.failures,
       };
       const models = b.modelIds();
@@ -302,7 +392,7 @@ export class ProxyState {
   /** A failure before the first byte: open the breaker and take the backend out of routing. */
   reportFailure(backend: Backend, why: string): void {
     if (backend.removed) return;
-    if (this.tripped(backend, why)) this.monitor.tripped(backend);
+    if (this.tripped(backend, why) && this.thread === undefined) this.monitor.tripped(backend);
   }
 
   // ---- exchanges and shutdown ---------------------------------------------------------------------
@@ -359,6 +449,11 @@ export class ProxyState {
   private tripped(backend: Backend, why: string): boolean {
     if (!backend.trip(why)) return false;
     if (!backend.drained) this.router.drainInstance(backend.id);
+    if (this.thread !== undefined) {
+      // Out of the shared core for every thread now; the main thread warns, probes and resumes it.
+      this.thread.onTrip(backend.id, why);
+      return true;
+    }
     this.warn(`kvroute proxy: backend ${backend.id} is unhealthy (${why}); probing ${backend.id}/health`);
     this.observers.onBackendHealth(backend.id, false);
     return true;

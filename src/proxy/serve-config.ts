@@ -9,6 +9,7 @@
  * a usage error (exit 2). Unknown YAML keys are errors too: a typo must not silently fall back.
  */
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 
 import { parse as parseYaml } from 'yaml';
 
@@ -16,7 +17,7 @@ import { isKvrouteError } from '../core/errors.js';
 import { parsePolicyArg } from '../core/policy-arg.js';
 import { POLICY_NAMES, resolvePolicy } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
-import { SERVE_DEFAULTS, SETTINGS, envName, type Setting } from './serve-settings.js';
+import { MAX_THREADS, SERVE_DEFAULTS, SETTINGS, envName, type Setting } from './serve-settings.js';
 import {
   PROXY_DEFAULTS,
   ProxyOptionError,
@@ -43,6 +44,8 @@ export interface ServeConfig {
   adminToken: string | undefined;
   /** ms between reconciliations of the shadow counters with the backends' /metrics; 0: off. */
   reconcileMs: number;
+  /** Event loops serving the port, sharing one routing core (docs/scale-out.md); 1: the main thread only. */
+  threads: number;
   /** The request log's path, `-` for stdout; undefined: no request log. */
   accessLog: string | undefined;
 }
@@ -228,6 +231,13 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       if (typeof text !== 'string' || text === '' || /\s/.test(text))
         throw new ConfigError(`${source} must be a key without spaces`);
       return text as string;
+    case 'threads': {
+      // `auto`: one event loop per core this process may use.
+      if (text === 'auto') return availableParallelism();
+      if (typeof text !== 'string' || !/^\d+$/.test(text) || Number(text) < 1 || Number(text) > MAX_THREADS)
+        fail(`an integer from 1 to ${MAX_THREADS}, or auto (one per core)`);
+      return Number(text);
+    }
     case 'path':
       if (typeof text !== 'string' || text.trim() === '' || text.includes('\0')) fail('a file path, or - for stdout');
       return text as string;
@@ -307,6 +317,7 @@ export function resolveServeConfig(
     configFile,
     adminToken: get<string>('admin-token'),
     reconcileMs: get<number>('reconcile-interval') ?? SERVE_DEFAULTS.reconcileMs,
+    threads: get<number>('threads') ?? SERVE_DEFAULTS.threads,
     accessLog: get<string>('access-log'),
     proxy: {
       policy: get<PolicyName | PolicySpec>('policy') ?? PROXY_DEFAULTS.policy,

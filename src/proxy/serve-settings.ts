@@ -23,7 +23,8 @@ type Kind =
   | 'path'
   | 'secret'
   | 'zmq-urls'
-  | 'tokenizers';
+  | 'tokenizers'
+  | 'threads';
 
 export interface Setting {
   flag: string;
@@ -67,6 +68,7 @@ export const SETTINGS = [
   { flag: 'kv-events', kind: 'zmq-urls' },
   { flag: 'kv-replay', kind: 'zmq-urls' },
   { flag: 'tokenizer', kind: 'tokenizers' },
+  { flag: 'threads', kind: 'threads' },
 ] as const satisfies readonly Setting[];
 
 /** A setting's flag name, e.g. 'max-body'. */
@@ -74,4 +76,7 @@ export type SettingFlag = (typeof SETTINGS)[number]['flag'];
 
 export const envName = (flag: string): string => `KVROUTE_${flag.toUpperCase().replaceAll('-', '_')}`;
 
-export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', reconcileMs: 30_000 };
+export const SERVE_DEFAULTS = { port: 8000, host: '127.0.0.1', reconcileMs: 30_000, threads: 1 };
+
+/** The most event loops `--threads` starts (a bound on a typo, far above any host's cores). */
+export const MAX_THREADS = 256;

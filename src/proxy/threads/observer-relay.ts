@@ -1,0 +1,69 @@
+/**
+ * Carries a thread's observer calls to the primary, which replays them into its own observers, so
+ * /metrics, the dashboard and the request log show one process (docs/scale-out.md).
+ *
+ * The thread side batches: a call is one array pushed on a list; the list goes out by postMessage
+ * every FLUSH_MS, or at once when it reaches FLUSH_CALLS (a structured clone per batch, not per
+ * call). Observers on the primary hear a thread's calls up to FLUSH_MS late, in the thread's
+ * order; calls of different threads interleave by batch.
+ *
+ * Invariant: flush() sends everything pushed before it, so a thread that flushes before it exits
+ * loses nothing.
+ */
+import type { ProxyObserver } from '../proxy-observer.js';
+import type { ObservedCall, ToPrimary } from './thread-messages.js';
+
+const FLUSH_MS = 20;
+const FLUSH_CALLS = 2048;
+
+/** Every ProxyObserver method a relay forwards (onRequest only when asked: records cost a clone each). */
+const METHODS = [
+  'onRouted',
+  'onFirstByte',
+  'onFinished',
+  'onUpstreamError',
+  'onRetry',
+  'onBackendHealth',
+  'onOffload',
+  'onOffloadTransfer',
+] as const;
+
+export class ObserverRelay {
+  readonly observer: ProxyObserver;
+  private calls: ObservedCall[] = [];
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly post: (message: ToPrimary) => void,
+    /** The in-flight requests per backend, sent with each batch (the primary's gauges add them). */
+    private readonly inFlight: () => Record<string, number>,
+    records: boolean,
+  ) {
+    const observer: Record<string, (...args: unknown[]) => void> = {};
+    for (const method of records ? [...METHODS, 'onRequest'] : METHODS)
+      observer[method] = (...args: unknown[]) => {
+        this.calls.push([method, ...args]);
+        if (this.calls.length >= FLUSH_CALLS) this.flush();
+      };
+    this.observer = observer as ProxyObserver;
+    this.timer = setInterval(() => this.flush(), FLUSH_MS);
+    this.timer.unref();
+  }
+
+  flush(): void {
+    const calls = this.calls;
+    this.calls = [];
+    this.post({ type: 'observed', calls, inFlight: this.inFlight() });
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.flush();
+  }
+}
+
+/** The primary's side: replays a batch into `observer` (an ObserverList, which survives a throwing observer). */
+export function replayObserved(observer: ProxyObserver, calls: readonly ObservedCall[]): void {
+  const target = observer as unknown as Record<string, ((...args: unknown[]) => void) | undefined>;
+  for (const [method, ...args] of calls) target[method]?.(...args);
+}

@@ -1,0 +1,48 @@
+/**
+ * What the threads of one `kvroute serve --threads N` process tell each other (docs/scale-out.md).
+ *
+ * The main thread (the primary) owns the control plane: health probes, model discovery, the admin
+ * API, KV event feeds, metrics, the dashboard and the request log. Every thread, the primary
+ * included, serves completion requests on the shared port and routes them with the one shared
+ * routing core. So:
+ * - primary → thread: ThreadState, whenever it changed (backends, health, models, policy), so a
+ *   thread names the core's slots and answers /ready and /v1/models as the primary would;
+ *   `close` to shut down.
+ * - thread → primary: a backend that failed before its first byte (`trip`: the thread has already
+ *   taken it out of the shared core; the primary opens its breaker and probes it back), and
+ *   batches of observer calls (`observed`) with the thread's in-flight counts, which the primary
+ *   replays into its one set of metrics, dashboard and request log.
+ *
+ * Everything here is structured-clone data.
+ */
+import type { RouterMirror } from '../../core/router.js';
+import type { ModelCard } from '../backend.js';
+
+/** One backend as the primary sees it. */
+export interface ThreadBackend {
+  id: string;
+  /** The discovered (or configured) models; undefined while unknown (it takes any model). */
+  models: ModelCard[] | undefined;
+  healthy: boolean;
+  drained: boolean;
+  failures: number;
+  lastFailure: string;
+}
+
+export interface ThreadState {
+  router: RouterMirror;
+  backends: ThreadBackend[];
+  /** Some backend has a KV event endpoint: token-id prompts are keyed by tokens too. */
+  eventFed: boolean;
+}
+
+/** An observer call: the ProxyObserver method's name and its arguments. */
+export type ObservedCall = [method: string, ...args: unknown[]];
+
+export type ToThread = { type: 'state'; state: ThreadState } | { type: 'close'; graceMs: number };
+
+export type ToPrimary =
+  | { type: 'listening' }
+  | { type: 'trip'; id: string; why: string }
+  | { type: 'observed'; calls: ObservedCall[]; inFlight: Record<string, number> }
+  | { type: 'closed' };
