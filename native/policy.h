@@ -40,8 +40,8 @@ enum class Reason : int32_t {
   kMinTtft = 11,     // min_ttft: the lowest predicted TTFT
   kCacheSlack = 12,  // min_ttft: the best-cached instance, within affinitySlack of the lowest
   kSpread = 13,      // min_ttft: a near-tie, broken by fewest requests, then the session's hash
-  kRingFirstTurn =
-      14,  // ringFirstTurn: a session this router has not placed (or whose instance left), on its ring instance
+  // ringFirstTurn: a session this router has not placed, or whose instance left, on its ring instance
+  kRingFirstTurn = 14,
 };
 constexpr int32_t kReasonCount = 15;
 
