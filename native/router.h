@@ -23,6 +23,10 @@
 // (O(N log n) probes), O(candidates) policy scoring, then, unless it is a dry
 // run, BlockIndex::commit on the chosen instance and the shadow counter moves.
 //
+// ringFirstTurn (policy.h): a request with a session adds one session-table
+// lookup and, for a session new to this router, one ring lookup
+// (O(log(N vnodes))) before the policy.
+//
 // Offload (offload.h): with the policy's layer on, the decision for the base
 // policy's target runs next (O(candidates)); an `offload` of a dispatched
 // route commits the request's blocks on the prefill instance too and opens a
