@@ -1,5 +1,6 @@
 // hash-ring — consistent hashing of session keys onto instances, for the
-// `session_hash` policy.
+// `session_hash` policy and ringFirstTurn's first turns. It depends only on the
+// instance names and vnodes, so router replicas with the same fleet agree.
 //
 // Why it exists: plain `key mod N` moves almost every session when an instance
 // joins or leaves; a ring moves only the sessions of the arcs that changed

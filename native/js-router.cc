@@ -73,6 +73,7 @@ PolicyConfig readPolicy(const Napi::Object& spec) {
   p.tieTolerance = requireInRange(spec.Get("tieTolerance"), "policy.tieTolerance", 0, 1);
   p.kvWeight = requireInRange(spec.Get("kvWeight"), "policy.kvWeight", 0, 1e3);
   p.kvThreshold = requireInRange(spec.Get("kvThreshold"), "policy.kvThreshold", 0, 10);
+  p.ringFirstTurn = requireInteger(spec.Get("ringFirstTurn"), "policy.ringFirstTurn", 0, 1) == 1;
   readOffload(spec.Get("offload"), p);
   return p;
 }

@@ -40,8 +40,10 @@ enum class Reason : int32_t {
   kMinTtft = 11,     // min_ttft: the lowest predicted TTFT
   kCacheSlack = 12,  // min_ttft: the best-cached instance, within affinitySlack of the lowest
   kSpread = 13,      // min_ttft: a near-tie, broken by fewest requests, then the session's hash
+  // ringFirstTurn: a session this router has not placed, or whose instance left, on its ring instance
+  kRingFirstTurn = 14,
 };
-constexpr int32_t kReasonCount = 14;
+constexpr int32_t kReasonCount = 15;
 
 struct PolicyConfig {
   PolicyKind kind = PolicyKind::kUnified;
@@ -56,10 +58,21 @@ struct PolicyConfig {
   double tieTolerance = 0.02;         // scores within (1 + tolerance) x the lowest are a tie
   double kvWeight = 6.0;              // penalty per unit of KV usage past kvThreshold, after placing
   double kvThreshold = 0.5;           // KV usage (in-flight blocks / capacity) where the penalty starts
+  // Replica-consistent first turns (docs/policies.md "Ring first turns"): a
+  // session this router has not placed goes to its session-ring instance,
+  // which depends only on the instance ids, so every replica agrees.
+  bool ringFirstTurn = false;
   // The offload layer over the policy (offload.h); off unless the policy names it.
   bool offload = false;
   OffloadCostModel offloadCost;
 };
+
+// The policies ringFirstTurn applies to: those that keep a session where its
+// cache is (cache-aware scores) or pin it (sticky). The others ignore it.
+inline bool readsRingFirstTurn(PolicyKind kind) {
+  return kind == PolicyKind::kSticky || kind == PolicyKind::kLmetric || kind == PolicyKind::kUnified ||
+         kind == PolicyKind::kUnifiedKvBoth || kind == PolicyKind::kMinTtft;
+}
 
 // LMetric: prefill_tokens x (batch_size + 1), lower is better, where
 // prefill_tokens = queued prefill + this request's uncached tokens and

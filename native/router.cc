@@ -319,6 +319,44 @@ uint64_t Router::firstBlockKey(uint64_t id) {
 
 RouteOutput Router::decide(const RouteInput& in) {
   const PolicyConfig& p = config_.policy;
+  if (!p.ringFirstTurn || !in.hasSession || !readsRingFirstTurn(p.kind)) return decidePolicy(in);
+  // Copy what the entry says now: decidePolicy (sticky) may touch the table.
+  const uint64_t key = pinKey(in.sessionKey, in.group);
+  const SessionPin* entry = in.dryRun ? sessions_.peek(key) : sessions_.lookup(key);
+  const bool known = entry != nullptr && honoured(*entry);
+  const uint32_t knownSlot = known ? entry->slot : 0;
+  RouteOutput out;
+  if (known) {
+    out = decidePolicy(in);
+  } else {
+    // The ring depends only on the instance ids and the candidates, so every
+    // replica with the same fleet sends this turn to the same instance.
+    out.slot = ringLookup(in.sessionKey);
+    out.reason = Reason::kRingFirstTurn;
+  }
+  if (out.slot >= 0 && !in.dryRun && (!known || static_cast<uint32_t>(out.slot) != knownSlot)) {
+    sessions_.pin(key, SessionPin{static_cast<uint32_t>(out.slot), instances_[out.slot].generation});
+  }
+  return out;
+}
+
+int32_t Router::ringLookup(uint64_t key) {
+  if (ringStale_) {
+    std::vector<std::string> names(instances_.size());
+    std::vector<bool> live(instances_.size());
+    for (size_t s = 0; s < instances_.size(); ++s) {
+      names[s] = instances_[s].name;
+      live[s] = instances_[s].live;
+    }
+    ring_.rebuild(names, live, config_.policy.ringVnodes);
+    ringStale_ = false;
+  }
+  const uint8_t* member = cand_->member.data();
+  return ring_.lookup(key, [member](uint32_t s) { return member[s] != 0; });
+}
+
+RouteOutput Router::decidePolicy(const RouteInput& in) {
+  const PolicyConfig& p = config_.policy;
   RouteOutput out;
 
   switch (p.kind) {
@@ -338,18 +376,7 @@ RouteOutput Router::decide(const RouteInput& in) {
         // block (a common system prompt) share an instance.
         key = firstBlockKey(in.ids[0]);
       }
-      if (ringStale_) {
-        std::vector<std::string> names(instances_.size());
-        std::vector<bool> live(instances_.size());
-        for (size_t s = 0; s < instances_.size(); ++s) {
-          names[s] = instances_[s].name;
-          live[s] = instances_[s].live;
-        }
-        ring_.rebuild(names, live, config_.policy.ringVnodes);
-        ringStale_ = false;
-      }
-      const uint8_t* member = cand_->member.data();
-      out.slot = ring_.lookup(key, [member](uint32_t s) { return member[s] != 0; });
+      out.slot = ringLookup(key);
       out.reason = Reason::kSessionHash;
       break;
     }
@@ -370,7 +397,7 @@ RouteOutput Router::decide(const RouteInput& in) {
       // One pin per (session, group); a pin is honoured only to a candidate.
       const uint64_t key = pinKey(in.sessionKey, in.group);
       const SessionPin* pin = in.dryRun ? sessions_.peek(key) : sessions_.lookup(key);
-      if (pin != nullptr && cand_->member[pin->slot] != 0 && instances_[pin->slot].generation == pin->generation) {
+      if (pin != nullptr && honoured(*pin)) {
         out.slot = static_cast<int32_t>(pin->slot);
         out.reason = Reason::kPinned;
         break;

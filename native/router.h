@@ -23,6 +23,10 @@
 // (O(N log n) probes), O(candidates) policy scoring, then, unless it is a dry
 // run, BlockIndex::commit on the chosen instance and the shadow counter moves.
 //
+// ringFirstTurn (policy.h): a request with a session adds one session-table
+// lookup and, for a session new to this router, one ring lookup
+// (O(log(N vnodes))) before the policy.
+//
 // Offload (offload.h): with the policy's layer on, the decision for the base
 // policy's target runs next (O(candidates)); an `offload` of a dispatched
 // route commits the request's blocks on the prefill instance too and opens a
@@ -196,7 +200,7 @@ class Router {
   };
 
   bool routable(uint32_t slot) const { return instances_[slot].live && !instances_[slot].drained; }
-  // Marks the ring stale; session_hash rebuilds it before its next lookup, so
+  // Marks the ring stale; ringLookup rebuilds it before its next lookup, so
   // adding N instances costs one rebuild, not N.
   void rebuildRing() { ringStale_ = true; }
   // Rebuilds the live, tracked and routable slot lists and the candidate sets
@@ -208,7 +212,21 @@ class Router {
   int32_t lowestScore() const;
   int32_t roundRobin(bool dryRun);
   // Picks the instance; route() has filled eff_, uncached_ and the scores.
+  // With ringFirstTurn (docs/policies.md "Ring first turns"), a session this
+  // router has no honoured entry for goes to its ring instance and is
+  // remembered in sessions_; a known one goes to decidePolicy(), and its entry
+  // follows wherever that puts it.
   RouteOutput decide(const RouteInput& in);
+  // The policy's own choice.
+  RouteOutput decidePolicy(const RouteInput& in);
+  // A pin is honoured while its instance is a candidate of the request and
+  // still the instance it was made to (same slot generation).
+  bool honoured(const SessionPin& pin) const {
+    return cand_->member[pin.slot] != 0 && instances_[pin.slot].generation == pin.generation;
+  }
+  // The first candidate clockwise from `key` on the session ring (rebuilt
+  // first if the fleet changed), or -1.
+  int32_t ringLookup(uint64_t key);
   // min_ttft's choice over the scores of this decision (docs/policies.md).
   RouteOutput minTtft(const RouteInput& in) const;
   // The key that breaks min_ttft's near-ties: the session's, else the first

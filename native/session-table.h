@@ -1,5 +1,6 @@
 // session-table — bounded map from a session key to the instance it is pinned
-// to, for the `sticky` policy.
+// to, for the `sticky` policy and the sessions a router has placed under
+// ringFirstTurn (one table, one key per (session, model group)).
 //
 // Why it exists: sessions end without telling the router, so pins must not
 // grow without bound. The table keeps at most maxSessions pins and forgets the

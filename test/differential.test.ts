@@ -8,7 +8,8 @@
  * a model per request (or none, or one nobody declares), model changes
  * mid-run and per-request blockTokens; and with the offload layer, whose
  * decisions, costs and prefill tickets (first tokens, completions and aborts
- * mixed in like any ticket's) must agree too.
+ * mixed in like any ticket's) must agree too; and with ringFirstTurn, whose
+ * ring placements and bounded session entries must agree as well.
  */
 import { describe, expect, it } from 'vitest';
 
@@ -29,6 +30,8 @@ interface Scenario {
   models?: boolean;
   /** Compare a dry run (explain(request)) before this share of routes. */
   dryShare?: number;
+  /** The routers' maxSessions (default theirs): small values make pins and ring entries overflow. */
+  maxSessions?: number;
 }
 
 const MODELS = ['llama', 'qwen', 'qwen:lora-a', 'qwen:lora-b'];
@@ -81,6 +84,7 @@ function runScenario(sc: Scenario): ScenarioResult {
     policy: sc.policy,
     capacityBlocks: sc.capacityBlocks,
     clock: 'manual',
+    ...(sc.maxSessions === undefined ? {} : { maxSessions: sc.maxSessions }),
   });
   const both = <T>(fn: (r: Router) => T) => [fn(native), fn(reference)] as const;
   let now = 1_000_000;
@@ -396,6 +400,47 @@ describe('native addon vs TypeScript reference', () => {
       expect([...seen].sort()).toEqual(ALL_OUTCOMES);
     },
   );
+
+  it.each(['min_ttft', 'unified+A+B', 'unified_kv_both', 'lmetric', 'sticky', 'min_ttft+offload'] as const)(
+    '%s with ringFirstTurn: same ring placements, entries and later decisions',
+    (name) => {
+      const { reasons, decisions } = runScenario({
+        seed: 83,
+        policy: { name, ringFirstTurn: 1 },
+        trace: { requests: 2000 },
+        capacityBlocks: 600,
+        instances: 6,
+        dryShare: 0.05,
+      });
+      expect(reasons.has('ring_first_turn')).toBe(true);
+      // Later turns of known sessions still follow the policy.
+      expect(reasons.size).toBeGreaterThan(1);
+      expect(decisions).toBeGreaterThan(1500);
+    },
+  );
+
+  it('ringFirstTurn with random tunables, models, prompt text and a session table that overflows', () => {
+    const rng = new Rng(89);
+    for (let round = 0; round < 4; round += 1) {
+      const policy: PolicySpec = {
+        name: rng.pick(['min_ttft', 'unified', 'sticky'] as const),
+        ringFirstTurn: 1,
+        ringVnodes: rng.pick([1, 7, 160]),
+        affinitySlack: rng.pick([0, 0.3, 1.5]),
+      };
+      const { reasons } = runScenario({
+        seed: 97 + round,
+        policy,
+        trace: { requests: 1200, bigIds: round % 2 === 1 },
+        capacityBlocks: 500,
+        instances: 5,
+        models: round >= 2,
+        promptShare: 0.2,
+        maxSessions: rng.pick([4, 16, 1 << 20]),
+      });
+      expect(reasons.has('ring_first_turn')).toBe(true);
+    }
+  });
 
   it('64 instances, tiny caches', () => {
     runScenario({

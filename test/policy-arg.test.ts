@@ -23,6 +23,7 @@ describe('parsePolicyArg', () => {
     const spec = parsePolicyArg('min_ttft:batchWeight=0.29:kvWeight=9.6:kvThreshold=5e-1', '--policy');
     expect(spec).toEqual({ name: 'min_ttft', batchWeight: 0.29, kvWeight: 9.6, kvThreshold: 0.5 });
     expect(parsePolicyArg(formatPolicyArg(spec), '--policy')).toEqual(spec);
+    expect(parsePolicyArg('min_ttft:ringFirstTurn=1', 'x')).toEqual({ name: 'min_ttft', ringFirstTurn: 1 });
     expect(parsePolicyArg('unified+A+B:affinityThreshold=0.7', 'x')).toEqual({
       name: 'unified+A+B',
       affinityThreshold: 0.7,
@@ -34,7 +35,8 @@ describe('parsePolicyArg', () => {
     ['min_ttft:', /--policy must be KEY=VALUE after "min_ttft:", got ""/],
     ['min_ttft:batchWeight', /--policy must be KEY=VALUE/],
     ['min_ttft:overloadFactor=2', /--policy must be a tunable min_ttft reads .*got "overloadFactor"/],
-    ['sticky:batchWeight=1', /--policy must be a tunable sticky reads \(none/],
+    ['sticky:batchWeight=1', /--policy must be a tunable sticky reads \(ringFirstTurn/],
+    ['load_only:batchWeight=1', /--policy must be a tunable load_only reads \(none/],
     ['min_ttft:nope=1', /--policy must be a tunable min_ttft reads/],
     [
       'min_ttft:batchweight=1',
@@ -45,6 +47,9 @@ describe('parsePolicyArg', () => {
     ['min_ttft:kvWeight=Infinity', /--policy kvWeight must be a finite number/],
     ['min_ttft:tieTolerance=1.5', /--policy\.tieTolerance must be a number in \[0, 1\], got 1\.5/],
     ['session_hash:ringVnodes=2.5', /--policy\.ringVnodes must be an integer/],
+    ['min_ttft:ringFirstTurn=2', /--policy\.ringFirstTurn must be an integer in \[0, 1\], got 2/],
+    ['min_ttft:ringFirstTurn=0.5', /--policy\.ringFirstTurn must be an integer/],
+    ['session_hash:ringFirstTurn=1', /--policy must be a tunable session_hash reads \(ringVnodes/],
   ])('refuses %s, naming the field and the reason', (text, message) => {
     expect(() => parsePolicyArg(text, '--policy')).toThrow(message);
   });

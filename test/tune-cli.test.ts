@@ -169,7 +169,7 @@ describe('kvroute tune refusals', () => {
     [
       'a parameter the policy does not read',
       ['--param', 'ringVnodes=1:10'],
-      '--param ringVnodes=1:10: policy unified does not read ringVnodes (read by session_hash); unified reads: affinityThreshold, overloadFactor, decodeWeight',
+      '--param ringVnodes=1:10: policy unified does not read ringVnodes (read by session_hash); unified reads: affinityThreshold, overloadFactor, decodeWeight, ringFirstTurn',
     ],
     ['lo above hi', ['--param', 'overloadFactor=3:1'], '--param overloadFactor=3:1: lo 3 is greater than hi 1'],
     [
@@ -206,12 +206,12 @@ describe('kvroute tune refusals', () => {
     [
       'an empty list',
       ['--param', ','],
-      '--param is empty; unified reads: affinityThreshold, overloadFactor, decodeWeight',
+      '--param is empty; unified reads: affinityThreshold, overloadFactor, decodeWeight, ringFirstTurn',
     ],
     [
       'a policy with no tunables',
       ['--policy', 'sticky', '--param', 'overloadFactor=1:2'],
-      '--param overloadFactor=1:2: policy sticky does not read overloadFactor (read by unified, unified_kv_both); sticky reads: none',
+      '--param overloadFactor=1:2: policy sticky does not read overloadFactor (read by unified, unified_kv_both); sticky reads: ringFirstTurn',
     ],
     ['no --param', [], 'tune needs --param NAME=LO:HI[,NAME=LO:HI…]; see kvroute tune --help'],
     [

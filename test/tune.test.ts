@@ -44,10 +44,11 @@ describe('the table of tunables', () => {
   });
 
   it('says which kinds read what', () => {
-    expect(tunablesOf('unified')).toEqual(['affinityThreshold', 'overloadFactor', 'decodeWeight']);
-    expect(tunablesOf('lmetric')).toEqual(['decodeWeight']);
+    expect(tunablesOf('unified')).toEqual(['affinityThreshold', 'overloadFactor', 'decodeWeight', 'ringFirstTurn']);
+    expect(tunablesOf('lmetric')).toEqual(['decodeWeight', 'ringFirstTurn']);
     expect(tunablesOf('session_hash')).toEqual(['ringVnodes']);
-    expect(tunablesOf('sticky')).toEqual([]);
+    expect(tunablesOf('sticky')).toEqual(['ringFirstTurn']);
+    expect(tunablesOf('load_only')).toEqual([]);
   });
 });
 

@@ -716,6 +716,55 @@ void directedCases() {
     CHECK(router.checkInvariants().empty(), router.checkInvariants());
   }
 
+  // ringFirstTurn: two replicas that added the same instances in opposite
+  // orders (so different slots) and carry different loads send every new
+  // session to the same instance by name; a session a replica has placed
+  // follows the policy there.
+  {
+    ++g.step;
+    note("ringFirstTurn across two replicas");
+    const std::vector<std::string> names = {"e0", "e1", "e2", "e3", "e4"};
+    kvroute::RouterConfig config;
+    config.manualClock = true;
+    config.policy.kind = PolicyKind::kMinTtft;
+    config.policy.ringFirstTurn = true;
+    Router a(config);
+    Router b(config);
+    for (size_t k = 0; k < names.size(); ++k) {
+      a.addInstance(names[k], 100);
+      b.addInstance(names[names.size() - 1 - k], 100);
+    }
+    const std::vector<uint64_t> ids = {11, 12, 13};
+    std::vector<int32_t> m(names.size());
+    std::vector<double> scores(names.size());
+    kvroute::RouteInput load;
+    load.ids = ids.data();
+    load.n = 3;
+    load.inputTokens = 48;
+    for (int k = 0; k < 3; ++k) b.route(load, m.data(), scores.data());  // no session: placed by load
+    std::vector<bool> used(names.size(), false);
+    for (uint64_t session = 1; session <= 200; ++session) {
+      kvroute::RouteInput in = load;
+      in.hasSession = true;
+      in.sessionKey = session * 0x9E3779B97F4A7C15ULL;
+      const kvroute::RouteOutput ra = a.route(in, m.data(), scores.data());
+      const kvroute::RouteOutput rb = b.route(in, m.data(), scores.data());
+      CHECK(
+          ra.reason == kvroute::Reason::kRingFirstTurn && rb.reason == kvroute::Reason::kRingFirstTurn,
+          "session " << session << ": reasons " << static_cast<int>(ra.reason) << ", " << static_cast<int>(rb.reason));
+      CHECK(ra.slot >= 0 && rb.slot == static_cast<int32_t>(names.size()) - 1 - ra.slot,
+            "session " << session << ": replica a chose slot " << ra.slot << ", b slot " << rb.slot);
+      used[ra.slot] = true;
+      const kvroute::RouteOutput again = a.route(in, m.data(), scores.data());
+      CHECK(again.reason != kvroute::Reason::kRingFirstTurn, "session " << session << ": ring placed it twice");
+    }
+    CHECK(std::count(used.begin(), used.end(), true) == static_cast<long>(names.size()),
+          "200 sessions did not reach every instance");
+    CHECK(a.sessionCount() == 200 && b.sessionCount() == 200,
+          "entries " << a.sessionCount() << ", " << b.sessionCount());
+    CHECK(a.checkInvariants().empty() && b.checkInvariants().empty(), a.checkInvariants() << b.checkInvariants());
+  }
+
   // A shrink to zero and a clear with a fleet attached leave no fleet bits.
   {
     ++g.step;
@@ -987,6 +1036,7 @@ kvroute::PolicyConfig randomPolicy(Rng& rng, int32_t kind) {
   p.overloadFactor = rng.pick(overloads);
   p.decodeWeight = rng.pick(decode);
   p.ringVnodes = rng.pick(vnodes);
+  p.ringFirstTurn = rng.percent(50);
   // The offload layer on half the policies, with thresholds a short request
   // crosses and transfers cheap enough to win now and then.
   static const std::vector<double> offloadThresholds = {0.0, 100.0, 1000.0};
@@ -1164,6 +1214,8 @@ void routerPhase(uint64_t seed, uint32_t ops, bool largeFleet, bool exact, Total
         CHECK(out.ticket == -1, "ticket " << out.ticket << " without a slot");
         continue;
       }
+      CHECK(out.reason != kvroute::Reason::kRingFirstTurn || (router.policy().ringFirstTurn && in.hasSession),
+            "ring_first_turn without ringFirstTurn or a session");
       SlotModel& chosen = slots[out.slot];
       CHECK(chosen.live && !chosen.drained && chosen.serves(in.group),
             "route chose slot " << out.slot << ", which is not a candidate of group " << in.group);

@@ -33,6 +33,7 @@ export const REASONS = [
   'min_ttft',
   'cache_slack',
   'spread',
+  'ring_first_turn',
 ] as const;
 export type ReasonName = (typeof REASONS)[number];
 
@@ -52,6 +53,7 @@ export const Reason = {
   MinTtft: 11,
   CacheSlack: 12,
   Spread: 13,
+  RingFirstTurn: 14,
 } as const;
 
 export const PolicyKind = {

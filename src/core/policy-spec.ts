@@ -119,6 +119,15 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
     kinds: ['min_ttft'],
     meaning: "the KV usage (in-flight blocks ÷ capacity) where kvWeight's penalty starts",
   },
+  ringFirstTurn: {
+    min: 0,
+    max: 1,
+    integer: true,
+    // Off: a single router, or replicas behind a session-affine balancer, place first turns by load.
+    default: 0,
+    kinds: ['sticky', 'lmetric', 'unified', 'unified_kv_both', 'min_ttft'],
+    meaning: '1: a session this router has not placed goes to its session-ring instance (consistent across replicas)',
+  },
 };
 
 export const TUNABLE_NAMES = Object.keys(TUNABLES) as TunableName[];

@@ -97,6 +97,11 @@ export interface PolicySpec {
   kvWeight?: number;
   /** min_ttft: the KV usage (in-flight blocks ÷ capacity) where kvWeight starts (default 0.5). */
   kvThreshold?: number;
+  /**
+   * sticky, lmetric, unified*, min_ttft: 1 sends a session this router has not placed to its
+   * session-ring instance, so router replicas agree on it (default 0: off). docs/policies.md.
+   */
+  ringFirstTurn?: number;
 }
 
 /** A policy with every tunable filled in. */
@@ -116,6 +121,7 @@ export interface ResolvedPolicy {
   tieTolerance: number;
   kvWeight: number;
   kvThreshold: number;
+  ringFirstTurn: number;
 }
 
 /** What `addInstance` takes besides the id. */

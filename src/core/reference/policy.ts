@@ -8,7 +8,7 @@ import { PolicyKind, Reason } from '../codes.js';
 import type { CorePolicy } from '../core-router.js';
 import { kvWeightedScore, lmetricScore, minTtftScore, type EffectiveState } from './engine-state.js';
 import type { ReferenceHashRing } from './hash-ring.js';
-import type { ReferenceSessionTable } from './session-table.js';
+import type { ReferenceSessionTable, SessionPin } from './session-table.js';
 import { xxhash64, xxhash64Id } from './xxhash64.js';
 
 /** What one decision reads; arrays are indexed by slot. */
@@ -84,11 +84,16 @@ function fillScores(c: DecisionContext): void {
   }
 }
 
+/** A pin is honoured while its instance is a candidate and still the one it was made to (Router::honoured). */
+function honoured(c: DecisionContext, pin: SessionPin): boolean {
+  return c.candidate(pin.slot) && c.generation(pin.slot) === pin.generation;
+}
+
 function sticky(c: DecisionContext): DecisionResult {
   if (!c.hasSession) return { slot: leastLoaded(c), reason: Reason.LeastLoaded };
   // One pin per (session, group); a pin is honoured only to a candidate.
   const pin = c.dryRun ? c.sessions.peek(c.pinKey) : c.sessions.lookup(c.pinKey);
-  if (pin !== undefined && c.candidate(pin.slot) && c.generation(pin.slot) === pin.generation) {
+  if (pin !== undefined && honoured(c, pin)) {
     return { slot: pin.slot, reason: Reason.Pinned };
   }
   const slot = leastLoaded(c);
@@ -186,8 +191,36 @@ export function pinKey(sessionKey: bigint, group: number): bigint {
   return xxhash64(bytes, sessionKey);
 }
 
+/** The policies ringFirstTurn applies to (readsRingFirstTurn in native/policy.h). */
+const READS_RING_FIRST_TURN: ReadonlySet<number> = new Set([
+  PolicyKind.Sticky,
+  PolicyKind.Lmetric,
+  PolicyKind.Unified,
+  PolicyKind.UnifiedKvBoth,
+  PolicyKind.MinTtft,
+]);
+
+/**
+ * The decision (Router::decide). With ringFirstTurn, a session this router has no honoured entry
+ * for goes to its ring instance, which depends only on the instance ids, so every replica agrees;
+ * a known one follows the policy, and its entry follows wherever the policy puts it.
+ */
 export function decide(c: DecisionContext): DecisionResult {
   fillScores(c);
+  if (c.policy.ringFirstTurn !== 1 || !c.hasSession || !READS_RING_FIRST_TURN.has(c.policy.kind))
+    return decidePolicy(c);
+  const entry = c.dryRun ? c.sessions.peek(c.pinKey) : c.sessions.lookup(c.pinKey);
+  const known = entry !== undefined && honoured(c, entry);
+  const out = known
+    ? decidePolicy(c)
+    : { slot: c.ring.lookup(c.sessionKey, (s) => c.candidate(s)), reason: Reason.RingFirstTurn };
+  if (out.slot >= 0 && !c.dryRun && (!known || out.slot !== entry.slot))
+    c.sessions.pin(c.pinKey, { slot: out.slot, generation: c.generation(out.slot) });
+  return out;
+}
+
+/** The policy's own choice (Router::decidePolicy); the scores are filled. */
+function decidePolicy(c: DecisionContext): DecisionResult {
   switch (c.policy.kind) {
     case PolicyKind.RoundRobin:
       return { slot: c.roundRobin(c.dryRun), reason: Reason.RoundRobin };
