@@ -32,6 +32,7 @@ const WORKLOADS = [
   'proxy',
   'proxy-body-size',
   'proxy-bodies',
+  'proxy-threads',
   'cli-startup',
   'analyze-run',
   'replay-driver',

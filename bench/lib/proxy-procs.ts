@@ -29,8 +29,10 @@ export const KVROUTE_CLI = join(repoDir, 'dist', 'cli.js');
 export interface Running {
   name: string;
   child: ChildProcess;
-  /** The pid whose CPU time is the server's work (nginx: its one worker). */
+  /** The pid whose CPU time is the server's work (nginx: its first worker). */
   workerPid: number;
+  /** Every pid whose CPU time is the server's work (nginx: all its workers). */
+  workerPids: number[];
   port: number;
   /** Every port it listens on (the stub may listen on several). */
   ports: number[];
@@ -129,8 +131,9 @@ function running(
   workerPid: number,
   ports: number[],
   stop: () => Promise<string | undefined>,
+  workerPids: number[] = [workerPid],
 ) {
-  return { name, child, workerPid, port: ports[0]!, ports, stop } satisfies Running;
+  return { name, child, workerPid, workerPids, port: ports[0]!, ports, stop } satisfies Running;
 }
 
 /** Whether dist/cli.js has the `serve` verb yet (its --help lists it). */
@@ -240,9 +243,15 @@ async function waitForPort(port: number, timeoutMs: number, alive: () => boolean
 }
 
 /** nginx.conf for one worker proxying 127.0.0.1:port to the stub's ports. */
-export function nginxConfig(prefix: string, port: number, backendPorts: number[], asRoot: boolean): string {
+export function nginxConfig(
+  prefix: string,
+  port: number,
+  backendPorts: number[],
+  asRoot: boolean,
+  workers = 1,
+): string {
   return `# written by bench/lib/proxy-procs.ts for one benchmark run
-${asRoot ? 'user root;\n' : ''}worker_processes 1;
+${asRoot ? 'user root;\n' : ''}worker_processes ${workers};
 worker_rlimit_nofile 16384;
 pid ${prefix}/nginx.pid;
 error_log ${prefix}/error.log warn;
@@ -277,12 +286,12 @@ ${backendPorts.map((p) => `    server 127.0.0.1:${p};`).join('\n')}
 `;
 }
 
-/** nginx (one worker) in the foreground as a child, its prefix in a fresh temporary directory. */
-export async function startNginx(binary: string, backendPorts: number[]) {
+/** nginx (`workers` workers, default one) in the foreground as a child, its prefix in a fresh temporary directory. */
+export async function startNginx(binary: string, backendPorts: number[], workers = 1) {
   const prefix = mkdtempSync(join(tmpdir(), 'kvroute-bench-nginx-'));
   const port = await freePort();
   const conf = join(prefix, 'nginx.conf');
-  writeFileSync(conf, nginxConfig(prefix, port, backendPorts, process.getuid?.() === 0));
+  writeFileSync(conf, nginxConfig(prefix, port, backendPorts, process.getuid?.() === 0, workers));
   const child = spawn(binary, ['-p', prefix, '-c', conf, '-e', join(prefix, 'error.log'), '-g', 'daemon off;'], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -301,27 +310,28 @@ export async function startNginx(binary: string, backendPorts: number[]) {
     await stop();
     throw new Error(`${(e as Error).message}; ${stderr.trim()} ${log.trim()}`, { cause: e });
   }
-  let worker = nginxWorker(child.pid!);
-  for (let i = 0; worker === undefined && i < 40; i++) {
+  let found = nginxWorkers(child.pid!);
+  for (let i = 0; found.length < workers && i < 40; i++) {
     await new Promise((r) => setTimeout(r, 50));
-    worker = nginxWorker(child.pid!);
+    found = nginxWorkers(child.pid!);
   }
-  return running('nginx', child, worker ?? child.pid!, [port], stop);
+  return running('nginx', child, found[0] ?? child.pid!, [port], stop, found.length > 0 ? found : [child.pid!]);
 }
 
-/** The one worker process of an nginx master: the process whose parent it is (Linux /proc). */
-function nginxWorker(master: number): number | undefined {
+/** The worker processes of an nginx master: the processes whose parent it is (Linux /proc). */
+function nginxWorkers(master: number): number[] {
+  const workers: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       // Field 4 of stat(5), the parent pid, is the second after the command's closing ')'.
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === master) return Number(entry);
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === master) workers.push(Number(entry));
     } catch {
       // the process ended while we looked
     }
   }
-  return undefined;
+  return workers;
 }
 
 /** User + system CPU seconds of a process so far (Linux /proc; NaN elsewhere). */

@@ -5,6 +5,7 @@ import { analyzeRunChecks, renderAnalyzeRunResults } from './analyze-run-report.
 import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
 import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
+import { renderThreadsResults, threadsTargetChecks } from './threads-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-report.mjs';
 import { renderTokenizeResults, tokenizeChecks } from './tokenize-report.mjs';
@@ -201,6 +202,7 @@ export function targetChecks(allResults) {
     ...replayDriverChecks(allResults),
     ...tokenizeChecks(allResults),
     ...kvEventsChecks(allResults),
+    ...threadsTargetChecks(allResults),
   );
   return lines;
 }
@@ -369,6 +371,7 @@ export function renderResults(doc, command) {
     ...renderReplayDriverResults(doc.results),
     ...renderTokenizeResults(doc.results),
     ...renderKvEventsResults(doc.results),
+    ...renderThreadsResults(doc.results),
   );
   return out.join('\n');
 }
