@@ -19,6 +19,8 @@ import {
   startStub,
   type Running,
 } from '../bench/lib/proxy-procs.js';
+import { threadsTargetChecks } from '../bench/lib/threads-report.mjs';
+import { findWrk, wrkLoop } from '../bench/lib/wrk-load.js';
 
 const CHUNKS = 4;
 const body = (stream: boolean) =>
@@ -204,6 +206,34 @@ describe('proxy bench harness', () => {
     } finally {
       await floor.stop();
     }
+  });
+
+  it.skipIf(findWrk() === undefined)("wrk (where installed) cycles the target's requests and counts them", async () => {
+    const r = await wrkLoop(findWrk()!, target(stub.port, false), 4, 1);
+    expect(r.errors).toBe(0);
+    expect(r.ok).toBeGreaterThan(10);
+    expect(r.rps).toBeGreaterThan(0);
+    expect(r.p50_us).toBeGreaterThan(0);
+    expect(r.p99_us).toBeGreaterThanOrEqual(r.p50_us);
+    const missing = await wrkLoop(findWrk()!, target(stub.port, false, '/nope'), 2, 1);
+    expect(missing.ok).toBe(0); // the stub's 404s are errors, not requests served
+    expect(missing.errors).toBeGreaterThan(0);
+  });
+
+  it('the threads target is MET only with both the req/s and the CPU-per-request ratio', () => {
+    const leg = (target: string, rps: number, cpu: number) => ({
+      workload: 'proxy-threads',
+      kind: 'proxy-threads',
+      target,
+      rps,
+      cpu_us_per_req: cpu,
+    });
+    const check = (rps2: number, cpu2: number) =>
+      threadsTargetChecks([leg('kvroute-threads-1', 1000, 100), leg('kvroute-threads-2', rps2, cpu2)])[0];
+    expect(check(1300, 115)).toMatch(/^ {2}MET /);
+    expect(check(1299, 100)).toMatch(/^ {2}MISS/);
+    expect(check(2000, 116)).toMatch(/^ {2}MISS/);
+    expect(threadsTargetChecks([leg('kvroute-threads-1', 1000, 100)])).toEqual([]);
   });
 
   it.skipIf(!kvrouteServeAvailable())(

@@ -90,6 +90,8 @@ export async function wrkLoop(wrk: string, target: Target, connections: number, 
       return m === null ? NaN : Number(m[1]) * UNITS[m[2]!]!;
     };
     const total = number(/(\d+) requests in/);
+    // A wrk that ran but printed no summary (another version, a Lua error) must not become NaN figures.
+    if (!Number.isFinite(total)) throw new Error(`wrk printed no "N requests in" summary: ${output}`);
     const non2xx = number(/Non-2xx or 3xx responses: (\d+)/) || 0;
     const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output);
     const socketErrors = socket === null ? 0 : socket.slice(1).reduce((n, x) => n + Number(x), 0);
