@@ -13,6 +13,7 @@ export { promptText } from './core/prompt-text.js';
 export { ALL_POLICY_NAMES, POLICY_NAMES } from './core/policy-spec.js';
 export { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './core/codes.js';
 export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core/errors.js';
+export type { AppliedKvEvents } from './events/direct-kv-events.js';
 export { nativePath } from './core/native.js';
 export {
   ShadowReconciler,

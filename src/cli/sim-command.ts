@@ -20,6 +20,7 @@ export const SIM_RUN_DEFAULTS = {
   seed: 1,
   replicas: 1,
   replicaAssign: 'random',
+  cacheState: 'own',
   /** sim/replica-assign.ts's MAX_REPLICAS (not imported: --help loads no simulator module). */
   maxReplicas: 64,
 } as const;
@@ -85,11 +86,19 @@ function addRun(sim: Command): void {
         d.replicaAssign,
       ),
     )
+    .option(
+      '--cache-state <own|events>',
+      withDefault(
+        "each replica's cache belief from its own dispatches, or every engine's KV events fed to every replica",
+        d.cacheState,
+      ),
+    )
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
   addEngineScalingOptions(run);
   addTraceInputOptions(run);
   example(run, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8');
+  example(run, 'kvroute sim run --trace t.jsonl --replicas 4 --replica-assign random --cache-state events');
   runs(run, async () => (await import('./sim-verb.js')).simRunVerb);
 }
 

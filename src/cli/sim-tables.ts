@@ -33,8 +33,9 @@ export function renderMetrics(
   const ms = (q: Quantiles): Quantiles => ({ p50: q.p50 / 1000, p90: q.p90 / 1000, p99: q.p99 / 1000 });
   const scaled = isUnscaled(options.scaling) ? '' : ` · ${describeScaling(options.scaling)}`;
   const replicas = (options.replicas ?? 1) > 1 ? ` · ${options.replicas} replicas (${options.replicaAssign})` : '';
+  const cache = options.cacheState === 'events' ? ' · cache state from KV events' : '';
   return [
-    `${policy} · ${options.instances} instances${replicas} · engine state ${options.engineState}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
+    `${policy} · ${options.instances} instances${replicas} · engine state ${options.engineState}${cache}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
     `${''.padEnd(14)}${['p50', 'p90', 'p99'].map((p) => p.padStart(9)).join('')}`,
     latencyRow('TTFT', m.ttft_s),
     latencyRow('TPOT', ms(m.tpot_ms)),

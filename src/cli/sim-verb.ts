@@ -8,6 +8,7 @@ import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { CACHE_STATES } from '../sim/event-fed-cache.js';
 import { interferenceTable } from '../sim/interference-bench.js';
 import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
 import { readTrace } from '../trace/read-trace.js';
@@ -47,6 +48,10 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed };
   const replicas = replicaFlags(values, seed);
   Object.assign(options, replicas.options);
+  const cacheState = choiceFlag(values, 'cache-state', CACHE_STATES) ?? d.cacheState;
+  // Only `events` is written out: a run without the flag prints what it always printed.
+  const cacheFields = cacheState === 'events' ? { cache_state: cacheState } : {};
+  if (cacheState === 'events') options.cacheState = cacheState;
   const started = performance.now();
   const startedAt = new Date();
   const reader = readTrace(trace, readerOptions(values));
@@ -74,6 +79,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
         mode: options.dispatch?.mode ?? 'session',
         ...(rate === undefined ? {} : { rate }),
         ...replicas.fields,
+        ...cacheFields,
         ...engine,
       },
       startedAt,
@@ -82,7 +88,7 @@ export async function simRunVerb(values: OptionValues): Promise<void> {
   }
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...replicas.fields, prediction: predictionAccuracy(result.records) })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records) })}\n`,
     );
     return;
   }

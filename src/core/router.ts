@@ -63,6 +63,7 @@ import type {
   RouterStats,
 } from './types.js';
 import { checkInteger, checkNumber, checkObject, checkString, toCoreIds } from './validate.js';
+import { DirectKvEvents, type AppliedKvEvents } from '../events/direct-kv-events.js';
 import { InstanceKvFeeds } from '../events/instance-kv-feeds.js';
 import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.js';
 
@@ -149,6 +150,8 @@ export class Router {
   private readonly blockSizeTokens: number;
   /** Created with the first instance given a KV event endpoint. */
   private kvFeeds: InstanceKvFeeds | undefined;
+  /** Created with the first applyKvEvents() call. */
+  private directEvents: DirectKvEvents | undefined;
 
   constructor(options: RouterOptions) {
     const o = checkObject('options', options);
@@ -579,6 +582,7 @@ export class Router {
     const slot = this.slotOf(id);
     // Before the core frees the slot: a closed feed never touches it again.
     void this.kvFeeds?.unsubscribe(slot);
+    this.directEvents?.forget(slot);
     this.core.removeInstance(slot);
     this.lastReconcile.delete(slot);
     // Open tickets on it stay valid but belong to no slot: a new instance may reuse the slot.
@@ -591,6 +595,28 @@ export class Router {
   /** Forgets blocks (and everything below them) on one instance, e.g. on an engine eviction event. */
   removeBlocks(instance: string, hashIds: RouteRequest['hashIds']): number {
     return this.core.removeBlocks(this.slotOf(instance), toCoreIds('hashIds', hashIds));
+  }
+
+  /**
+   * Feeds an instance's cache state from its engine's KV events received some other way than a
+   * `kvEvents` subscription (a relay, NATS, a replayed log; docs/kv-events.md, "Events from
+   * elsewhere"). `events` is one vLLM KVEventBatch payload as its msgpack bytes (the third frame
+   * of the engine's ZMQ message), or that batch's `events` already unpacked (each an array or a
+   * map, as vLLM encodes them). The first call makes the instance event-fed: requests given as
+   * `tokens` then match it from these events. Calls must come in the engine's order.
+   *
+   * Checked whole first: a malformed event throws ERR_KVROUTE_KV_EVENT naming its field, and
+   * nothing of the call is applied. Events of unknown types are skipped and counted.
+   */
+  applyKvEvents(instance: string, events: Uint8Array | readonly unknown[]): AppliedKvEvents {
+    const slot = this.slotOf(instance);
+    if (this.kvFeeds?.has(slot) === true)
+      throw stateError(
+        'ERR_KVROUTE_KV_EVENT',
+        `instance ${describe(instance)} is fed by its own kvEvents subscription; applyKvEvents would interleave a second stream`,
+      );
+    this.directEvents ??= new DirectKvEvents(this.core);
+    return this.directEvents.apply(slot, events);
   }
 
   /** Empties one instance's cache model, or every instance's. */
@@ -619,7 +645,7 @@ export class Router {
 
   /** Whether route() answers `slot`'s token-keyed matches from its KV events now. */
   private eventFed(slot: number): boolean {
-    return this.kvFeeds?.stats(slot)?.fed ?? false;
+    return this.kvFeeds?.stats(slot)?.fed ?? this.directEvents?.isFed(slot) ?? false;
   }
 
   /** "" when the core's internal invariants hold; else the first violation. For tests. */

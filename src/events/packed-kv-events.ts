@@ -127,6 +127,25 @@ export class KvEventPacker implements PackedKvEvents {
     return { ts: batch.ts, dataParallelRank: batch.dataParallelRank, unknownEvents };
   }
 
+  /**
+   * Appends events as vLLM encodes them, already unpacked (each an array or a map with `type`),
+   * with addPayload's checks, fields named `events[i]…`. Unknown types are skipped; returns how
+   * many. A malformed event throws KvEventFormatError and leaves the packer as it was.
+   */
+  addRawEvents(events: readonly unknown[]): number {
+    const saved = [this.opsLength, this.hashesLength, this.tokensLength, this.events, this.blocks] as const;
+    let unknownEvents = 0;
+    try {
+      events.forEach((raw, i) => {
+        if (!this.addRaw(raw, `events[${i}]`)) unknownEvents += 1;
+      });
+    } catch (error) {
+      [this.opsLength, this.hashesLength, this.tokensLength, this.events, this.blocks] = saved;
+      throw error;
+    }
+    return unknownEvents;
+  }
+
   /** One raw event, checked in decodeKvEventBatch's order; false for an unknown type. */
   private addRaw(raw: unknown, field: string): boolean {
     const { type, get } = eventFields(raw, field);

@@ -12,6 +12,10 @@
  * - An evicted block becomes BlockRemoved; consecutive evictions share one event.
  * - A prefix-cache reset becomes AllBlocksCleared.
  * Order is kept: events leave in the order the pool reported them.
+ *
+ * `flushOn`: `turn` (the real-time engine) flushes at the end of each event-loop turn; `demand`
+ * (the virtual-time simulator, whose whole run is one turn) flushes only when flushNow() is
+ * called, and never schedules a timer.
  */
 import type { BlockPoolListener } from './block-pool.js';
 import { derivedBlockTokens } from './derived-tokens.js';
@@ -35,6 +39,7 @@ export class EngineKvEvents implements BlockPoolListener<Sequence> {
   constructor(
     private readonly blockSize: number,
     private readonly flush: (events: PublishedKvEvent[]) => void,
+    private readonly flushOn: 'turn' | 'demand' = 'turn',
   ) {}
 
   named(id: number, sequence: Sequence | undefined, position: number): void {
@@ -98,6 +103,7 @@ export class EngineKvEvents implements BlockPoolListener<Sequence> {
     this.open = undefined;
     this.openRemoved = undefined;
     this.pending.push(event);
+    if (this.flushOn === 'demand') return;
     this.timer ??= setImmediate(() => {
       this.timer = undefined;
       this.flushNow();

@@ -43,7 +43,8 @@ function wireHash(id: number): number | bigint {
   return BigInt.asUintN(64, BigInt(id));
 }
 
-function wireEvent(event: PublishedKvEvent, encoding: KvEventEncoding): unknown {
+/** One event as vLLM encodes it, before msgpack: an array or a map (see the header). */
+export function wireEvent(event: PublishedKvEvent, encoding: KvEventEncoding): unknown {
   switch (event.type) {
     case 'BlockStored': {
       const hashes = event.blockHashes.map(wireHash);

@@ -6,6 +6,7 @@ import type { OffloadCostModel } from '../core/offload-cost.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { RequestRecord } from '../trace/records.js';
 import type { EngineScaling } from './engine-preset.js';
+import type { CacheState } from './event-fed-cache.js';
 import type { ReplicaAssign } from './replica-assign.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
@@ -49,6 +50,12 @@ export interface SimulationOptions {
   replicaAssign?: ReplicaAssign;
   /** The seed of the replica assignment (default 1). */
   replicaSeed?: number;
+  /**
+   * Where each replica's cache state comes from (docs/scale-out.md): `own` (default), the
+   * replica's belief from its own dispatches; `events`, every engine's KV events, fed to every
+   * replica before each route (idealised: no delay, no loss).
+   */
+  cacheState?: CacheState;
 }
 
 export interface SimulationResult {

@@ -17,6 +17,10 @@
  * `shm` every replica reads each published snapshot before its next route. R = 1 is the
  * single-router simulator unchanged (records carry `replica` only when R > 1).
  *
+ * Cache state: `own` (the default) leaves each replica's cache belief to its own dispatches;
+ * `events` feeds every replica every engine's KV events before each route and routes requests
+ * by tokens, so each replica matches what the engines really hold (event-fed-cache.ts).
+ *
  * Prefill offload (docs/offload.md): when the router's decision says `offload`, the request runs
  * in two phases. Its prefill goes to the prefill instance P as a prefill-only request (one
  * output token, blocks held at its finish, the prompt's full blocks cached on P); the step that
@@ -49,6 +53,7 @@ import {
   scalePreset,
   type EnginePreset,
 } from './engine-preset.js';
+import { CACHE_STATES, EventFedCache } from './event-fed-cache.js';
 import { EventQueue } from './event-queue.js';
 import { KvTransferLink } from './kv-transfer.js';
 import { ReplicaAssigner } from './replica-assign.js';
@@ -154,6 +159,8 @@ class Simulation {
   private readonly prefilling = new Map<Sequence, InFlight>();
   private transfersInFlight = 0;
   private link: KvTransferLink | undefined;
+  /** With `cacheState: 'events'`: the engines' KV events, fed to every replica. */
+  private eventFed: EventFedCache | undefined;
   /** Sessions with a turn in flight; a session absent here is idle. */
   private readonly busySessions = new Map<string, SessionQueue>();
   private readonly records: RequestRecord[] = [];
@@ -175,6 +182,8 @@ class Simulation {
       throw invalidValue('preset', `one of ${Object.keys(ENGINE_PRESETS).join(', ')}`, presetName);
     if (options.capacityBlocks !== undefined && !isUnscaled({ kvCapacity: options.scaling?.kvCapacity }))
       throw invalidValue('capacityBlocks', 'absent when scaling.kvCapacity is given', options.capacityBlocks);
+    if (options.cacheState !== undefined && !CACHE_STATES.includes(options.cacheState))
+      throw invalidValue('cacheState', `one of ${CACHE_STATES.join(', ')}`, options.cacheState);
     this.preset = scalePreset(preset, options.scaling);
     this.dispatch = options.dispatch ?? { mode: 'session' };
     this.random = this.dispatch.mode === 'poisson' ? new SynthRandom(this.dispatch.seed) : undefined;
@@ -268,6 +277,8 @@ class Simulation {
       () => new EngineModel({ preset: this.preset, blockSize, capacityBlocks: capacity }),
     );
     this.fleet = { routers, engines, instanceIds: router.instances() };
+    if (this.options.cacheState === 'events')
+      this.eventFed = new EventFedCache(engines, routers, this.fleet.instanceIds, blockSize);
     const policyCost = (router.policy as ResolvedPolicy & { offload?: OffloadCostModel | null }).offload;
     this.link = new KvTransferLink(this.options.transferCost ?? policyCost ?? {});
     if (this.options.engineState === 'shm') this.schedulePublish(0);
@@ -302,11 +313,13 @@ class Simulation {
     const replica = this.replicas.replicaFor(request.session);
     const router = routers[replica]!;
     this.deliverPublished(replica);
-    const ticket = router.route({
-      hashIds: request.hashIds,
-      session: request.session,
-      inputTokens: request.inputLength,
-    });
+    const eventFed = this.eventFed;
+    eventFed?.sync();
+    const ticket = router.route(
+      eventFed === undefined
+        ? { hashIds: request.hashIds, session: request.session, inputTokens: request.inputLength }
+        : { tokens: eventFed.tokensOf(request), session: request.session, inputTokens: request.inputLength },
+    );
     const { index: instance, predictedCachedTokens: predicted, offload } = router.decision;
     const flight: InFlight = { request, replica, ticket, instance, dispatch: now, predicted };
     const { hashIds, inputLength, outputLength } = request;

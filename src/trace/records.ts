@@ -79,6 +79,8 @@ export interface RunHeader {
   /** sim with `--replicas R` > 1 only: R, and how requests were spread over the replicas. */
   replicas?: number;
   replica_assign?: string;
+  /** sim with `--cache-state events` only: `events`, each replica's cache state fed from the engines' KV events. */
+  cache_state?: string;
   /**
    * sim: the engine preset, the multipliers it ran under (all 1 when unperturbed), and each
    * engine's KV capacity in blocks. Absent in files written before they were recorded: read

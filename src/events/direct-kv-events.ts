@@ -1,0 +1,57 @@
+/**
+ * KV events an embedder hands the router itself (Router.applyKvEvents; docs/kv-events.md, "Events
+ * from elsewhere"): a replica that receives its engines' events over its own transport (a relay,
+ * NATS, a log it replays), or a simulator feeding every replica the same events.
+ *
+ * Invariants:
+ * - an input is checked whole before anything is applied: a malformed event throws
+ *   KvEventFormatError (ERR_KVROUTE_KV_EVENT) naming its field, and the core sees nothing of it;
+ * - the first applied input makes the slot event-fed (routing answers its token-keyed matches
+ *   from these events) and it stays so until the instance is removed;
+ * - a slot fed by its own subscription (InstanceKvFeeds) is refused: two writers would interleave
+ *   two sequences into one index.
+ */
+import type { CoreRouter } from '../core/core-router.js';
+import { invalidType } from '../core/errors.js';
+import { KvEventPacker } from './packed-kv-events.js';
+
+/** What one applyKvEvents() call applied. */
+export interface AppliedKvEvents {
+  /** Events applied (stored, removed and cleared). */
+  events: number;
+  /** Events of a type this version does not know, skipped. */
+  unknownEvents: number;
+}
+
+export class DirectKvEvents {
+  private readonly packer = new KvEventPacker();
+  private readonly fed = new Set<number>();
+
+  constructor(private readonly core: CoreRouter) {}
+
+  /** Packs `input` (a msgpack KVEventBatch payload, or its events unpacked) and applies it to `slot`. */
+  apply(slot: number, input: unknown): AppliedKvEvents {
+    const packer = this.packer;
+    packer.reset();
+    let unknownEvents: number;
+    if (input instanceof Uint8Array) unknownEvents = packer.addPayload(input).unknownEvents;
+    else if (Array.isArray(input)) unknownEvents = packer.addRawEvents(input);
+    else throw invalidType('events', 'a msgpack KVEventBatch payload (Uint8Array) or an array of events', input);
+    if (!this.fed.has(slot)) {
+      this.core.setEventFed(slot, true);
+      this.fed.add(slot);
+    }
+    if (packer.events > 0) this.core.applyKvEvents(slot, packer);
+    return { events: packer.events, unknownEvents };
+  }
+
+  /** Whether applyKvEvents() has fed the slot. */
+  isFed(slot: number): boolean {
+    return this.fed.has(slot);
+  }
+
+  /** The slot's instance was removed; a new instance on the slot starts unfed. */
+  forget(slot: number): void {
+    this.fed.delete(slot);
+  }
+}
