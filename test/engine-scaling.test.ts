@@ -5,13 +5,10 @@
  * --kv-capacity, refuse bad values naming the flag, and record the scaling in record headers,
  * sweep.json, cell summaries and the report.
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 
 import { multiplierFlag, UsageError } from '../src/cli/common.js';
 import { engineScalingArgs, engineScalingFlags } from '../src/cli/engine-options.js';
@@ -33,19 +30,10 @@ import { simulate } from '../src/sim/simulator.js';
 import { readRecordFile, writeRecords } from '../src/trace/record-file.js';
 import { RECORDS_FORMAT, RECORDS_VERSION } from '../src/trace/records.js';
 import { synthesizeTrace } from '../src/trace/synth.js';
+import { kvroute, synthTraceDir } from './helpers/cli-trace.js';
 
 const preset = ENGINE_PRESETS[DEFAULT_ENGINE_PRESET]!;
-const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const dir = mkdtempSync(join(tmpdir(), 'kvroute-scaling-'));
-const trace = join(dir, 's20.jsonl');
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-const kvroute = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
-
-beforeAll(() => {
-  const synth = kvroute(['trace', 'synth', '--sessions', '20', '--seed', '3', '-o', trace]);
-  expect(synth.status, synth.stderr).toBe(0);
-});
+const { dir, traceFile: trace } = synthTraceDir('scaling', ['--sessions', '20', '--seed', '3']);
 
 describe('scalePreset', () => {
   const chunks: PrefillChunk[] = [

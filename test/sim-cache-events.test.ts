@@ -5,13 +5,9 @@
  * function of its options, the same with the addon or the TypeScript reference and with or
  * without run-ahead; the CLI carries `cache_state` and refuses a bad value naming the flag.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { predictionAccuracy } from '../src/analysis/prediction-accuracy.js';
 import { runMetrics } from '../src/analysis/run-metrics.js';
@@ -19,19 +15,10 @@ import { derivedBlockTokens, derivedPromptTokens } from '../src/sim/derived-toke
 import { simulate, type SimulationOptions } from '../src/sim/simulator.js';
 import { readRecordFile } from '../src/trace/record-file.js';
 import { synthesizeTrace } from '../src/trace/synth.js';
+import { kvroute, synthTraceDir } from './helpers/cli-trace.js';
 
 const trace = [...synthesizeTrace({ sessions: 40, seed: 2, duration: 60 })];
-const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const dir = mkdtempSync(join(tmpdir(), 'kvroute-cache-events-'));
-const traceFile = join(dir, 's30.jsonl');
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-const kvroute = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
-
-beforeAll(() => {
-  const synth = kvroute(['trace', 'synth', '--sessions', '30', '--seed', '3', '-o', traceFile]);
-  expect(synth.status, synth.stderr).toBe(0);
-});
+const { dir, traceFile } = synthTraceDir('cache-events', ['--sessions', '30', '--seed', '3']);
 
 const apc = (options: SimulationOptions) => runMetrics(simulate(trace, options).records).apc;
 

@@ -4,13 +4,9 @@
  * function of its seed, each replica routes exactly the requests its records name, and bad flags
  * are refused naming the flag.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { SIM_RUN_DEFAULTS } from '../src/cli/sim-command.js';
 import { MAX_REPLICAS, ReplicaAssigner } from '../src/sim/replica-assign.js';
@@ -18,19 +14,10 @@ import { simulate, type SimulationOptions } from '../src/sim/simulator.js';
 import { readRecordFile } from '../src/trace/record-file.js';
 import type { RequestRecord } from '../src/trace/records.js';
 import { synthesizeTrace } from '../src/trace/synth.js';
+import { kvroute, synthTraceDir } from './helpers/cli-trace.js';
 
 const trace = [...synthesizeTrace({ sessions: 40, seed: 2, duration: 60 })];
-const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
-const dir = mkdtempSync(join(tmpdir(), 'kvroute-replicas-'));
-const traceFile = join(dir, 's30.jsonl');
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-const kvroute = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
-
-beforeAll(() => {
-  const synth = kvroute(['trace', 'synth', '--sessions', '30', '--seed', '3', '-o', traceFile]);
-  expect(synth.status, synth.stderr).toBe(0);
-});
+const { dir, traceFile } = synthTraceDir('replicas', ['--sessions', '30', '--seed', '3']);
 
 /** Requests per replica, as the records say. */
 function recordedPerReplica(records: RequestRecord[], replicas: number): number[] {
