@@ -10,21 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { Router } from '../src/core/router.js';
 import { encodeKvEventBatch, wireEvent, type PublishedKvEvent } from '../src/sim/kv-event-encoding.js';
 import { SynthRandom } from '../src/trace/synth-random.js';
-
-/** 4 blocks of 16 tokens, then a partial block. */
-const prompt = Uint32Array.from({ length: 70 }, (_, i) => 1000 + i);
-const block = (k: number) => Array.from(prompt.subarray(16 * k, 16 * (k + 1)));
-
-const storedThree: PublishedKvEvent[] = [
-  {
-    type: 'BlockStored',
-    blockHashes: [11, 12],
-    parentBlockHash: null,
-    tokenIds: [...block(0), ...block(1)],
-    blockSize: 16,
-  },
-  { type: 'BlockStored', blockHashes: [13], parentBlockHash: 12, tokenIds: block(2), blockSize: 16 },
-];
+import { block, prompt, storedThree } from './helpers/kv-prompt.js';
 
 function thrown(call: () => unknown): Error & { code?: string } {
   try {

@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { Router } from '../src/core/router.js';
 import { KvEventPublisher } from '../src/sim/kv-event-publisher.js';
+import { block, prompt, storedThree } from './helpers/kv-prompt.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until(what: () => boolean, ms = 10_000): Promise<void> {
@@ -22,10 +23,6 @@ const open: Array<{ close(): unknown }> = [];
 afterEach(async () => {
   for (const o of open.splice(0).reverse()) await o.close();
 });
-
-/** 4 blocks of 16 tokens, then a partial block. */
-const prompt = Uint32Array.from({ length: 70 }, (_, i) => 1000 + i);
-const block = (k: number) => Array.from(prompt.subarray(16 * k, 16 * (k + 1)));
 
 for (const native of [true, false]) {
   describe(`Router with KV events (${native ? 'addon' : 'reference'})`, () => {
@@ -42,17 +39,7 @@ for (const native of [true, false]) {
       const fed = () => router.stats().instances.find((i) => i.instance === 'fed')!.kvEvents!;
       await until(() => fed().fed);
       // The engine stores 3 of the prompt's blocks (ids are the engine's own hashes).
-      const stored = () =>
-        pub.publish([
-          {
-            type: 'BlockStored',
-            blockHashes: [11, 12],
-            parentBlockHash: null,
-            tokenIds: [...block(0), ...block(1)],
-            blockSize: 16,
-          },
-          { type: 'BlockStored', blockHashes: [13], parentBlockHash: 12, tokenIds: block(2), blockSize: 16 },
-        ]);
+      const stored = () => pub.publish(storedThree);
       // A SUB socket misses what precedes its joining: publish until the index has it (bounded).
       for (let k = 0; k < 200 && fed().heldKeys < 3; k++) {
         stored();

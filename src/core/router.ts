@@ -18,6 +18,8 @@ import {
   EVENT_ABORT,
   EVENT_COMPLETE,
   EVENT_FIRST_TOKEN,
+  EVENT_STAT_FIELDS,
+  EventStat,
   FLAG_DRY_RUN,
   FLAG_TOKEN_KEYS,
   IDS_ARGUMENT,
@@ -152,6 +154,7 @@ export class Router {
   private kvFeeds: InstanceKvFeeds | undefined;
   /** Created with the first applyKvEvents() call. */
   private directEvents: DirectKvEvents | undefined;
+  private readonly eventStatsBuf = new Float64Array(EVENT_STAT_FIELDS);
 
   constructor(options: RouterOptions) {
     const o = checkObject('options', options);
@@ -582,7 +585,6 @@ export class Router {
     const slot = this.slotOf(id);
     // Before the core frees the slot: a closed feed never touches it again.
     void this.kvFeeds?.unsubscribe(slot);
-    this.directEvents?.forget(slot);
     this.core.removeInstance(slot);
     this.lastReconcile.delete(slot);
     // Open tickets on it stay valid but belong to no slot: a new instance may reuse the slot.
@@ -643,9 +645,10 @@ export class Router {
     });
   }
 
-  /** Whether route() answers `slot`'s token-keyed matches from its KV events now. */
+  /** Whether route() answers `slot`'s token-keyed matches from its KV events now (the core's flag, whoever feeds it). */
   private eventFed(slot: number): boolean {
-    return this.kvFeeds?.stats(slot)?.fed ?? this.directEvents?.isFed(slot) ?? false;
+    this.core.eventStats(slot, this.eventStatsBuf);
+    return this.eventStatsBuf[EventStat.EventFed] === 1;
   }
 
   /** "" when the core's internal invariants hold; else the first violation. For tests. */

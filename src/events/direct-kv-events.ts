@@ -7,11 +7,12 @@
  * - an input is checked whole before anything is applied: a malformed event throws
  *   KvEventFormatError (ERR_KVROUTE_KV_EVENT) naming its field, and the core sees nothing of it;
  * - the first applied input makes the slot event-fed (routing answers its token-keyed matches
- *   from these events) and it stays so until the instance is removed;
+ *   from these events); the flag lives in the core alone, which clears it when the instance is
+ *   removed, so a new instance on the slot starts unfed;
  * - a slot fed by its own subscription (InstanceKvFeeds) is refused: two writers would interleave
  *   two sequences into one index.
  */
-import type { CoreRouter } from '../core/core-router.js';
+import { EVENT_STAT_FIELDS, EventStat, type CoreRouter } from '../core/core-router.js';
 import { invalidType } from '../core/errors.js';
 import { KvEventPacker } from './packed-kv-events.js';
 
@@ -25,7 +26,7 @@ export interface AppliedKvEvents {
 
 export class DirectKvEvents {
   private readonly packer = new KvEventPacker();
-  private readonly fed = new Set<number>();
+  private readonly statsBuf = new Float64Array(EVENT_STAT_FIELDS);
 
   constructor(private readonly core: CoreRouter) {}
 
@@ -37,21 +38,10 @@ export class DirectKvEvents {
     if (input instanceof Uint8Array) unknownEvents = packer.addPayload(input).unknownEvents;
     else if (Array.isArray(input)) unknownEvents = packer.addRawEvents(input);
     else throw invalidType('events', 'a msgpack KVEventBatch payload (Uint8Array) or an array of events', input);
-    if (!this.fed.has(slot)) {
-      this.core.setEventFed(slot, true);
-      this.fed.add(slot);
-    }
+    // setEventFed recomputes the core's fed mask: only on the slot's first call.
+    this.core.eventStats(slot, this.statsBuf);
+    if (this.statsBuf[EventStat.EventFed] !== 1) this.core.setEventFed(slot, true);
     if (packer.events > 0) this.core.applyKvEvents(slot, packer);
     return { events: packer.events, unknownEvents };
-  }
-
-  /** Whether applyKvEvents() has fed the slot. */
-  isFed(slot: number): boolean {
-    return this.fed.has(slot);
-  }
-
-  /** The slot's instance was removed; a new instance on the slot starts unfed. */
-  forget(slot: number): void {
-    this.fed.delete(slot);
   }
 }

@@ -114,16 +114,7 @@ export class KvEventPacker implements PackedKvEvents {
    */
   addPayload(payload: Uint8Array): PackedBatchInfo {
     const batch = unpackKvEventBatch(payload);
-    const saved = [this.opsLength, this.hashesLength, this.tokensLength, this.events, this.blocks] as const;
-    let unknownEvents = 0;
-    try {
-      batch.events.forEach((raw, i) => {
-        if (!this.addRaw(raw, `batch.events[${i}]`)) unknownEvents += 1;
-      });
-    } catch (error) {
-      [this.opsLength, this.hashesLength, this.tokensLength, this.events, this.blocks] = saved;
-      throw error;
-    }
+    const unknownEvents = this.addRawList(batch.events, 'batch.events');
     return { ts: batch.ts, dataParallelRank: batch.dataParallelRank, unknownEvents };
   }
 
@@ -133,11 +124,16 @@ export class KvEventPacker implements PackedKvEvents {
    * many. A malformed event throws KvEventFormatError and leaves the packer as it was.
    */
   addRawEvents(events: readonly unknown[]): number {
+    return this.addRawList(events, 'events');
+  }
+
+  /** Raw events in order, fields named `${field}[i]…`; all or nothing (see addRawEvents). */
+  private addRawList(events: readonly unknown[], field: string): number {
     const saved = [this.opsLength, this.hashesLength, this.tokensLength, this.events, this.blocks] as const;
     let unknownEvents = 0;
     try {
       events.forEach((raw, i) => {
-        if (!this.addRaw(raw, `events[${i}]`)) unknownEvents += 1;
+        if (!this.addRaw(raw, `${field}[${i}]`)) unknownEvents += 1;
       });
     } catch (error) {
       [this.opsLength, this.hashesLength, this.tokensLength, this.events, this.blocks] = saved;
