@@ -97,8 +97,11 @@ function addRun(sim: Command): void {
     .option('--json', 'print the metrics as JSON');
   addEngineScalingOptions(run);
   addTraceInputOptions(run);
-  example(run, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8');
-  example(run, 'kvroute sim run --trace t.jsonl --replicas 4 --replica-assign random --cache-state events');
+  example(
+    run,
+    'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8',
+    'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --replicas 4 --cache-state events',
+  );
   runs(run, async () => (await import('./sim-verb.js')).simRunVerb);
 }
 
