@@ -11,10 +11,14 @@
  * index; per-worker TTFT p90; slow-cause breakdown; KV footprint CDF; reuse decomposition;
  * interference against prefill size; engine-state ablation (TTFT p90 per policy and state).
  *
+ * Legibility: runs sit on the y axis (horizontal labels that cannot collide), each run keeps
+ * one colour across figures and the best run is starred (run-style.ts), text is 12 px and
+ * every figure fits a 1400 px page unscaled (test/report-legibility.test.ts holds all three).
+ *
  * Cost: O(cells × instances + CDF points), all tiny next to reading the input.
  */
 import type { ReportCell, ReportInput } from './report-input.js';
-import { BEST_RUN_CRITERION, bestAxisLabel, bestLegendLabel, bestRunId, runColours } from './run-style.js';
+import { BEST_RUN_CRITERION, bestLegendLabel, bestRunId, runAxis, runScale } from './run-style.js';
 
 /** A Vega-Lite top-level specification (its own types are not loaded until render time). */
 export type VegaLiteSpec = Record<string, unknown>;
@@ -62,17 +66,6 @@ function base(rows: object[]): VegaLiteSpec {
 
 /** The label a cell is shown under: its id, which names policy (and state or mode) in a sweep. */
 const label = (cell: ReportCell): string => cell.id;
-
-/** The colour of each run, the same in every figure (run-style.ts): a nominal scale's domain and range. */
-function runScale(input: ReportInput): { domain: string[]; range: string[] } {
-  const domain = input.cells.map(label);
-  return { domain, range: runColours(domain.length) };
-}
-
-/** A run axis (runs on y, labels horizontal, the best run starred and bold). */
-function runAxis(input: ReportInput): Record<string, unknown> {
-  return { field: 'cell', type: 'nominal', title: null, sort: null, axis: bestAxisLabel(bestRunId(input.cells)) };
-}
 
 function latency(input: ReportInput): Figure {
   const id = 'latency';

@@ -10,7 +10,7 @@
  * Best run: the lowest TTFT p90 (the figure the ES verdicts and the policy evaluation judge
  * by), ties to the higher APC, then to the earlier run. None with fewer than two runs.
  */
-import type { ReportCell } from './report-input.js';
+import type { ReportCell, ReportInput } from './report-input.js';
 
 /** Vega's tableau10, in its order. */
 const TABLEAU10 = [
@@ -88,4 +88,15 @@ export function bestAxisLabel(best: string | undefined): Record<string, unknown>
     ...bestLegendLabel(best),
     labelFontWeight: { condition: { test: isBestLabel(best), value: 'bold' }, value: 'normal' },
   };
+}
+
+/** A nominal colour scale's domain and range: each run's colour, the same in every figure. */
+export function runScale(input: ReportInput): { domain: string[]; range: string[] } {
+  const domain = input.cells.map((cell) => cell.id);
+  return { domain, range: runColours(domain.length) };
+}
+
+/** The y encoding of a figure whose rows name their run in `cell`: horizontal labels, the best starred and bold. */
+export function runAxis(input: ReportInput): Record<string, unknown> {
+  return { field: 'cell', type: 'nominal', title: null, sort: null, axis: bestAxisLabel(bestRunId(input.cells)) };
 }
