@@ -4,7 +4,8 @@
  * runs more (twelve, past the ten colours of Vega's default scheme):
  * - every run has its own colour in the figures;
  * - no two texts of a figure overlap, and every text renders at 11 px or more;
- * - the runs table fits inside its card; the best run is highlighted with its criterion;
+ * - the runs table fits inside its card (and at 800 px scrolls inside it, the card on the
+ *   page); the best run is highlighted with its criterion;
  * - the ES ablation table is there, with the verdicts `kvroute sweep` wrote to tables.md.
  * A full-page screenshot goes to a temporary directory (KVROUTE_REPORT_SCREENSHOT names a file
  * to keep it), to look at.
@@ -60,6 +61,8 @@ interface PageFacts {
   bestRow: string | null;
   bestNote: string | null;
   verdicts: [string, string][];
+  /** The runs card's right edge at 800 px wide. */
+  narrowCardRight?: number;
 }
 
 let dir: string;
@@ -143,6 +146,11 @@ async function look(input: string, name: string): Promise<PageFacts> {
         ]),
       };
     });
+    // A narrower window: the runs table scrolls inside its card, the card stays on the page.
+    await page.setViewportSize({ width: 800, height: 1000 });
+    facts.narrowCardRight = await page.evaluate(
+      () => document.querySelector('#runs-card')!.getBoundingClientRect().right,
+    );
     expect(errors).toEqual([]);
     return facts;
   } finally {
@@ -175,6 +183,7 @@ function expectLegible(facts: PageFacts, runs: number): void {
   }
   expect(facts.table.right).toBeLessThanOrEqual(facts.table.cardRight);
   expect(facts.table.cardScroll).toBeLessThanOrEqual(facts.table.cardClient);
+  expect(facts.narrowCardRight).toBeLessThanOrEqual(800);
 }
 
 describe('the report at 1400 px', () => {
