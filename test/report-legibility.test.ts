@@ -43,7 +43,7 @@ interface El {
   querySelectorAll(selector: string): Iterable<El>;
 }
 declare const document: El;
-declare function getComputedStyle(el: El): { fontSize: string; opacity: string };
+declare function getComputedStyle(el: El): { fontSize: string; opacity: string; overflowX: string };
 
 interface FigureFacts {
   id: string;
@@ -61,8 +61,8 @@ interface PageFacts {
   bestRow: string | null;
   bestNote: string | null;
   verdicts: [string, string][];
-  /** The runs card's right edge at 800 px wide. */
-  narrowCardRight?: number;
+  /** The runs card at 800 px wide: its right edge, and how it treats a wider table. */
+  narrow?: { cardRight: number; overflowX: string };
 }
 
 let dir: string;
@@ -148,9 +148,10 @@ async function look(input: string, name: string): Promise<PageFacts> {
     });
     // A narrower window: the runs table scrolls inside its card, the card stays on the page.
     await page.setViewportSize({ width: 800, height: 1000 });
-    facts.narrowCardRight = await page.evaluate(
-      () => document.querySelector('#runs-card')!.getBoundingClientRect().right,
-    );
+    facts.narrow = await page.evaluate(() => {
+      const card = document.querySelector('#runs-card')!;
+      return { cardRight: card.getBoundingClientRect().right, overflowX: getComputedStyle(card).overflowX };
+    });
     expect(errors).toEqual([]);
     return facts;
   } finally {
@@ -183,7 +184,8 @@ function expectLegible(facts: PageFacts, runs: number): void {
   }
   expect(facts.table.right).toBeLessThanOrEqual(facts.table.cardRight);
   expect(facts.table.cardScroll).toBeLessThanOrEqual(facts.table.cardClient);
-  expect(facts.narrowCardRight).toBeLessThanOrEqual(800);
+  expect(facts.narrow!.cardRight).toBeLessThanOrEqual(800);
+  expect(['auto', 'scroll']).toContain(facts.narrow!.overflowX); // the table scrolls inside the card
 }
 
 describe('the report at 1400 px', () => {
