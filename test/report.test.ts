@@ -89,6 +89,12 @@ describe('kvroute report on a sweep directory', () => {
     expect(md).toContain('| sticky | sticky | shadow | sim |');
     expect(md).toContain('| sticky-shm | sticky | shm | sim |');
     expect(md).toContain('**Slow-request causes**: no run summary has a slow-request breakdown');
+    // The ES ablation (sticky ran under both engine states), in both documents; the best run starred.
+    expect(html).toMatch(/<table id="es-ablation">[\s\S]*<td>sticky<\/td>[\s\S]*data-verdict="(HELPS|wash|HURTS)"/);
+    expect(md).toContain('## ES ablation: shadow (es0) → shm (es1)');
+    expect(md).toMatch(/\| sticky \| .* \| (HELPS|wash|HURTS) \|/);
+    expect(html.match(/<tr class="best">/g)).toHaveLength(1);
+    expect(md).toContain('★ Best run: **');
   });
 
   it('draws the slow causes, per-run reuse and given per-instance numbers when the summaries have them', async () => {
@@ -149,10 +155,17 @@ describe('kvroute report on one record file', () => {
     const out = fixture.records.replace(/\.msgpack$/, '.html');
     expect(run.stderr).toContain(`wrote ${out}`);
     const html = readFileSync(out, 'utf8');
-    expect(html).toContain('data-figure="latency"');
-    expect(html).toContain('data-figure="per-worker-ttft"');
-    for (const id of ALL_FIGURES.filter((f) => f !== 'latency' && f !== 'per-worker-ttft'))
-      expect(html).toContain(`data-omitted="${id}"`);
+    const single = ['latency', 'per-worker-ttft', 'slow-causes'];
+    for (const id of single) expect(html).toContain(`data-figure="${id}"`);
+    for (const id of ALL_FIGURES.filter((f) => !single.includes(f))) expect(html).toContain(`data-omitted="${id}"`);
+    // The slow column counts what `kvroute analyze run` counts (it read "n/a").
+    const analysis = spawnSync(process.execPath, [CLI, 'analyze', 'run', fixture.records, '--json', '--skip-reuse'], {
+      encoding: 'utf8',
+    });
+    const nSlow = (JSON.parse(analysis.stdout) as { slow: { n_slow: number } }).slow.n_slow;
+    expect(html).toMatch(new RegExp(`<td class="num">${nSlow}</td></tr>`));
+    expect(html).not.toContain('<td class="num">n/a</td>');
+    expect(html).not.toContain('tr class="best"'); // one run: nothing to call best
     // Provenance from the record file's header: the trace, the command, the version.
     expect(html).toContain('<code>t.jsonl</code>');
     expect(html).toMatch(/kvroute sim run --trace t\.jsonl --policy sticky/);

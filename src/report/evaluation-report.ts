@@ -30,7 +30,12 @@ function figureSpec(set: EvaluationSet): VegaLiteSpec {
     data: { values },
     width: 640,
     height: 300,
-    config: { font: 'sans-serif', view: { stroke: null }, legend: { labelLimit: 240 } },
+    config: {
+      font: 'sans-serif',
+      view: { stroke: null },
+      axis: { labelFontSize: 12, titleFontSize: 13 },
+      legend: { labelLimit: 240, labelFontSize: 12, titleFontSize: 12 },
+    },
     mark: { type: 'point', filled: true, size: 70 },
     encoding: {
       x: { field: 'regime', type: 'nominal', sort: null, title: null, axis: { labelAngle: -20 } },

@@ -7,10 +7,14 @@
  * - Every string from the input (paths, policy names, commands) is escaped before it reaches
  *   the HTML; the SVG comes from Vega's serialiser, which escapes its text.
  * - Stable hooks for tests and scrapers: `figure[data-figure="<id>"]` per drawn figure,
- *   `li[data-omitted="<id>"]` per omitted one, `#provenance`, `#runs`.
+ *   `li[data-omitted="<id>"]` per omitted one, `#provenance`, `#runs` (in `#runs-card`; the
+ *   best run's row `tr.best`), `#es-ablation` (each row's verdict in `td[data-verdict]`).
+ * - Every table sits in a card that scrolls sideways rather than spill out of the page.
  */
+import { ES_COLUMNS, esNote, esRow } from './es-ablation.js';
 import type { DrawnFigure, OmittedFigure } from './report-figures.js';
 import type { ReportCell, ReportInput } from './report-input.js';
+import { BEST_RUN_CRITERION, bestRunId } from './run-style.js';
 
 export interface RenderedFigure extends DrawnFigure {
   svg: string;
@@ -92,12 +96,42 @@ function provenance(doc: ReportDocumentInput): [string, string][] {
   return rows;
 }
 
-export const CSS = `body{font:15px/1.5 system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1f2937}
+export const CSS = `body{font:15px/1.5 system-ui,sans-serif;margin:2rem auto;max-width:80rem;padding:0 1rem;color:#1f2937}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #d1d5db;padding:.25rem .5rem;text-align:left}
-th{background:#f3f4f6}#runs td{white-space:nowrap}code{font-size:13px}
-figure{margin:1.5rem 0;padding:1rem;border:1px solid #e5e7eb;border-radius:6px}
-figure svg{max-width:100%;height:auto}figcaption{color:#4b5563;margin-top:.5rem}`;
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #d1d5db;padding:.25rem .45rem;text-align:left;vertical-align:top}
+th{background:#f3f4f6}code{font-size:13px;overflow-wrap:anywhere}
+.card,figure{margin:1.5rem 0;padding:1rem;border:1px solid #e5e7eb;border-radius:6px}
+.card{overflow-x:auto}.card h2,figure h2{margin-top:0}.card p{color:#4b5563;margin:.5rem 0 0}
+#runs td:first-child{white-space:nowrap}#runs .num{white-space:nowrap}
+tr.best td{background:#fef9c3;font-weight:600}tr.best td:first-child::before{content:"★ "}
+.verdict{display:inline-block;padding:0 .4rem;border-radius:4px;font-weight:700}
+.verdict-HELPS{background:#dcfce7;color:#166534}.verdict-HURTS{background:#fee2e2;color:#991b1b}
+.verdict-wash{background:#f3f4f6;color:#374151}
+figure{overflow-x:auto}figure svg{max-width:100%;height:auto}figcaption{color:#4b5563;margin-top:.5rem}`;
+
+/** The runs table's columns that hold figures (kept on one line each). */
+const NUMERIC_COLUMNS = new Set([4, 5, 6, 7, 8, 9, 10, 11, 12]);
+
+/** The ES ablation's card, or nothing when no policy ran under both engine states. */
+function esSection(input: ReportInput): string {
+  if (input.esPairs.length === 0) return '';
+  const e = escapeHtml;
+  const rows = input.esPairs.map((pair) => {
+    const cells = esRow(pair);
+    const verdict = cells.pop()!;
+    return `<tr>${cells.map((v) => `<td>${e(v)}</td>`).join('')}<td data-verdict="${e(verdict)}"><span class="verdict verdict-${e(verdict)}">${e(verdict)}</span></td></tr>`;
+  });
+  return `<section class="card" id="es-ablation-card">
+<h2>ES ablation: shadow (es0) → shm (es1)</h2>
+<table id="es-ablation">
+<thead><tr>${ES_COLUMNS.map((c) => `<th>${e(c)}</th>`).join('')}</tr></thead>
+<tbody>
+${rows.join('\n')}
+</tbody>
+</table>
+<p>${e(esNote())}</p>
+</section>`;
+}
 
 /** The self-contained HTML report. */
 export function reportHtml(doc: ReportDocumentInput): string {
@@ -105,11 +139,12 @@ export function reportHtml(doc: ReportDocumentInput): string {
   const prov = provenance(doc)
     .map(([k, v]) => `<tr><th>${e(k)}</th><td><code>${e(v)}</code></td></tr>`)
     .join('\n');
+  const best = bestRunId(doc.input.cells);
   const runs = doc.input.cells
     .map(
       (cell) =>
-        `<tr>${runRow(cell)
-          .map((v) => `<td>${e(v)}</td>`)
+        `<tr${cell.id === best ? ' class="best"' : ''}>${runRow(cell)
+          .map((v, i) => `<td${NUMERIC_COLUMNS.has(i) ? ' class="num"' : ''}>${e(v)}</td>`)
           .join('')}</tr>`,
     )
     .join('\n');
@@ -138,6 +173,7 @@ export function reportHtml(doc: ReportDocumentInput): string {
 <table id="provenance">
 ${prov}
 </table>
+<section class="card" id="runs-card">
 <h2>Runs</h2>
 <table id="runs">
 <thead><tr>${RUN_COLUMNS.map((c) => `<th>${e(c)}</th>`).join('')}</tr></thead>
@@ -145,6 +181,9 @@ ${prov}
 ${runs}
 </tbody>
 </table>
+${best === undefined ? '' : `<p id="best-run">★ Best run: <b>${e(best)}</b>, by ${e(BEST_RUN_CRITERION)}.</p>`}
+</section>
+${esSection(doc.input)}
 ${figures}
 ${omitted}
 </body>
@@ -159,7 +198,19 @@ export function reportMarkdown(doc: ReportDocumentInput, htmlName: string): stri
   const lines = ['# kvroute report', ''];
   for (const [k, v] of provenance(doc)) lines.push(`- ${k}: \`${v.replaceAll('`', "'")}\``);
   lines.push('', '## Runs', '', `| ${RUN_COLUMNS.join(' | ')} |`, `|${RUN_COLUMNS.map(() => ' --- ').join('|')}|`);
-  for (const cell of doc.input.cells) lines.push(`| ${runRow(cell).map(mdCell).join(' | ')} |`);
+  const best = bestRunId(doc.input.cells);
+  for (const cell of doc.input.cells) {
+    const row = runRow(cell).map(mdCell);
+    if (cell.id === best) row[0] = `★ **${row[0]}**`;
+    lines.push(`| ${row.join(' | ')} |`);
+  }
+  if (best !== undefined) lines.push('', `★ Best run: **${best}**, by ${BEST_RUN_CRITERION}.`);
+  if (doc.input.esPairs.length > 0) {
+    lines.push('', '## ES ablation: shadow (es0) → shm (es1)', '');
+    lines.push(`| ${ES_COLUMNS.join(' | ')} |`, `|${ES_COLUMNS.map(() => ' --- ').join('|')}|`);
+    for (const pair of doc.input.esPairs) lines.push(`| ${esRow(pair).map(mdCell).join(' | ')} |`);
+    lines.push('', esNote());
+  }
   lines.push('', `## Figures (in [${htmlName}](${encodeURI(htmlName)}))`, '');
   for (const f of doc.drawn) lines.push(`- **${f.title}**: ${f.caption}`);
   if (doc.omitted.length > 0) {

@@ -11,9 +11,14 @@
  * index; per-worker TTFT p90; slow-cause breakdown; KV footprint CDF; reuse decomposition;
  * interference against prefill size; engine-state ablation (TTFT p90 per policy and state).
  *
+ * Legibility: runs sit on the y axis (horizontal labels that cannot collide), each run keeps
+ * one colour across figures and the best run is starred (run-style.ts), text is 12 px and
+ * every figure fits a 1400 px page unscaled (test/report-legibility.test.ts holds all three).
+ *
  * Cost: O(cells × instances + CDF points), all tiny next to reading the input.
  */
 import type { ReportCell, ReportInput } from './report-input.js';
+import { BEST_RUN_CRITERION, bestLegendLabel, bestRunId, runAxis, runScale } from './run-style.js';
 
 /** A Vega-Lite top-level specification (its own types are not loaded until render time). */
 export type VegaLiteSpec = Record<string, unknown>;
@@ -39,8 +44,12 @@ export function isDrawn(figure: Figure): figure is DrawnFigure {
 
 const WIDTH = 640;
 const HEIGHT = 260;
+/** Pixels per run on a run axis: room for three bars, or one label of 12 px text. */
+const RUN_STEP = 26;
+/** Every text in a figure: at least this size (px), so the page reads at 100 % zoom. */
+const FONT = 12;
 
-/** What every spec shares: inline data, and no title (the page's heading names the figure). */
+/** What every spec shares: inline data, no title (the page's heading names the figure), legible text. */
 function base(rows: object[]): VegaLiteSpec {
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
@@ -48,8 +57,9 @@ function base(rows: object[]): VegaLiteSpec {
     config: {
       font: 'sans-serif',
       view: { stroke: null },
-      axis: { labelFontSize: 11, titleFontSize: 12 },
-      legend: { labelLimit: 240 },
+      axis: { labelFontSize: FONT, titleFontSize: FONT + 1, labelLimit: 240 },
+      header: { labelFontSize: FONT + 1, titleFontSize: FONT + 1 },
+      legend: { labelLimit: 240, labelFontSize: FONT, titleFontSize: FONT, symbolSize: 120 },
     },
   };
 }
@@ -80,25 +90,36 @@ function latency(input: ReportInput): Figure {
     title,
     caption:
       'Time to first token, time per output token and end-to-end latency, at p50, p90 and p99, per run. ' +
-      'Each panel has its own scale.',
+      `Each panel has its own scale.${bestNote(input)}`,
     spec: {
       ...base(rows),
       facet: { column: { field: 'metric', type: 'nominal', title: null, sort: metrics.map(([, m]) => m) } },
       spec: {
-        width: Math.max(200, input.cells.length * 36), // room for three bars per run
-        height: HEIGHT,
+        width: 250,
+        height: { step: RUN_STEP, for: 'position' },
         mark: 'bar',
         encoding: {
-          x: { field: 'cell', type: 'nominal', title: null, axis: { labelAngle: -30 } },
-          xOffset: { field: 'quantile', type: 'nominal' },
-          y: { field: 'value', type: 'quantitative', title: null },
-          color: { field: 'quantile', type: 'nominal', title: 'quantile' },
+          y: runAxis(input),
+          yOffset: { field: 'quantile', type: 'nominal' },
+          x: { field: 'value', type: 'quantitative', title: null, axis: { tickCount: 5 } },
+          color: {
+            field: 'quantile',
+            type: 'nominal',
+            title: 'quantile',
+            scale: { scheme: 'blues', domain: ['p50', 'p90', 'p99'] },
+          },
           tooltip: [{ field: 'cell' }, { field: 'quantile' }, { field: 'value', format: '.3~g' }],
         },
       },
-      resolve: { scale: { y: 'independent' } },
+      resolve: { scale: { x: 'independent' } },
     },
   };
+}
+
+/** The caption's sentence on the highlighted run, or nothing with one run. */
+function bestNote(input: ReportInput): string {
+  const best = bestRunId(input.cells);
+  return best === undefined ? '' : ` ★ marks the best run, ${best}: ${BEST_RUN_CRITERION}.`;
 }
 
 function apcCeiling(input: ReportInput): Figure {
@@ -118,17 +139,19 @@ function apcCeiling(input: ReportInput): Figure {
     title,
     caption:
       'Achieved prompt-cache hit rate (cached ÷ input tokens) per run, against the trace’s theoretical ceilings: ' +
-      'a perfect cache shared by all sessions (any-session) and one per session (intra-session).',
+      'a perfect cache shared by all sessions (any-session) and one per session (intra-session).' +
+      bestNote(input),
     spec: {
       ...base(bars),
       width: WIDTH,
-      height: HEIGHT,
+      height: { step: RUN_STEP },
       layer: [
         {
           mark: 'bar',
           encoding: {
-            x: { field: 'cell', type: 'nominal', title: null, axis: { labelAngle: -30 } },
-            y: { field: 'apc', type: 'quantitative', title: 'APC', axis: percent, scale: { domain: [0, 1] } },
+            y: runAxis(input),
+            x: { field: 'apc', type: 'quantitative', title: 'APC', axis: percent, scale: { domain: [0, 1] } },
+            color: { field: 'cell', type: 'nominal', legend: null, scale: runScale(input) },
             tooltip: [{ field: 'cell' }, { field: 'apc', format: '.1%' }],
           },
         },
@@ -136,49 +159,69 @@ function apcCeiling(input: ReportInput): Figure {
           data: { values: ceilings },
           mark: { type: 'rule', strokeDash: [6, 3], strokeWidth: 2 },
           encoding: {
-            y: { field: 'value', type: 'quantitative' },
-            color: { field: 'ceiling', type: 'nominal', title: null, scale: { range: ['#c2410c', '#15803d'] } },
+            x: { field: 'value', type: 'quantitative' },
+            stroke: { field: 'ceiling', type: 'nominal', title: null, scale: { range: ['#c2410c', '#15803d'] } },
           },
         },
       ],
+      resolve: { scale: { color: 'independent' } },
     },
   };
 }
 
+/**
+ * A legend, not a label per point: the points of a sweep sit close together and their labels
+ * overlapped. Colour is the run (run-style.ts), shape its engine state; a ring marks the best.
+ */
 function apcHotspot(input: ReportInput): Figure {
   const id = 'apc-hotspot';
   const title = 'APC against hotspot index';
+  const best = bestRunId(input.cells);
   const rows = input.cells
     .filter((cell) => cell.summary.hotspot_index !== null && cell.summary.hotspot_index !== undefined)
-    .map((cell) => ({ cell: label(cell), apc: cell.summary.apc, hotspot: cell.summary.hotspot_index }));
+    .map((cell) => ({
+      cell: label(cell),
+      state: cell.engine_state ?? cell.mode ?? 'run',
+      apc: cell.summary.apc,
+      hotspot: cell.summary.hotspot_index,
+      best: label(cell) === best,
+    }));
   if (rows.length < 2)
     return { id, title, omitted: 'fewer than two runs with a hotspot index: there is no trade-off to plot' };
+  const x = { field: 'hotspot', type: 'quantitative', title: 'hotspot index', scale: { zero: false, padding: 12 } };
+  const y = { field: 'apc', type: 'quantitative', title: 'APC', axis: { format: '.0%' } };
   return {
     id,
     title,
     caption:
       'Each run’s cache hit rate against its hotspot index (the slowest worker’s TTFT p90 ÷ the median ' +
-      'worker’s): up and left is better; affinity buys APC at the price of hot workers.',
+      'worker’s): up and left is better; affinity buys APC at the price of hot workers. Colour: the run; ' +
+      `shape: its engine state.${best === undefined ? '' : ` The ringed point (★ in the legend) is the best run, ${best}: ${BEST_RUN_CRITERION}.`}`,
     spec: {
       ...base(rows),
       width: WIDTH,
       height: HEIGHT,
       layer: [
         {
-          mark: { type: 'point', filled: true, size: 90 },
+          mark: { type: 'point', filled: true, size: 110, opacity: 0.9 },
           encoding: {
-            x: { field: 'hotspot', type: 'quantitative', title: 'hotspot index', scale: { zero: false } },
-            y: { field: 'apc', type: 'quantitative', title: 'APC', axis: { format: '.0%' } },
-            color: { field: 'cell', type: 'nominal', title: null },
+            x,
+            y,
+            color: {
+              field: 'cell',
+              type: 'nominal',
+              title: 'run',
+              scale: runScale(input),
+              legend: bestLegendLabel(best),
+            },
+            shape: { field: 'state', type: 'nominal', title: 'engine state' },
+            tooltip: [{ field: 'cell' }, { field: 'apc', format: '.1%' }, { field: 'hotspot', format: '.3~g' }],
           },
         },
         {
-          mark: { type: 'text', dx: 8, align: 'left' },
-          encoding: {
-            x: { field: 'hotspot', type: 'quantitative' },
-            y: { field: 'apc', type: 'quantitative' },
-            text: { field: 'cell' },
-          },
+          transform: [{ filter: 'datum.best' }],
+          mark: { type: 'point', filled: false, size: 420, strokeWidth: 2, color: '#111827' },
+          encoding: { x, y },
         },
       ],
     },
@@ -210,10 +253,16 @@ function perWorker(input: ReportInput): Figure {
       height: HEIGHT,
       mark: 'bar',
       encoding: {
-        x: { field: 'worker', type: 'ordinal', title: 'worker' },
+        x: { field: 'worker', type: 'ordinal', title: 'worker', axis: { labelAngle: 0 } },
         xOffset: { field: 'cell', type: 'nominal' },
         y: { field: 'ttft_p90_s', type: 'quantitative', title: 'TTFT p90 (s)' },
-        color: { field: 'cell', type: 'nominal', title: null },
+        color: {
+          field: 'cell',
+          type: 'nominal',
+          title: 'run',
+          scale: runScale(input),
+          legend: bestLegendLabel(bestRunId(input.cells)),
+        },
         tooltip: [
           { field: 'cell' },
           { field: 'worker' },
@@ -241,11 +290,11 @@ function slowCauses(input: ReportInput): Figure {
     spec: {
       ...base(rows),
       width: WIDTH,
-      height: HEIGHT,
+      height: { step: RUN_STEP },
       mark: 'bar',
       encoding: {
-        x: { field: 'cell', type: 'nominal', title: null, axis: { labelAngle: -30 } },
-        y: { field: 'n', type: 'quantitative', title: 'slow requests', stack: 'zero' },
+        y: runAxis(input),
+        x: { field: 'n', type: 'quantitative', title: 'slow requests', stack: 'zero' },
         color: { field: 'cause', type: 'nominal', title: 'cause' },
         tooltip: [{ field: 'cell' }, { field: 'cause' }, { field: 'n' }],
       },
@@ -378,6 +427,18 @@ function interference(input: ReportInput): Figure {
   };
 }
 
+/** Each policy's label followed by its ES verdict (es-ablation.ts), where the sweep has one. */
+function verdictLabels(input: ReportInput): Record<string, unknown> {
+  const verdicts = input.esPairs.filter((p) => p.comparison.verdict !== null);
+  if (verdicts.length === 0) return {};
+  const expr = verdicts.reduceRight(
+    (rest, p) =>
+      `datum.value === ${JSON.stringify(p.policy)} ? ${JSON.stringify(`: ${p.comparison.verdict!}`)} : ${rest}`,
+    "''",
+  );
+  return { labelExpr: `datum.label + (${expr})` };
+}
+
 /** TTFT p90 per policy under each engine state, for the policies the sweep ran under two or more. */
 function engineState(input: ReportInput): Figure {
   const id = 'engine-state';
@@ -398,16 +459,17 @@ function engineState(input: ReportInput): Figure {
     title,
     caption:
       'TTFT p90 of each policy when the router sees only its own shadow counters and when it also reads the ' +
-      'engines’ real state: where real-time state helps a policy and where it hurts.',
+      'engines’ real state: where real-time state helps a policy and where it hurts' +
+      (input.esPairs.length > 0 ? ' (each label’s verdict: the ES ablation table’s).' : '.'),
     spec: {
       ...base(rows),
       width: WIDTH,
-      height: HEIGHT,
+      height: { step: RUN_STEP * 1.5, for: 'position' },
       mark: 'bar',
       encoding: {
-        x: { field: 'policy', type: 'nominal', title: null, axis: { labelAngle: -30 } },
-        xOffset: { field: 'state', type: 'nominal' },
-        y: { field: 'ttft_p90_s', type: 'quantitative', title: 'TTFT p90 (s)' },
+        y: { field: 'policy', type: 'nominal', title: null, sort: null, axis: verdictLabels(input) },
+        yOffset: { field: 'state', type: 'nominal' },
+        x: { field: 'ttft_p90_s', type: 'quantitative', title: 'TTFT p90 (s)' },
         color: { field: 'state', type: 'nominal', title: 'engine state' },
         tooltip: [{ field: 'policy' }, { field: 'state' }, { field: 'ttft_p90_s', format: '.3~g' }],
       },

@@ -22,10 +22,12 @@ import { join } from 'node:path';
 
 import type { KvrouteError } from '../core/errors.js';
 import { describe } from '../core/errors.js';
+import { analyzeRun } from '../analysis/run-analysis.js';
 import { runMetrics, type RunMetrics } from '../analysis/run-metrics.js';
 import { describeScaling } from '../sim/engine-preset.js';
 import { readRecordFile } from '../trace/record-file.js';
 import type { RunHeader } from '../trace/records.js';
+import { esAblation, type EsPair } from './es-ablation.js';
 
 /** The newest sweep.json version this reader knows (docs/report.md). */
 export const SWEEP_VERSION = 1;
@@ -66,6 +68,8 @@ export interface ReportCell {
   summary: CellSummary;
   /** The record file's header, when the cell's records were read (a single run always). */
   header?: RunHeader;
+  /** The cell's record file, when the sweep names one. */
+  records?: string;
 }
 
 /** The fields of `kvroute analyze trace --json` the figures use. */
@@ -100,6 +104,8 @@ export interface ReportInput {
   cells: ReportCell[];
   traceSummary?: TraceSummary;
   interference?: InterferencePoint[];
+  /** Shadow → shm per policy that ran under both (es-ablation.ts); empty when none did. */
+  esPairs: EsPair[];
 }
 
 export function readJson(path: string): unknown {
@@ -190,11 +196,15 @@ function engineModel(f: Fields, preset: unknown, scaling: unknown): string | und
   return `${name} · ${described}`;
 }
 
-/** A single run: one record file. */
+/**
+ * A single run: one record file, summarised as `kvroute analyze run` does (its default SLO,
+ * the header's fleet size), so the slow count and causes agree with it.
+ */
 export function loadRun(path: string): ReportInput {
   const file = readRecordFile(path);
   if (file.records.length === 0) throw new ReportError(`${path}: holds no request records`);
-  const summary: CellSummary = runMetrics(file.records);
+  const { reuse: _noTrace, ...analysis } = analyzeRun(file);
+  const summary: CellSummary = analysis;
   const h = file.header;
   const engine = h === undefined ? undefined : engineModel(new Fields(`${path}: header`), h.preset, h.engine_scaling);
   return {
@@ -206,6 +216,7 @@ export function loadRun(path: string): ReportInput {
     kvroute_version: h?.kvroute_version ?? '(not recorded)',
     started_at: h?.started_at ?? '(not recorded)',
     cells: [{ id: h?.policy ?? 'run', policy: h?.policy ?? '(not recorded)', summary, header: h }],
+    esPairs: [],
   };
 }
 
@@ -227,6 +238,7 @@ function loadCell(dir: string, value: unknown, i: number): ReportCell {
   if (typeof c.engine_state === 'string') cell.engine_state = c.engine_state;
   if (typeof c.mode === 'string') cell.mode = c.mode;
   if (header !== undefined) cell.header = header;
+  if (recordsPath !== undefined) cell.records = recordsPath;
   return cell;
 }
 
@@ -279,6 +291,7 @@ export function loadSweep(dir: string): ReportInput {
     kvroute_version: f.string(s.kvroute_version, 'kvroute_version'),
     started_at: f.string(s.started_at, 'started_at'),
     cells: cells.map((c, i) => loadCell(dir, c, i)),
+    esPairs: [],
   };
   const traceSummary = optionalJson(dir, s.trace_summary, 'trace_summary');
   if (traceSummary !== undefined)
@@ -286,6 +299,8 @@ export function loadSweep(dir: string): ReportInput {
   const interference = optionalJson(dir, s.interference, 'interference');
   if (interference !== undefined)
     input.interference = checkInterference(join(dir, s.interference as string), interference);
+  for (const cell of input.cells) if (cell.records !== undefined && !existsSync(cell.records)) delete cell.records; // no pair to compare
+  input.esPairs = esAblation(input.cells);
   return input;
 }
 

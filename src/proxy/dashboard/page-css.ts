@@ -27,7 +27,10 @@ small { color: var(--muted); font-weight: normal; }
 figure.card { margin: 0; padding: 10px 14px; min-width: 0; }
 figcaption, .card h2 { font-size: 14px; font-weight: 600; margin: 0 0 6px; }
 section.card { padding: 10px 14px; overflow-x: auto; }
-.chart { width: 100%; min-height: 200px; }
+.chart { width: 100%; min-height: 200px; position: relative; }
+.chart-note { position: absolute; left: 70px; right: 10px; top: 80px; text-align: center; color: var(--muted); pointer-events: none; }
+.chart-note:empty { display: none; }
+.chart.waiting .u-legend { visibility: hidden; }
 table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
 table.decisions { width: auto; min-width: 480px; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); white-space: nowrap; }

@@ -2,7 +2,8 @@
  * The dashboard page's script, served as /dashboard/app.js: plain browser JavaScript (no build
  * step), kept as a string module so that `tsc` ships it. It opens an EventSource on
  * /dashboard/events and, per frame, updates the tiles, two uPlot time series (request rate,
- * TTFT p90; the last HISTORY frames) and the instance and decision tables.
+ * TTFT p90; the last HISTORY frames, drawn from the first frame on) and the instance and
+ * decision tables.
  *
  * Invariants:
  * - Everything from a frame reaches the DOM through textContent, dataset or style.width of
@@ -44,29 +45,62 @@ export const PAGE_SCRIPT = String.raw`'use strict';
   }, 1000);
 
   // ---- charts -------------------------------------------------------------------------------
+  // From the first frame on, a chart shows something: the x axis spans at least WINDOW_S
+  // seconds ending at the newest sample (so one sample is a visible point, not a degenerate
+  // scale), each sample is a point while there are few, and the legend shows the newest sample
+  // whenever the cursor is not over the chart (uPlot's own legend reads "--" then). Before the
+  // first frame, a note says what the chart waits for and the legend is hidden.
+  var WINDOW_S = 60;
+  var SPARSE = 30; // fewer samples than this: each drawn as a point too
   var times = [], rates = [], ttfts = [];
-  function chart(el, label, color, fmt) {
+  function chart(el, label, color, fmt, emptyText) {
+    var note = document.createElement('div');
+    note.className = 'chart-note';
+    note.textContent = 'waiting for the first frame…';
+    var showNewest = function (u) {
+      if (u.cursor.idx === null || u.cursor.idx === undefined) {
+        if (times.length > 0) u.setLegend({ idx: times.length - 1 });
+      }
+    };
     var opts = {
       width: Math.max(200, el.clientWidth),
       height: 200,
-      scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, (max || 0) * 1.15)]; } } },
+      scales: {
+        x: { time: true, range: function (u, min, max) {
+          if (min === null || max === null) { var now = Date.now() / 1000; return [now - WINDOW_S, now + 1]; }
+          return [Math.min(min, max - WINDOW_S), max + 1];
+        } },
+        y: { range: function (u, min, max) { return [0, Math.max(1, (max || 0) * 1.15)]; } },
+      },
       series: [
         {},
         { label: label, stroke: color, width: 2, fill: color + '22',
+          points: { show: function () { return times.length < SPARSE; }, size: 7, fill: color },
           value: function (u, v) { return v === null || v === undefined ? '–' : fmt(v); } },
       ],
       axes: [{}, { size: 60, values: function (u, splits) { return splits.map(fmt); } }],
       cursor: { drag: { x: false, y: false } },
+      hooks: { setCursor: [showNewest] },
     };
-    return new uPlot(opts, [times, []], el);
+    var u = new uPlot(opts, [times, []], el);
+    el.classList.add('waiting');
+    el.appendChild(note);
+    return {
+      u: u,
+      setData: function (values) {
+        u.setData([times, values]);
+        showNewest(u);
+        var any = values.some(function (v) { return v !== null && v !== undefined; });
+        el.classList.remove('waiting');
+        el.classList.toggle('empty', !any);
+        note.textContent = any ? '' : emptyText;
+      },
+      setSize: function () { u.setSize({ width: Math.max(200, el.clientWidth), height: 200 }); },
+    };
   }
-  var rateEl = byId('chart-rate'), ttftEl = byId('chart-ttft');
-  var rateChart = chart(rateEl, 'req/s', '#2f6fde', fmtRate);
-  var ttftChart = chart(ttftEl, 'TTFT p90 ms', '#c2410c', fmtMs);
-  window.addEventListener('resize', function () {
-    rateChart.setSize({ width: Math.max(200, rateEl.clientWidth), height: 200 });
-    ttftChart.setSize({ width: Math.max(200, ttftEl.clientWidth), height: 200 });
-  });
+  var rateChart = chart(byId('chart-rate'), 'req/s', '#2f6fde', fmtRate, 'no requests yet');
+  var ttftChart = chart(byId('chart-ttft'), 'TTFT p90 ms', '#c2410c', fmtMs, 'no first token in the window yet');
+  window.addEventListener('resize', function () { rateChart.setSize(); ttftChart.setSize(); });
 
   // ---- tables -------------------------------------------------------------------------------
   function cell(tr, cls) {
@@ -200,8 +234,8 @@ export const PAGE_SCRIPT = String.raw`'use strict';
       rates.push(f.requestRate);
       ttfts.push(f.ttftP90Ms);
       if (times.length > HISTORY) { times.shift(); rates.shift(); ttfts.shift(); }
-      rateChart.setData([times, rates]);
-      ttftChart.setData([times, ttfts]);
+      rateChart.setData(rates);
+      ttftChart.setData(ttfts);
     }
     renderInstances(f.instances);
     renderDecisions(f.decisions);
