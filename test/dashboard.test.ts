@@ -1,5 +1,5 @@
 /**
- * The live dashboard (src/proxy/dashboard/): its rolling windows and observer against a manual
+ * The live dashboard (src/proxy/observe/dashboard/): its rolling windows and observer against a manual
  * clock, the SSE hub's uWS discipline against a fake response (backpressure, abort, close), and
  * the page itself in a real browser: headless Chromium (test/helpers/browser.ts: Debian's when
  * installed, else the npm-shipped one) opens the page of a proxy in front of two simulated
@@ -12,14 +12,14 @@ import type { Browser } from 'playwright-core';
 import type uWS from 'uWebSockets.js';
 import { describe, expect, it, vi } from 'vitest';
 
-import { createDashboard } from '../src/proxy/dashboard/dashboard.js';
-import type { DashboardFrame } from '../src/proxy/dashboard/dashboard-frame.js';
-import { DashboardObserver } from '../src/proxy/dashboard/dashboard-observer.js';
-import { LOCALE_GUARD_SCRIPT } from '../src/proxy/dashboard/locale-guard.js';
-import { PAGE_SCRIPT } from '../src/proxy/dashboard/page-script.js';
-import { binOf, binValue, QuantileWindow, RateWindow } from '../src/proxy/dashboard/sliding-window.js';
-import { MAX_SKIPPED, SseHub } from '../src/proxy/dashboard/sse-hub.js';
-import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
+import { createDashboard } from '../src/proxy/observe/dashboard/dashboard.js';
+import type { DashboardFrame } from '../src/proxy/observe/dashboard/dashboard-frame.js';
+import { DashboardObserver } from '../src/proxy/observe/dashboard/dashboard-observer.js';
+import { LOCALE_GUARD_SCRIPT } from '../src/proxy/observe/dashboard/locale-guard.js';
+import { PAGE_SCRIPT } from '../src/proxy/observe/dashboard/page-script.js';
+import { binOf, binValue, QuantileWindow, RateWindow } from '../src/proxy/observe/dashboard/sliding-window.js';
+import { MAX_SKIPPED, SseHub } from '../src/proxy/observe/dashboard/sse-hub.js';
+import { createProxy, type Proxy } from '../src/proxy/server/proxy-server.js';
 import type { ProxyState } from '../src/proxy/proxy-state.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { ShadowReconciler } from '../src/state/shadow-reconciler.js';

@@ -9,9 +9,9 @@
 import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.js';
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
-import type { ProxyObserver } from './proxy-observer.js';
+import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
-import type { MountApp } from './route-table.js';
+import type { MountApp } from './server/route-table.js';
 
 /**
  * Mounts extra routes (metrics, admin, dashboard) on the proxy's route table, which serves them

@@ -21,9 +21,9 @@
  */
 import type { Dispatcher } from 'undici';
 
-import type { Backend } from './backend.js';
+import type { Backend } from '../upstream/backend.js';
 import { transferParamsOf } from './offload-bodies.js';
-import type { OffloadFallback } from './proxy-observer.js';
+import type { OffloadFallback } from '../observe/proxy-observer.js';
 
 export type PrefillOutcome =
   { ok: true; params: string } | { ok: false; cause: OffloadFallback; detail: string; error?: Error };

@@ -65,22 +65,22 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import type { ClientRequestHead, ClientResponse } from './client-io.js';
+import type { ClientRequestHead, ClientResponse } from '../server/client-io.js';
 import type { Dispatcher } from 'undici';
 
-import { isKvrouteError } from '../core/errors.js';
-import { offloadReason } from '../core/offload-reason.js';
+import { isKvrouteError } from '../../core/errors.js';
+import { offloadReason } from '../../core/offload-reason.js';
 import { queueFull, type Admittable } from './admission.js';
-import type { Backend } from './backend.js';
-import { noBackendError, sendClientError, sendJson } from './client-response.js';
-import { ClientError, statusLine } from './error-body.js';
+import type { Backend } from '../upstream/backend.js';
+import { noBackendError, sendClientError, sendJson } from '../server/client-response.js';
+import { ClientError, statusLine } from '../server/error-body.js';
 import { REQUEST_ID, readIncomingHead, relayedResponseHeaders } from './forward-headers.js';
-import { modelNotFound } from './models-route.js';
-import { OffloadAttempt } from './offload-attempt.js';
-import { SseTransferParamsStripper, withoutTransferParams } from './offload-bodies.js';
-import type { ObserverList, RequestOutcome, RequestRecord, UsageCounts } from './proxy-observer.js';
-import type { ResolvedProxyOptions } from './proxy-options.js';
-import { shuttingDown, type ProxyState } from './proxy-state.js';
+import { modelNotFound } from '../server/models-route.js';
+import { OffloadAttempt } from '../offload/offload-attempt.js';
+import { SseTransferParamsStripper, withoutTransferParams } from '../offload/offload-bodies.js';
+import type { ObserverList, RequestOutcome, RequestRecord, UsageCounts } from '../observe/proxy-observer.js';
+import type { ResolvedProxyOptions } from '../proxy-options.js';
+import { shuttingDown, type ProxyState } from '../proxy-state.js';
 import { RequestBodyReader, type BodySink } from './request-body.js';
 import { classifyUpstreamError } from './upstream-errors.js';
 import type { Endpoint, ParsedRequest } from './request-inputs.js';

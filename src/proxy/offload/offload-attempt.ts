@@ -14,12 +14,12 @@
  * prefill phase runs); the phase ends once, by its outcome (then `send` runs, exactly once) or by
  * cancel() (then it never does).
  */
-import type { Backend } from './backend.js';
+import type { Backend } from '../upstream/backend.js';
 import { OffloadBodies } from './offload-bodies.js';
 import { PrefillCall, prefillHeaders, type PrefillOutcome } from './offload-prefill.js';
-import type { ObserverList, OffloadFallback, OffloadRecord } from './proxy-observer.js';
-import type { ProxyState } from './proxy-state.js';
-import { classifyUpstreamError } from './upstream-errors.js';
+import type { ObserverList, OffloadFallback, OffloadRecord } from '../observe/proxy-observer.js';
+import type { ProxyState } from '../proxy-state.js';
+import { classifyUpstreamError } from '../exchange/upstream-errors.js';
 
 export interface OffloadContext {
   state: ProxyState;

@@ -26,17 +26,17 @@ import { createServer as createNetServer, Server as NetServer } from 'node:net';
 
 import uWS from 'uWebSockets.js';
 
-import type { Router } from '../core/router.js';
+import type { Router } from '../../core/router.js';
 import { RETRY_AFTER, sendClientError, sendJson } from './client-response.js';
 import { ClientError } from './error-body.js';
 import { handleModel, handleModels } from './models-route.js';
 import { createNodeServer, dispatchNode, type NodeServerHooks } from './node-server.js';
-import { ProxyExchange, type ExchangeContext } from './proxy-exchange.js';
-import { ObserverList } from './proxy-observer.js';
-import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from './proxy-options.js';
-import { ProxyState, type ThreadRole } from './proxy-state.js';
+import { ProxyExchange, type ExchangeContext } from '../exchange/proxy-exchange.js';
+import { ObserverList } from '../observe/proxy-observer.js';
+import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from '../proxy-options.js';
+import { ProxyState, type ThreadRole } from '../proxy-state.js';
 import { RouteTable, type RouteHandler } from './route-table.js';
-import { ControlRelay } from './threads/control-relay.js';
+import { ControlRelay } from '../threads/control-relay.js';
 
 export interface Proxy {
   /**
