@@ -28,6 +28,17 @@ export default tseslint.config(
     },
   },
   {
+    // uWebSockets.js is reached through its typed wrapper only (src/proxy/server/uws.ts says why).
+    files: ['src/**/*.ts', 'test/**/*.ts', 'examples/**/*.ts'],
+    ignores: ['src/proxy/server/uws.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: [{ name: 'uWebSockets.js', message: 'import the typed wrapper src/proxy/server/uws.ts instead' }] },
+      ],
+    },
+  },
+  {
     files: ['**/*.mjs', '**/*.js'],
     languageOptions: {
       globals: {
