@@ -1,9 +1,10 @@
 /**
  * One offloaded attempt of a request (docs/proxy.md "Prefill offload"), between the router's
  * decision and the decode request: runs the prefill phase (a PrefillCall, offload-prefill.ts) on
- * the prefill instance while the exchange holds the decode instance's ticket, then hands the
- * exchange the decode body: the client's plus the prefill's `kv_transfer_params`, or, when the
- * prefill failed or timed out, the client's own (co-located serving, counted as a fallback).
+ * the prefill instance while the attempt's relay (exchange/attempt-relay.ts) holds the decode
+ * instance's ticket, then hands the relay the decode body: the client's plus the prefill's
+ * `kv_transfer_params`, or, when the prefill failed or timed out, the client's own (co-located
+ * serving, counted as a fallback).
  *
  * It owns the prefill side's bookkeeping: the prefill ticket (onFirstToken + complete when the
  * prefill answered with params, abort otherwise), the prefill instance's in-flight count, its

@@ -2,7 +2,7 @@
  * createProxy(): the OpenAI-compatible routing proxy, on uWebSockets.js (default) or Node's
  * http module (`http: 'node'`, node-server.ts); both serve one RouteTable.
  *
- *   POST /v1/chat/completions, /v1/completions   routed, relayed (proxy-exchange.ts)
+ *   POST /v1/chat/completions, /v1/completions   routed, relayed (exchange/proxy-exchange.ts)
  *   GET  /v1/models, /v1/models/{id}             from the backends' discovered models
  *   GET  /health                                  liveness: 200 while the process serves
  *   GET  /ready                                   200 once started, not closing, ≥ 1 routable backend; else 503

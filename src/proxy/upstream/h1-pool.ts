@@ -5,7 +5,7 @@
  * per-request timers) is a large share of the proxy's CPU per request. This pool does only what
  * the hot path needs and keeps undici's handler contract (Dispatcher.DispatchHandlers: onConnect,
  * onHeaders, onData, onComplete, onError; head fields as latin1 strings instead of Buffers) and
- * its error codes, so ProxyExchange serves both clients.
+ * its error codes, so one AttemptRelay (exchange/attempt-relay.ts) serves both clients.
  * Health probes and /v1/models keep using undici.
  *
  * Pool: idle sockets on a LIFO stack (the warmest first), at most `connections` sockets
@@ -61,14 +61,14 @@ export interface H1DispatchOptions {
 /**
  * undici's handler contract, but for the response head: its fields arrive as latin1 strings
  * (name, value, …), which the proxy relays as they are; undici gives the same bytes as Buffers.
- * ProxyExchange takes either.
+ * AttemptRelay takes either.
  */
 type Handler = Pick<Dispatcher.DispatchHandlers, 'onConnect' | 'onData' | 'onError'> & {
   onHeaders(statusCode: number, headers: string[], resume: () => void, statusText: string): boolean;
   onComplete(trailers: string[]): void;
 };
 
-/** An error with undici's code (classify() in proxy-exchange keys on it). */
+/** An error with undici's code (classifyUpstreamError, exchange/upstream-errors.ts, keys on it). */
 export class H1Error extends Error {
   constructor(
     message: string,
