@@ -21,7 +21,7 @@
  */
 import { Pool } from 'undici';
 
-import { H1Pool } from './h1-connection.js';
+import { H1Pool } from './h1-pool.js';
 
 export interface BackendTimeouts {
   connections: number;
