@@ -1,7 +1,7 @@
 /**
  * What a proxy is built from (`createProxy(options)`), with every default in one place. The
- * CLI's layered configuration (serve-config.ts) produces exactly this shape; embedders write it
- * by hand.
+ * CLI's layered configuration (src/cli/serve-config.ts) produces exactly this shape; embedders
+ * write it by hand.
  *
  * Invariant: `resolveProxyOptions` returns a fully filled, validated object, so the hot path
  * reads plain fields and never checks for undefined.
