@@ -32,6 +32,17 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } },
   },
   {
+    // uWebSockets.js is reached through its typed wrapper only (src/proxy/server/uws.ts says why).
+    files: ['src/**/*.ts', 'test/**/*.ts', 'examples/**/*.ts'],
+    ignores: ['src/proxy/server/uws.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: [{ name: 'uWebSockets.js', message: 'import the typed wrapper src/proxy/server/uws.ts instead' }] },
+      ],
+    },
+  },
+  {
     files: ['**/*.mjs', '**/*.js'],
     languageOptions: {
       globals: {

@@ -2,7 +2,7 @@
  * Workload (issue #18): what an offloaded request's two body edits cost the proxy's event loop.
  * The prefill request is the client's body with max_tokens 1, stream false, no stream_options and
  * kv_transfer_params; the decode request is the client's body plus the prefill's params. The proxy
- * splices top-level members (src/proxy/json-members.ts: one walk of the body, slices copied);
+ * splices top-level members (src/proxy/offload/json-members.ts: one walk of the body, slices copied);
  * the obvious alternative parses the body once and serialises it twice. Both are timed here on
  * agentic chat bodies (prompt text, escaped newlines) and on bodies whose bulk is a `hash_ids`
  * array (digits and commas, which the walk visits byte by byte), both outputs built per sample.
@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 
 import { agenticChatBody } from './lib/agentic-body.mjs';
 import { machineInfo, printMachine } from './lib/machine.mjs';
-import { OffloadBodies } from '../src/proxy/offload-bodies.js';
+import { OffloadBodies } from '../src/proxy/offload/offload-bodies.js';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean' } } });
 const SAMPLES = values.quick === true ? 15 : 61;

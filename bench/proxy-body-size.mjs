@@ -28,8 +28,8 @@
  */
 import { Router } from '../dist/index.js';
 import { scanKernel } from '../dist/core/request-scanner.js';
-import { parseRequest } from '../dist/proxy/request-inputs.js';
-import { scanRequest, scanRequestAsync, SYNC_SCAN_MAX_BYTES } from '../dist/proxy/request-scan.js';
+import { parseRequest } from '../dist/proxy/exchange/request-inputs.js';
+import { scanRequest, scanRequestAsync, SYNC_SCAN_MAX_BYTES } from '../dist/proxy/exchange/request-scan.js';
 import { writeFileSync } from 'node:fs';
 
 import { agenticChatBody } from './lib/agentic-body.mjs';

@@ -71,12 +71,12 @@ export {
 } from './tokenize/index.js';
 
 // The proxy (src/proxy/): an OpenAI-compatible routing server on uWebSockets.js or Node's http.
-export { createProxy, type NodeHandler, type Proxy } from './proxy/proxy-server.js';
-export { kvrouteFastify, type FastifyPlugin } from './proxy/fastify-plugin.js';
-export { createProxyMetrics, type ProxyMetrics, type ProxyMetricsOptions } from './proxy/proxy-metrics.js';
-export { adminMount } from './proxy/admin-api.js';
-export { createDashboard, type Dashboard, type DashboardOptions } from './proxy/dashboard/dashboard.js';
-export type { DashboardFrame, InstanceFrame } from './proxy/dashboard/dashboard-frame.js';
+export { createProxy, type NodeHandler, type Proxy } from './proxy/server/proxy-server.js';
+export { kvrouteFastify, type FastifyPlugin } from './proxy/server/fastify-plugin.js';
+export { createProxyMetrics, type ProxyMetrics, type ProxyMetricsOptions } from './proxy/observe/proxy-metrics.js';
+export { adminMount } from './proxy/observe/admin-api.js';
+export { createDashboard, type Dashboard, type DashboardOptions } from './proxy/observe/dashboard/dashboard.js';
+export type { DashboardFrame, InstanceFrame } from './proxy/observe/dashboard/dashboard-frame.js';
 export { PROXY_DEFAULTS, type BackendSpec, type ProxyMount, type ProxyOptions } from './proxy/proxy-options.js';
 export type {
   ProxyObserver,
@@ -84,11 +84,11 @@ export type {
   RequestRecord,
   UpstreamErrorKind,
   UsageCounts,
-} from './proxy/proxy-observer.js';
-export type { MountApp, RouteHandler } from './proxy/route-table.js';
-export type { ClientRequestHead, ClientResponse } from './proxy/client-io.js';
-export type { ModelCard } from './proxy/backend.js';
-export { openAccessLog, formatRecord, type AccessLog, type AccessLogOptions } from './proxy/access-log.js';
+} from './proxy/observe/proxy-observer.js';
+export type { MountApp, RouteHandler } from './proxy/server/route-table.js';
+export type { ClientRequestHead, ClientResponse } from './proxy/server/client-io.js';
+export type { ModelCard } from './proxy/upstream/backend.js';
+export { openAccessLog, formatRecord, type AccessLog, type AccessLogOptions } from './proxy/observe/access-log.js';
 export type { BackendSnapshot, ModelAvailability, ProxyState } from './proxy/proxy-state.js';
 
 // Live replay (src/replay/): drive an OpenAI-compatible endpoint with a trace, recording each request.

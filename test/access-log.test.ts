@@ -10,8 +10,8 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { formatRecord, openAccessLog } from '../src/proxy/access-log.js';
-import type { RequestRecord } from '../src/proxy/proxy-observer.js';
+import { formatRecord, openAccessLog } from '../src/proxy/observe/access-log.js';
+import type { RequestRecord } from '../src/proxy/observe/proxy-observer.js';
 
 import { MODEL, post, startFleetProxy, startProxy, startStub } from './helpers/proxy-harness.js';
 import { serveFailure, startServe } from './helpers/proxy-serve-child.js';

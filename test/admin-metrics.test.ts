@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { adminMount } from '../src/proxy/admin-api.js';
-import { createProxyMetrics, type ProxyMetrics } from '../src/proxy/proxy-metrics.js';
-import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
+import { adminMount } from '../src/proxy/observe/admin-api.js';
+import { createProxyMetrics, type ProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
+import { createProxy, type Proxy } from '../src/proxy/server/proxy-server.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { parseExposition, type MetricSample } from '../src/state/engine-metrics-scrape.js';
 import { ShadowReconciler } from '../src/state/shadow-reconciler.js';

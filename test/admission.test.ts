@@ -8,10 +8,10 @@ import type { ServerResponse } from 'node:http';
 
 import { describe, expect, it } from 'vitest';
 
-import { Admission, type Admittable } from '../src/proxy/admission.js';
-import { ClientError } from '../src/proxy/error-body.js';
-import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
-import { resolveServeConfig, ConfigError } from '../src/proxy/serve-config.js';
+import { Admission, type Admittable } from '../src/proxy/exchange/admission.js';
+import { ClientError } from '../src/proxy/server/error-body.js';
+import { createProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
+import { resolveServeConfig, ConfigError } from '../src/cli/serve-config.js';
 
 import { MODEL, post, refusingUrl, startProxy, startStub } from './helpers/proxy-harness.js';
 import { Rng } from './helpers/random.js';

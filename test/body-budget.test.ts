@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { BodyBudget } from '../src/proxy/body-budget.js';
-import { collectGarbageSoon } from '../src/proxy/reclaim-memory.js';
+import { BodyBudget } from '../src/proxy/exchange/body-budget.js';
+import { collectGarbageSoon } from '../src/proxy/exchange/reclaim-memory.js';
 
 describe('BodyBudget', () => {
   it('reserves up to its limit, refuses past it, and counts refusals', () => {

@@ -166,7 +166,7 @@ describe('kvroute start-up', () => {
     return readFileSync(log, 'utf8').split('\n');
   }
   const HEAVY =
-    /\/(proxy\/(?!proxy-options|serve-settings)|sim\/(?!engine-preset|sim-fleet-defaults|interference-protocol)|analysis\/|state\/|report\/)|piscina|uWebSockets|yaml|undici|vega/;
+    /\/(proxy\/(?!proxy-options)|sim\/(?!engine-preset|sim-fleet-defaults|interference-protocol)|analysis\/|state\/|report\/)|piscina|uWebSockets|yaml|undici|vega/;
 
   it('--help and hash load no verb they do not run: no proxy, simulator, analysis, state feed or report charts', () => {
     const help = loaded(['--help']);

@@ -1,5 +1,5 @@
 /**
- * The live dashboard (src/proxy/dashboard/): its rolling windows and observer against a manual
+ * The live dashboard (src/proxy/observe/dashboard/): its rolling windows and observer against a manual
  * clock, the SSE hub's uWS discipline against a fake response (backpressure, abort, close), and
  * the page itself in a real browser: headless Chromium (test/helpers/browser.ts: Debian's when
  * installed, else the npm-shipped one) opens the page of a proxy in front of two simulated
@@ -9,18 +9,19 @@
  * Set KVROUTE_DASHBOARD_SCREENSHOT=path.png to save the page as the test leaves it.
  */
 import type { Browser } from 'playwright-core';
-import type uWS from 'uWebSockets.js';
 import { describe, expect, it, vi } from 'vitest';
 
-import { createDashboard } from '../src/proxy/dashboard/dashboard.js';
-import type { DashboardFrame } from '../src/proxy/dashboard/dashboard-frame.js';
-import { DashboardObserver } from '../src/proxy/dashboard/dashboard-observer.js';
-import { LOCALE_GUARD_SCRIPT } from '../src/proxy/dashboard/locale-guard.js';
-import { PAGE_SCRIPT } from '../src/proxy/dashboard/page-script.js';
-import { binOf, binValue, QuantileWindow, RateWindow } from '../src/proxy/dashboard/sliding-window.js';
-import { MAX_SKIPPED, SseHub } from '../src/proxy/dashboard/sse-hub.js';
-import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
+import { createDashboard } from '../src/proxy/observe/dashboard/dashboard.js';
+import type { DashboardFrame } from '../src/proxy/observe/dashboard/dashboard-frame.js';
+import { DashboardObserver } from '../src/proxy/observe/dashboard/dashboard-observer.js';
+import { LOCALE_GUARD_SCRIPT } from '../src/proxy/observe/dashboard/locale-guard.js';
+import { PAGE_SCRIPT } from '../src/proxy/observe/dashboard/page-script.js';
+import { binOf, binValue, QuantileWindow, RateWindow } from '../src/proxy/observe/dashboard/sliding-window.js';
+import { MAX_SKIPPED, SseHub } from '../src/proxy/observe/dashboard/sse-hub.js';
+import { createProxy, type Proxy } from '../src/proxy/server/proxy-server.js';
 import type { ProxyState } from '../src/proxy/proxy-state.js';
+import type { ClientRequestHead, ClientResponse } from '../src/proxy/server/client-io.js';
+import type { MountApp, RouteHandler } from '../src/proxy/server/route-table.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { ShadowReconciler } from '../src/state/shadow-reconciler.js';
 import { launchBrowser, newPage } from './helpers/browser.js';
@@ -118,8 +119,8 @@ describe('rolling windows', () => {
   });
 });
 
-/** A stand-in for uWS.HttpResponse that records calls and fails loudly when touched after abort. */
-class FakeResponse {
+/** A stand-in for uWS's HttpResponse that records calls and fails loudly when touched after abort. */
+class FakeResponse implements ClientResponse {
   readonly calls: string[] = [];
   written = '';
   writeOk = true;
@@ -137,6 +138,9 @@ class FakeResponse {
   }
   onWritable(h: (offset: number) => boolean): this {
     this.onWritableHandler = h;
+    return this;
+  }
+  onData(): this {
     return this;
   }
   writeStatus(): this {
@@ -173,15 +177,13 @@ class FakeResponse {
 }
 
 describe('SSE hub', () => {
-  const asRes = (fake: FakeResponse) => fake as unknown as uWS.HttpResponse;
-
   it('writes frames corked, skips a backed-up subscriber, then closes it', () => {
     const counts: number[] = [];
     const hub = new SseHub((n) => counts.push(n));
     const slow = new FakeResponse();
     const fast = new FakeResponse();
-    hub.subscribe(asRes(slow), '{"n":0}');
-    hub.subscribe(asRes(fast), undefined);
+    hub.subscribe(slow, '{"n":0}');
+    hub.subscribe(fast, undefined);
     expect(slow.written).toBe('retry: 1000\n\ndata: {"n":0}\n\n');
     expect(slow.onAbortedHandler).toBeDefined();
     slow.writeOk = false;
@@ -210,8 +212,8 @@ describe('SSE hub', () => {
     const hub = new SseHub((n) => counts.push(n));
     const a = new FakeResponse();
     const b = new FakeResponse();
-    hub.subscribe(asRes(a), undefined);
-    hub.subscribe(asRes(b), undefined);
+    hub.subscribe(a, undefined);
+    hub.subscribe(b, undefined);
     a.abort();
     hub.broadcast('{}'); // would throw if it wrote to `a`
     hub.close();
@@ -230,13 +232,18 @@ describe('the page', () => {
   it('mounts on one proxy only, and a frame that fails to build never throws into uWS', () => {
     const warnings: string[] = [];
     const dashboard = createDashboard({ onWarning: (m) => warnings.push(m) });
-    const handlers = new Map<string, (res: uWS.HttpResponse) => void>();
-    const app = {
-      get(pattern: string, handler: (res: uWS.HttpResponse) => void) {
-        handlers.set(pattern, handler);
-        return app;
-      },
-    } as unknown as uWS.TemplatedApp;
+    const handlers = new Map<string, RouteHandler>();
+    const app: MountApp = {
+      get: (pattern, handler) => void handlers.set(pattern, handler),
+      post: () => {},
+    };
+    const req: ClientRequestHead = {
+      forEach: () => {},
+      getCaseSensitiveMethod: () => 'GET',
+      getHeader: () => '',
+      getQuery: () => '',
+      getUrl: () => '/dashboard/frame',
+    };
     const broken = () => {
       throw new Error('stats exploded');
     };
@@ -250,7 +257,7 @@ describe('the page', () => {
     let body: unknown;
     const res = new FakeResponse();
     Object.assign(res, { end: (b: unknown) => ((body = b), res) });
-    for (let i = 0; i < 2; i++) handlers.get('/dashboard/frame')!(res as unknown as uWS.HttpResponse);
+    for (let i = 0; i < 2; i++) handlers.get('/dashboard/frame')!(res, req);
     expect(body).toBe('{}');
     expect(warnings).toEqual([expect.stringMatching(/building a frame failed.*stats exploded/)]); // once
     dashboard.close();

@@ -13,8 +13,8 @@ import Fastify from 'fastify';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { kvrouteFastify } from '../src/proxy/fastify-plugin.js';
-import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
+import { kvrouteFastify } from '../src/proxy/server/fastify-plugin.js';
+import { createProxy, type Proxy } from '../src/proxy/server/proxy-server.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 
 const MODEL = 'qwen3-coder-30b-a3b';

@@ -14,7 +14,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { H1Pool } from '../src/proxy/h1-pool.js';
+import { H1Pool } from '../src/proxy/upstream/h1-pool.js';
 import { MODEL, post, startProxy } from './helpers/proxy-harness.js';
 import { Rng } from './helpers/random.js';
 

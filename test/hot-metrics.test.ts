@@ -5,7 +5,7 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 
-import { hotCounter, hotHistogram } from '../src/proxy/hot-metrics.js';
+import { hotCounter, hotHistogram } from '../src/proxy/observe/hot-metrics.js';
 
 import { Rng } from './helpers/random.js';
 

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { resolveProxyOptions } from '../src/proxy/proxy-options.js';
-import { ConfigError, resolveServeConfig } from '../src/proxy/serve-config.js';
+import { ConfigError, resolveServeConfig } from '../src/cli/serve-config.js';
 
 const yaml = (text: string) => {
   const file = join(mkdtempSync(join(tmpdir(), 'kvroute-kv-config-')), 'kvroute.yaml');

@@ -7,13 +7,13 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { rebuildObject, topLevelMembers } from '../src/proxy/json-members.js';
+import { rebuildObject, topLevelMembers } from '../src/proxy/offload/json-members.js';
 import {
   OffloadBodies,
   SseTransferParamsStripper,
   transferParamsOf,
   withoutTransferParams,
-} from '../src/proxy/offload-bodies.js';
+} from '../src/proxy/offload/offload-bodies.js';
 import { Rng } from './helpers/random.js';
 
 const PREFILL_PARAMS = {

@@ -10,7 +10,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
+import { createProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
 import type { SimFleet } from '../src/sim/sim-fleet.js';
 import { startFleetProxy, type ProxyRig } from './helpers/proxy-harness.js';
 

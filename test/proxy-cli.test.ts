@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { ConfigError, resolveServeConfig } from '../src/proxy/serve-config.js';
+import { ConfigError, resolveServeConfig } from '../src/cli/serve-config.js';
 import { MODEL, post, startStub } from './helpers/proxy-harness.js';
 import { CLI, serveFailure, startServe } from './helpers/proxy-serve-child.js';
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { createProxy } from '../src/proxy/proxy-server.js';
+import { createProxy } from '../src/proxy/server/proxy-server.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { StateFeedWriter } from '../src/state/shm-feed.js';
 

@@ -7,8 +7,8 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { adminMount } from '../src/proxy/admin-api.js';
-import { createProxy } from '../src/proxy/proxy-server.js';
+import { adminMount } from '../src/proxy/observe/admin-api.js';
+import { createProxy } from '../src/proxy/server/proxy-server.js';
 import { MODEL, post, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
 import { serveFailure, startServe } from './helpers/proxy-serve-child.js';
 import { rawRequest } from './helpers/raw-http.js';

@@ -9,7 +9,7 @@ import { connect } from 'node:net';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { relayedResponseHeaders } from '../src/proxy/forward-headers.js';
+import { relayedResponseHeaders } from '../src/proxy/exchange/forward-headers.js';
 
 import { MODEL, post, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
 

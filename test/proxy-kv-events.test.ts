@@ -8,8 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
-import { createProxy } from '../src/proxy/proxy-server.js';
+import { createProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
+import { createProxy } from '../src/proxy/server/proxy-server.js';
 import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';

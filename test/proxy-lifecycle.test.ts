@@ -9,7 +9,7 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { Pool } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
+import { createProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
 import { startSimFleet } from '../src/sim/sim-fleet.js';
 import { MODEL, post, scopedRigs, startProxy } from './helpers/proxy-harness.js';
 import { startSimServe } from './helpers/sim-serve-child.js';

@@ -6,7 +6,7 @@
 import OpenAI, { NotFoundError } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
-import { createProxyMetrics } from '../src/proxy/proxy-metrics.js';
+import { createProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
 import { post, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
 import { startSimServe, type SimServeChild } from './helpers/sim-serve-child.js';
 

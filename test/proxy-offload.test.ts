@@ -18,10 +18,10 @@ import type OpenAI from 'openai';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { offloadReason } from '../src/core/offload-reason.js';
-import { formatRecord } from '../src/proxy/access-log.js';
-import { Backend } from '../src/proxy/backend.js';
-import { PrefillCall, type PrefillOutcome } from '../src/proxy/offload-prefill.js';
-import { createProxyMetrics, type ProxyMetrics } from '../src/proxy/proxy-metrics.js';
+import { formatRecord } from '../src/proxy/observe/access-log.js';
+import { Backend } from '../src/proxy/upstream/backend.js';
+import { PrefillCall, type PrefillOutcome } from '../src/proxy/offload/offload-prefill.js';
+import { createProxyMetrics, type ProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
 import type { ProxyOptions } from '../src/proxy/proxy-options.js';
 import { parseExposition } from '../src/state/engine-metrics-scrape.js';
 import { answerText, startFakeEngine, type FakeEngine, type FakeEngineOptions } from './helpers/offload-engine.js';

@@ -14,9 +14,14 @@ import { Piscina } from 'piscina';
 import { describe, expect, it } from 'vitest';
 
 import { scanBody, scanBodyAsync } from '../src/core/request-scanner.js';
-import { ClientError } from '../src/proxy/error-body.js';
-import { hashParsedRequest, MAX_JSON_DEPTH, parseRequest, type ParsedRequest } from '../src/proxy/request-inputs.js';
-import { scanRequest, scanRequestAsync } from '../src/proxy/request-scan.js';
+import { ClientError } from '../src/proxy/server/error-body.js';
+import {
+  hashParsedRequest,
+  MAX_JSON_DEPTH,
+  parseRequest,
+  type ParsedRequest,
+} from '../src/proxy/exchange/request-inputs.js';
+import { scanRequest, scanRequestAsync } from '../src/proxy/exchange/request-scan.js';
 
 import { Rng } from './helpers/random.js';
 import { mutate, nested, obj, randomText, requestBody, str, write, type Json } from './helpers/request-gen.js';

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { SseUsageScanner, usageIn } from '../src/proxy/usage-scan.js';
+import { SseUsageScanner, usageIn } from '../src/proxy/exchange/usage-scan.js';
 import { Rng } from './helpers/random.js';
 
 type Usage = { prompt_tokens: number; cached_tokens: number };

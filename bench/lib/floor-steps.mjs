@@ -45,7 +45,7 @@ export async function floorSteps(names, backendCount) {
   /** @type {Steps} */
   const steps = {};
   if (names.includes('headers')) {
-    const { readIncomingHead } = await import('../../dist/proxy/forward-headers.js');
+    const { readIncomingHead } = await import('../../dist/proxy/exchange/forward-headers.js');
     steps.readHead = (req, state) => {
       const head = readIncomingHead(req, 'x-session-id');
       let forwarded = '';

@@ -1,7 +1,7 @@
 /**
  * `kvroute serve`, declared; serve-verb.ts runs it.
  *
- * The flags are SETTINGS (src/proxy/serve-settings.ts) plus --config, each with its help text
+ * The flags are SETTINGS (src/cli/serve-settings.ts) plus --config, each with its help text
  * here. No flag has a commander default: resolveServeConfig must see only the flags the user gave,
  * or a default would beat a KVROUTE_* variable or the YAML file. The defaults are in the text.
  */
@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 
 import { POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { PROXY_DEFAULTS as P } from '../proxy/proxy-options.js';
-import { envName, SERVE_DEFAULTS, SETTINGS, type SettingFlag } from '../proxy/serve-settings.js';
+import { envName, SERVE_DEFAULTS, SETTINGS, type SettingFlag } from './serve-settings.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 
 const MIB = 2 ** 20;

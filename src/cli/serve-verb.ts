@@ -2,7 +2,7 @@
  * `kvroute serve` (declared in serve-command.ts): the routing proxy (docs/proxy.md) until SIGINT or
  * SIGTERM.
  *
- * Configuration comes from flags, KVROUTE_* variables and a YAML file (src/proxy/serve-config.ts);
+ * Configuration comes from flags, KVROUTE_* variables and a YAML file (src/cli/serve-config.ts);
  * any bad value is a usage error naming its source (exit 2). With no backends anywhere it starts
  * the embedded default, 4 simulated engines in this process, so `npm start` shows routing with
  * nothing else installed; the proxy itself never knows (DESIGN.md: the CLI wires the fleet).
@@ -13,18 +13,18 @@
  */
 import { createServer, type AddressInfo } from 'node:net';
 
-import { openAccessLog, type AccessLog } from '../proxy/access-log.js';
-import { adminMount } from '../proxy/admin-api.js';
-import { createDashboard } from '../proxy/dashboard/dashboard.js';
-import { createProxyMetrics } from '../proxy/proxy-metrics.js';
-import { ObserverList } from '../proxy/proxy-observer.js';
-import { createProxy, type Proxy } from '../proxy/proxy-server.js';
+import { openAccessLog, type AccessLog } from '../proxy/observe/access-log.js';
+import { adminMount } from '../proxy/observe/admin-api.js';
+import { createDashboard } from '../proxy/observe/dashboard/dashboard.js';
+import { createProxyMetrics } from '../proxy/observe/proxy-metrics.js';
+import { ObserverList } from '../proxy/observe/proxy-observer.js';
+import { createProxy, type Proxy } from '../proxy/server/proxy-server.js';
 import { perThreadLimits } from '../proxy/threads/thread-limits.js';
 import { ProxyThreads } from '../proxy/threads/proxy-threads.js';
 import { ThreadMetrics } from '../proxy/threads/thread-metrics.js';
 import { ShadowReconciler } from '../state/shadow-reconciler.js';
-import { ConfigError, resolveServeConfig } from '../proxy/serve-config.js';
-import { envName } from '../proxy/serve-settings.js';
+import { ConfigError, resolveServeConfig } from './serve-config.js';
+import { envName } from './serve-settings.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
 import { untilStopped, UsageError, type OptionValues } from './common.js';
 

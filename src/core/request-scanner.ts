@@ -2,7 +2,7 @@
  * The native request scanner (native/request-scan.h): one addon call from a completion request's
  * raw body bytes to its model, stream flag, user, and block ids (the body's `hash_ids`, else the
  * prompt text hashed as the router hashes it), with JSON validated by simdjson. The proxy-side
- * contract (errors, fallbacks, what is forwarded) is in src/proxy/request-scan.ts.
+ * contract (errors, fallbacks, what is forwarded) is in src/proxy/exchange/request-scan.ts.
  *
  * scanBody() runs on the caller's thread with one scanner per thread, whose results land in
  * preallocated arrays; scanBodyAsync() parses and hashes on the libuv threadpool, so a large body

@@ -1,7 +1,7 @@
 /**
  * What a proxy is built from (`createProxy(options)`), with every default in one place. The
- * CLI's layered configuration (serve-config.ts) produces exactly this shape; embedders write it
- * by hand.
+ * CLI's layered configuration (src/cli/serve-config.ts) produces exactly this shape; embedders
+ * write it by hand.
  *
  * Invariant: `resolveProxyOptions` returns a fully filled, validated object, so the hot path
  * reads plain fields and never checks for undefined.
@@ -9,9 +9,9 @@
 import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.js';
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
-import type { ProxyObserver } from './proxy-observer.js';
+import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
-import type { MountApp } from './route-table.js';
+import type { MountApp } from './server/route-table.js';
 
 /**
  * Mounts extra routes (metrics, admin, dashboard) on the proxy's route table, which serves them

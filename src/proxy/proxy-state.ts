@@ -28,12 +28,12 @@
 import { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { Router } from '../core/router.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
-import { Admission, type AdmissionLimits } from './admission.js';
-import { Backend, type BackendTimeouts, type ModelCard } from './backend.js';
-import { BackendMonitor, type MonitorOptions } from './backend-monitor.js';
-import { BodyBudget } from './body-budget.js';
-import type { ObserverList } from './proxy-observer.js';
-import { ClientError } from './error-body.js';
+import { Admission, type AdmissionLimits } from './exchange/admission.js';
+import { Backend, type BackendTimeouts, type ModelCard } from './upstream/backend.js';
+import { BackendMonitor, type MonitorOptions } from './upstream/backend-monitor.js';
+import { BodyBudget } from './exchange/body-budget.js';
+import type { ObserverList } from './observe/proxy-observer.js';
+import { ClientError } from './server/error-body.js';
 import { normaliseBackend, ProxyOptionError, type ResolvedBackend } from './proxy-options.js';
 import type { ThreadState } from './threads/thread-messages.js';
 

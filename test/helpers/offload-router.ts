@@ -13,7 +13,7 @@
  * with `offload.outcome` 'off'.
  */
 import { NO_OFFLOAD } from '../../src/core/decision-view.js';
-import type { Proxy } from '../../src/proxy/proxy-server.js';
+import type { Proxy } from '../../src/proxy/server/proxy-server.js';
 import type { Decision, OffloadDecision, RouteRequest } from '../../src/core/types.js';
 
 const OFF = NO_OFFLOAD;

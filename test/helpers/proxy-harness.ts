@@ -8,9 +8,9 @@ import type { AddressInfo, Socket } from 'node:net';
 
 import OpenAI from 'openai';
 
-import { createProxy, type Proxy } from '../../src/proxy/proxy-server.js';
+import { createProxy, type Proxy } from '../../src/proxy/server/proxy-server.js';
 import type { ProxyOptions } from '../../src/proxy/proxy-options.js';
-import type { ProxyObserver, RequestRecord } from '../../src/proxy/proxy-observer.js';
+import type { ProxyObserver, RequestRecord } from '../../src/proxy/observe/proxy-observer.js';
 import { startSimFleet, type SimFleet } from '../../src/sim/sim-fleet.js';
 
 export const MODEL = 'qwen3-coder-30b-a3b';

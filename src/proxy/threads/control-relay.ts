@@ -14,10 +14,10 @@ import { STATUS_CODES } from 'node:http';
 
 import { Pool } from 'undici';
 
-import type { ClientResponse } from '../client-io.js';
-import { sendClientError } from '../client-response.js';
-import { ClientError } from '../error-body.js';
-import type { RouteHandler } from '../route-table.js';
+import type { ClientResponse } from '../server/client-io.js';
+import { sendClientError } from '../server/client-response.js';
+import { ClientError } from '../server/error-body.js';
+import type { RouteHandler } from '../server/route-table.js';
 
 /** Request headers a relay must not forward (hop-by-hop, or recomputed by undici). */
 const DROPPED_REQUEST = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade']);

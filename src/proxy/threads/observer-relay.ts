@@ -10,7 +10,7 @@
  * Invariant: flush() sends everything pushed before it, so a thread that flushes before it exits
  * loses nothing.
  */
-import type { ProxyObserver } from '../proxy-observer.js';
+import type { ProxyObserver } from '../observe/proxy-observer.js';
 import type { ObservedCall, ToPrimary } from './thread-messages.js';
 
 const FLUSH_MS = 20;

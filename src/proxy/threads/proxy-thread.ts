@@ -8,7 +8,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 
 import type { ProxyOptions } from '../proxy-options.js';
-import { createProxy, type Proxy } from '../proxy-server.js';
+import { createProxy, type Proxy } from '../server/proxy-server.js';
 import { ObserverRelay } from './observer-relay.js';
 import type { ThreadState, ToPrimary, ToThread } from './thread-messages.js';
 

@@ -17,8 +17,8 @@
 import { isDeepStrictEqual } from 'node:util';
 import { Worker } from 'node:worker_threads';
 
-import type { ProxyObserver } from '../proxy-observer.js';
-import type { Proxy } from '../proxy-server.js';
+import type { ProxyObserver } from '../observe/proxy-observer.js';
+import type { Proxy } from '../server/proxy-server.js';
 import { replayObserved } from './observer-relay.js';
 import type { ThreadMetrics } from './thread-metrics.js';
 import type { ThreadData } from './proxy-thread.js';

@@ -16,7 +16,7 @@
  * Everything here is structured-clone data.
  */
 import type { RouterMirror } from '../../core/router.js';
-import type { ModelCard } from '../backend.js';
+import type { ModelCard } from '../upstream/backend.js';
 
 /** One backend as the primary sees it. */
 export interface ThreadBackend {

@@ -6,7 +6,7 @@
  */
 import { Counter, type Registry } from 'prom-client';
 
-import type { ProxyObserver } from '../proxy-observer.js';
+import type { ProxyObserver } from '../observe/proxy-observer.js';
 
 export class ThreadMetrics {
   private readonly finished: number[];

@@ -1,9 +1,10 @@
 /**
  * One offloaded attempt of a request (docs/proxy.md "Prefill offload"), between the router's
  * decision and the decode request: runs the prefill phase (a PrefillCall, offload-prefill.ts) on
- * the prefill instance while the exchange holds the decode instance's ticket, then hands the
- * exchange the decode body: the client's plus the prefill's `kv_transfer_params`, or, when the
- * prefill failed or timed out, the client's own (co-located serving, counted as a fallback).
+ * the prefill instance while the attempt's relay (exchange/attempt-relay.ts) holds the decode
+ * instance's ticket, then hands the relay the decode body: the client's plus the prefill's
+ * `kv_transfer_params`, or, when the prefill failed or timed out, the client's own (co-located
+ * serving, counted as a fallback).
  *
  * It owns the prefill side's bookkeeping: the prefill ticket (onFirstToken + complete when the
  * prefill answered with params, abort otherwise), the prefill instance's in-flight count, its
@@ -14,12 +15,12 @@
  * prefill phase runs); the phase ends once, by its outcome (then `send` runs, exactly once) or by
  * cancel() (then it never does).
  */
-import type { Backend } from './backend.js';
+import type { Backend } from '../upstream/backend.js';
 import { OffloadBodies } from './offload-bodies.js';
 import { PrefillCall, prefillHeaders, type PrefillOutcome } from './offload-prefill.js';
-import type { ObserverList, OffloadFallback, OffloadRecord } from './proxy-observer.js';
-import type { ProxyState } from './proxy-state.js';
-import { classifyUpstreamError } from './upstream-errors.js';
+import type { ObserverList, OffloadFallback, OffloadRecord } from '../observe/proxy-observer.js';
+import type { ProxyState } from '../proxy-state.js';
+import { classifyUpstreamError } from '../exchange/upstream-errors.js';
 
 export interface OffloadContext {
   state: ProxyState;

@@ -24,11 +24,11 @@
  */
 import { isUtf8 } from 'node:buffer';
 
-import { isKvrouteError } from '../core/errors.js';
-import { hashPrompt } from '../core/hashing.js';
-import { promptText } from '../core/prompt-text.js';
-import type { ChatMessage, RouteRequest } from '../core/types.js';
-import { ClientError } from './error-body.js';
+import { isKvrouteError } from '../../core/errors.js';
+import { hashPrompt } from '../../core/hashing.js';
+import { promptText } from '../../core/prompt-text.js';
+import type { ChatMessage, RouteRequest } from '../../core/types.js';
+import { ClientError } from '../server/error-body.js';
 
 export type Endpoint = 'chat' | 'completions';
 

@@ -16,7 +16,7 @@
  * Failures go to the sink's `bodyFailed(error, closeConnection)`; after one, the reader does nothing more.
  */
 import type { BodyBudget } from './body-budget.js';
-import { ClientError } from './error-body.js';
+import { ClientError } from '../server/error-body.js';
 import {
   ACCEPT_ENCODING,
   bodyEncoding,

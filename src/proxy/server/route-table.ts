@@ -13,9 +13,8 @@
  * - a known path with another method gets 405 with `Allow`;
  * - anything else goes to the fallback (404).
  */
-import type uWS from 'uWebSockets.js';
-
 import type { ClientRequestHead, ClientResponse } from './client-io.js';
+import type { RecognizedString, UwsApp, UwsRequest, UwsResponse } from './uws.js';
 
 export type RouteHandler = (res: ClientResponse, req: ClientRequestHead) => void;
 
@@ -35,7 +34,7 @@ interface PathRoutes {
 }
 
 /** A uWS handler for the HEAD of a GET route: the body is never written (see HeadResponse). */
-function headOf(handler: RouteHandler): (res: uWS.HttpResponse, req: uWS.HttpRequest) => void {
+function headOf(handler: RouteHandler): (res: UwsResponse, req: UwsRequest) => void {
   return (res, req) => handler(new HeadResponse(res), req);
 }
 
@@ -70,7 +69,7 @@ export class RouteTable implements MountApp {
   }
 
   /** Registers every route into a uWS app, each known path's other methods as 405, and `fallback` for everything else. */
-  applyTo(app: uWS.TemplatedApp, wrongMethod: (allow: string) => RouteHandler, fallback: RouteHandler): void {
+  applyTo(app: UwsApp, wrongMethod: (allow: string) => RouteHandler, fallback: RouteHandler): void {
     for (const routes of this.byPath.values()) {
       for (const [method, handler] of routes.methods) {
         if (method === 'GET') app.get(routes.path, handler);
@@ -120,7 +119,7 @@ function allowHeader(routes: PathRoutes): string {
 class HeadResponse implements ClientResponse {
   private ended = false;
 
-  constructor(private readonly res: uWS.HttpResponse) {}
+  constructor(private readonly res: UwsResponse) {}
 
   onAborted(handler: () => void): this {
     this.res.onAborted(handler);
@@ -134,11 +133,11 @@ class HeadResponse implements ClientResponse {
     this.res.cork(callback);
     return this;
   }
-  writeStatus(status: uWS.RecognizedString): this {
+  writeStatus(status: RecognizedString): this {
     if (!this.ended) this.res.writeStatus(status);
     return this;
   }
-  writeHeader(key: uWS.RecognizedString, value: uWS.RecognizedString): this {
+  writeHeader(key: RecognizedString, value: RecognizedString): this {
     if (!this.ended) this.res.writeHeader(key, value);
     return this;
   }

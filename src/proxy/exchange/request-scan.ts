@@ -22,9 +22,9 @@
  * blockSize per id), else the prompt's ids as `route.hashIds` (a BigUint64Array) with
  * `route.inputTokens` and `route.blockTokens` (chunkBytes / 4, for RouteRequest.blockTokens).
  */
-import { nativeDisabledByEnv } from '../core/native.js';
-import { scanBody, scanBodyAsync, type ScanResult } from '../core/request-scanner.js';
-import { ClientError } from './error-body.js';
+import { nativeDisabledByEnv } from '../../core/native.js';
+import { scanBody, scanBodyAsync, type ScanResult } from '../../core/request-scanner.js';
+import { ClientError } from '../server/error-body.js';
 import {
   hashParsedRequest,
   parseRequest,

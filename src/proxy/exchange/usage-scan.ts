@@ -13,7 +13,7 @@
  * read whatever its field order and wherever the cut. Engines write each event in one write, so
  * the carry is rare; a line longer than MAX_CARRY is not carried (its usage unknown, never wrong).
  */
-import type { UsageCounts } from './proxy-observer.js';
+import type { UsageCounts } from '../observe/proxy-observer.js';
 
 const KEY = Buffer.from('"prompt_tokens"');
 const USAGE = Buffer.from('"usage"');

@@ -12,7 +12,7 @@
 import type { ClientRequestHead, ClientResponse } from './client-io.js';
 import { noBackendError, sendClientError, sendJson } from './client-response.js';
 import { ClientError } from './error-body.js';
-import type { ProxyState } from './proxy-state.js';
+import type { ProxyState } from '../proxy-state.js';
 
 const MODEL_PATH_PREFIX = '/v1/models/';
 

@@ -25,7 +25,7 @@ import {
   zmqEndpoint,
   type BackendSpec,
   type ProxyOptions,
-} from './proxy-options.js';
+} from '../proxy/proxy-options.js';
 
 /** A configuration value that is wrong; the message names its source. */
 export class ConfigError extends Error {}

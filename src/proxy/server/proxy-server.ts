@@ -2,7 +2,7 @@
  * createProxy(): the OpenAI-compatible routing proxy, on uWebSockets.js (default) or Node's
  * http module (`http: 'node'`, node-server.ts); both serve one RouteTable.
  *
- *   POST /v1/chat/completions, /v1/completions   routed, relayed (proxy-exchange.ts)
+ *   POST /v1/chat/completions, /v1/completions   routed, relayed (exchange/proxy-exchange.ts)
  *   GET  /v1/models, /v1/models/{id}             from the backends' discovered models
  *   GET  /health                                  liveness: 200 while the process serves
  *   GET  /ready                                   200 once started, not closing, ≥ 1 routable backend; else 503
@@ -24,19 +24,18 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { createServer as createNetServer, Server as NetServer } from 'node:net';
 
-import uWS from 'uWebSockets.js';
-
-import type { Router } from '../core/router.js';
+import type { Router } from '../../core/router.js';
 import { RETRY_AFTER, sendClientError, sendJson } from './client-response.js';
 import { ClientError } from './error-body.js';
 import { handleModel, handleModels } from './models-route.js';
 import { createNodeServer, dispatchNode, type NodeServerHooks } from './node-server.js';
-import { ProxyExchange, type ExchangeContext } from './proxy-exchange.js';
-import { ObserverList } from './proxy-observer.js';
-import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from './proxy-options.js';
-import { ProxyState, type ThreadRole } from './proxy-state.js';
+import { ProxyExchange, type ExchangeContext } from '../exchange/proxy-exchange.js';
+import { ObserverList } from '../observe/proxy-observer.js';
+import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from '../proxy-options.js';
+import { ProxyState, type ThreadRole } from '../proxy-state.js';
 import { RouteTable, type RouteHandler } from './route-table.js';
-import { ControlRelay } from './threads/control-relay.js';
+import { closeListenSocket, createUwsApp, listenSocketPort, listenUws, type ListenSocket, type UwsApp } from './uws.js';
+import { ControlRelay } from '../threads/control-relay.js';
 
 export interface Proxy {
   /**
@@ -56,7 +55,7 @@ export interface Proxy {
   readonly router: Router;
   readonly state: ProxyState;
   /** The uWebSockets.js app in `http: 'uws'` mode; undefined in `http: 'node'` mode. */
-  readonly app: uWS.TemplatedApp | undefined;
+  readonly app: UwsApp | undefined;
   readonly options: ResolvedProxyOptions;
   /**
    * The proxy's routes for a Node `http` server, Express or Connect (`app.use(proxy.handleNode)`):
@@ -137,9 +136,6 @@ function proxyRoutes(table: RouteTable, ctx: ExchangeContext, warn: (m: string) 
   });
 }
 
-/** uWS's ListenOptions.LIBUS_LISTEN_EXCLUSIVE_PORT: no SO_REUSEPORT, so a taken port fails instead of being shared. */
-const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
-
 /** Why a listen failed, in the errno a Node server would have given (uWS only says "false"). */
 function listenError(host: string, port: number): Promise<NodeJS.ErrnoException> {
   return new Promise((resolve) => {
@@ -210,31 +206,24 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     closing: () => state.closing,
   };
 
-  const app = resolved.http === 'uws' ? uWS.App() : undefined;
+  const app = resolved.http === 'uws' ? createUwsApp() : undefined;
   if (app !== undefined) table.applyTo(app, hooks.wrongMethod, hooks.fallback);
   const handleNode: NodeHandler = (req, res, next) => dispatchNode(table, hooks, req, res, next);
 
-  let listenSocket: uWS.us_listen_socket | undefined;
-  let controlSocket: uWS.us_listen_socket | undefined;
+  let listenSocket: ListenSocket | undefined;
+  let controlSocket: ListenSocket | undefined;
   let nodeServer: Server | undefined;
   let closed: Promise<void> | undefined;
 
-  const listenUws = (port: number, host: string, exclusive = true) =>
+  const listenApp = (uwsApp: UwsApp, port: number, host: string, exclusive = true) =>
     new Promise<{ port: number }>((resolve, reject) => {
-      // The native listen takes (host, port, options, cb); uWS's typings lack that overload.
-      const listen = app!.listen.bind(app) as unknown as (
-        host: string,
-        port: number,
-        options: number,
-        cb: (socket: uWS.us_listen_socket | false) => void,
-      ) => void;
-      listen(host, port, exclusive ? LIBUS_LISTEN_EXCLUSIVE_PORT : 0, (socket) => {
+      listenUws(uwsApp, host, port, exclusive, (socket) => {
         if (socket === false) {
           void listenError(host, port).then((error) => reject(describeListenError(error, host, port)));
           return;
         }
         listenSocket = socket;
-        resolve({ port: uWS.us_socket_local_port(socket) });
+        resolve({ port: listenSocketPort(socket) });
       });
     });
 
@@ -262,14 +251,14 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
       if (listenSocket !== undefined || nodeServer !== undefined) throw new Error('the proxy is already listening');
       if (reusePort && app === undefined) throw new Error('reusePort needs the uWebSockets.js server (http: uws)');
       await state.start();
-      return app !== undefined ? listenUws(port, host, !reusePort) : listenNode(port, host);
+      return app !== undefined ? listenApp(app, port, host, !reusePort) : listenNode(port, host);
     },
     async listenControl() {
       if (app === undefined) throw new Error('a control listener needs the uWebSockets.js server (http: uws)');
       if (controlSocket !== undefined) throw new Error('the control listener is already open');
       const main = listenSocket;
-      const bound = await listenUws(0, '127.0.0.1');
-      // listenUws records the socket it opened as the main one: keep them apart.
+      const bound = await listenApp(app, 0, '127.0.0.1');
+      // listenApp records the socket it opened as the main one: keep them apart.
       controlSocket = listenSocket;
       listenSocket = main;
       return bound;
@@ -277,7 +266,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     close({ graceMs = 10_000 } = {}) {
       closed ??= (async () => {
         state.closing = true;
-        if (listenSocket !== undefined) uWS.us_listen_socket_close(listenSocket);
+        if (listenSocket !== undefined) closeListenSocket(listenSocket);
         listenSocket = undefined;
         // The control listener stays open through the grace period: other threads still relay
         // their scrapes and admin calls; it closes with the pools.
@@ -291,7 +280,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
             : new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
         for (const cleanup of cleanups) cleanup();
         await state.close(graceMs);
-        if (controlSocket !== undefined) uWS.us_listen_socket_close(controlSocket);
+        if (controlSocket !== undefined) closeListenSocket(controlSocket);
         controlSocket = undefined;
         server?.closeAllConnections();
         await serverClosed;

@@ -14,7 +14,7 @@
  * The request side runs inside the uWS handler (the HttpRequest is valid only there) and
  * builds one flat [name, value, …] array, the form undici takes without conversion.
  */
-import type { ClientRequestHead } from './client-io.js';
+import type { ClientRequestHead } from '../server/client-io.js';
 
 const DROPPED = new Set([
   'connection',

@@ -4,7 +4,7 @@
  * backend's health (a refused connect, a timeout or a reset does; the proxy closing its own pool
  * does not).
  */
-import type { UpstreamErrorKind } from './proxy-observer.js';
+import type { UpstreamErrorKind } from '../observe/proxy-observer.js';
 
 /** undici error codes and errnos → the observer's kind; `trips` = counts against the backend. */
 export function classifyUpstreamError(error: Error): { kind: UpstreamErrorKind; trips: boolean } {

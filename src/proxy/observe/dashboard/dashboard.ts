@@ -19,8 +19,8 @@
  * and stops the sampler; close() may also be called directly and is idempotent.
  */
 
-import type { ReconcileResult } from '../../state/shadow-reconciler.js';
-import type { ProxyMount } from '../proxy-options.js';
+import type { ReconcileResult } from '../../../state/shadow-reconciler.js';
+import type { ProxyMount } from '../../proxy-options.js';
 import { DashboardObserver, type DashboardObserverOptions } from './dashboard-observer.js';
 import { buildFrame, type DashboardFrame, type DashboardSource } from './dashboard-frame.js';
 import { SseHub } from './sse-hub.js';

@@ -17,8 +17,8 @@
  * Cost: router.stats() walks every instance once (µs at fleet sizes kvroute targets); the TTFT
  * quantile merges W × 420 bins. Fine once a second, not per request.
  */
-import type { Router } from '../../core/router.js';
-import type { ProxyState } from '../proxy-state.js';
+import type { Router } from '../../../core/router.js';
+import type { ProxyState } from '../../proxy-state.js';
 import { hitRate, type DashboardObserver } from './dashboard-observer.js';
 
 /** What a frame reads of the proxy: a ProxyState is one. */

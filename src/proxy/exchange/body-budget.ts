@@ -17,7 +17,7 @@
  *
  * Invariant: 0 ≤ held ≤ limit.
  */
-import { ClientError } from './error-body.js';
+import { ClientError } from '../server/error-body.js';
 import { collectGarbageSoon } from './reclaim-memory.js';
 
 /** Released body bytes that make a background collection worth it. */

@@ -4,9 +4,10 @@
  * and one outcome: the `kv_transfer_params` to send the decode instance, or why there are none
  * (the exchange then serves the request co-located on the decode instance).
  *
- * This is the unit the proxy's exchange (proxy-exchange.ts) drives and the tests exercise against
- * a protocol-speaking engine; it knows no router and no client. Router tickets, in-flight counts,
- * the breaker and the observers are the exchange's.
+ * This is the unit the proxy's attempt relay drives (exchange/attempt-relay.ts, through
+ * offload-attempt.ts) and the tests exercise against a protocol-speaking engine; it knows no
+ * router and no client. Router tickets, in-flight counts,
+ * the breaker and the observers are the attempt's.
  *
  * Outcomes, exactly one per call unless cancel() came first (then none):
  *   ok        2xx with a non-empty `kv_transfer_params` object
@@ -21,9 +22,9 @@
  */
 import type { Dispatcher } from 'undici';
 
-import type { Backend } from './backend.js';
+import type { Backend } from '../upstream/backend.js';
 import { transferParamsOf } from './offload-bodies.js';
-import type { OffloadFallback } from './proxy-observer.js';
+import type { OffloadFallback } from '../observe/proxy-observer.js';
 
 export type PrefillOutcome =
   { ok: true; params: string } | { ok: false; cause: OffloadFallback; detail: string; error?: Error };

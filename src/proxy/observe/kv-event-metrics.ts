@@ -5,8 +5,8 @@
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 
-import type { KvEventInstanceStats } from '../core/types.js';
-import type { ProxyState } from './proxy-state.js';
+import type { KvEventInstanceStats } from '../../core/types.js';
+import type { ProxyState } from '../proxy-state.js';
 
 /** One scrape's feeds, read once however many metrics ask. */
 function feedsOf(state: ProxyState | undefined): Array<[string, KvEventInstanceStats]> {

@@ -9,11 +9,11 @@
  * its callback; after onAborted the response must not be touched; writes made outside the
  * handler go inside cork().
  */
-import type uWS from 'uWebSockets.js';
+import type { RecognizedString, UwsRequest } from './uws.js';
 
 /** The part of uWS.HttpRequest the proxy reads. */
 export type ClientRequestHead = Pick<
-  uWS.HttpRequest,
+  UwsRequest,
   'forEach' | 'getCaseSensitiveMethod' | 'getHeader' | 'getQuery' | 'getUrl'
 >;
 
@@ -25,11 +25,11 @@ export interface ClientResponse {
   onAborted(handler: () => void): unknown;
   onData(handler: (chunk: ArrayBuffer, isLast: boolean) => void): unknown;
   cork(callback: () => void): unknown;
-  writeStatus(status: uWS.RecognizedString): ClientResponse;
-  writeHeader(key: uWS.RecognizedString, value: uWS.RecognizedString): ClientResponse;
+  writeStatus(status: RecognizedString): ClientResponse;
+  writeHeader(key: RecognizedString, value: RecognizedString): ClientResponse;
   /** False when the client's buffer is full: wait for onWritable. */
-  write(chunk: uWS.RecognizedString): boolean;
+  write(chunk: RecognizedString): boolean;
   onWritable(handler: (offset: number) => boolean): unknown;
-  end(body?: uWS.RecognizedString, closeConnection?: boolean): unknown;
+  end(body?: RecognizedString, closeConnection?: boolean): unknown;
   close(): unknown;
 }

@@ -17,9 +17,8 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-import type uWS from 'uWebSockets.js';
-
 import type { ClientRequestHead, ClientResponse } from './client-io.js';
+import type { RecognizedString } from './uws.js';
 
 /** Node's IncomingMessage seen as a uWS HttpRequest (names lowercased, as uWS gives them). */
 export class NodeRequestHead implements ClientRequestHead {
@@ -42,7 +41,7 @@ export class NodeRequestHead implements ClientRequestHead {
     return this.req.method ?? 'GET';
   }
 
-  getHeader(name: uWS.RecognizedString): string {
+  getHeader(name: RecognizedString): string {
     const value = this.req.headers[String(name).toLowerCase()];
     return Array.isArray(value) ? value.join(', ') : (value ?? '');
   }
@@ -56,7 +55,7 @@ export class NodeRequestHead implements ClientRequestHead {
   }
 }
 
-const toBuffer = (data: uWS.RecognizedString): Buffer | string =>
+const toBuffer = (data: RecognizedString): Buffer | string =>
   typeof data === 'string'
     ? data
     : data instanceof ArrayBuffer || data instanceof SharedArrayBuffer
@@ -114,7 +113,7 @@ export class NodeClientResponse implements ClientResponse {
     return this;
   }
 
-  writeStatus(status: uWS.RecognizedString): this {
+  writeStatus(status: RecognizedString): this {
     const match = STATUS_LINE.exec(String(status));
     if (match !== null && !this.res.headersSent) {
       this.res.statusCode = Number(match[1]);
@@ -123,12 +122,12 @@ export class NodeClientResponse implements ClientResponse {
     return this;
   }
 
-  writeHeader(key: uWS.RecognizedString, value: uWS.RecognizedString): this {
+  writeHeader(key: RecognizedString, value: RecognizedString): this {
     if (!this.res.headersSent) this.res.appendHeader(String(key), String(value));
     return this;
   }
 
-  write(chunk: uWS.RecognizedString): boolean {
+  write(chunk: RecognizedString): boolean {
     if (this.gone) return true;
     return this.res.write(toBuffer(chunk));
   }
@@ -138,7 +137,7 @@ export class NodeClientResponse implements ClientResponse {
     return this;
   }
 
-  end(body?: uWS.RecognizedString, closeConnection?: boolean): this {
+  end(body?: RecognizedString, closeConnection?: boolean): this {
     if (this.gone) return this;
     if (closeConnection === true && !this.res.headersSent) this.res.setHeader('connection', 'close');
     if (body === undefined) this.res.end();

@@ -23,9 +23,9 @@ import { registerKvEventMetrics } from './kv-event-metrics.js';
 import { hotCounter, hotHistogram } from './hot-metrics.js';
 
 import type { ProxyObserver, RequestOutcome, UpstreamErrorKind, UsageCounts } from './proxy-observer.js';
-import type { ProxyMount } from './proxy-options.js';
-import type { ReconcileResult } from '../state/shadow-reconciler.js';
-import type { ProxyState } from './proxy-state.js';
+import type { ProxyMount } from '../proxy-options.js';
+import type { ReconcileResult } from '../../state/shadow-reconciler.js';
+import type { ProxyState } from '../proxy-state.js';
 
 /** vLLM's TTFT buckets (seconds), so the two dashboards line up. */
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];

@@ -14,7 +14,7 @@
  *
  * Cost: broadcast() is one cork + one write per subscriber; the frame string is shared.
  */
-import type { ClientResponse } from '../client-io.js';
+import type { ClientResponse } from '../../server/client-io.js';
 
 /** Frames a backed-up subscriber may miss in a row before it is closed. */
 export const MAX_SKIPPED = 5;

@@ -17,7 +17,7 @@
  * - A queued request whose client goes away calls cancel(); it never held a slot.
  * Invariant: active ≤ maxInFlight, and the queue is empty whenever active < maxInFlight.
  */
-import { ClientError } from './error-body.js';
+import { ClientError } from '../server/error-body.js';
 
 export interface Admittable {
   /** A slot is free: route and forward now. */

@@ -23,14 +23,14 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-import { isKvrouteError } from '../core/errors.js';
-import { POLICY_NAMES } from '../core/policy-spec.js';
-import type { PolicyName, PolicySpec } from '../core/types.js';
-import type { ClientResponse } from './client-io.js';
-import { errorJson } from './error-body.js';
-import { normaliseBackend, resolveBackend, type ProxyMount, type ResolvedBackend } from './proxy-options.js';
-import type { ProxyState } from './proxy-state.js';
-import type { MountApp } from './route-table.js';
+import { isKvrouteError } from '../../core/errors.js';
+import { POLICY_NAMES } from '../../core/policy-spec.js';
+import type { PolicyName, PolicySpec } from '../../core/types.js';
+import type { ClientResponse } from '../server/client-io.js';
+import { errorJson } from '../server/error-body.js';
+import { normaliseBackend, resolveBackend, type ProxyMount, type ResolvedBackend } from '../proxy-options.js';
+import type { ProxyState } from '../proxy-state.js';
+import type { MountApp } from '../server/route-table.js';
 
 /** Admin request bodies are a URL or a policy: this is generous. */
 const MAX_ADMIN_BODY = 64 * 1024;

@@ -8,7 +8,7 @@
 import { promisify } from 'node:util';
 import { brotliDecompress, gunzip, inflate, type ZlibOptions } from 'node:zlib';
 
-import { ClientError } from './error-body.js';
+import { ClientError } from '../server/error-body.js';
 
 export type BodyEncoding = 'identity' | 'gzip' | 'deflate' | 'br';
 
