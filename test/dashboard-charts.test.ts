@@ -8,8 +8,8 @@
 import type { Browser } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 
-import { createDashboard } from '../src/proxy/dashboard/dashboard.js';
-import { createProxy, type Proxy } from '../src/proxy/proxy-server.js';
+import { createDashboard } from '../src/proxy/observe/dashboard/dashboard.js';
+import { createProxy, type Proxy } from '../src/proxy/server/proxy-server.js';
 import { launchBrowser, newPage } from './helpers/browser.js';
 
 /** The page's DOM, as much as the function run in the browser uses (tsconfig has no DOM lib). */
