@@ -13,7 +13,10 @@ export { promptText } from './core/prompt-text.js';
 export { ALL_POLICY_NAMES, POLICY_NAMES } from './core/policy-spec.js';
 export { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './core/codes.js';
 export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core/errors.js';
-export type { AppliedKvEvents } from './events/direct-kv-events.js';
+export type { KvEventIndexStats, KvEventSink, KvEventSinkOwner } from './core/kv-event-sink.js';
+// KV events fed in from outside the core (src/events/): a ZeroMQ subscription, or your own transport.
+export { applyKvEvents, type AppliedKvEvents } from './events/direct-kv-events.js';
+export { subscribeKvEvents, type KvEventEndpoints, type KvEventSubscription } from './events/kv-event-subscription.js';
 export { nativePath } from './core/native.js';
 export {
   ShadowReconciler,

@@ -45,6 +45,7 @@ import { DecisionView } from './decision-view.js';
 import { describe, invalidType, rangeError, stateError } from './errors.js';
 import { FEED_STATUSES, feedPath, feedWarning, type FeedStatus } from './feed.js';
 import { hashTokenBlocks } from './hashing.js';
+import { SlotKvEventSink, type KvEventSink, type KvEventSinkOwner } from './kv-event-sink.js';
 import { GROUP_NONE, ModelGroups } from './model-groups.js';
 import { loadNative, nativeDisabledByEnv } from './native.js';
 import { resolvePolicy, toCorePolicy } from './policy-spec.js';
@@ -65,9 +66,6 @@ import type {
   RouterStats,
 } from './types.js';
 import { checkInteger, checkNumber, checkObject, checkString, toCoreIds } from './validate.js';
-import { DirectKvEvents, type AppliedKvEvents } from '../events/direct-kv-events.js';
-import { InstanceKvFeeds } from '../events/instance-kv-feeds.js';
-import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.js';
 
 const DEFAULT_CAPACITY_BLOCKS = 65_536;
 const DEFAULT_BLOCK_SIZE = 16;
@@ -150,10 +148,8 @@ export class Router {
   /** REQUEST_FLAGS bits of the request being routed besides dry run: FLAG_TOKEN_KEYS or 0. */
   private keyFlags = 0;
   private readonly blockSizeTokens: number;
-  /** Created with the first instance given a KV event endpoint. */
-  private kvFeeds: InstanceKvFeeds | undefined;
-  /** Created with the first applyKvEvents() call. */
-  private directEvents: DirectKvEvents | undefined;
+  /** Each instance's way in for KV events, by slot: made by kvEventSink(), closed on removal. */
+  private readonly sinks = new Map<number, SlotKvEventSink>();
   private readonly eventStatsBuf = new Float64Array(EVENT_STAT_FIELDS);
 
   constructor(options: RouterOptions) {
@@ -230,13 +226,10 @@ export class Router {
     this.view = new DecisionView(this.decisionBuf, this.offloadBuf, this.names, this.matched);
     this.decision = this.view;
     this.decisionBuf[0] = -1;
-    for (const spec of instances)
-      this.addInstance(spec.id, {
-        capacityBlocks: spec.capacityBlocks,
-        models: spec.models,
-        kvEvents: spec.kvEvents,
-        kvReplay: spec.kvReplay,
-      });
+    instances.forEach((spec, k) => {
+      movedKvEventOption(`options.instances[${k}]`, spec);
+      this.addInstance(spec.id, { capacityBlocks: spec.capacityBlocks, models: spec.models });
+    });
     this.feedPath = feed;
     if (feed !== undefined) this.checkFeed();
   }
@@ -515,6 +508,7 @@ export class Router {
     if (this.slots.has(id))
       throw rangeError('ERR_KVROUTE_DUPLICATE_INSTANCE', `instance ${JSON.stringify(id)} already exists`);
     const opts = checkObject('options', options);
+    movedKvEventOption(`options of ${describe(id)}`, opts);
     const capacity =
       opts.capacityBlocks === undefined
         ? this.defaultCapacity
@@ -522,30 +516,26 @@ export class Router {
     const models = this.groups.check(id, opts.models);
     this.core.counts(this.countsBuf);
     if (this.countsBuf[2]! + 1 > this.matched.length) this.growExplainBuffers(this.matched.length * 2);
-    const kvEvents =
-      opts.kvEvents === undefined ? undefined : endpointOption(`kvEvents of ${describe(id)}`, opts.kvEvents);
-    if (opts.kvReplay !== undefined && kvEvents === undefined)
-      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', `kvReplay of ${describe(id)} needs kvEvents`);
-    const kvReplay =
-      opts.kvReplay === undefined ? undefined : endpointOption(`kvReplay of ${describe(id)}`, opts.kvReplay);
     const slot = this.core.addInstance(id, capacity);
     this.names[slot] = id;
     this.slots.set(id, slot);
     const groups = this.groups.declare(slot, models);
     if (groups !== null) this.core.setInstanceGroups(slot, groups);
-    if (kvEvents !== undefined) {
-      this.kvFeeds ??= new InstanceKvFeeds(this.core, this.warn);
-      this.kvFeeds.subscribe(slot, id, kvEvents, kvReplay);
-    }
   }
 
   /**
    * Stops every KV event subscription (instances keep routing on their belief indexes). The
-   * router stays usable; call it before dropping a router whose instances have event endpoints,
-   * or their sockets keep the process alive.
+   * router stays usable; call it before dropping a router whose instances have event
+   * subscriptions, or their sockets keep the process alive.
    */
-  close(): Promise<void> {
-    return this.kvFeeds?.close() ?? Promise.resolve();
+  async close(): Promise<void> {
+    const closing: Array<Promise<void>> = [];
+    for (const sink of this.sinks.values()) {
+      const owner = sink.owner;
+      sink.owner = undefined;
+      if (owner !== undefined) closing.push(owner.close());
+    }
+    await Promise.all(closing);
   }
 
   /**
@@ -583,8 +573,9 @@ export class Router {
   /** Forgets the instance, its cache and its counters; open tickets on it stay valid. */
   removeInstance(id: string): void {
     const slot = this.slotOf(id);
-    // Before the core frees the slot: a closed feed never touches it again.
-    void this.kvFeeds?.unsubscribe(slot);
+    // Before the core frees the slot: a closed sink (and its feed) never touches it again.
+    void this.sinks.get(slot)?.close();
+    this.sinks.delete(slot);
     this.core.removeInstance(slot);
     this.lastReconcile.delete(slot);
     // Open tickets on it stay valid but belong to no slot: a new instance may reuse the slot.
@@ -600,25 +591,27 @@ export class Router {
   }
 
   /**
-   * Feeds an instance's cache state from its engine's KV events received some other way than a
-   * `kvEvents` subscription (a relay, NATS, a replayed log; docs/kv-events.md, "Events from
-   * elsewhere"). `events` is one vLLM KVEventBatch payload as its msgpack bytes (the third frame
-   * of the engine's ZMQ message), or that batch's `events` already unpacked (each an array or a
-   * map, as vLLM encodes them). The first call makes the instance event-fed: requests given as
-   * `tokens` then match it from these events. Calls must come in the engine's order.
-   *
-   * Checked whole first: a malformed event throws ERR_KVROUTE_KV_EVENT naming its field, and
-   * nothing of the call is applied. Events of unknown types are skipped and counted.
+   * The way in for an instance's KV events (src/core/kv-event-sink.ts): whoever receives its
+   * engine's events applies them here, packed. subscribeKvEvents() (a ZeroMQ subscription) and
+   * applyKvEvents() (events received elsewhere) from 'kvroute' are the two ready-made feeders;
+   * docs/kv-events.md. With `owner`, the caller becomes the instance's only writer: the router
+   * reports its stats() and closes it with the instance or on close(). Throws
+   * ERR_KVROUTE_KV_EVENT when the instance already has an owner.
    */
-  applyKvEvents(instance: string, events: Uint8Array | readonly unknown[]): AppliedKvEvents {
+  kvEventSink(instance: string, owner?: KvEventSinkOwner): KvEventSink {
     const slot = this.slotOf(instance);
-    if (this.kvFeeds?.has(slot) === true)
+    let sink = this.sinks.get(slot);
+    if (sink?.owner !== undefined)
       throw stateError(
         'ERR_KVROUTE_KV_EVENT',
-        `instance ${describe(instance)} is fed by its own kvEvents subscription; applyKvEvents would interleave a second stream`,
+        `instance ${describe(instance)} is fed by its own kvEvents subscription; a second writer would interleave a second stream`,
       );
-    this.directEvents ??= new DirectKvEvents(this.core);
-    return this.directEvents.apply(slot, events);
+    if (sink === undefined) {
+      sink = new SlotKvEventSink(this.core, slot, instance, this.warn);
+      this.sinks.set(slot, sink);
+    }
+    if (owner !== undefined) sink.owner = owner;
+    return sink;
   }
 
   /** Empties one instance's cache model, or every instance's. */
@@ -641,7 +634,7 @@ export class Router {
       models: this.groups.slots,
       statsBuf: this.statsBuf,
       countsBuf: this.countsBuf,
-      kvEvents: (slot) => this.kvFeeds?.stats(slot) ?? null,
+      kvEvents: (slot) => this.sinks.get(slot)?.owner?.stats() ?? null,
     });
   }
 
@@ -863,7 +856,7 @@ export class Router {
     throw invalidType('request.session', 'a string or a finite number', s);
   }
 
-  private instanceSpecs(instances: unknown): InstanceSpec[] {
+  private instanceSpecs(instances: unknown): Array<InstanceSpec & { kvEvents?: unknown; kvReplay?: unknown }> {
     if (typeof instances === 'number') {
       checkInteger('options.instances', instances, 0, 65_536);
       return Array.from({ length: instances }, (_, k) => ({ id: `engine-${k}` }));
@@ -872,26 +865,33 @@ export class Router {
       throw invalidType('options.instances', 'a count or an array of instance ids', instances);
     return instances.map((spec: unknown, k) => {
       if (typeof spec === 'string') return { id: spec };
-      const s = checkObject(`options.instances[${k}]`, spec) as Partial<InstanceSpec>;
+      const s = checkObject(`options.instances[${k}]`, spec) as Partial<InstanceSpec> & {
+        kvEvents?: unknown;
+        kvReplay?: unknown;
+      };
       return {
         id: checkString(`options.instances[${k}].id`, s.id),
         capacityBlocks: s.capacityBlocks,
         models: s.models,
-        kvEvents: s.kvEvents,
-        kvReplay: s.kvReplay,
+        ...(s.kvEvents === undefined ? {} : { kvEvents: s.kvEvents }),
+        ...(s.kvReplay === undefined ? {} : { kvReplay: s.kvReplay }),
       };
     });
   }
 }
 
-function endpointOption(field: string, raw: unknown): string {
-  const endpoint = parseZmqEndpoint(raw);
-  if (endpoint === undefined)
-    throw rangeError(
-      'ERR_KVROUTE_INVALID_ARG_VALUE',
-      `${field} must be ${ZMQ_ENDPOINT_EXPECTED}, got ${describe(raw)}`,
-    );
-  return endpoint;
+/**
+ * Refuses the kvEvents/kvReplay instance options of kvroute 0.1: the router core no longer owns
+ * transports, so the caller subscribes the instance itself.
+ */
+function movedKvEventOption(field: string, options: { kvEvents?: unknown; kvReplay?: unknown }): void {
+  const key = options.kvEvents !== undefined ? 'kvEvents' : options.kvReplay !== undefined ? 'kvReplay' : undefined;
+  if (key === undefined) return;
+  throw rangeError(
+    'ERR_KVROUTE_INVALID_ARG_VALUE',
+    `${field}.${key} is no longer a Router option: add the instance, then subscribe it with ` +
+      "subscribeKvEvents(router, id, { endpoint, replay }) from 'kvroute' (docs/kv-events.md)",
+  );
 }
 
 /** request.tokens as a Uint32Array, each id checked (an integer in [0, 2^32)). */
