@@ -107,7 +107,7 @@ export function refuseMovedKvEventOption(field: string, options: { kvEvents?: un
   throw rangeError(
     'ERR_KVROUTE_INVALID_ARG_VALUE',
     `${field}.${key} is no longer a Router option: add the instance, then subscribe it with ` +
-      "subscribeKvEvents(router, id, { endpoint, replay }) from 'kvroute' (docs/kv-events.md)",
+      "subscribeKvEvents(router, id, { endpoint, replay }) from 'kvroute/events' (docs/kv-events.md)",
   );
 }
 

@@ -462,7 +462,7 @@ export class Router {
   /**
    * The way in for an instance's KV events (src/core/kv-event-sink.ts): whoever receives its
    * engine's events applies them here, packed. subscribeKvEvents() (a ZeroMQ subscription) and
-   * applyKvEvents() (events received elsewhere) from 'kvroute' are the two ready-made feeders;
+   * applyKvEvents() (events received elsewhere) from 'kvroute/events' are the two ready-made feeders;
    * docs/kv-events.md. With `owner`, the caller becomes the instance's only writer: the router
    * reports its stats() and closes it with the instance or on close(). Throws
    * ERR_KVROUTE_KV_EVENT when the instance already has an owner.
