@@ -114,7 +114,14 @@ export function refuseMovedKvEventOption(field: string, options: { kvEvents?: un
 /** options.instances: a count (engine-0 …) or ids and specs; the kvEvents options refused by name. */
 function instanceSpecs(instances: unknown): InstanceSpec[] {
   if (typeof instances === 'number') {
-    checkInteger('options.instances', instances, 0, MAX_INSTANCES);
+    // A count of 0 is a router that refuses every route: the count names engine-0 … engine-N-1.
+    if (instances === 0)
+      throw rangeError(
+        'ERR_KVROUTE_INVALID_ARG_VALUE',
+        'options.instances must be a count of at least 1 (engine-0 …) or an array of instance ids ' +
+          '([] to add them later with addInstance), got 0',
+      );
+    checkInteger('options.instances', instances, 1, MAX_INSTANCES);
     return Array.from({ length: instances }, (_, k) => ({ id: `engine-${k}` }));
   }
   if (!Array.isArray(instances))

@@ -192,7 +192,12 @@ export interface ObservedState {
 
 /** The last route() decision, read in place: valid until the next route(). */
 export interface Decision {
-  readonly instance: string | undefined;
+  /**
+   * The chosen instance's id: after a route() that returned a ticket, always the instance to
+   * send the request to. '' when there is none: before the first route(), after an explain()
+   * that found no candidate, or once the chosen instance was removed.
+   */
+  readonly instance: string;
   readonly index: number;
   readonly reason: ReasonName;
   readonly ticket: number;
