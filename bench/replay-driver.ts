@@ -24,7 +24,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-import { replay, type TraceRequest } from '../dist/index.js';
+import { replay } from '../dist/entries/replay.js';
+import type { TraceRequest } from '../dist/entries/trace.js';
 import { machineInfo, printMachine } from './lib/machine.mjs';
 import { startStub } from './lib/proxy-procs.js';
 

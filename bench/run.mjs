@@ -34,6 +34,7 @@ const WORKLOADS = [
   'proxy-bodies',
   'proxy-threads',
   'cli-startup',
+  'import-cost',
   'analyze-run',
   'replay-driver',
   'tokenize',

@@ -6,7 +6,8 @@
 // - 100k: the generator at --scale 80 with --duration 139,200 s, which keeps the default
 //   trace's mean arrival rate (1,255 requests over ~1,740 s) for ~99k requests, streamed from
 //   the generator through 8 instances under unified+A+B. Target: <= 60 s wall. Skipped by --quick.
-import { POLICY_NAMES, synthesizeTrace } from '../dist/index.js';
+import { POLICY_NAMES } from '../dist/index.js';
+import { synthesizeTrace } from '../dist/entries/trace.js';
 import { simulate } from '../dist/sim/simulator.js';
 import { workloadMain } from './lib/cli.mjs';
 

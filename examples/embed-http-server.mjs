@@ -5,10 +5,11 @@
 //
 // Your app keeps its routes; the OpenAI routes (/v1/chat/completions, /v1/completions,
 // /v1/models, /health, /ready) go through the cache-aware router. PORT picks the port (0: free).
-// In your project, import from 'kvroute' instead of '../dist/index.js'.
+// In your project, import from 'kvroute/proxy' and 'kvroute/sim' instead of '../dist/entries/*.js'.
 import { createServer } from 'node:http';
 
-import { createProxy, startSimFleet } from '../dist/index.js';
+import { createProxy } from '../dist/entries/proxy.js';
+import { startSimFleet } from '../dist/entries/sim.js';
 
 const given = process.argv[2]?.split(',').filter(Boolean);
 const fleet = given === undefined ? await startSimFleet({ instances: 2, port: 0 }) : undefined;

@@ -6,6 +6,12 @@
  *   const ticket = router.route({ messages, session: 'conv-42' });
  *   send(router.decision.instance);           // then, as the response streams:
  *   router.onFirstToken(ticket); router.complete(ticket);
+ *
+ * This entry is the routing core only (the addon, or its TypeScript reference): it loads no
+ * server, HTTP client, metrics, ZeroMQ or worker pool. The rest has entries of its own, each
+ * loading what it needs: kvroute/events (KV event feeds), kvroute/proxy, kvroute/sim,
+ * kvroute/replay, kvroute/trace, kvroute/tokenize (src/entries/). test/package-exports.test.ts
+ * holds this entry to it.
  */
 export { Router } from './core/router.js';
 export { hashPrompt, hashTokenBlocks, type HashPromptOptions } from './core/hashing.js';
@@ -13,7 +19,7 @@ export { promptText } from './core/prompt-text.js';
 export { ALL_POLICY_NAMES, POLICY_NAMES } from './core/policy-spec.js';
 export { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './core/codes.js';
 export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core/errors.js';
-export type { AppliedKvEvents } from './events/direct-kv-events.js';
+export type { KvEventIndexStats, KvEventSink, KvEventSinkOwner } from './core/kv-event-sink.js';
 export { nativePath } from './core/native.js';
 export {
   ShadowReconciler,
@@ -43,64 +49,3 @@ export type {
   RouterOptions,
   RouterStats,
 } from './core/types.js';
-
-// Traces: read, write, transform, generate (src/trace/), and characterize (src/analysis/).
-export { readTrace, type ReadTraceOptions, type TraceReadStats, type TraceReader } from './trace/read-trace.js';
-export { writeTrace, formatTraceLine } from './trace/write-trace.js';
-export { transformTrace, type TransformOptions } from './trace/transforms.js';
-export { synthesizeTrace, SYNTH_DEFAULTS, type SynthOptions, type SynthProgress } from './trace/synth.js';
-export { MODEL_PRESETS, kvBytesPerToken, type ModelPreset } from './trace/model-presets.js';
-export type { TraceRequest, TraceFormat } from './trace/types.js';
-export { characterizeTrace, type CharacterizeOptions } from './analysis/characterize.js';
-export type { TraceSummary } from './analysis/trace-summary.js';
-
-// Simulated vLLM engines over HTTP (src/sim/): for demos and tests of anything OpenAI-shaped.
-export { startSimFleet, type SimFleet, type SimFleetOptions } from './sim/sim-fleet.js';
-export type { EngineScaling } from './sim/engine-preset.js';
-
-// Request tokenization (src/tokenize/): tokenizer + chat template as vLLM renders them, on workers.
-export {
-  TokenizerPool,
-  loadTokenizer,
-  bundledTokenizerDir,
-  TokenizerError,
-  type TokenizerPoolOptions,
-  type TokenizerPoolStats,
-  type ChatExtras,
-  type TokenizerErrorCode,
-} from './tokenize/index.js';
-
-// The proxy (src/proxy/): an OpenAI-compatible routing server on uWebSockets.js or Node's http.
-export { createProxy, type NodeHandler, type Proxy } from './proxy/server/proxy-server.js';
-export { kvrouteFastify, type FastifyPlugin } from './proxy/server/fastify-plugin.js';
-export { createProxyMetrics, type ProxyMetrics, type ProxyMetricsOptions } from './proxy/observe/proxy-metrics.js';
-export { adminMount } from './proxy/observe/admin-api.js';
-export { createDashboard, type Dashboard, type DashboardOptions } from './proxy/observe/dashboard/dashboard.js';
-export type { DashboardFrame, InstanceFrame } from './proxy/observe/dashboard/dashboard-frame.js';
-export { PROXY_DEFAULTS, type BackendSpec, type ProxyMount, type ProxyOptions } from './proxy/proxy-options.js';
-export type {
-  ProxyObserver,
-  RequestOutcome,
-  RequestRecord,
-  UpstreamErrorKind,
-  UsageCounts,
-} from './proxy/observe/proxy-observer.js';
-export type { MountApp, RouteHandler } from './proxy/server/route-table.js';
-export type { ClientRequestHead, ClientResponse } from './proxy/server/client-io.js';
-export type { ModelCard } from './proxy/upstream/backend.js';
-export { openAccessLog, formatRecord, type AccessLog, type AccessLogOptions } from './proxy/observe/access-log.js';
-export type { BackendSnapshot, ModelAvailability, ProxyState } from './proxy/proxy-state.js';
-
-// Live replay (src/replay/): drive an OpenAI-compatible endpoint with a trace, recording each request.
-export {
-  replay,
-  loadTrace,
-  REPLAY_DEFAULTS,
-  type ReplayOptions,
-  type ReplayResult,
-  type StopCause,
-} from './replay/replay.js';
-export { findSrr, parseSlo, type SloTerm, type SrrOptions, type SrrResult, type Trial } from './replay/find-srr.js';
-export type { DispatchMode } from './replay/dispatcher.js';
-export type { ReplayTally } from './replay/replay-tally.js';
-export { ReplayError } from './replay/target-check.js';

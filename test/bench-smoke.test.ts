@@ -77,6 +77,29 @@ it('npm run bench -- --quick --only cli-startup times the floor, kvroute --help 
   }
 });
 
+it('npm run bench -- --quick --only import-cost times the floor and importing the routing core', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'import-cost', '--json', out], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    expect(child.stdout).toMatch(/info {2}import \{ Router \} from 'kvroute', median: this \d+ ms, \d+ MiB/);
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    expect(doc.results.map((r: { build: string }) => r.build)).toEqual(['node', 'this', 'this']);
+    for (const r of doc.results) {
+      expect(r).toMatchObject({ workload: 'import-cost', kind: 'import-cost', runs: 5 });
+      expect(r.rss_mib).toBeGreaterThan(0);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 it('npm run bench -- --quick --only analyze-run analyses generated records, with and without the reuse split', () => {
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
   try {

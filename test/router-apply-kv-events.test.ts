@@ -1,5 +1,5 @@
 /**
- * Router.applyKvEvents: KV events an embedder hands the router itself (docs/kv-events.md, "Events
+ * applyKvEvents: KV events an embedder hands the router itself (docs/kv-events.md, "Events
  * from elsewhere"). Token-keyed requests then match what the events say the engine holds, in
  * either of vLLM's encodings or as a msgpack payload; a malformed call names its field and applies
  * nothing; an instance with its own subscription is refused; a removed instance's slot starts
@@ -8,6 +8,8 @@
 import { describe, expect, it } from 'vitest';
 
 import { Router } from '../src/core/router.js';
+import { applyKvEvents } from '../src/events/direct-kv-events.js';
+import { subscribeKvEvents } from '../src/events/kv-event-subscription.js';
 import { encodeKvEventBatch, wireEvent, type PublishedKvEvent } from '../src/sim/kv-event-encoding.js';
 import { SynthRandom } from '../src/trace/synth-random.js';
 import { block, prompt, storedThree } from './helpers/kv-prompt.js';
@@ -22,7 +24,7 @@ function thrown(call: () => unknown): Error & { code?: string } {
 }
 
 for (const native of [true, false]) {
-  describe(`Router.applyKvEvents (${native ? 'addon' : 'reference'})`, () => {
+  describe(`applyKvEvents (${native ? 'addon' : 'reference'})`, () => {
     it('feeds the instance from the events it is handed, in every form vLLM sends them', () => {
       for (const form of ['map', 'array', 'payload'] as const) {
         const router = new Router({ instances: ['fed', 'plain'], native });
@@ -30,18 +32,18 @@ for (const native of [true, false]) {
           form === 'payload'
             ? encodeKvEventBatch(storedThree, 1.5, 'map')
             : storedThree.map((event) => wireEvent(event, form));
-        expect(router.applyKvEvents('fed', input)).toEqual({ events: 2, unknownEvents: 0 });
+        expect(applyKvEvents(router, 'fed', input)).toEqual({ events: 2, unknownEvents: 0 });
         const explanation = router.explain({ tokens: prompt, session: 's' });
         const byName = Object.fromEntries(explanation.candidates.map((c) => [c.instance, c]));
         expect(byName.fed).toMatchObject({ matchedBlocks: 3, matchedFrom: 'events' });
         expect(byName.plain).toMatchObject({ matchedBlocks: 0, matchedFrom: 'belief' });
         expect(explanation.instance).toBe('fed');
         // Eviction of the middle block: vLLM's prefix rule stops the match before it.
-        router.applyKvEvents('fed', [
+        applyKvEvents(router, 'fed', [
           wireEvent({ type: 'BlockRemoved', blockHashes: [12] }, form === 'array' ? 'array' : 'map'),
         ]);
         expect(router.match({ tokens: prompt })).toEqual({ fed: 1, plain: 0 });
-        router.applyKvEvents('fed', [{ type: 'AllBlocksCleared' }]);
+        applyKvEvents(router, 'fed', [{ type: 'AllBlocksCleared' }]);
         expect(router.match({ tokens: prompt })).toEqual({ fed: 0, plain: 0 });
       }
     });
@@ -50,7 +52,7 @@ for (const native of [true, false]) {
       const router = new Router({ instances: ['a'], native });
       router.route({ tokens: prompt });
       expect(router.match({ tokens: prompt })).toEqual({ a: 4 }); // the belief: its own dispatch
-      expect(router.applyKvEvents('a', [])).toEqual({ events: 0, unknownEvents: 0 });
+      expect(applyKvEvents(router, 'a', [])).toEqual({ events: 0, unknownEvents: 0 });
       expect(router.explain({ tokens: prompt }).candidates[0]).toMatchObject({
         matchedBlocks: 0,
         matchedFrom: 'events',
@@ -60,7 +62,7 @@ for (const native of [true, false]) {
     it('skips and counts event types it does not know', () => {
       const router = new Router({ instances: ['a'], native });
       const events = [{ type: 'BlockPinned', block_hashes: [1] }, wireEvent(storedThree[0]!, 'map')];
-      expect(router.applyKvEvents('a', events)).toEqual({ events: 1, unknownEvents: 1 });
+      expect(applyKvEvents(router, 'a', events)).toEqual({ events: 1, unknownEvents: 1 });
       expect(router.match({ tokens: prompt })).toEqual({ a: 2 });
     });
 
@@ -88,27 +90,24 @@ for (const native of [true, false]) {
         [Uint8Array.of(0x92, 0x01), /payload: not msgpack/],
       ];
       for (const [input, message] of cases) {
-        const error = thrown(() => router.applyKvEvents('a', input as unknown[]));
+        const error = thrown(() => applyKvEvents(router, 'a', input as unknown[]));
         expect(error.code).toBe('ERR_KVROUTE_KV_EVENT');
         expect(error.message).toMatch(message);
         expect(router.match({ tokens: prompt })).toEqual({ a: 0 }); // the good event was not applied
       }
-      const notEvents = thrown(() => router.applyKvEvents('a', 'BlockStored' as unknown as unknown[]));
+      const notEvents = thrown(() => applyKvEvents(router, 'a', 'BlockStored' as unknown as unknown[]));
       expect(notEvents).toBeInstanceOf(TypeError);
       expect(notEvents.message).toMatch(
         /events must be a msgpack KVEventBatch payload \(Uint8Array\) or an array of events/,
       );
-      expect(thrown(() => router.applyKvEvents('nope', [])).code).toBe('ERR_KVROUTE_UNKNOWN_INSTANCE');
+      expect(thrown(() => applyKvEvents(router, 'nope', [])).code).toBe('ERR_KVROUTE_UNKNOWN_INSTANCE');
     });
 
     it('refuses an instance fed by its own subscription', async () => {
-      const router = new Router({
-        instances: [{ id: 'sub', kvEvents: 'tcp://127.0.0.1:9' }],
-        native,
-        onWarning: () => {},
-      });
+      const router = new Router({ instances: ['sub'], native, onWarning: () => {} });
+      subscribeKvEvents(router, 'sub', { endpoint: 'tcp://127.0.0.1:9' });
       try {
-        const error = thrown(() => router.applyKvEvents('sub', []));
+        const error = thrown(() => applyKvEvents(router, 'sub', []));
         expect(error.code).toBe('ERR_KVROUTE_KV_EVENT');
         expect(error.message).toMatch(/instance "sub" is fed by its own kvEvents subscription/);
       } finally {
@@ -118,7 +117,8 @@ for (const native of [true, false]) {
 
     it('starts a new instance on a removed one’s slot unfed', () => {
       const router = new Router({ instances: ['a'], native });
-      router.applyKvEvents(
+      applyKvEvents(
+        router,
         'a',
         storedThree.map((event) => wireEvent(event, 'map')),
       );
@@ -129,7 +129,7 @@ for (const native of [true, false]) {
   });
 }
 
-describe('Router.applyKvEvents, addon against reference', () => {
+describe('applyKvEvents, addon against reference', () => {
   it('answers the same matches after the same random stream of stores, evictions and clears', () => {
     const random = new SynthRandom(7);
     const pick = (n: number) => Math.floor(random.next() * n);
@@ -159,7 +159,7 @@ describe('Router.applyKvEvents, addon against reference', () => {
       } else if (roll < 0.97) events = [{ type: 'BlockRemoved', blockHashes: [engineId(p, pick(p.length))] }];
       else events = [{ type: 'AllBlocksCleared' }];
       const unpacked = events.map((event) => wireEvent(event, 'map'));
-      for (const router of routers) router.applyKvEvents(instance, unpacked);
+      for (const router of routers) applyKvEvents(router, instance, unpacked);
       const query = prompts[pick(prompts.length)]!;
       const tokens = Uint32Array.from(query.flatMap((v, k) => blockTokens(v, k)));
       const [native, reference] = routers.map((router) => router.match({ tokens }));

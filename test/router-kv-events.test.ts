@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { Router } from '../src/core/router.js';
+import { subscribeKvEvents } from '../src/events/kv-event-subscription.js';
 import { KvEventPublisher } from '../src/sim/kv-event-publisher.js';
 import { block, prompt, storedThree } from './helpers/kv-prompt.js';
 
@@ -30,11 +31,8 @@ for (const native of [true, false]) {
       const pub = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', encoding: 'map' });
       open.push(pub);
       const warnings: string[] = [];
-      const router = new Router({
-        instances: [{ id: 'fed', kvEvents: pub.endpoint }, 'plain'],
-        native,
-        onWarning: (w) => warnings.push(w),
-      });
+      const router = new Router({ instances: ['fed', 'plain'], native, onWarning: (w) => warnings.push(w) });
+      subscribeKvEvents(router, 'fed', { endpoint: pub.endpoint });
       open.push(router);
       const fed = () => router.stats().instances.find((i) => i.instance === 'fed')!.kvEvents!;
       await until(() => fed().fed);
@@ -69,7 +67,8 @@ for (const native of [true, false]) {
     it('counts an unfinished request routed to an event-fed instance as holding its prefix there', async () => {
       const pub = await KvEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*', encoding: 'map' });
       open.push(pub);
-      const router = new Router({ instances: [{ id: 'fed', kvEvents: pub.endpoint }], native });
+      const router = new Router({ instances: ['fed'], native });
+      subscribeKvEvents(router, 'fed', { endpoint: pub.endpoint });
       open.push(router);
       await until(() => router.stats().instances[0]!.kvEvents!.fed);
       // Nothing stored: a first request matches nothing.
@@ -107,10 +106,21 @@ for (const native of [true, false]) {
 
     it('refuses bad endpoints and token ids, naming the field', () => {
       const router = new Router({ instances: ['a'], native });
-      expect(() => router.addInstance('b', { kvEvents: 'http://x:1' })).toThrow(
+      router.addInstance('b');
+      expect(() => subscribeKvEvents(router, 'b', { endpoint: 'http://x:1' })).toThrow(
         /kvEvents of "b" must be a ZeroMQ endpoint, tcp:\/\/HOST:PORT/,
       );
-      expect(() => router.addInstance('b', { kvReplay: 'tcp://x:1' })).toThrow(/kvReplay of "b" needs kvEvents/);
+      expect(() => subscribeKvEvents(router, 'b', { endpoint: 'tcp://x:1', replay: 'x' })).toThrow(
+        /kvReplay of "b" must be a ZeroMQ endpoint/,
+      );
+      router.removeInstance('b');
+      // The kvEvents instance option moved out of the core: refused, naming the new way.
+      expect(() => router.addInstance('b', { kvEvents: 'tcp://x:1' } as never)).toThrow(
+        /options of "b"\.kvEvents is no longer a Router option: .*subscribeKvEvents\(router, id/,
+      );
+      expect(() => new Router({ instances: [{ id: 'c', kvReplay: 'tcp://x:1' } as never], native })).toThrow(
+        /options\.instances\[0\]\.kvReplay is no longer a Router option/,
+      );
       expect(() => router.route({ tokens: [1, -2] })).toThrow(
         /request\.tokens\[1\] must be a token id in \[0, 2\^32\), got -2/,
       );

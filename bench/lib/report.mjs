@@ -4,6 +4,7 @@
 import { analyzeRunChecks, renderAnalyzeRunResults } from './analyze-run-report.mjs';
 import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
+import { importCostChecks, renderImportCostResults } from './import-cost-report.mjs';
 import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
 import { renderThreadsResults, threadsTargetChecks } from './threads-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
@@ -24,7 +25,8 @@ import { renderTokenizeResults, tokenizeChecks } from './tokenize-report.mjs';
  * @typedef {import('../replay-driver.js').ReplayDriverResult} ReplayDriverResult
  * @typedef {import('../tokenize.mjs').TokenizeLibraryResult | import('../tokenize.mjs').TokenizeSessionResult} TokenizeResult
  * @typedef {import('../kv-events.mjs').KvEventsResult} KvEventsResult
- * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult) & { date?: string }} AnyResult
+ * @typedef {import('../import-cost.mjs').ImportCostResult} ImportCostResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult | ImportCostResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -198,6 +200,7 @@ export function targetChecks(allResults) {
     ...proxyTargetChecks(allResults),
     ...bodiesTargetChecks(allResults),
     ...cliStartupChecks(allResults),
+    ...importCostChecks(allResults),
     ...analyzeRunChecks(allResults),
     ...replayDriverChecks(allResults),
     ...tokenizeChecks(allResults),
@@ -367,6 +370,7 @@ export function renderResults(doc, command) {
     ...renderProxyResults(doc.results),
     ...renderBodiesResults(doc.results),
     ...renderCliStartupResults(doc.results),
+    ...renderImportCostResults(doc.results),
     ...renderAnalyzeRunResults(doc.results),
     ...renderReplayDriverResults(doc.results),
     ...renderTokenizeResults(doc.results),

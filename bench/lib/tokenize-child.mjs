@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { bundledTokenizerDir, loadTokenizer, TokenizerPool } from '../../dist/index.js';
+import { bundledTokenizerDir, loadTokenizer, TokenizerPool } from '../../dist/entries/tokenize.js';
 import { corpus, rng, session, variedText } from './tokenize-corpus.mjs';
 
 const [mode, name] = process.argv.slice(2);

@@ -7,7 +7,7 @@ import { evaluationFiles } from '../report/evaluation-input.js';
 import { buildEvaluationReport } from '../report/evaluation-report.js';
 import { ReportError } from '../report/report-input.js';
 import { stringFlag, type OptionValues } from './common.js';
-import { kvrouteVersion } from './run-header.js';
+import { kvrouteVersion } from '../trace/run-header.js';
 
 export async function reportVerb(values: OptionValues, [input]: string[]): Promise<void> {
   let isDirectory: boolean;

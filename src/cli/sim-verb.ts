@@ -26,7 +26,7 @@ import {
 import { engineScalingFlags, scalingRecord } from './engine-options.js';
 import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
-import { runHeader } from './run-header.js';
+import { runHeader } from '../trace/run-header.js';
 import { SIM_RUN_DEFAULTS } from './sim-command.js';
 import { renderInterference, renderMetrics } from './sim-tables.js';
 import { readerOptions, reportWarnings } from './trace-input.js';

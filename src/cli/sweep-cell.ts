@@ -14,7 +14,7 @@ import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
 import { scalingRecord } from './engine-options.js';
-import { runHeader } from './run-header.js';
+import { runHeader } from '../trace/run-header.js';
 import { writeJson, type CellSummary, type EngineStateName, type SweepCell } from './sweep-layout.js';
 import { cellSummary } from './sweep-summary.js';
 

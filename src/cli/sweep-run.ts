@@ -33,7 +33,7 @@ import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/
 import { readRecords } from '../trace/record-file.js';
 import { ioError } from '../trace/trace-errors.js';
 import { scalingRecord } from './engine-options.js';
-import { kvrouteVersion } from './run-header.js';
+import { kvrouteVersion } from '../trace/run-header.js';
 import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
 import {
   planCells,

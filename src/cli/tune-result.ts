@@ -8,7 +8,7 @@
  *   other parameters vary too, not a one-parameter-at-a-time scan.
  */
 import type { PolicySpec } from '../core/types.js';
-import { kvrouteVersion } from './run-header.js';
+import { kvrouteVersion } from '../trace/run-header.js';
 import { aggregate, OBJECTIVES } from './tune-objectives.js';
 import type { TuneOptions } from './tune-run.js';
 import type { Point, Round } from './tune-search.js';

@@ -87,9 +87,9 @@ export class DecisionView implements Decision {
   get index(): number {
     return this.buf[DECISION_SLOT]!;
   }
-  get instance(): string | undefined {
+  get instance(): string {
     const slot = this.buf[DECISION_SLOT]!;
-    return slot < 0 ? undefined : this.names[slot];
+    return (slot < 0 ? undefined : this.names[slot]) ?? '';
   }
   get reason(): ReasonName {
     return REASONS[this.buf[DECISION_REASON]!]!;

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import type { BlockTrie } from '../trace/prefix-trie.js';
+import type { BlockTrie } from './block-trie.js';
 import { OFFLOAD_OUTCOMES, POLICY_KINDS, REASONS } from './codes.js';
 import type { CoreRouterConstructor } from './core-router.js';
 import { stateError, type KvrouteError } from './errors.js';

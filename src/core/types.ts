@@ -133,15 +133,6 @@ export interface InstanceOptions {
    * (a wildcard). An empty array: none, so it only takes requests that name no model.
    */
   models?: readonly string[];
-  /**
-   * The engine's KV cache event endpoint (vLLM's `--kv-events-config` endpoint, e.g.
-   * tcp://10.0.0.5:5557): its token-keyed requests are then matched against what the engine
-   * reports it holds (docs/kv-events.md). The subscription starts at once; while it is not
-   * connected the instance routes on the router's belief index.
-   */
-  kvEvents?: string;
-  /** The engine's KV event replay endpoint, asked for the messages a gap lost. Needs kvEvents. */
-  kvReplay?: string;
 }
 
 export interface InstanceSpec extends InstanceOptions {
@@ -201,7 +192,12 @@ export interface ObservedState {
 
 /** The last route() decision, read in place: valid until the next route(). */
 export interface Decision {
-  readonly instance: string | undefined;
+  /**
+   * The chosen instance's id: after a route() that returned a ticket, always the instance to
+   * send the request to. '' when there is none: before the first route(), after an explain()
+   * that found no candidate, or once the chosen instance was removed.
+   */
+  readonly instance: string;
   readonly index: number;
   readonly reason: ReasonName;
   readonly ticket: number;

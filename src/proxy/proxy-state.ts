@@ -27,6 +27,7 @@
  */
 import { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { Router } from '../core/router.js';
+import { subscribeKvEvents } from '../events/kv-event-subscription.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { Admission, type AdmissionLimits } from './exchange/admission.js';
 import { Backend, type BackendTimeouts, type ModelCard } from './upstream/backend.js';
@@ -354,11 +355,11 @@ export class ProxyState {
     const id = normaliseBackend(url, 'backend');
     if (this.backends.has(id)) throw new ProxyOptionError(`backend ${id} already exists`);
     const backend = new Backend(id, models, this.options);
-    this.router.addInstance(id, {
-      models: backend.modelIds(),
-      ...(events.kvEvents === undefined ? {} : { kvEvents: events.kvEvents, kvReplay: events.kvReplay }),
-    });
-    if (events.kvEvents !== undefined) this.eventFed = true;
+    this.router.addInstance(id, { models: backend.modelIds() });
+    if (events.kvEvents !== undefined) {
+      subscribeKvEvents(this.router, id, { endpoint: events.kvEvents, replay: events.kvReplay });
+      this.eventFed = true;
+    }
     this.router.drainInstance(id); // until its first probe passes
     this.backends.set(id, backend);
     this.byModel = undefined;

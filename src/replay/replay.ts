@@ -145,7 +145,7 @@ export async function replay(options: ReplayOptions): Promise<ReplayResult> {
     mode: mode.mode,
     ...(mode.mode === 'poisson' ? { rate: mode.rate } : {}),
   };
-  const header = options.header?.(facts) ?? (await import('../cli/run-header.js')).runHeader(facts);
+  const header = options.header?.(facts) ?? (await import('../trace/run-header.js')).runHeader(facts);
   const writer = options.records === undefined ? undefined : new RecordWriter(options.records, header);
   let engineLog: EngineStateLog | undefined;
   try {

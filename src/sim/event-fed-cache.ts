@@ -5,7 +5,7 @@
  *
  * Each engine's block pool reports to an EngineKvEvents (the same listener that makes `sim serve`
  * publish vLLM's events) that flushes on demand. Before a replica routes, every engine's pending
- * events go, in the engine's order, to every replica's Router.applyKvEvents as vLLM's unpacked
+ * events go, in the engine's order, to every replica through applyKvEvents (src/events/direct-kv-events.ts) as vLLM's unpacked
  * map-encoded events: the same checks and index the proxy's feeds use. Requests route by their
  * derived tokens (derived-tokens.ts), the tokens the engines' BlockStored events carry, so their
  * keys meet the events' keys.
@@ -14,6 +14,7 @@
  * (vLLM emits at scheduling; real feeds add milliseconds), none is lost, and no replica joins late.
  */
 import type { Router } from '../core/router.js';
+import { applyKvEvents } from '../events/direct-kv-events.js';
 import type { TraceRequest } from '../trace/types.js';
 import { derivedPromptTokens } from './derived-tokens.js';
 import { EngineKvEvents } from './engine-kv-events.js';
@@ -38,7 +39,7 @@ export class EventFedCache {
       return feed;
     });
     // Fed from the start: an empty index is the truth about an engine that has cached nothing.
-    for (const router of routers) for (const id of instanceIds) router.applyKvEvents(id, []);
+    for (const router of routers) for (const id of instanceIds) applyKvEvents(router, id, []);
   }
 
   /** Hands every engine's events so far to every replica. Call before a replica routes. */
@@ -54,6 +55,6 @@ export class EventFedCache {
   private deliver(instance: number, events: PublishedKvEvent[]): void {
     const unpacked = events.map((event) => wireEvent(event, 'map'));
     const id = this.instanceIds[instance]!;
-    for (const router of this.routers) router.applyKvEvents(id, unpacked);
+    for (const router of this.routers) applyKvEvents(router, id, unpacked);
   }
 }

@@ -24,27 +24,9 @@
  * and several times faster) gives exactly its results, and trace analysis uses it when the addon
  * loads (make-prefix-trie.ts).
  */
+import type { BlockTrie } from '../core/block-trie.js';
 
-/** What trace analysis needs of a prefix trie; this class and the addon's implement it alike. */
-export interface BlockTrie {
-  /** Number of nodes, the root included. */
-  readonly size: number;
-  /** The parent of `node` (< size); the root's is 0. */
-  parentOf(node: number): number;
-  /** See PrefixTrie.walk. */
-  walk(ids: Float64Array, path: Uint32Array): number;
-  /**
-   * Walks every request of an IdBatch (repeated [session, length, id_0 … id_{length-1}]) in
-   * order: `paths` gets the batch's layout with each id replaced by its node (headers copied),
-   * `seen[r]` request r's walk() result. Returns the number of requests.
-   */
-  walkBatch(batch: Float64Array, seen: Uint32Array, paths: Uint32Array): number;
-  /**
-   * Fills `depth` (size entries): for every node, how many nodes on its path (itself included,
-   * the root not) have `counts[node] >= minCount` (counts past the end are 0).
-   */
-  markedDepths(counts: Uint8Array, minCount: number, depth: Uint32Array): void;
-}
+export type { BlockTrie };
 
 const MIN_SLOTS = 1 << 12;
 const TWO_32 = 4294967296;

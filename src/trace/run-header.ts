@@ -1,7 +1,10 @@
-/** The RunHeader a verb writes at the top of its record file: what ran, on what, when, by which kvroute. */
+/**
+ * The RunHeader a verb writes at the top of its record file: what ran, on what, when, by which kvroute.
+ * Lives beside the record format (records.ts) so libraries (replay) and verbs alike can write it.
+ */
 import { readFileSync } from 'node:fs';
 
-import { RECORDS_FORMAT, RECORDS_VERSION, type RunHeader } from '../trace/records.js';
+import { RECORDS_FORMAT, RECORDS_VERSION, type RunHeader } from './records.js';
 
 let version: string | undefined;
 
