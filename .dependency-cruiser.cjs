@@ -35,6 +35,14 @@ module.exports = {
       to: { path: '^src/cli/' },
     },
     {
+      name: 'root-entry-is-the-core',
+      comment:
+        'The package root (kvroute) loads the routing core and its reconciler only; the rest has subpath entries (src/entries/).',
+      severity: 'error',
+      from: { path: '^src/index[.]ts$' },
+      to: { path: '^src/', pathNot: ['^src/core/', '^src/state/shadow-reconciler[.]ts$'] },
+    },
+    {
       name: 'no-circular',
       comment: 'No import cycles: a file and what it imports form a tree.',
       severity: 'error',
