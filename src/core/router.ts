@@ -14,7 +14,7 @@
  * - thread-sharing.ts: mirror()/adoptMirror() for routers sharing one native core;
  * - kv-event-sink.ts: the way in for KV events (the core owns no transport; src/events feeds it);
  * - router-report.ts: stats() and explain().
- * About 590 lines, past the ~500 of the house style: what is left is the public API itself (each
+ * Long file: about 590 lines, past the ~500 of the house style; what is left is the public API itself (each
  * method a few lines of checks and one call into the core) and its JSDoc, which the exported .d.ts
  * carries; splitting the class further would split its documentation from it.
  */

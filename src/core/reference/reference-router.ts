@@ -3,6 +3,10 @@
  * built from the per-block reference model, with the offload layer of ./offload.ts. It is the oracle of the
  * differential tests and the baseline of `npm run bench`, and the fallback
  * where the addon cannot be built ({ native: false } or KVROUTE_NATIVE=0).
+ *
+ * Long file: about 590 lines, the whole CoreRouter surface (some 30 methods, each the oracle of its
+ * native twin) over the reference parts in this folder; the request slab's checks live in
+ * ./request-slab.ts, the policies in ./policy.ts, the offload layer in ./offload.ts.
  */
 import {
   DECISION_COLD_PAIR,
@@ -24,25 +28,7 @@ import {
   type CoreRouter,
   type PackedKvEvents,
 } from '../core-router.js';
-import {
-  MAX_REQUEST_IDS,
-  EVENT_ABORT,
-  EVENT_FIRST_TOKEN,
-  FLAG_DRY_RUN,
-  FLAG_TOKEN_KEYS,
-  IDS_ARGUMENT,
-  IDS_F64,
-  IDS_U32,
-  IDS_U64,
-  MAX_GROUPS,
-  REQUEST_BLOCK_TOKENS,
-  REQUEST_GROUP,
-  REQUEST_IDS_KIND,
-  OBSERVED_FIELDS,
-  REQUEST_FLAGS,
-  REQUEST_INPUT_TOKENS,
-  STAT_FIELDS,
-} from '../core-router.js';
+import { EVENT_ABORT, EVENT_FIRST_TOKEN, MAX_GROUPS, OBSERVED_FIELDS, STAT_FIELDS } from '../core-router.js';
 import { OffloadOutcomeCode, REASONS } from '../codes.js';
 import { invalidType, invalidValue, rangeError } from '../errors.js';
 import { loadNative, type NativeFeedReader } from '../native.js';
@@ -52,15 +38,10 @@ import { effectiveState, isFresh, type EffectiveState, type Observed, type Shado
 import { ReferenceHashRing } from './hash-ring.js';
 import { decide, pinKey } from './policy.js';
 import { decideOffload, ReferenceWarmPairs, type OffloadResult } from './offload.js';
-import { hashPromptBytes } from './prompt-hash.js';
+import { checkIdsKind, idsToBigints, resolveRequest, type ResolvedRequest } from './request-slab.js';
 import { ReferenceSessionTable } from './session-table.js';
 import { ReferenceTicketTable } from './ticket-table.js';
 import { xxhash64String } from './xxhash64.js';
-
-const BYTES_PER_TOKEN = 4;
-const MAX_BLOCK_TOKENS = 2 ** 24;
-const MAX_SAFE = Number.MAX_SAFE_INTEGER;
-const encoder = new TextEncoder();
 
 interface Instance {
   live: boolean;
@@ -75,17 +56,6 @@ interface Instance {
   routed: number;
   completed: number;
   aborted: number;
-}
-
-interface ResolvedRequest {
-  ids: bigint[];
-  inputTokens: number;
-  blockTokens: number;
-  /** -1: no model. */
-  group: number;
-  dryRun: boolean;
-  /** FLAG_TOKEN_KEYS: event-fed slots match from the event index. */
-  tokenKeys: boolean;
 }
 
 const emptyShadow = (): ShadowCounters => ({ running: 0, waiting: 0, prefillTokens: 0, activeBlocks: 0 });
@@ -210,7 +180,12 @@ export class ReferenceRouter implements CoreRouter {
 
   route(ids: CoreIds | string | undefined, session: string | undefined): number {
     this.drainEvents();
-    const req = this.resolve(this.viewOf(ids));
+    const req = resolveRequest(
+      this.buffers.request,
+      checkIdsKind(this.buffers.request, ids),
+      this.config,
+      this.groupCount,
+    );
     if (session !== undefined && typeof session !== 'string') throw invalidType('session', 'a string', session);
     const nowMs = this.now();
     this.feed?.refresh(false);
@@ -330,7 +305,9 @@ export class ReferenceRouter implements CoreRouter {
 
   match(ids: CoreIds | string | undefined): void {
     this.drainEvents();
-    this.matchRequest(this.resolve(this.viewOf(ids)));
+    this.matchRequest(
+      resolveRequest(this.buffers.request, checkIdsKind(this.buffers.request, ids), this.config, this.groupCount),
+    );
   }
 
   setEventFed(slot: number, on: boolean): void {
@@ -461,7 +438,7 @@ export class ReferenceRouter implements CoreRouter {
   removeBlocks(slot: number, ids: CoreIds | undefined): number {
     this.drainEvents();
     const inst = this.live(slot);
-    return inst.index.remove(this.toBigints(ids));
+    return inst.index.remove(idsToBigints(ids));
   }
 
   clearBlocks(slot: number): void {
@@ -614,88 +591,5 @@ export class ReferenceRouter implements CoreRouter {
       const inst = this.instances[s]!;
       this.matched[s] = inst.live ? inst.index.match(ids) : -1;
     }
-  }
-
-  /** The ids argument, checked against the kind the caller named (see IDS_* in core-router.ts). */
-  private viewOf(ids: CoreIds | string | undefined): CoreIds | string | undefined {
-    const kind = this.buffers.request[REQUEST_IDS_KIND];
-    const expected =
-      kind === IDS_U64 ? BigUint64Array : kind === IDS_F64 ? Float64Array : kind === IDS_U32 ? Uint32Array : undefined;
-    if (kind !== IDS_ARGUMENT && kind !== undefined && !(expected !== undefined && ids instanceof expected)) {
-      throw invalidType('hashIds', `the typed array kind ${kind} the request names`, ids);
-    }
-    return ids;
-  }
-
-  private resolve(ids: CoreIds | string | undefined): ResolvedRequest {
-    const slab = this.buffers.request;
-    const requestBlockTokens = slab[REQUEST_BLOCK_TOKENS]!;
-    if (
-      !Number.isNaN(requestBlockTokens) &&
-      !(Number.isInteger(requestBlockTokens) && requestBlockTokens >= 1 && requestBlockTokens <= MAX_BLOCK_TOKENS)
-    ) {
-      throw invalidValue('blockTokens', `an integer in [1, ${MAX_BLOCK_TOKENS}]`, requestBlockTokens);
-    }
-    const group = slab[REQUEST_GROUP]!;
-    if (group !== -1 && !(Number.isInteger(group) && group >= 0 && group < this.groupCount)) {
-      throw invalidValue('group', `-1 or a known group id below ${this.groupCount}`, group);
-    }
-    let bigints: bigint[];
-    let blockTokens: number;
-    let defaultTokens: number;
-    if (typeof ids === 'string') {
-      const bytes = encoder.encode(ids);
-      if (Math.ceil(bytes.length / this.config.chunkBytes) > MAX_REQUEST_IDS) {
-        throw invalidValue('prompt', `at most ${MAX_REQUEST_IDS} blocks long`, `${bytes.length} bytes`);
-      }
-      bigints = hashPromptBytes(bytes, this.config.chunkBytes);
-      blockTokens = Number.isNaN(requestBlockTokens) ? this.config.chunkBytes / BYTES_PER_TOKEN : requestBlockTokens;
-      defaultTokens = Math.ceil(bytes.length / BYTES_PER_TOKEN);
-    } else {
-      bigints = this.toBigints(ids);
-      blockTokens = Number.isNaN(requestBlockTokens) ? this.config.blockTokens : requestBlockTokens;
-      defaultTokens = bigints.length * blockTokens;
-    }
-    const requested = slab[REQUEST_INPUT_TOKENS]!;
-    let inputTokens = defaultTokens;
-    if (!Number.isNaN(requested)) {
-      if (!(requested >= 0 && requested <= MAX_SAFE && Number.isInteger(requested))) {
-        throw invalidValue('inputTokens', 'a non-negative integer', requested);
-      }
-      inputTokens = requested;
-    }
-    const flags = slab[REQUEST_FLAGS]!;
-    if (flags !== 0 && !(Number.isInteger(flags) && flags >= 0 && flags <= (FLAG_DRY_RUN | FLAG_TOKEN_KEYS))) {
-      throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', `flags must be an integer in [0, 3], got ${flags}`);
-    }
-    return {
-      ids: bigints,
-      inputTokens,
-      blockTokens,
-      group,
-      dryRun: (flags & FLAG_DRY_RUN) !== 0,
-      tokenKeys: (flags & FLAG_TOKEN_KEYS) !== 0,
-    };
-  }
-
-  private toBigints(ids: CoreIds | undefined | null): bigint[] {
-    if (ids === undefined || ids === null) return [];
-    if (ArrayBuffer.isView(ids) && (ids as CoreIds).length > MAX_REQUEST_IDS) {
-      throw invalidValue('hashIds', `at most ${MAX_REQUEST_IDS} ids`, `${(ids as CoreIds).length} ids`);
-    }
-    if (ids instanceof BigUint64Array) return Array.from(ids);
-    if (ids instanceof Uint32Array) return Array.from(ids, (x) => BigInt(x));
-    if (ids instanceof Float64Array) {
-      const out = new Array<bigint>(ids.length);
-      for (let i = 0; i < ids.length; i += 1) {
-        const x = ids[i]!;
-        if (!(x >= 0 && x <= MAX_SAFE && Number.isInteger(x))) {
-          throw invalidValue(`hashIds[${i}]`, 'an integer in [0, 2^53)', x);
-        }
-        out[i] = BigInt(x);
-      }
-      return out;
-    }
-    throw invalidType('hashIds', 'a BigUint64Array, Float64Array, Uint32Array or an array of integers', ids);
   }
 }
