@@ -1,6 +1,6 @@
 /**
  * The surface both routing implementations share: the addon's NativeRouter
- * (native/js-router.h) and the TypeScript ReferenceRouter. The public Router
+ * (native/bindings/js-router.h) and the TypeScript ReferenceRouter. The public Router
  * validates, then calls exactly these methods, so swapping implementations
  * changes nothing else.
  *
@@ -14,8 +14,8 @@ import type { ResolvedPolicy } from './types.js';
 /** Ids a core accepts: validated typed arrays only (the public Router converts arrays). */
 export type CoreIds = BigUint64Array | Float64Array | Uint32Array;
 
-/** Native PolicyConfig (native/policy.h). */
-/** A candidate's terms in the explain buffer, per slot (native/router.h kTerm*). */
+/** Native PolicyConfig (native/core/policy.h). */
+/** A candidate's terms in the explain buffer, per slot (native/core/router.h kTerm*). */
 export const TERM_PENDING_PREFILL = 0;
 export const TERM_REQUESTS = 1;
 export const TERM_KV_USAGE = 2;
@@ -124,7 +124,7 @@ export const IDS_U64 = 1;
 export const IDS_F64 = 2;
 export const IDS_U32 = 3;
 
-/** Observed-state layout: see ObservedState in native/engine-state.h. */
+/** Observed-state layout: see ObservedState in native/core/engine-state.h. */
 export const OBSERVED_FIELDS = 8;
 
 /** Stats layout written by CoreRouter.stats(). */

@@ -15,7 +15,7 @@ import { OFFLOAD_OUTCOMES, POLICY_KINDS, REASONS } from './codes.js';
 import type { CoreRouterConstructor } from './core-router.js';
 import { stateError, type KvrouteError } from './errors.js';
 
-/** The shared-memory feed's writer (native/js-shm-feed.h); values as FEED_FIELDS in src/state. */
+/** The shared-memory feed's writer (native/bindings/js-shm-feed.h); values as FEED_FIELDS in src/state. */
 export interface NativeFeedWriter {
   publish(slot: number, values: Float64Array, instance: string): void;
   /** [slot count, generation] */
@@ -23,7 +23,7 @@ export interface NativeFeedWriter {
   close(): void;
 }
 
-/** The shared-memory feed's reader (native/js-shm-feed.h). */
+/** The shared-memory feed's reader (native/bindings/js-shm-feed.h). */
 export interface NativeFeedReader {
   /** Re-checks the file when due (or `force`); returns the status code. */
   refresh(force: boolean): number;
@@ -34,7 +34,7 @@ export interface NativeFeedReader {
   close(): void;
 }
 
-/** What RequestScanner.scanAsync resolves to (native/js-request-scan.h). */
+/** What RequestScanner.scanAsync resolves to (native/bindings/js-request-scan.h). */
 export interface NativeScanResult {
   outcome: number;
   code: number;
@@ -51,7 +51,7 @@ export interface NativeScanResult {
   forward?: Uint8Array;
 }
 
-/** The request scanner (native/js-request-scan.h); results of scan() land in `out` and `values`. */
+/** The request scanner (native/bindings/js-request-scan.h); results of scan() land in `out` and `values`. */
 export interface NativeRequestScanner {
   scan(
     bytes: Uint8Array,
@@ -63,7 +63,7 @@ export interface NativeRequestScanner {
 }
 
 /**
- * The prefix trie of trace analysis (native/js-prefix-trie.h): src/trace/prefix-trie.ts's
+ * The prefix trie of trace analysis (native/bindings/js-prefix-trie.h): src/trace/prefix-trie.ts's
  * results, ids checked (safe integers in a Float64Array; a bad argument throws a TypeError or
  * RangeError naming it and changes nothing).
  */
