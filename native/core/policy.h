@@ -1,14 +1,14 @@
-// policy — the routing policies of DESIGN.md, their tunables, and the reason
-// codes every decision reports.
+// policy — the routing policies' kinds (their CLI names), their tunables, and
+// the reason codes every decision reports. The rules themselves live in
+// policies/, one file per policy (policies/registry.h maps a kind to its object).
 //
-// The seeds' names are the CLI names. Numeric values of PolicyKind and Reason
+// Numeric values of PolicyKind and Reason
 // cross into TypeScript (src/core/codes.ts) and are stable: append, never
 // renumber. docs/policies.md states every rule and tie-break.
 #pragma once
 
 #include <cstdint>
 
-#include "core/engine-state.h"
 #include "core/offload.h"
 
 namespace kvroute {
@@ -66,44 +66,5 @@ struct PolicyConfig {
   bool offload = false;
   OffloadCostModel offloadCost;
 };
-
-// The policies ringFirstTurn applies to: those that keep a session where its
-// cache is (cache-aware scores) or pin it (sticky). The others ignore it.
-inline bool readsRingFirstTurn(PolicyKind kind) {
-  return kind == PolicyKind::kSticky || kind == PolicyKind::kLmetric || kind == PolicyKind::kUnified ||
-         kind == PolicyKind::kUnifiedKvBoth || kind == PolicyKind::kMinTtft;
-}
-
-// LMetric: prefill_tokens x (batch_size + 1), lower is better, where
-// prefill_tokens = queued prefill + this request's uncached tokens and
-// batch_size = requests on the instance, decoding ones weighted by decodeWeight.
-inline double lmetricScore(const EffectiveState& e, double uncachedTokens, double decodeWeight) {
-  double batch = e.numRequests - (1.0 - decodeWeight) * e.decodeBatch;
-  if (batch < 0) batch = 0;
-  return (e.pendingPrefill + uncachedTokens) * (batch + 1.0);
-}
-
-// unified_kv_both's fallback: LMetric scaled up by the instance's KV usage.
-inline double kvWeightedScore(const EffectiveState& e, double uncachedTokens, double decodeWeight) {
-  return lmetricScore(e, uncachedTokens, decodeWeight) * (1.0 + e.kvUsage);
-}
-
-// min_ttft: the request's predicted time to first token on the instance, in
-// token-equivalents of prefill work:
-//   (queued prefill + uncached x (1 + attentionWeight x (cached + uncached / 2)))
-//     x (1 + batchWeight x requests on the instance)
-//     x (1 + kvWeight x max(0, KV usage with this request's blocks - kvThreshold))
-// The uncached tokens attend to the cached ones and to each other (the
-// quadratic term); the requests already there slow every step; an instance
-// whose KV the request would fill makes it wait for blocks, or preempts.
-inline double minTtftScore(const EffectiveState& e, double uncachedTokens, double cachedTokens, double addedKv,
-                           const PolicyConfig& p) {
-  const double own = uncachedTokens * (1.0 + p.attentionWeight * (cachedTokens + uncachedTokens / 2.0));
-  double score = (e.pendingPrefill + own) * (1.0 + p.batchWeight * e.numRequests);
-  const double over = e.kvUsage + addedKv - p.kvThreshold;
-  // kvWeight 0 must leave the score alone even when the usage is infinite (a zero capacity).
-  if (p.kvWeight > 0 && over > 0) score *= 1.0 + p.kvWeight * over;
-  return score;
-}
 
 }  // namespace kvroute

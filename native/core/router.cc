@@ -6,11 +6,12 @@
 #include <sstream>
 
 #include "core/match-many.h"
-#include "util/xxhash64.h"
+#include "core/policies/registry.h"
 
 namespace kvroute {
 
 Router::Router(const RouterConfig& config) : config_(config), groups_(1), sessions_(config.maxSessions) {
+  policy_ = &policyFor(config.policy.kind);
   if (!config.feedPath.empty()) feed_ = std::make_unique<shm::FeedReader>(config.feedPath, config.feedRecheckMs);
   feedStaleNs_ = static_cast<int64_t>(std::min(config.stalenessMs, 1e12) * 1e6);
 }
@@ -66,6 +67,7 @@ uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
   events_.reset(slot);
   eff_.resize(instances_.size());
   uncached_.resize(instances_.size());
+  capacity_.resize(instances_.size());
   refreshLiveList();
   rebuildRing();
   return slot;
@@ -143,6 +145,7 @@ void Router::refreshLiveList() {
 void Router::setPolicy(const PolicyConfig& policy) {
   const bool ringChanged = policy.ringVnodes != config_.policy.ringVnodes;
   config_.policy = policy;
+  policy_ = &policyFor(policy.kind);
   if (ringChanged) rebuildRing();
 }
 
@@ -170,22 +173,6 @@ void Router::matchRequest(const RouteInput& in, int32_t* matched) {
   if (in.tokenKeys && events_.anyFed()) events_.match(in.ids, eventMatchLimit(in), matched);
 }
 
-int32_t Router::leastLoaded() const {
-  int32_t best = -1;
-  for (uint32_t s : cand_->slots) {
-    if (best < 0 || eff_[s].numRequests < eff_[best].numRequests) best = static_cast<int32_t>(s);
-  }
-  return best;
-}
-
-int32_t Router::lowestScore() const {
-  int32_t best = -1;
-  for (uint32_t s : cand_->slots) {
-    if (best < 0 || scores_[s] < scores_[best]) best = static_cast<int32_t>(s);
-  }
-  return best;
-}
-
 int32_t Router::roundRobin(bool dryRun) {
   // Each candidate set has its own cursor, so one group's requests never move
   // where another's go next.
@@ -200,13 +187,6 @@ int32_t Router::roundRobin(bool dryRun) {
   return -1;
 }
 
-uint64_t Router::pinKey(uint64_t sessionKey, int32_t group) {
-  if (group < 0) return sessionKey;
-  uint8_t le[4];
-  for (int b = 0; b < 4; ++b) le[b] = static_cast<uint8_t>(static_cast<uint32_t>(group) >> (8 * b));
-  return xxhash64(le, 4, sessionKey);
-}
-
 RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores, double* terms) {
   // The clock matters only for observed-state freshness.
   const double nowMs = observedCount_ > 0 ? now() : 0;
@@ -219,20 +199,19 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   std::fill(scores, scores + instances_.size(), NAN);
   // The request's candidates, picked once; everything below ranges over them.
   cand_ = in.group < 0 ? &routable_ : &groups_[static_cast<uint32_t>(in.group)];
-  // One pass over the candidates: state, uncached tokens, score.
-  const PolicyKind kind = config_.policy.kind;
-  const double decodeWeight = config_.policy.decodeWeight;
+  // One pass over the candidates: state, uncached tokens; then the policy's scores.
   for (uint32_t s : cand_->slots) {
     EffectiveState& e = eff_[s];
     const Instance& inst = instances_[s];
+    const double capacity = static_cast<double>(inst.index->capacity());
+    capacity_[s] = capacity;
     // A fresh feed snapshot stands in for the instance's own observed one.
     const ObservedState* fed = feed_ ? readFeed(s, feedNowNs) : nullptr;
     if (fed != nullptr) {
-      effectiveStateInto(e, inst.shadow, *fed, true, static_cast<double>(inst.index->capacity()));
+      effectiveStateInto(e, inst.shadow, *fed, true, capacity);
     } else {
       effectiveStateInto(e, inst.shadow, inst.observed,
-                         observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs),
-                         static_cast<double>(inst.index->capacity()));
+                         observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs), capacity);
     }
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
     const double uncached = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
@@ -244,26 +223,15 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
       t[kTermKvUsage] = e.kvUsage;
       t[kTermUncached] = uncached;
     }
-    switch (kind) {
-      case PolicyKind::kLmetric:
-      case PolicyKind::kUnified:
-        scores[s] = lmetricScore(e, uncached, decodeWeight);
-        break;
-      case PolicyKind::kUnifiedKvBoth:
-        scores[s] = kvWeightedScore(e, uncached, decodeWeight);
-        break;
-      case PolicyKind::kMinTtft:
-        scores[s] =
-            minTtftScore(e, uncached, in.inputTokens - uncached,
-                         static_cast<double>(in.n) / static_cast<double>(inst.index->capacity()), config_.policy);
-        break;
-      default:
-        scores[s] = e.numRequests;
-    }
   }
   matched_ = matched;
-  scores_ = scores;
-  RouteOutput out = decide(in);
+  DecisionContext ctx{in,     config_.policy, cand_->slots, eff_.data(), matched, uncached_.data(), capacity_.data(),
+                      scores, *this};
+  policy_->score(ctx);
+  const Decision decision = decide(ctx);
+  RouteOutput out;
+  out.slot = decision.slot;
+  out.reason = decision.reason;
   // Without the layer this costs one load and a branch: the result is reset
   // only after a route that had one.
   if (lastOffload_.outcome != OffloadOutcome::kOff) lastOffload_ = OffloadResult();
@@ -311,23 +279,17 @@ double Router::dispatch(const RouteInput& in, uint32_t slot, int64_t uncachedTok
   return ticket;
 }
 
-uint64_t Router::firstBlockKey(uint64_t id) {
-  uint8_t le[8];
-  for (int b = 0; b < 8; ++b) le[b] = static_cast<uint8_t>(id >> (8 * b));
-  return xxhash64(le, 8, 0);
-}
-
-RouteOutput Router::decide(const RouteInput& in) {
-  const PolicyConfig& p = config_.policy;
-  if (!p.ringFirstTurn || !in.hasSession || !readsRingFirstTurn(p.kind)) return decidePolicy(in);
-  // Copy what the entry says now: decidePolicy (sticky) may touch the table.
+Decision Router::decide(DecisionContext& ctx) {
+  const RouteInput& in = ctx.in;
+  if (!config_.policy.ringFirstTurn || !in.hasSession || !policy_->readsRingFirstTurn()) return policy_->decide(ctx);
+  // Copy what the entry says now: the policy (sticky) may touch the table.
   const uint64_t key = pinKey(in.sessionKey, in.group);
-  const SessionPin* entry = in.dryRun ? sessions_.peek(key) : sessions_.lookup(key);
+  const SessionPin* entry = findPin(key, in.dryRun);
   const bool known = entry != nullptr && honoured(*entry);
   const uint32_t knownSlot = known ? entry->slot : 0;
-  RouteOutput out;
+  Decision out;
   if (known) {
-    out = decidePolicy(in);
+    out = policy_->decide(ctx);
   } else {
     // The ring depends only on the instance ids and the candidates, so every
     // replica with the same fleet sends this turn to the same instance.
@@ -335,7 +297,7 @@ RouteOutput Router::decide(const RouteInput& in) {
     out.reason = Reason::kRingFirstTurn;
   }
   if (out.slot >= 0 && !in.dryRun && (!known || static_cast<uint32_t>(out.slot) != knownSlot)) {
-    sessions_.pin(key, SessionPin{static_cast<uint32_t>(out.slot), instances_[out.slot].generation});
+    pin(key, static_cast<uint32_t>(out.slot));
   }
   return out;
 }
@@ -353,162 +315,6 @@ int32_t Router::ringLookup(uint64_t key) {
   }
   const uint8_t* member = cand_->member.data();
   return ring_.lookup(key, [member](uint32_t s) { return member[s] != 0; });
-}
-
-RouteOutput Router::decidePolicy(const RouteInput& in) {
-  const PolicyConfig& p = config_.policy;
-  RouteOutput out;
-
-  switch (p.kind) {
-    case PolicyKind::kRoundRobin:
-      out.slot = roundRobin(in.dryRun);
-      out.reason = Reason::kRoundRobin;
-      break;
-    case PolicyKind::kSessionHash: {
-      if (!in.hasSession && in.n == 0) {
-        out.slot = roundRobin(in.dryRun);
-        out.reason = Reason::kRoundRobin;
-        break;
-      }
-      uint64_t key = in.sessionKey;
-      if (!in.hasSession) {
-        // No session: key on the first block, so requests sharing a first
-        // block (a common system prompt) share an instance.
-        key = firstBlockKey(in.ids[0]);
-      }
-      out.slot = ringLookup(key);
-      out.reason = Reason::kSessionHash;
-      break;
-    }
-    case PolicyKind::kLoadOnly:
-      out.slot = leastLoaded();
-      out.reason = Reason::kLeastLoaded;
-      break;
-    case PolicyKind::kLmetric:
-      out.slot = lowestScore();
-      out.reason = Reason::kLmetric;
-      break;
-    case PolicyKind::kSticky: {
-      if (!in.hasSession) {
-        out.slot = leastLoaded();
-        out.reason = Reason::kLeastLoaded;
-        break;
-      }
-      // One pin per (session, group); a pin is honoured only to a candidate.
-      const uint64_t key = pinKey(in.sessionKey, in.group);
-      const SessionPin* pin = in.dryRun ? sessions_.peek(key) : sessions_.lookup(key);
-      if (pin != nullptr && honoured(*pin)) {
-        out.slot = static_cast<int32_t>(pin->slot);
-        out.reason = Reason::kPinned;
-        break;
-      }
-      out.reason = pin != nullptr ? Reason::kRepinned : Reason::kNewSession;
-      out.slot = leastLoaded();
-      if (out.slot >= 0 && !in.dryRun) {
-        sessions_.pin(key, SessionPin{static_cast<uint32_t>(out.slot), instances_[out.slot].generation});
-      }
-      break;
-    }
-    case PolicyKind::kUnified:
-    case PolicyKind::kUnifiedKvBoth: {
-      // The best-cached candidate: most matched blocks, then the lower load,
-      // then the lower slot. The gates' means are over the candidates too.
-      int32_t best = -1;
-      double loadSum = 0;
-      double kvSum = 0;
-      const uint32_t routableCount = static_cast<uint32_t>(cand_->slots.size());
-      for (uint32_t s : cand_->slots) {
-        loadSum += eff_[s].numRequests;
-        kvSum += eff_[s].kvUsage;
-        if (best < 0 || matched_[s] > matched_[best] ||
-            (matched_[s] == matched_[best] && eff_[s].numRequests < eff_[best].numRequests)) {
-          best = static_cast<int32_t>(s);
-        }
-      }
-      if (best < 0) break;
-      const double ratio = in.n > 0 ? static_cast<double>(matched_[best]) / static_cast<double>(in.n) : 0.0;
-      const double meanLoad = loadSum / routableCount;
-      const double meanKv = kvSum / routableCount;
-      if (!(ratio > p.affinityThreshold)) {
-        out.reason = Reason::kFallback;
-      } else if (!(eff_[best].numRequests <= p.overloadFactor * meanLoad)) {
-        out.reason = Reason::kOverload;
-      } else if (p.kind == PolicyKind::kUnifiedKvBoth && !(eff_[best].kvUsage <= p.overloadFactor * meanKv)) {
-        out.reason = Reason::kKvPressure;
-      } else {
-        out.slot = best;
-        out.reason = Reason::kAffinity;
-        break;
-      }
-      out.slot = lowestScore();
-      break;
-    }
-    case PolicyKind::kMinTtft:
-      out = minTtft(in);
-      break;
-  }
-  return out;
-}
-
-RouteOutput Router::minTtft(const RouteInput& in) const {
-  const PolicyConfig& p = config_.policy;
-  RouteOutput out;
-  // The lowest score, and the best-cached candidate (most matched blocks, then
-  // the lower score, then the lower slot).
-  int32_t lowest = -1;
-  int32_t cached = -1;
-  for (uint32_t s : cand_->slots) {
-    if (lowest < 0 || scores_[s] < scores_[lowest]) lowest = static_cast<int32_t>(s);
-    if (cached < 0 || matched_[s] > matched_[cached] ||
-        (matched_[s] == matched_[cached] && scores_[s] < scores_[cached])) {
-      cached = static_cast<int32_t>(s);
-    }
-  }
-  if (lowest < 0) return out;
-  const double floor = scores_[lowest];
-  if (cached != lowest && matched_[cached] > 0 && scores_[cached] <= floor * (1.0 + p.affinitySlack)) {
-    out.slot = cached;
-    out.reason = Reason::kCacheSlack;
-    return out;
-  }
-  // Near-ties: the fewest requests among them, then the session's hash picks
-  // one, so an idle fleet spreads new sessions instead of filling slot 0.
-  const double limit = floor * (1.0 + p.tieTolerance);
-  double fewest = 0;
-  uint32_t ties = 0;
-  // The lowest is always among the ties, so there is at least one even when
-  // the scores are not comparable (NaN from a zero-capacity instance).
-  const auto tied = [&](uint32_t s) { return static_cast<int32_t>(s) == lowest || scores_[s] <= limit; };
-  for (uint32_t s : cand_->slots) {
-    if (!tied(s)) continue;
-    if (ties == 0 || eff_[s].numRequests < fewest) {
-      fewest = eff_[s].numRequests;
-      ties = 1;
-    } else if (eff_[s].numRequests == fewest) {
-      ties += 1;
-    }
-  }
-  if (ties <= 1 && eff_[lowest].numRequests == fewest) {
-    out.slot = lowest;
-    out.reason = Reason::kMinTtft;
-    return out;
-  }
-  uint64_t pick = spreadKey(in) % ties;
-  for (uint32_t s : cand_->slots) {
-    if (!tied(s) || eff_[s].numRequests != fewest) continue;
-    if (pick-- == 0) {
-      out.slot = static_cast<int32_t>(s);
-      break;
-    }
-  }
-  out.reason = Reason::kSpread;
-  return out;
-}
-
-uint64_t Router::spreadKey(const RouteInput& in) {
-  if (in.hasSession) return in.sessionKey;
-  if (in.n == 0) return 0;
-  return firstBlockKey(in.ids[0]);
 }
 
 bool Router::onTicket(double ticket, TicketEvent event) {

@@ -23,9 +23,12 @@
 // (O(N log n) probes), O(candidates) policy scoring, then, unless it is a dry
 // run, BlockIndex::commit on the chosen instance and the shadow counter moves.
 //
-// ringFirstTurn (policy.h): a request with a session adds one session-table
+// ringFirstTurn (policy.h, docs/policies.md): a request with a session adds one session-table
 // lookup and, for a session new to this router, one ring lookup
 // (O(log(N vnodes))) before the policy.
+//
+// Policies (policies/): route() hands the candidates to the configured
+// policy's object (policies/registry.h), which scores them and picks one.
 //
 // Offload (offload.h): with the policy's layer on, the decision for the base
 // policy's target runs next (O(candidates)); an `offload` of a dispatched
@@ -46,7 +49,9 @@
 #include "core/event-index.h"
 #include "core/fleet-index.h"
 #include "core/hash-ring.h"
+#include "core/policies/policy-interface.h"
 #include "core/policy.h"
+#include "core/route-io.h"
 #include "core/session-table.h"
 #include "core/ticket-table.h"
 #include "feed/shm-feed.h"
@@ -66,21 +71,6 @@ struct RouterConfig {
   double feedRecheckMs = 100;
 };
 
-struct RouteInput {
-  const uint64_t* ids = nullptr;
-  uint32_t n = 0;
-  double inputTokens = 0;   // prompt tokens
-  double blockTokens = 16;  // tokens per block of `ids`
-  // The request's model group (< groupCount()), or -1: any routable instance.
-  int32_t group = -1;
-  bool hasSession = false;
-  uint64_t sessionKey = 0;
-  bool dryRun = false;  // decide and explain, change nothing
-  // The ids are token block keys (token-keys.h): event-fed slots answer their
-  // match from the event index.
-  bool tokenKeys = false;
-};
-
 // A candidate's terms in route()'s `terms` output, per slot: the effective
 // state the policy read and the request's uncached tokens there.
 constexpr size_t kTermPendingPrefill = 0;
@@ -88,13 +78,6 @@ constexpr size_t kTermRequests = 1;
 constexpr size_t kTermKvUsage = 2;
 constexpr size_t kTermUncached = 3;
 constexpr size_t kTermCount = 4;
-
-struct RouteOutput {
-  int32_t slot = -1;  // -1: no routable instance
-  Reason reason = Reason::kRoundRobin;
-  double ticket = -1;  // -1 for dry runs and when no instance was chosen
-  // The offload layer's part of the decision is Router::lastOffload().
-};
 
 struct InstanceStats {
   uint64_t capacityBlocks, blocks, segments, bytes;
@@ -106,7 +89,7 @@ struct InstanceStats {
 
 enum class TicketEvent { kFirstToken, kComplete, kAbort };
 
-class Router {
+class Router final : private PolicyHost {
  public:
   explicit Router(const RouterConfig& config);
 
@@ -207,35 +190,27 @@ class Router {
   // (after add/drain/remove/setInstanceGroups).
   void refreshLiveList();
   void effective(uint32_t slot, double nowMs, EffectiveState& out) const;
+  // PolicyHost: what a policy may ask of the router (policies/policy-interface.h).
   // These range over cand_, the current request's candidates.
-  int32_t leastLoaded() const;
-  int32_t lowestScore() const;
-  int32_t roundRobin(bool dryRun);
-  // Picks the instance; route() has filled eff_, uncached_ and the scores.
-  // With ringFirstTurn (docs/policies.md "Ring first turns"), a session this
-  // router has no honoured entry for goes to its ring instance and is
-  // remembered in sessions_; a known one goes to decidePolicy(), and its entry
-  // follows wherever that puts it.
-  RouteOutput decide(const RouteInput& in);
-  // The policy's own choice.
-  RouteOutput decidePolicy(const RouteInput& in);
-  // A pin is honoured while its instance is a candidate of the request and
-  // still the instance it was made to (same slot generation).
-  bool honoured(const SessionPin& pin) const {
-    return cand_->member[pin.slot] != 0 && instances_[pin.slot].generation == pin.generation;
-  }
+  int32_t roundRobin(bool dryRun) override;
   // The first candidate clockwise from `key` on the session ring (rebuilt
   // first if the fleet changed), or -1.
-  int32_t ringLookup(uint64_t key);
-  // min_ttft's choice over the scores of this decision (docs/policies.md).
-  RouteOutput minTtft(const RouteInput& in) const;
-  // The key that breaks min_ttft's near-ties: the session's, else the first
-  // block's (as session_hash keys it), else 0.
-  static uint64_t spreadKey(const RouteInput& in);
-  // XXH64 of a block id's eight little-endian bytes.
-  static uint64_t firstBlockKey(uint64_t id);
-  // sticky's pin key for (session, group); docs/policies.md.
-  static uint64_t pinKey(uint64_t sessionKey, int32_t group);
+  int32_t ringLookup(uint64_t key) override;
+  const SessionPin* findPin(uint64_t key, bool dryRun) override {
+    return dryRun ? sessions_.peek(key) : sessions_.lookup(key);
+  }
+  // A pin is honoured while its instance is a candidate of the request and
+  // still the instance it was made to (same slot generation).
+  bool honoured(const SessionPin& pin) const override {
+    return cand_->member[pin.slot] != 0 && instances_[pin.slot].generation == pin.generation;
+  }
+  void pin(uint64_t key, uint32_t slot) override { sessions_.pin(key, SessionPin{slot, instances_[slot].generation}); }
+  // Picks the instance; route() has filled eff_, uncached_ and capacity_, and
+  // the policy's score() the scores. With ringFirstTurn (docs/policies.md
+  // "Ring first turns"), a session this router has no honoured entry for goes
+  // to its ring instance and is remembered in sessions_; a known one goes to
+  // the policy, and its entry follows wherever that puts it.
+  Decision decide(DecisionContext& ctx);
   // Commits the request's blocks on `slot` and opens its ticket there,
   // carrying `uncachedTokens` of pending prefill.
   double dispatch(const RouteInput& in, uint32_t slot, int64_t uncachedTokens);
@@ -257,8 +232,9 @@ class Router {
   std::vector<int32_t> liveMatched_;
   std::vector<EffectiveState> eff_;   // per slot, valid for routable slots
   std::vector<double> uncached_;      // per slot, this request's uncached tokens
+  std::vector<double> capacity_;      // per slot, the KV capacity in blocks (this route's candidates)
   const int32_t* matched_ = nullptr;  // the current route's matched[]
-  const double* scores_ = nullptr;
+  const Policy* policy_ = nullptr;    // policyFor(config_.policy.kind)
   SessionTable sessions_;
   HashRing ring_;
   bool ringStale_ = true;
