@@ -5,6 +5,11 @@
       "sources": [
         "native/bindings/addon.cc",
         "native/bindings/js-router.cc",
+        "native/bindings/js-router-policy.cc",
+        "native/bindings/js-router-fleet.cc",
+        "native/bindings/js-router-route.cc",
+        "native/bindings/js-router-stats.cc",
+        "native/bindings/js-router-events.cc",
         "native/bindings/js-hash.cc",
         "native/bindings/js-shm-feed.cc",
         "native/bindings/js-request-scan.cc",

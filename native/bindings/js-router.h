@@ -5,6 +5,13 @@
 // caller-owned typed arrays, and returns the ticket. No JS objects are built
 // per request. src/core/native.ts declares this surface; the TypeScript
 // reference (src/core/reference/) implements the same one.
+//
+// One class, its methods in files by concern: js-router.cc (lifecycle, the
+// shared core's lock, the ticket queue), js-router-policy.cc (policy config,
+// clock), js-router-fleet.cc (instances, blocks, observed state),
+// js-router-route.cc (route and match, the hot path), js-router-stats.cc
+// (reports), js-router-events.cc (KV events); js-router-limits.h holds the
+// argument limits they share.
 #pragma once
 
 #include <napi.h>
