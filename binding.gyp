@@ -4,6 +4,7 @@
       "target_name": "kvroute",
       "sources": [
         "native/bindings/addon.cc",
+        "native/bindings/js-layout.cc",
         "native/bindings/js-router.cc",
         "native/bindings/js-router-policy.cc",
         "native/bindings/js-router-fleet.cc",

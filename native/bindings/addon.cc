@@ -6,6 +6,7 @@
 #include <napi.h>
 
 #include "bindings/js-hash.h"
+#include "bindings/js-layout.h"
 #include "bindings/js-prefix-trie.h"
 #include "bindings/js-request-scan.h"
 #include "bindings/js-router.h"
@@ -27,6 +28,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("reasonCount", Napi::Number::New(env, kReasonCount));
   exports.Set("policyKindCount", Napi::Number::New(env, kPolicyKindCount));
   exports.Set("offloadOutcomeCount", Napi::Number::New(env, kOffloadOutcomeCount));
+  exports.Set("layout", layout::layoutObject(env));
   return exports;
 }
 

@@ -72,10 +72,10 @@ Napi::Value JsRouter::ClearKvEvents(const Napi::CallbackInfo& info) {
 Napi::Value JsRouter::EventStats(const Napi::CallbackInfo& info) {
   const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
-  double* out = typedArrayData<double>(info[1], napi_float64_array, kEventStatsFields, "eventStats");
+  double* out = typedArrayData<double>(info[1], napi_float64_array, layout::kEventStatsFields, "eventStats");
   const EventIndex& events = core().events();
   const EventCounters& c = events.counters(slot);
-  const double fields[kEventStatsFields] = {
+  const double fields[layout::kEventStatsFields] = {
       static_cast<double>(c.stored),
       static_cast<double>(c.removed),
       static_cast<double>(c.cleared),
@@ -86,7 +86,7 @@ Napi::Value JsRouter::EventStats(const Napi::CallbackInfo& info) {
       static_cast<double>(events.engineBlocks(slot)),
       events.fed(slot) ? 1.0 : 0.0,
   };
-  std::copy(fields, fields + kEventStatsFields, out);
+  std::copy(fields, fields + layout::kEventStatsFields, out);
   return info.Env().Undefined();
 }
 

@@ -72,7 +72,7 @@ Napi::Value JsRouter::SetObserved(const Napi::CallbackInfo& info) {
   const uint32_t slot = requireSlot(info[0]);
   ObservedState o;
   if (!info[1].IsNull() && !info[1].IsUndefined()) {
-    const double* f = typedArrayData<double>(info[1], napi_float64_array, kObservedFields, "observed");
+    const double* f = typedArrayData<double>(info[1], napi_float64_array, layout::kObservedFields, "observed");
     o.present = true;
     o.timestampMs = f[0];
     o.running = f[1];

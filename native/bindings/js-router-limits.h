@@ -8,15 +8,12 @@
 #include <string>
 
 #include "bindings/napi-util.h"
-#include "core/block-index.h"
 
 namespace kvroute {
 namespace jsrouter {
 
 constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 - 1
-// A request's ids become depths in a 24-bit field (BlockIndex::kMaxDepth).
-constexpr size_t kMaxIds = BlockIndex::kMaxDepth;
-constexpr double kBytesPerToken = 4;  // prompt-text requests: token estimate
+constexpr double kBytesPerToken = 4;                    // prompt-text requests: token estimate
 constexpr double kMaxBlockTokens = 1 << 24;
 
 inline std::string elementError(const char* field, size_t i, double x) {

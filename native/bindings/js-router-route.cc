@@ -18,7 +18,6 @@ namespace kvroute {
 using jsrouter::elementError;
 using jsrouter::kBytesPerToken;
 using jsrouter::kMaxBlockTokens;
-using jsrouter::kMaxIds;
 using jsrouter::kMaxSafeInteger;
 
 napi_value JsRouter::RouteCallback(napi_env env, napi_callback_info info) {
@@ -98,7 +97,8 @@ void JsRouter::readIds(const Napi::Value& v, RouteInput& in, const char* field) 
 
 void JsRouter::readTypedIds(Napi::Env env, napi_typedarray_type arrayType, size_t n, void* data, RouteInput& in,
                             const char* field) {
-  if (n > kMaxIds) throwRangeError(env, kErrArgValue, std::string(field) + " has more than 16777215 ids");
+  if (n > layout::kMaxRequestIds)
+    throwRangeError(env, kErrArgValue, std::string(field) + " has more than 16777215 ids");
   switch (arrayType) {
     case napi_biguint64_array:
       in.ids = static_cast<const uint64_t*>(data);  // zero-copy: already u64
@@ -158,24 +158,27 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   size_t length = 0;
   void* data = nullptr;
   napi_valuetype type = napi_undefined;
-  const double kind = request_[kRequestIdsKind];
+  const double kind = request_[layout::kRequestIdsKind];
   // The model group and tokens per block of this request's ids; without
   // either (the common case) one test.
-  const double requestBlockTokens = request_[kRequestBlockTokens];
-  const double group = request_[kRequestGroup];
+  const double requestBlockTokens = request_[layout::kRequestBlockTokens];
+  const double group = request_[layout::kRequestGroup];
   double blockTokens = blockTokens_;
   in.group = -1;
   if (group != -1 || !std::isnan(requestBlockTokens))
     readRequestOptions(env, group, requestBlockTokens, in, blockTokens);
   size_t byteLength = 0;
-  if ((kind == 1 || kind == 2 || kind == 3) && napi_get_buffer_info(env, ids, &data, &byteLength) == napi_ok) {
+  if ((kind == layout::kIdsU64 || kind == layout::kIdsF64 || kind == layout::kIdsU32) &&
+      napi_get_buffer_info(env, ids, &data, &byteLength) == napi_ok) {
     // The fast path: the caller named the typed array's kind (IDS_* in
     // src/core/core-router.ts), so one query yields its bytes, without the
     // runtime's chain of kind tests. Node answers napi_get_buffer_info for any
     // ArrayBufferView; the count comes from the byte length, so a wrong hint
     // misreads ids but never reads outside the view.
-    arrayType = kind == 1 ? napi_biguint64_array : kind == 2 ? napi_float64_array : napi_uint32_array;
-    const size_t width = kind == 3 ? 4 : 8;
+    arrayType = kind == layout::kIdsU64   ? napi_biguint64_array
+                : kind == layout::kIdsF64 ? napi_float64_array
+                                          : napi_uint32_array;
+    const size_t width = kind == layout::kIdsU32 ? 4 : 8;
     if (byteLength % width != 0)
       throwTypeError(env, kErrArgType, "hashIds is not the typed array kind the request names");
     readTypedIds(env, arrayType, byteLength / width, data, in, "hashIds");
@@ -189,7 +192,8 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
     utf8Into(env, ids, textScratch_);
     const size_t bytes = textScratch_.size();
     const size_t count = promptBlockCount(bytes, static_cast<size_t>(chunkBytes_));
-    if (count > kMaxIds) throwRangeError(env, kErrArgValue, "prompt is too long: more than 16777215 blocks");
+    if (count > layout::kMaxRequestIds)
+      throwRangeError(env, kErrArgValue, "prompt is too long: more than 16777215 blocks");
     idScratch_.resize(count);
     hashPromptBlocks(reinterpret_cast<const uint8_t*>(textScratch_.data()), bytes, static_cast<size_t>(chunkBytes_),
                      idScratch_.data());
@@ -202,7 +206,7 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
     in.blockTokens = blockTokens;
     defaultTokens = 0;
   }
-  const double inputTokens = request_[kRequestInputTokens];
+  const double inputTokens = request_[layout::kRequestInputTokens];
   if (std::isnan(inputTokens)) {
     in.inputTokens = defaultTokens;
   } else if (inputTokens >= 0 && inputTokens <= kMaxSafeInteger && inputTokens == std::floor(inputTokens)) {
@@ -210,14 +214,14 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   } else {
     throwRangeError(env, kErrArgValue, "inputTokens must be a non-negative integer, got " + formatNumber(inputTokens));
   }
-  const double flags = request_[kRequestFlags];
+  const double flags = request_[layout::kRequestFlags];
   if (flags == 0) return;  // the common case
-  if (!(flags >= 0 && flags <= kFlagsKnown && flags == std::floor(flags))) {
+  if (!(flags >= 0 && flags <= layout::kFlagsKnown && flags == std::floor(flags))) {
     throwRangeError(env, kErrArgValue, "flags must be an integer in [0, 3], got " + formatNumber(flags));
   }
   const uint32_t bits = static_cast<uint32_t>(flags);
-  in.dryRun = (bits & kFlagDryRun) != 0;
-  in.tokenKeys = (bits & kFlagTokenKeys) != 0;
+  in.dryRun = (bits & layout::kFlagDryRun) != 0;
+  in.tokenKeys = (bits & layout::kFlagTokenKeys) != 0;
 }
 
 napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSession) {
@@ -241,17 +245,17 @@ napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSessio
   Router& router = core();
   if (explainCapacity_ < router.slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
   const RouteOutput out = router.route(in, matched_, scores_, terms_);
-  decision_[0] = out.slot;
-  decision_[1] = static_cast<int32_t>(out.reason);
+  decision_[layout::kDecisionSlot] = out.slot;
+  decision_[layout::kDecisionReason] = static_cast<int32_t>(out.reason);
   const OffloadResult& o = router.lastOffload();
-  decision_[2] = static_cast<int32_t>(o.outcome);
+  decision_[layout::kDecisionOffload] = static_cast<int32_t>(o.outcome);
   if (o.outcome != OffloadOutcome::kOff) {
-    decision_[3] = o.prefillSlot;
-    decision_[4] = o.coldPair ? 1 : 0;
-    offload_[0] = o.prefillTicket;
-    offload_[1] = o.interferenceMs;
-    offload_[2] = o.transferMs;
-    offload_[3] = o.extraPrefillMs;
+    decision_[layout::kDecisionPrefillSlot] = o.prefillSlot;
+    decision_[layout::kDecisionColdPair] = o.coldPair ? 1 : 0;
+    offload_[layout::kOffloadPrefillTicket] = o.prefillTicket;
+    offload_[layout::kOffloadInterferenceMs] = o.interferenceMs;
+    offload_[layout::kOffloadTransferMs] = o.transferMs;
+    offload_[layout::kOffloadExtraPrefillMs] = o.extraPrefillMs;
   }
   napi_value ticket = nullptr;
   if (napi_create_double(env, out.ticket, &ticket) != napi_ok) return nullptr;  // environment shutting down

@@ -12,9 +12,9 @@ namespace kvroute {
 Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
   const auto lock = exclusive();
   const uint32_t slot = requireSlot(info[0]);
-  double* out = typedArrayData<double>(info[1], napi_float64_array, kStatsFields, "stats");
+  double* out = typedArrayData<double>(info[1], napi_float64_array, layout::kStatsFields, "stats");
   const InstanceStats s = core().stats(slot);
-  const double fields[kStatsFields] = {
+  const double fields[layout::kStatsFields] = {
       static_cast<double>(s.capacityBlocks),
       static_cast<double>(s.blocks),
       static_cast<double>(s.segments),
@@ -35,7 +35,7 @@ Napi::Value JsRouter::Stats(const Napi::CallbackInfo& info) {
       core().isDrained(slot) ? 1.0 : 0.0,
       s.effective.numRequests,
   };
-  std::copy(fields, fields + kStatsFields, out);
+  std::copy(fields, fields + layout::kStatsFields, out);
   return info.Env().Undefined();
 }
 
@@ -49,7 +49,7 @@ Napi::Value JsRouter::ReasonCounts(const Napi::CallbackInfo& info) {
 
 Napi::Value JsRouter::Counts(const Napi::CallbackInfo& info) {
   const auto lock = exclusive();
-  double* out = typedArrayData<double>(info[0], napi_float64_array, 4, "counts");
+  double* out = typedArrayData<double>(info[0], napi_float64_array, layout::kCountFields, "counts");
   out[0] = static_cast<double>(core().openTickets());
   out[1] = static_cast<double>(core().sessionCount());
   out[2] = static_cast<double>(core().slotCount());

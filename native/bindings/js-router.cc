@@ -62,9 +62,12 @@ JsRouter::JsRouter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<JsRouter>(
   chunkBytes_ = requireInteger(config.Get("chunkBytes"), "hashChunkBytes", 1, 1 << 24);
   blockTokens_ = rc.blockTokens;
 
-  request_ = typedArrayData<double>(buffers.Get("request"), napi_float64_array, kRequestFields, "buffers.request");
-  decision_ = typedArrayData<int32_t>(buffers.Get("decision"), napi_int32_array, kDecisionFields, "buffers.decision");
-  offload_ = typedArrayData<double>(buffers.Get("offload"), napi_float64_array, kOffloadFields, "buffers.offload");
+  request_ =
+      typedArrayData<double>(buffers.Get("request"), napi_float64_array, layout::kRequestFields, "buffers.request");
+  decision_ =
+      typedArrayData<int32_t>(buffers.Get("decision"), napi_int32_array, layout::kDecisionFields, "buffers.decision");
+  offload_ =
+      typedArrayData<double>(buffers.Get("offload"), napi_float64_array, layout::kOffloadFields, "buffers.offload");
   events_ = typedArrayData<double>(buffers.Get("events"), napi_float64_array, 3, "buffers.events");
   eventCapacity_ = (buffers.Get("events").As<Napi::Float64Array>().ElementLength() - 1) / 2;
   events_[0] = 0;
@@ -115,9 +118,9 @@ Router& JsRouter::core() {
     const size_t n = queued > 0 && queued <= static_cast<double>(eventCapacity_) ? static_cast<size_t>(queued) : 0;
     for (size_t k = 0; k < n; ++k) {
       const double kind = events_[2 + 2 * k];
-      const TicketEvent event = kind == kEventFirstToken ? TicketEvent::kFirstToken
-                                : kind == kEventAbort    ? TicketEvent::kAbort
-                                                         : TicketEvent::kComplete;
+      const TicketEvent event = kind == layout::kEventFirstToken ? TicketEvent::kFirstToken
+                                : kind == layout::kEventAbort    ? TicketEvent::kAbort
+                                                                 : TicketEvent::kComplete;
       router_->onTicket(events_[1 + 2 * k], event);
     }
     events_[0] = 0;
@@ -141,7 +144,7 @@ Napi::Value JsRouter::ShareCore(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value JsRouter::LockStats(const Napi::CallbackInfo& info) {
-  double* out = typedArrayData<double>(info[0], napi_float64_array, 4, "lockStats");
+  double* out = typedArrayData<double>(info[0], napi_float64_array, layout::kLockStatFields, "lockStats");
   const uint64_t previous = lastOpSeq_;  // before this call takes a number of its own
   const auto lock = exclusive();
   core();  // applies the queued ticket events, at this call's number

@@ -18,6 +18,7 @@
 
 #include <vector>
 
+#include "bindings/js-layout.h"
 #include "core/router.h"
 #include "core/shared-core.h"
 
@@ -30,38 +31,8 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   ~JsRouter() override;
 
  private:
-  // Event queue layout (Float64Array): [count, ticket0, kind0, ticket1, ...].
-  // JavaScript validates tickets and appends first-token/complete/abort events
-  // without crossing into the addon; every method drains the queue before it
-  // reads or changes state, so decisions see exactly the eager result.
-  static constexpr double kEventFirstToken = 1;
-  static constexpr double kEventComplete = 2;
-  static constexpr double kEventAbort = 3;
-  // Request slab layout (Float64Array): [inputTokens or NaN, flags, ids kind,
-  // group or -1, blockTokens or NaN] (src/core/core-router.ts, REQUEST_*).
-  static constexpr size_t kRequestInputTokens = 0;
-  static constexpr size_t kRequestFlags = 1;
-  static constexpr size_t kRequestIdsKind = 2;
-  static constexpr size_t kRequestGroup = 3;
-  static constexpr size_t kRequestBlockTokens = 4;
-  static constexpr size_t kRequestFields = 5;
-  // Request flags: a bitmask (FLAG_* in src/core/core-router.ts).
-  static constexpr uint32_t kFlagDryRun = 1;
-  static constexpr uint32_t kFlagTokenKeys = 2;
-  static constexpr uint32_t kFlagsKnown = kFlagDryRun | kFlagTokenKeys;
-  // Decision layout (Int32Array): [slot, reason, offload outcome, prefill
-  // slot, cold pair]; offload layout (Float64Array): [prefill ticket,
-  // interference ms, transfer ms, extra prefill ms] (DECISION_* and OFFLOAD_* in
-  // src/core/core-router.ts). Past the outcome, written only when it is not off.
-  static constexpr size_t kDecisionFields = 5;
-  static constexpr size_t kOffloadFields = 4;
-  // Event stats layout (Float64Array), see EventStats() and EVENT_STAT_FIELDS.
-  static constexpr size_t kEventStatsFields = 9;
-  // Observed-state layout (Float64Array, 8 entries), see ObservedState.
-  static constexpr size_t kObservedFields = 8;
-  // Stats layout (Float64Array), see Stats().
-  static constexpr size_t kStatsFields = 19;
-
+  // The typed-array layouts (request slab, decision, offload, event queue,
+  // stats) are layout::k* in js-layout.h, checked against TypeScript at load.
   Napi::Value AddInstance(const Napi::CallbackInfo& info);
   Napi::Value DrainInstance(const Napi::CallbackInfo& info);
   Napi::Value RemoveInstance(const Napi::CallbackInfo& info);

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 
 import type { BlockTrie } from '../trace/prefix-trie.js';
 import { OFFLOAD_OUTCOMES, POLICY_KINDS, REASONS } from './codes.js';
-import type { CoreRouterConstructor } from './core-router.js';
+import { layoutMismatch, type CoreRouterConstructor } from './core-router.js';
 import { stateError, type KvrouteError } from './errors.js';
 
 /** The shared-memory feed's writer (native/bindings/js-shm-feed.h); values as FEED_FIELDS in src/state. */
@@ -88,6 +88,8 @@ export interface NativeAddon {
   reasonCount: number;
   policyKindCount: number;
   offloadOutcomeCount: number;
+  /** The typed-array layouts, by their names in src/core/core-router.ts (CORE_LAYOUT). */
+  layout: Record<string, number | Record<string, number>>;
 }
 
 let loaded: { addon: NativeAddon; path: string } | KvrouteError | undefined;
@@ -127,6 +129,11 @@ function tryLoad(): { addon: NativeAddon; path: string } | KvrouteError {
         addon.offloadOutcomeCount !== OFFLOAD_OUTCOMES.length
       ) {
         failures.push(`${path}: built from other sources (reason, policy or offload tables differ); rebuild it`);
+        continue;
+      }
+      const layout = layoutMismatch(addon.layout);
+      if (layout !== null) {
+        failures.push(`${path}: its buffer layouts differ from src/core/core-router.ts (${layout}); rebuild it`);
         continue;
       }
       return { addon: addon as NativeAddon, path };
