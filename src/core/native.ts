@@ -2,8 +2,11 @@
  * The only place that loads the addon (and the only `any` in the codebase).
  *
  * Search order: $KVROUTE_ADDON, then the cmake-js build (`npm ci` makes it),
- * then the node-gyp build (`npm run build:gyp`). The first that loads wins;
- * if none does, one error lists every path tried and how to build.
+ * then the node-gyp build (`npm run build:gyp`), then the prebuilt binary the
+ * npm package ships (prebuilds/<platform>-<arch>/kvroute.node, made by
+ * prebuildify at pack time; scripts/install-native.mjs builds from source when
+ * it does not load). The first that loads wins; if none does, one error lists
+ * every path tried and how to build.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -107,7 +110,11 @@ function packageRoot(): string {
 
 export function addonCandidates(): string[] {
   const root = packageRoot();
-  const paths = [join(root, 'build-cmake', 'Release', 'kvroute.node'), join(root, 'build', 'Release', 'kvroute.node')];
+  const paths = [
+    join(root, 'build-cmake', 'Release', 'kvroute.node'),
+    join(root, 'build', 'Release', 'kvroute.node'),
+    join(root, 'prebuilds', `${process.platform}-${process.arch}`, 'kvroute.node'),
+  ];
   const override = process.env.KVROUTE_ADDON;
   return override ? [override, ...paths] : paths;
 }
