@@ -23,7 +23,7 @@ for (let turn = 1; turn <= 3; turn += 1) {
 
   // 2. Forward it to `instance`; as the response streams back:
   router.onFirstToken(ticket);
-  const reply = `Edited native/core/block-index.cc (step ${turn}).`;
+  const reply = `Edited native/block-index.cc (step ${turn}).`;
   router.complete(ticket);
 
   // 3. The agent appends the reply and a tool result, and goes again.
