@@ -11,15 +11,18 @@
 // sends it one chat completion. Needs the npm registry for the dependencies.
 //
 // Hazards: every process it starts is waited for or stopped by pid; the
-// temporary folder is removed unless KVROUTE_KEEP_PACK_CHECK=1.
+// temporary folder is removed unless KVROUTE_KEEP_PACK_CHECK=1, and so is a
+// prebuilds/ folder a failed pack left in the checkout.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'kvroute-pack-check-'));
+// postpack removes the prebuild npm pack made; a pack that failed half-way leaves it: removed below too.
+const hadPrebuilds = existsSync(join(root, 'prebuilds'));
 const prebuildEntry = `package/prebuilds/${process.platform}-${process.arch}/kvroute.node`;
 /** @type {import('node:child_process').ChildProcess | undefined} */
 let running;
@@ -118,6 +121,7 @@ try {
   process.exitCode = 1;
 } finally {
   if (running?.pid !== undefined && running.exitCode === null) process.kill(running.pid, 'SIGKILL');
+  if (!hadPrebuilds) rmSync(join(root, 'prebuilds'), { recursive: true, force: true });
   if (process.env.KVROUTE_KEEP_PACK_CHECK === '1') console.log(`pack-install-check: kept ${work}`);
   else rmSync(work, { recursive: true, force: true });
 }
