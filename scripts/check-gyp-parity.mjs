@@ -1,11 +1,34 @@
 // After `node-gyp rebuild`: the node-gyp build and the cmake-js build must
-// load and make identical decisions. Each routes in its own process, chosen
-// with KVROUTE_ADDON; the loader reports which file it actually loaded.
+// compile the same native/ sources, load, and make identical decisions. Each
+// routes in its own process, chosen with KVROUTE_ADDON; the loader reports which
+// file it actually loaded.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+
+// The two source lists: every native/*.cc named in CMakeLists.txt, and binding.gyp's "sources".
+const cmakeSources = new Set(readFileSync(`${root}CMakeLists.txt`, 'utf8').match(/native\/[\w/.-]+\.cc/g) ?? []);
+for (const test of ['native/test/core-test.cc', 'native/bench/core-bench.cc']) cmakeSources.delete(test);
+/** @type {{ targets: { sources: string[] }[] }} */
+const gyp = JSON.parse(readFileSync(`${root}binding.gyp`, 'utf8'));
+const gypSources = new Set(gyp.targets.flatMap((t) => t.sources).filter((s) => s.startsWith('native/')));
+const onlyCmake = [...cmakeSources].filter((s) => !gypSources.has(s));
+const onlyGyp = [...gypSources].filter((s) => !cmakeSources.has(s));
+for (const s of [...cmakeSources, ...gypSources]) {
+  if (!existsSync(`${root}${s}`)) {
+    console.error(`check-gyp-parity: ${s} is listed but does not exist`);
+    process.exit(1);
+  }
+}
+if (onlyCmake.length > 0 || onlyGyp.length > 0) {
+  console.error(
+    `check-gyp-parity: the source lists differ: only in CMakeLists.txt [${onlyCmake.join(', ')}], ` +
+      `only in binding.gyp [${onlyGyp.join(', ')}]`,
+  );
+  process.exit(1);
+}
 const builds = {
   'node-gyp': `${root}build/Release/kvroute.node`,
   'cmake-js': `${root}build-cmake/Release/kvroute.node`,

@@ -7,4 +7,4 @@ if ! command -v clang-format >/dev/null; then
   echo "clang-format is not installed (apt-get install clang-format)" >&2
   exit 1
 fi
-clang-format --dry-run --Werror native/*.h native/*.cc native/*/*.cc
+find native \( -name '*.h' -o -name '*.cc' \) -print0 | xargs -0 clang-format --dry-run --Werror

@@ -1,6 +1,6 @@
 /**
  * One native routing core shared by several threads (`kvroute serve --threads N`,
- * native/shared-core.h): every thread's router holds the core's lock for each call, so the threads'
+ * native/core/shared-core.h): every thread's router holds the core's lock for each call, so the threads'
  * calls are linearizable. Checked here by running free-racing worker threads on one core, then
  * replaying every thread's calls single-threaded in the order the core took them (each call's lock
  * number), on a fresh native core and on the TypeScript reference: every decision, ticket and

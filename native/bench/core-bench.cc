@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "router.h"
+#include "core/router.h"
 
 namespace {
 

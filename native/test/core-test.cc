@@ -68,17 +68,17 @@
 #include <unordered_set>
 #include <vector>
 
-#include "block-index.h"
-#include "event-index.h"
-#include "fleet-index.h"
-#include "json-bytes.h"
-#include "json-text.h"
-#include "match-many.h"
-#include "prefix-trie.h"
-#include "prompt-hash.h"
-#include "request-scan.h"
-#include "router.h"
-#include "token-keys.h"
+#include "core/block-index.h"
+#include "core/event-index.h"
+#include "core/fleet-index.h"
+#include "core/match-many.h"
+#include "core/router.h"
+#include "hash/prompt-hash.h"
+#include "hash/token-keys.h"
+#include "scan/json-bytes.h"
+#include "scan/json-text.h"
+#include "scan/request-scan.h"
+#include "trie/prefix-trie.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 /**
- * Numeric codes shared with the addon (native/policy.h). Values are stable:
+ * Numeric codes shared with the addon (native/core/policy.h). Values are stable:
  * append, never renumber. The addon reports its own counts and the loader
  * checks them against these tables.
  */
@@ -69,7 +69,7 @@ export const PolicyKind = {
 
 /**
  * What the offload layer decided (docs/policies.md "The offload layer"), indexed by native
- * OffloadOutcome (native/offload.h): the third entry of the decision array.
+ * OffloadOutcome (native/core/offload.h): the third entry of the decision array.
  */
 export const OFFLOAD_OUTCOMES = [
   'off',

@@ -1,6 +1,6 @@
 /**
  * The surface both routing implementations share: the addon's NativeRouter
- * (native/js-router.h) and the TypeScript ReferenceRouter. The public Router
+ * (native/bindings/js-router.h) and the TypeScript ReferenceRouter. The public Router
  * validates, then calls exactly these methods, so swapping implementations
  * changes nothing else.
  *
@@ -14,8 +14,8 @@ import type { ResolvedPolicy } from './types.js';
 /** Ids a core accepts: validated typed arrays only (the public Router converts arrays). */
 export type CoreIds = BigUint64Array | Float64Array | Uint32Array;
 
-/** Native PolicyConfig (native/policy.h). */
-/** A candidate's terms in the explain buffer, per slot (native/router.h kTerm*). */
+/** Native PolicyConfig (native/core/policy.h). */
+/** A candidate's terms in the explain buffer, per slot (native/core/router.h kTerm*). */
 export const TERM_PENDING_PREFILL = 0;
 export const TERM_REQUESTS = 1;
 export const TERM_KV_USAGE = 2;
@@ -124,7 +124,7 @@ export const IDS_U64 = 1;
 export const IDS_F64 = 2;
 export const IDS_U32 = 3;
 
-/** Observed-state layout: see ObservedState in native/engine-state.h. */
+/** Observed-state layout: see ObservedState in native/core/engine-state.h. */
 export const OBSERVED_FIELDS = 8;
 
 /** Stats layout written by CoreRouter.stats(). */
@@ -279,3 +279,87 @@ export interface CoreRouter {
 }
 
 export type CoreRouterConstructor = new (config: CoreConfig, buffers: CoreBuffers) => CoreRouter;
+
+/**
+ * Every layout constant above by name, as the addon exports its own (`layout`, from
+ * native/bindings/js-layout.h): the loader (src/core/native.ts) refuses an addon whose layout
+ * differs, so an offset changed on one side only fails at load, naming the field.
+ */
+export const CORE_LAYOUT = {
+  REQUEST_INPUT_TOKENS,
+  REQUEST_FLAGS,
+  REQUEST_IDS_KIND,
+  REQUEST_GROUP,
+  REQUEST_BLOCK_TOKENS,
+  REQUEST_FIELDS,
+  FLAG_DRY_RUN,
+  FLAG_TOKEN_KEYS,
+  IDS_ARGUMENT,
+  IDS_U64,
+  IDS_F64,
+  IDS_U32,
+  DECISION_SLOT,
+  DECISION_REASON,
+  DECISION_OFFLOAD,
+  DECISION_PREFILL_SLOT,
+  DECISION_COLD_PAIR,
+  DECISION_FIELDS,
+  OFFLOAD_PREFILL_TICKET,
+  OFFLOAD_INTERFERENCE_MS,
+  OFFLOAD_TRANSFER_MS,
+  OFFLOAD_EXTRA_PREFILL_MS,
+  OFFLOAD_FIELDS,
+  EVENT_FIRST_TOKEN,
+  EVENT_COMPLETE,
+  EVENT_ABORT,
+  TERM_PENDING_PREFILL,
+  TERM_REQUESTS,
+  TERM_KV_USAGE,
+  TERM_UNCACHED,
+  TERM_COUNT,
+  OBSERVED_FIELDS,
+  STAT_FIELDS,
+  EVENT_STAT_FIELDS,
+  COUNT_FIELDS,
+  LOCK_STAT_FIELDS,
+  MAX_GROUPS,
+  MAX_REQUEST_IDS,
+  PACKED_OP_STORED,
+  PACKED_OP_REMOVED,
+  PACKED_OP_CLEARED,
+  PACKED_OP_WORDS,
+  PACKED_FLAG_PARENT,
+  PACKED_FLAG_OTHER_MEDIUM,
+  PACKED_FLAG_LORA,
+  PACKED_MAX_BLOCK_SIZE,
+  Stat,
+  EventStat,
+} as const;
+
+/**
+ * How the addon's `layout` differs from CORE_LAYOUT: one `FIELD: addon X, TypeScript Y` per
+ * difference (a missing field reads `none`; an addon with no layout at all says so), or null when
+ * they agree.
+ */
+export function layoutMismatch(native: unknown): string | null {
+  if (typeof native !== 'object' || native === null) return 'the addon exports no layout (built from older sources)';
+  const theirs = native as Record<string, unknown>;
+  const differences: string[] = [];
+  const compare = (field: string, ours: unknown, addon: unknown): void => {
+    if (ours !== addon)
+      differences.push(`${field}: addon ${String(addon ?? 'none')}, TypeScript ${String(ours ?? 'none')}`);
+  };
+  const ours: Record<string, unknown> = CORE_LAYOUT;
+  for (const field of new Set([...Object.keys(ours), ...Object.keys(theirs)])) {
+    const mine = ours[field];
+    const addon = theirs[field];
+    if (typeof mine === 'object' || typeof addon === 'object') {
+      const a = (typeof mine === 'object' && mine !== null ? mine : {}) as Record<string, unknown>;
+      const b = (typeof addon === 'object' && addon !== null ? addon : {}) as Record<string, unknown>;
+      for (const name of new Set([...Object.keys(a), ...Object.keys(b)])) compare(`${field}.${name}`, a[name], b[name]);
+    } else {
+      compare(field, mine, addon);
+    }
+  }
+  return differences.length === 0 ? null : differences.join('; ');
+}

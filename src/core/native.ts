@@ -2,8 +2,11 @@
  * The only place that loads the addon (and the only `any` in the codebase).
  *
  * Search order: $KVROUTE_ADDON, then the cmake-js build (`npm ci` makes it),
- * then the node-gyp build (`npm run build:gyp`). The first that loads wins;
- * if none does, one error lists every path tried and how to build.
+ * then the node-gyp build (`npm run build:gyp`), then the prebuilt binary the
+ * npm package ships (prebuilds/<platform>-<arch>/kvroute.node, made by
+ * prebuildify at pack time; scripts/install-native.mjs builds from source when
+ * it does not load). The first that loads wins; if none does, one error lists
+ * every path tried and how to build.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -12,10 +15,10 @@ import { fileURLToPath } from 'node:url';
 
 import type { BlockTrie } from './block-trie.js';
 import { OFFLOAD_OUTCOMES, POLICY_KINDS, REASONS } from './codes.js';
-import type { CoreRouterConstructor } from './core-router.js';
+import { layoutMismatch, type CoreRouterConstructor } from './core-router.js';
 import { stateError, type KvrouteError } from './errors.js';
 
-/** The shared-memory feed's writer (native/js-shm-feed.h); values as FEED_FIELDS in src/state. */
+/** The shared-memory feed's writer (native/bindings/js-shm-feed.h); values as FEED_FIELDS in src/state. */
 export interface NativeFeedWriter {
   publish(slot: number, values: Float64Array, instance: string): void;
   /** [slot count, generation] */
@@ -23,7 +26,7 @@ export interface NativeFeedWriter {
   close(): void;
 }
 
-/** The shared-memory feed's reader (native/js-shm-feed.h). */
+/** The shared-memory feed's reader (native/bindings/js-shm-feed.h). */
 export interface NativeFeedReader {
   /** Re-checks the file when due (or `force`); returns the status code. */
   refresh(force: boolean): number;
@@ -34,7 +37,7 @@ export interface NativeFeedReader {
   close(): void;
 }
 
-/** What RequestScanner.scanAsync resolves to (native/js-request-scan.h). */
+/** What RequestScanner.scanAsync resolves to (native/bindings/js-request-scan.h). */
 export interface NativeScanResult {
   outcome: number;
   code: number;
@@ -51,7 +54,7 @@ export interface NativeScanResult {
   forward?: Uint8Array;
 }
 
-/** The request scanner (native/js-request-scan.h); results of scan() land in `out` and `values`. */
+/** The request scanner (native/bindings/js-request-scan.h); results of scan() land in `out` and `values`. */
 export interface NativeRequestScanner {
   scan(
     bytes: Uint8Array,
@@ -63,7 +66,7 @@ export interface NativeRequestScanner {
 }
 
 /**
- * The prefix trie of trace analysis (native/js-prefix-trie.h): src/trace/prefix-trie.ts's
+ * The prefix trie of trace analysis (native/bindings/js-prefix-trie.h): src/trace/prefix-trie.ts's
  * results, ids checked (safe integers in a Float64Array; a bad argument throws a TypeError or
  * RangeError naming it and changes nothing).
  */
@@ -88,6 +91,8 @@ export interface NativeAddon {
   reasonCount: number;
   policyKindCount: number;
   offloadOutcomeCount: number;
+  /** The typed-array layouts, by their names in src/core/core-router.ts (CORE_LAYOUT). */
+  layout: Record<string, number | Record<string, number>>;
 }
 
 let loaded: { addon: NativeAddon; path: string } | KvrouteError | undefined;
@@ -105,7 +110,11 @@ function packageRoot(): string {
 
 export function addonCandidates(): string[] {
   const root = packageRoot();
-  const paths = [join(root, 'build-cmake', 'Release', 'kvroute.node'), join(root, 'build', 'Release', 'kvroute.node')];
+  const paths = [
+    join(root, 'build-cmake', 'Release', 'kvroute.node'),
+    join(root, 'build', 'Release', 'kvroute.node'),
+    join(root, 'prebuilds', `${process.platform}-${process.arch}`, 'kvroute.node'),
+  ];
   const override = process.env.KVROUTE_ADDON;
   return override ? [override, ...paths] : paths;
 }
@@ -127,6 +136,11 @@ function tryLoad(): { addon: NativeAddon; path: string } | KvrouteError {
         addon.offloadOutcomeCount !== OFFLOAD_OUTCOMES.length
       ) {
         failures.push(`${path}: built from other sources (reason, policy or offload tables differ); rebuild it`);
+        continue;
+      }
+      const layout = layoutMismatch(addon.layout);
+      if (layout !== null) {
+        failures.push(`${path}: its buffer layouts differ from src/core/core-router.ts (${layout}); rebuild it`);
         continue;
       }
       return { addon: addon as NativeAddon, path };

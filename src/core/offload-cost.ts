@@ -2,7 +2,7 @@
  * The prefill-offload cost model (issue #18, ../shared/seeds/microbench_ANALYSIS.md): what a
  * prefill costs the decodes it lands beside, and what shipping its KV from a prefill instance
  * to the decode instance costs instead. One model, read by the routing core's `offload` layer
- * (native/offload.h is its C++ twin), by the simulator's P→D transfer and by `kvroute sim
+ * (native/core/offload.h is its C++ twin), by the simulator's P→D transfer and by `kvroute sim
  * serve`'s disaggregated-prefill protocol, so a decision and the time it is charged agree.
  *
  *   prefillMs(n, c)   = ceil(n / chunkTokens) × stepOverheadMs + prefillMsPerToken × n

@@ -1,5 +1,5 @@
 /**
- * The native request scanner (native/request-scan.h): one addon call from a completion request's
+ * The native request scanner (native/scan/request-scan.h): one addon call from a completion request's
  * raw body bytes to its model, stream flag, user, and block ids (the body's `hash_ids`, else the
  * prompt text hashed as the router hashes it), with JSON validated by simdjson. The proxy-side
  * contract (errors, fallbacks, what is forwarded) is in src/proxy/exchange/request-scan.ts.
@@ -58,7 +58,7 @@ const OK = 0;
 const ERROR = 1;
 const IDS_PROMPT = 1;
 
-/** The thread's scanner and the arrays it writes (native/js-request-scan.h). */
+/** The thread's scanner and the arrays it writes (native/bindings/js-request-scan.h). */
 let scanner: { native: NativeRequestScanner; out: Float64Array; values: unknown[] } | undefined;
 
 function threadScanner(): NonNullable<typeof scanner> {

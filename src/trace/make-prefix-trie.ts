@@ -1,5 +1,5 @@
 /**
- * Which prefix trie trace analysis walks: the addon's (native/prefix-trie.h) when it loads and
+ * Which prefix trie trace analysis walks: the addon's (native/trie/prefix-trie.h) when it loads and
  * KVROUTE_NATIVE is not 0, else the TypeScript reference (prefix-trie.ts). Both give exactly the
  * same walks and node numbers (test/prefix-trie.test.ts); the addon's is several times faster
  * and holds about a third of the memory.

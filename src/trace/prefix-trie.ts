@@ -20,7 +20,7 @@
  * Ids are safe integers, split exactly into two 32-bit halves. The hash is seeded per trie,
  * so a crafted trace cannot make every prefix collide.
  *
- * This is the reference: the addon's PrefixTrie (native/prefix-trie.h, about 18 bytes per node
+ * This is the reference: the addon's PrefixTrie (native/trie/prefix-trie.h, about 18 bytes per node
  * and several times faster) gives exactly its results, and trace analysis uses it when the addon
  * loads (make-prefix-trie.ts).
  */

@@ -1,6 +1,6 @@
 /**
  * The reference prefix cache of one instance: the per-block model that
- * native/block-index.cc implements with radix segments (docs/block-index.md).
+ * native/core/block-index.cc implements with radix segments (docs/block-index.md).
  *
  * One Map entry per held block, in least-to-most-recently-used order. A
  * dispatch re-inserts its path deepest-first, so the shallowest block ends up

@@ -1,5 +1,5 @@
 /**
- * Shadow counters and observed snapshots, the twin of native/engine-state.h:
+ * Shadow counters and observed snapshots, the twin of native/core/engine-state.h:
  * while a snapshot is fresh each field the policy reads is max(shadow, observed),
  * with NaN (unreported) observations ignored.
  */
@@ -58,14 +58,14 @@ export function effectiveState(
   return { running, waiting, numRequests: running + waiting, pendingPrefill, decodeBatch, kvUsage };
 }
 
-/** LMetric, the twin of lmetricScore in native/policy.h. */
+/** LMetric, the twin of lmetricScore in native/core/policies/scores.h. */
 export function lmetricScore(e: EffectiveState, uncachedTokens: number, decodeWeight: number): number {
   let batch = e.numRequests - (1.0 - decodeWeight) * e.decodeBatch;
   if (batch < 0) batch = 0;
   return (e.pendingPrefill + uncachedTokens) * (batch + 1.0);
 }
 
-/** min_ttft's predicted TTFT in token-equivalents, the twin of minTtftScore in native/policy.h. */
+/** min_ttft's predicted TTFT in token-equivalents, the twin of minTtftScore in native/core/policies/scores.h. */
 export function minTtftScore(
   e: EffectiveState,
   uncachedTokens: number,

@@ -1,5 +1,5 @@
 /**
- * The event-fed index, the TypeScript twin of native/event-index.h (docs/kv-events.md): per slot,
+ * The event-fed index, the TypeScript twin of native/core/event-index.h (docs/kv-events.md): per slot,
  * the engine's block hash -> token block key, each held key's count of engine hashes, and the
  * event counters. Plain Maps and a per-slot walk: the oracle of the differential tests, not a hot
  * path. validatePacked() words its refusals exactly as the addon does.

@@ -1,4 +1,4 @@
-/** Consistent-hash ring, the twin of native/hash-ring.h. */
+/** Consistent-hash ring, the twin of native/core/hash-ring.h. */
 import { xxhash64String } from './xxhash64.js';
 
 export class ReferenceHashRing {

@@ -1,5 +1,5 @@
 /**
- * The offload layer's decision, the twin of native/offload.h (docs/policies.md "The offload
+ * The offload layer's decision, the twin of native/core/offload.h (docs/policies.md "The offload
  * layer"): after the base policy picked the target T, whether T also prefills the request or an
  * instance free of decodes does and ships the KV to T. Costs come from src/core/offload-cost.ts,
  * the one cost model every part of kvroute reads.

@@ -1,5 +1,5 @@
 /**
- * Policy decisions, the twin of Router::decide in native/router.cc. Every rule
+ * Policy decisions, the twin of native/core/policies/ (one file per policy) and Router::decide. Every rule
  * and tie-break is written out in docs/policies.md; keep the three in step.
  * Everything ranges over the request's candidates: the routable instances
  * serving its model group (all routable instances for a request without one).
@@ -134,7 +134,7 @@ function unified(c: DecisionContext, kvBoth: boolean): DecisionResult {
   return { slot: lowestScore(c), reason };
 }
 
-/** min_ttft (docs/policies.md): the twin of Router::minTtft in native/router.cc. */
+/** min_ttft (docs/policies.md): the twin of native/core/policies/min-ttft.cc. */
 function minTtft(c: DecisionContext): DecisionResult {
   const p = c.policy;
   let lowest = -1;
@@ -182,7 +182,7 @@ function spreadKey(c: DecisionContext): bigint {
 
 /**
  * sticky's pin key: the session key without a model group (-1); else XXH64 of the group id's four
- * little-endian bytes, seeded with the session key (Router::pinKey in native/router.cc).
+ * little-endian bytes, seeded with the session key (pinKey in native/core/policies/policy-interface.cc).
  */
 export function pinKey(sessionKey: bigint, group: number): bigint {
   if (group < 0) return sessionKey;
@@ -191,7 +191,7 @@ export function pinKey(sessionKey: bigint, group: number): bigint {
   return xxhash64(bytes, sessionKey);
 }
 
-/** The policies ringFirstTurn applies to (readsRingFirstTurn in native/policy.h). */
+/** The policies ringFirstTurn applies to (Policy::readsRingFirstTurn in native/core/policies/). */
 const READS_RING_FIRST_TURN: ReadonlySet<number> = new Set([
   PolicyKind.Sticky,
   PolicyKind.Lmetric,

@@ -1,5 +1,5 @@
 /**
- * Chained prompt block ids, the twin of native/prompt-hash.cc
+ * Chained prompt block ids, the twin of native/hash/prompt-hash.cc
  * (docs/hashing.md): id[0] = XXH64(chunk[0], 0), id[k] = XXH64(chunk[k], id[k-1]),
  * over the UTF-8 bytes in chunks of `chunkBytes`, the last chunk partial.
  */

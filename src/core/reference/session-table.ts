@@ -1,4 +1,4 @@
-/** Bounded LRU session pins, the twin of native/session-table.h. */
+/** Bounded LRU session pins, the twin of native/core/session-table.h. */
 
 export interface SessionPin {
   slot: number;

@@ -1,4 +1,4 @@
-/** In-flight requests keyed by ticket, the twin of native/ticket-table.h. */
+/** In-flight requests keyed by ticket, the twin of native/core/ticket-table.h. */
 
 export interface InFlight {
   slot: number;

@@ -1,5 +1,5 @@
 /**
- * Token block keys, the TypeScript twin of native/token-keys.cc (docs/hashing.md): for tokens
+ * Token block keys, the TypeScript twin of native/hash/token-keys.cc (docs/hashing.md): for tokens
  * t[0..n) and block size bs, floor(n / bs) keys; key[0] = XXH64(block 0's tokens as u32
  * little-endian bytes, seed = bs, or the parent's key when the chain continues one), key[k] =
  * XXH64(block k's bytes, seed = key[k - 1]). BigInt arithmetic: the oracle, not a hot path.

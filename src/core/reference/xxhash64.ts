@@ -1,5 +1,5 @@
 /**
- * XXH64 in BigInt arithmetic: the TypeScript twin of native/xxhash64.cc,
+ * XXH64 in BigInt arithmetic: the TypeScript twin of native/util/xxhash64.cc,
  * written from the public xxHash specification. Slow (BigInt) and simple on
  * purpose: it is the oracle the addon is tested against, not a hot path.
  */
