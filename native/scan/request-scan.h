@@ -1,7 +1,7 @@
 // request-scan — one pass from a completion request's raw body bytes to what
 // routing and forwarding need, without building a JavaScript object.
 //
-// Why it exists: the proxy's JavaScript path (src/proxy/request-inputs.ts,
+// Why it exists: the proxy's JavaScript path (src/proxy/exchange/request-inputs.ts,
 // parseRequest, then promptText and the router's prompt hashing) runs
 // JSON.parse on the event loop; an 820 KiB agentic prompt costs it ~3 ms and a
 // 50 MB one stalls every open stream for hundreds of ms. This scanner does the
@@ -70,7 +70,7 @@ constexpr size_t kScanMaxIds = (1u << 24) - 1;
 
 enum class ScanEndpoint : uint8_t { kChat = 0, kCompletions = 1 };
 enum class ScanOutcome : uint8_t { kOk = 0, kError = 1, kFallback = 2 };
-// The proxy's error codes (src/proxy/error-body.ts), all HTTP 400.
+// The proxy's error codes (src/proxy/server/error-body.ts), all HTTP 400.
 enum class ScanCode : uint8_t { kInvalidJson = 0, kMissingField = 1, kInvalidField = 2 };
 enum class ScanParam : uint8_t { kNone = 0, kModel = 1, kMessages = 2, kPrompt = 3, kHashIds = 4 };
 enum class ScanFallback : uint8_t { kNone = 0, kNumberRange = 1, kLoneSurrogate = 2, kResources = 3 };

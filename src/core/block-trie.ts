@@ -1,7 +1,7 @@
 /**
  * The shape of a prefix trie of block-id sequences, as trace analysis uses it. Two classes
  * implement it alike: the TypeScript reference (src/trace/prefix-trie.ts) and the addon's
- * PrefixTrie (native/prefix-trie.h, typed in native.ts). It lives in the core, beside the addon's
+ * PrefixTrie (native/trie/prefix-trie.h, typed in native.ts). It lives in the core, beside the addon's
  * typings, so the core names it without importing a trace module; src/trace re-exports it.
  */
 /** What trace analysis needs of a prefix trie. */

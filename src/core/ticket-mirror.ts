@@ -3,7 +3,7 @@
  * complete() and abort() validate a ticket and queue its event without a call into the core, and
  * reconcile() can release tickets whose complete() never came.
  *
- * A ticket is generation * 2^32 + slab index (native/ticket-table.h). Per slab index the mirror
+ * A ticket is generation * 2^32 + slab index (native/core/ticket-table.h). Per slab index the mirror
  * keeps the open ticket, its phase, the instance slot it was dispatched to and the route count at
  * dispatch. Ticket events go into a queue the core drains on its next call (CoreBuffers.events);
  * a full queue is drained at once.
@@ -22,7 +22,7 @@ import { invalidType, rangeError } from './errors.js';
 
 /** Ticket events queued before the core applies them (see CoreBuffers.events). */
 export const EVENT_QUEUE = 256;
-/** A ticket is generation * 2^32 + slab index (native/ticket-table.h). */
+/** A ticket is generation * 2^32 + slab index (native/core/ticket-table.h). */
 const TICKET_INDEX_RANGE = 2 ** 32;
 const PHASE_CLOSED = 0;
 const PHASE_WAITING = 1;
