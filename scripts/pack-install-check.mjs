@@ -58,7 +58,9 @@ function bareBin() {
 }
 
 const consumerCheck = `
-import { Router, createProxy, nativePath, startSimFleet } from 'kvroute';
+import { Router, nativePath } from 'kvroute';
+import { createProxy } from 'kvroute/proxy';
+import { startSimFleet } from 'kvroute/sim';
 
 const expected = process.argv[2];
 const router = new Router({ instances: 2, policy: 'min_ttft' });
