@@ -1,11 +1,10 @@
 /** `kvroute analyze trace | run | compare`, declared; analyze-verb.ts and analyze-run-verb.ts run them. */
 import type { Command } from 'commander';
 
-import { DEFAULT_MODEL_PRESET, MODEL_PRESETS } from '../trace/model-presets.js';
+import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const ANALYZE_DEFAULTS = { model: DEFAULT_MODEL_PRESET, sharedMinSessions: 8, slo: 'ttft=5s,tpot=100ms' };
+import { ANALYZE_DEFAULTS } from './defaults/analyze-defaults.js';
 
 export function addAnalyzeCommand(program: Command): void {
   const analyze = subcommand(

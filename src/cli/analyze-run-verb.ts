@@ -9,7 +9,7 @@ import { parseSlo } from '../analysis/slow-causes.js';
 import { readTrace } from '../trace/read-trace.js';
 import { readRecordFile, type RecordFile } from '../trace/record-file.js';
 import type { RunHeader } from '../trace/records.js';
-import { ANALYZE_DEFAULTS } from './analyze-command.js';
+import { ANALYZE_DEFAULTS } from './defaults/analyze-defaults.js';
 import { renderComparison, renderRun } from './analyze-tables.js';
 import { integerFlag, stringFlag, type OptionValues } from './common.js';
 import { readerOptions, reportWarnings } from './trace-input.js';

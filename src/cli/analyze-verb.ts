@@ -4,7 +4,7 @@ import { formatDuration } from '../analysis/format-units.js';
 import { renderSummary } from '../analysis/render-summary.js';
 import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { readTrace } from '../trace/read-trace.js';
-import { ANALYZE_DEFAULTS } from './analyze-command.js';
+import { ANALYZE_DEFAULTS } from './defaults/analyze-defaults.js';
 import { choiceFlag, integerFlag, type OptionValues } from './common.js';
 import { withProgress } from './progress.js';
 import { readerOptions, reportWarnings } from './trace-input.js';

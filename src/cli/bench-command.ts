@@ -10,8 +10,7 @@ import {
   INTERFERENCE_VARIANTS,
 } from '../sim/interference-protocol.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
-
-export const BENCH_INTERFERENCE_DEFAULTS = { simSpeed: 1 } as const;
+import { BENCH_INTERFERENCE_DEFAULTS } from './defaults/bench-defaults.js';
 
 export function addBenchCommand(program: Command): void {
   const bench = subcommand(program, 'bench', 'experiments against live endpoints: bench interference');

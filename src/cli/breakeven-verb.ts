@@ -7,7 +7,7 @@ import { breakEvenTable } from '../sim/breakeven.js';
 import { choiceFlag, integerFlag, type OptionValues } from './common.js';
 import { renderBreakEven } from './breakeven-tables.js';
 import { linkFlags } from './link-options.js';
-import { SIM_RUN_DEFAULTS } from './sim-command.js';
+import { SIM_RUN_DEFAULTS } from './defaults/sim-defaults.js';
 
 export function breakEvenVerb(values: OptionValues): void {
   const presetName = choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? SIM_RUN_DEFAULTS.preset;

@@ -3,7 +3,7 @@ import { hashPrompt } from '../core/hashing.js';
 import { promptText } from '../core/prompt-text.js';
 import type { ChatMessage } from '../core/types.js';
 import { integerFlag, readInput, UsageError, type OptionValues } from './common.js';
-import { HASH_DEFAULTS } from './hash-command.js';
+import { HASH_DEFAULTS } from './defaults/hash-defaults.js';
 
 /** The text a request hashes: a chat body's messages, a completion's prompt, or the input itself. */
 function promptOf(input: string): string {

@@ -3,19 +3,7 @@ import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-/** Repeated from src/replay/replay.ts (REPLAY_DEFAULTS) so that --help loads no replay code. */
-export const REPLAY_CLI_DEFAULTS = {
-  mode: 'session',
-  seed: 1,
-  speed: 1,
-  grace: 10,
-  connections: 256,
-  maxConnectionFailures: 20,
-  slo: 'ttft_p90=10,tpot_p90=0.1',
-  maxTrials: 12,
-  trialRequests: 500,
-} as const;
+import { REPLAY_CLI_DEFAULTS } from './defaults/replay-defaults.js';
 
 export function addReplayCommand(program: Command): void {
   const d = REPLAY_CLI_DEFAULTS;

@@ -20,7 +20,7 @@ import {
 } from './common.js';
 import type { Progress } from './progress.js';
 import { replayProgress } from './replay-progress.js';
-import { REPLAY_CLI_DEFAULTS } from './replay-command.js';
+import { REPLAY_CLI_DEFAULTS } from './defaults/replay-defaults.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 
 function list(value: string | undefined): string[] | undefined {

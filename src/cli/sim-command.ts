@@ -4,28 +4,14 @@
  */
 import type { Command } from 'commander';
 
-import { DEFAULT_POLICY, POLICY_NAMES_TEXT } from '../core/policy-spec.js';
+import { POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions } from './engine-options.js';
 import { addLinkOptions } from './link-options.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const SIM_RUN_DEFAULTS = {
-  policy: DEFAULT_POLICY,
-  instances: 8,
-  engineState: 'shadow',
-  preset: DEFAULT_ENGINE_PRESET,
-  seed: 1,
-  replicas: 1,
-  replicaAssign: 'random',
-  cacheState: 'own',
-  /** sim/replica-assign.ts's MAX_REPLICAS (not imported: --help loads no simulator module). */
-  maxReplicas: 64,
-} as const;
-
-export const SIM_SERVE_DEFAULTS = { publishMs: 50, kvEventsEncoding: 'map' } as const;
+import { SIM_RUN_DEFAULTS, SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js';
 
 export function addSimCommand(program: Command): void {
   const sim = subcommand(program, 'sim', 'simulated engines: sim run, sim serve, sim interference, sim breakeven');

@@ -19,7 +19,7 @@ import {
 } from './common.js';
 import { engineScalingFlags } from './engine-options.js';
 import { describeLink, linkFlags } from './link-options.js';
-import { SIM_SERVE_DEFAULTS } from './sim-command.js';
+import { SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js';
 import { publishFleetState } from './fleet-feed.js';
 
 export interface SimServeHooks {

@@ -27,7 +27,7 @@ import { engineScalingFlags, scalingRecord } from './engine-options.js';
 import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from './run-header.js';
-import { SIM_RUN_DEFAULTS } from './sim-command.js';
+import { SIM_RUN_DEFAULTS } from './defaults/sim-defaults.js';
 import { renderInterference, renderMetrics } from './sim-tables.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 import { readerProgress } from './work-progress.js';

@@ -5,15 +5,7 @@
 import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
-
-export const STATE_DEFAULTS = {
-  watchIntervalMs: 500,
-  publishIntervalMs: 50,
-  publishTimeoutMs: 1_000,
-  freshnessDurationMs: 10_000,
-  freshnessSampleMs: 10,
-  stalenessMs: 2_000,
-};
+import { STATE_DEFAULTS } from './defaults/state-defaults.js';
 
 const FEED = ['<NAME>', 'the feed /dev/shm/NAME, or a path'] as const;
 

@@ -9,7 +9,7 @@ import { stateError } from '../core/errors.js';
 import { publishEngineMetrics } from '../state/metrics-publisher.js';
 import { FEED_STATUS_REASONS, StateFeedReader, feedPath, type EngineSnapshot } from '../state/shm-feed.js';
 import { integerFlag, stringFlag, UsageError, type OptionValues } from './common.js';
-import { STATE_DEFAULTS } from './state-command.js';
+import { STATE_DEFAULTS } from './defaults/state-defaults.js';
 
 export async function watchVerb(values: OptionValues, [name]: string[]): Promise<void> {
   const interval = integerFlag(values, 'interval', 1) ?? STATE_DEFAULTS.watchIntervalMs;

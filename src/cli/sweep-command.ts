@@ -1,18 +1,10 @@
 /** `kvroute sweep`, declared; sweep-verb.ts runs it (docs/sweep.md). */
 import type { Command } from 'commander';
 
-import { DEFAULT_ENGINE_PRESET } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions } from './engine-options.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const SWEEP_DEFAULTS = {
-  policies: 'lmetric,load_only,sticky,unified,unified+A+B',
-  engineStates: 'shadow,shm',
-  instances: 8,
-  liveInstances: 4,
-  preset: DEFAULT_ENGINE_PRESET,
-} as const;
+import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 
 export function addSweepCommand(program: Command): void {
   const d = SWEEP_DEFAULTS;

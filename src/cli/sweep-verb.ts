@@ -5,7 +5,7 @@ import { POLICY_NAMES } from '../core/policy-spec.js';
 import { ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
 import { engineScalingFlags } from './engine-options.js';
-import { SWEEP_DEFAULTS } from './sweep-command.js';
+import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
 import type { LiveOptions } from './sweep-live.js';
 import { runSweep, type SweepOptions } from './sweep-run.js';

@@ -2,22 +2,11 @@
 import type { Command } from 'commander';
 
 import { POLICY_NAMES, POLICY_NAMES_TEXT, resolvePolicy, TUNABLE_NAMES, TUNABLES } from '../core/policy-spec.js';
-import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { AGGREGATES, OBJECTIVE_NAMES } from './tune-objectives.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const TUNE_DEFAULTS = {
-  samples: 32,
-  /** Of --samples, the refining round's share: ⌊samples ÷ 4⌋. */
-  refineShare: 4,
-  seed: 1,
-  objective: 'ttft_p90',
-  aggregate: 'mean',
-  instances: 8,
-  engineState: 'shadow',
-  preset: DEFAULT_ENGINE_PRESET,
-} as const;
+import { TUNE_DEFAULTS } from './defaults/tune-defaults.js';
 
 export function addTuneCommand(program: Command): void {
   const d = TUNE_DEFAULTS;

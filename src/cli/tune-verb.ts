@@ -9,7 +9,7 @@ import { choiceFlag, integerFlag, stringFlag, UsageError, type OptionValues } fr
 import { startProgress } from './progress.js';
 import { ENGINE_STATES, writeAtomically } from './sweep-layout.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
-import { TUNE_DEFAULTS } from './tune-command.js';
+import { TUNE_DEFAULTS } from './defaults/tune-defaults.js';
 import { AGGREGATES, OBJECTIVE_NAMES, OBJECTIVES } from './tune-objectives.js';
 import { parseParams } from './tune-params.js';
 import { runTune, type EvaluationNote, type TuneOptions } from './tune-run.js';
