@@ -22,7 +22,13 @@ function promptOf(input: string): string {
 
 export function hashVerb(values: OptionValues, [file]: string[]): void {
   const chunkBytes = integerFlag(values, 'chunk-bytes', 1) ?? HASH_DEFAULTS.chunkBytes;
-  const text = promptOf(readInput(file));
+  const text = promptOf(
+    readInput(file, {
+      verb: 'hash',
+      what: 'a prompt (plain text or an OpenAI request body)',
+      example: 'echo "hello world" | kvroute hash',
+    }),
+  );
   const ids = hashPrompt(text, { chunkBytes });
   if (values.json) {
     const bytes = Buffer.byteLength(text, 'utf8');

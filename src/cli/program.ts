@@ -68,7 +68,7 @@ export function createCli(version: string): Cli {
     'after',
     `
 Every verb and sub-verb has its own help: kvroute trace --help, kvroute trace synth --help.
-Exit status: 0 success; 1 bad data (a trace line that fails validation); 2 bad usage.
+Exit status: 0 success; 1 bad data (a trace line that fails validation); 2 bad usage; 130 or 143 interrupted (SIGINT, SIGTERM).
 
 Example:
   $ echo "hello world" | kvroute hash --chunk-bytes 4`,
@@ -90,7 +90,7 @@ function oneLine(text: string): string {
  * is no command on, the rest is dropped, so commander reports that name with its suggestion.
  */
 export function expandHelp(program: Command, argv: readonly string[]): string[] {
-  if (argv[0] !== 'help') return [...argv];
+  if (argv[0] !== 'help') return withoutHelpAfterUnknownVerb(program, argv);
   const names = argv.slice(1);
   let command = program;
   for (const [i, name] of names.entries()) {
@@ -99,4 +99,23 @@ export function expandHelp(program: Command, argv: readonly string[]): string[] 
     command = sub;
   }
   return [...names, '--help'];
+}
+
+/**
+ * The command line without its --help when it names a verb that does not exist
+ * (`kvroute events relay --help`): commander would print the parent's help and exit 0; without
+ * the flag it reports the unknown verb, with its suggestion, and exits 2.
+ */
+function withoutHelpAfterUnknownVerb(program: Command, argv: readonly string[]): string[] {
+  let command = program;
+  for (const word of argv) {
+    if (word.startsWith('-')) break;
+    const sub = command.commands.find((c) => c.name() === word || c.aliases().includes(word));
+    if (sub === undefined) {
+      const takesVerb = command.commands.length > 0 && command.registeredArguments.length === 0;
+      return takesVerb ? argv.filter((w) => w !== '--help' && w !== '-h') : [...argv];
+    }
+    command = sub;
+  }
+  return [...argv];
 }

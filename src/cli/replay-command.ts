@@ -12,7 +12,8 @@ export function addReplayCommand(program: Command): void {
     'replay',
     'drive an OpenAI-compatible endpoint (kvroute serve, vLLM, SGLang, kvroute sim serve) with a trace in real time, recording every request',
   )
-    .option('--trace <IN>', 'the trace file (required)')
+    .argument('[IN]', 'the trace file (or give it as --trace IN)')
+    .option('--trace <IN>', 'the trace file (required, as --trace or as the operand IN)')
     .option('--target <URL>', 'base URL of the endpoint, e.g. http://127.0.0.1:8000 (required)')
     .option('--records <OUT>', 'write per-request records (MessagePack, docs/records.md)')
     .option('--mode <session|poisson>', withDefault("session: the seeds' agentic dispatch; poisson: open loop", d.mode))

@@ -26,6 +26,7 @@ import { ShadowReconciler } from '../state/shadow-reconciler.js';
 import { ConfigError, resolveServeConfig } from '../proxy/serve-config.js';
 import { envName } from '../proxy/serve-settings.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
+import { counted } from './counted.js';
 import { untilStopped, UsageError, type OptionValues } from './common.js';
 
 export interface ServeHooks {
@@ -38,7 +39,7 @@ const EMBEDDED_ENGINES = 4;
 function embeddedBanner(fleet: SimFleet, base: string): string {
   const model = fleet.engines[0]!.model;
   return `kvroute serve: no backends configured (--backends, ${envName('backends')} or --config), so this is the
-embedded default: ${fleet.urls.length} simulated vLLM engines in this process (${fleet.urls.join(', ')}).
+embedded default: ${counted(fleet.urls.length, 'simulated vLLM engine')} in this process (${fleet.urls.join(', ')}).
 
 Try it:
 
@@ -149,7 +150,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   if (fleet !== undefined) process.stderr.write(embeddedBanner(fleet, base));
   else
     process.stderr.write(
-      `kvroute serve: ${config.backends.length} backends (${proxy.state.routableCount()} healthy) · ${modelSummary(proxy)} · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'} · ${proxy.options.http} server\n`,
+      `kvroute serve: ${counted(config.backends.length, 'backend')} (${proxy.state.routableCount()} healthy) · ${modelSummary(proxy)} · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'} · ${proxy.options.http} server\n`,
     );
   const fed = config.backends.filter((b) => b.kvEvents !== undefined).length;
   if (fed > 0 || config.tokenizers !== undefined)
@@ -212,9 +213,8 @@ function modelSummary(proxy: Proxy): string {
     if (b.models === undefined) unknown++;
     for (const m of b.models ?? []) counts.set(m, (counts.get(m) ?? 0) + 1);
   }
-  const plural = (n: number) => `${n} backend${n === 1 ? '' : 's'}`;
-  const listed = [...counts].map(([m, n]) => `${m} (${plural(n)})`);
-  if (unknown > 0) listed.push(`any model (${plural(unknown)} not discovered yet)`);
+  const listed = [...counts].map(([m, n]) => `${m} (${counted(n, 'backend')})`);
+  if (unknown > 0) listed.push(`any model (${counted(unknown, 'backend')} not discovered yet)`);
   return `models ${listed.join(', ')}`;
 }
 

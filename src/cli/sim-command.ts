@@ -48,7 +48,8 @@ function addBreakEven(sim: Command): void {
 function addRun(sim: Command): void {
   const d = SIM_RUN_DEFAULTS;
   const run = subcommand(sim, 'run', 'replay a trace in virtual time through the router and N engine models')
-    .option('--trace <IN>', 'the trace file, or - for stdin (required)')
+    .argument('[IN]', 'the trace file, or - for stdin (or give it as --trace IN)')
+    .option('--trace <IN>', 'the trace file, or - for stdin (required, as --trace or as the operand IN)')
     .option('--policy <P>', withDefault(`${POLICY_NAMES_TEXT}; P:KEY=VALUE… sets its tunables`, d.policy))
     .option('--instances <N>', withDefault('engines', d.instances))
     .option(

@@ -13,7 +13,11 @@ export function addSweepCommand(program: Command): void {
     'sweep',
     "run every (policy × engine state) cell of one trace into one directory, with the seeds' B3 and ES ablation tables",
   )
-    .option('--trace <IN>', 'the trace file (required; read once per cell, so not stdin)')
+    .argument('[IN]', 'the trace file (or give it as --trace IN)')
+    .option(
+      '--trace <IN>',
+      'the trace file (required, as --trace or as the operand IN; read once per cell, so not stdin)',
+    )
     .option('--out <DIR>', 'the sweep directory: sweep.json, cells/<id>/, tables.md (required)')
     .option('--policies <P,…>', withDefault('policies, each a name or NAME:KEY=VALUE… (tunables)', d.policies))
     .option('--engine-state <S,…>', withDefault('engine states: shadow, shm', d.engineStates))

@@ -15,7 +15,11 @@ export function addTuneCommand(program: Command): void {
     'tune',
     "search a policy's parameters in the simulator on worker threads; report the best setting and its margins",
   )
-    .option('--trace <IN,…>', 'the traces to tune on, comma-separated (required; files, read once per point)')
+    .argument('[IN,…]', 'the traces to tune on (or give them as --trace IN,…)')
+    .option(
+      '--trace <IN,…>',
+      'the traces to tune on, comma-separated (required, as --trace or as the operand; files, read once per point)',
+    )
     .option('--policy <P>', `the policy to tune (required): ${POLICY_NAMES_TEXT}`)
     .option('--param <NAME=LO:HI,…>', 'the parameters to search and their bounds, both included (required; below)')
     .option('--samples <N>', withDefault('points evaluated, both rounds', d.samples))
