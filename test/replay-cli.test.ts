@@ -50,7 +50,9 @@ describe('kvroute replay (CLI)', () => {
     const code = await stop();
     expect(code, stderr).toBe(143);
     expect(stderr).toContain('stopping');
-    expect(stderr).toMatch(/kvroute replay: interrupted: stopped sending after 3 requests; 3 records in .* hold only what completed/);
+    expect(stderr).toMatch(
+      /kvroute replay: interrupted: stopped sending after 3 requests; 3 records in .* hold only what completed/,
+    );
     const file = readRecordFile(out);
     expect(file.truncated).toBeUndefined();
     expect(file.header).toMatchObject({ source: 'replay', mode: 'session' });
