@@ -75,7 +75,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   const fleet =
     config.backends.length === 0 ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 }) : undefined;
   const metrics = createProxyMetrics();
-  const dashboard = createDashboard();
+  const dashboard = createDashboard({ onWarning: serveWarning });
   const observers = [metrics.observer, dashboard.observer, ...(accessLog === undefined ? [] : [accessLog.observer])];
   const threadCount = config.threads;
   const proxyOptions = perThreadLimits(config.proxy, threadCount);
@@ -92,6 +92,9 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
       ...(config.tokenizers === undefined ? {} : { tokenizers: config.tokenizers }),
       observers: threadMetrics === undefined ? observers : [...observers, threadMetrics.observer],
       mounts: [metrics.mount, dashboard.mount, adminMount(config.adminToken)],
+      // The proxy's warnings (backend health, feeds, the router) as serve's own lines, not
+      // process.emitWarning's "(node:PID) [CODE] Warning: … (Use `node --trace-warnings …`)".
+      onWarning: serveWarning,
     });
   } catch (error) {
     dashboard.close();
@@ -225,4 +228,9 @@ async function openRequestLog(target: string): Promise<AccessLog> {
   } catch (error) {
     throw new UsageError(`--access-log: ${(error as Error).message}`);
   }
+}
+
+/** A warning of the proxy, the dashboard or the router, as one `kvroute serve: warning:` line. */
+function serveWarning(message: string): void {
+  process.stderr.write(`kvroute serve: warning: ${message.replace(/^kvroute proxy: /, '')}\n`);
 }
