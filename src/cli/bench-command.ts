@@ -37,9 +37,6 @@ export function addBenchCommand(program: Command): void {
     .option('--every <S>', withDefault('seconds between one prefill answering and the next', s.injectionEveryS))
     .option('--eos', "let engines stop at EOS: don't send vLLM's ignore_eos (for engines that reject it)")
     .option('--json', 'print the cells as JSON');
-  example(
-    interference,
-    'kvroute bench interference --decode-endpoint http://gpu0:8000 --prefill-endpoint http://gpu1:8000',
-  );
+  example(interference, 'kvroute bench interference --sim --speed 5 --prefill-sizes 8192');
   runs(interference, async () => (await import('./bench-verb.js')).benchInterferenceVerb);
 }

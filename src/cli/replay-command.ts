@@ -46,6 +46,12 @@ export function addReplayCommand(program: Command): void {
     'after',
     '\nCtrl-C or SIGTERM stops sending; in-flight requests get --grace seconds, then are recorded as aborted.',
   );
-  example(replay, 'kvroute replay --trace window.jsonl --target http://127.0.0.1:8000 --records run.msgpack --speed 4');
+  example(
+    replay,
+    'kvroute sim serve --instances 1 --port 8101 --speed 10 & sleep 1',
+    'kvroute trace synth --sessions 10 -o synth.jsonl',
+    'kvroute replay synth.jsonl --target http://127.0.0.1:8101 --records run.msgpack --speed 20',
+    'kill $!',
+  );
   runs(replay, async () => (await import('./replay-verb.js')).replayVerb);
 }

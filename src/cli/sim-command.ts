@@ -15,7 +15,7 @@ import { SIM_RUN_DEFAULTS, SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js
 
 export function addSimCommand(program: Command): void {
   const sim = subcommand(program, 'sim', 'simulated engines: sim run, sim serve, sim interference, sim breakeven');
-  example(sim, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified');
+  example(sim, 'kvroute sim run data/mooncake_synthetic_trace.jsonl --policy unified');
   addRun(sim);
   addServe(sim);
   const interference = subcommand(

@@ -40,8 +40,8 @@ export function addSweepCommand(program: Command): void {
   addTraceInputOptions(sweep);
   example(
     sweep,
-    'kvroute trace synth -o synth.jsonl',
-    'kvroute sweep --trace synth.jsonl --policies lmetric,load_only,sticky,unified,unified+A+B --engine-state shadow,shm --out sweep-1',
+    'kvroute trace synth --sessions 50 -o synth.jsonl',
+    'kvroute sweep synth.jsonl --policies sticky,unified,min_ttft --engine-state shadow,shm --out sweep-1',
   );
   runs(sweep, async () => (await import('./sweep-verb.js')).sweepVerb);
 }

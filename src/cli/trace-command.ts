@@ -39,7 +39,10 @@ export function addTraceCommand(program: Command): void {
     .option('--reblock <B>', "merge blocks into B-token blocks (a multiple of the input's)");
   addTraceOutputOptions(transform, "the input's");
   addTraceInputOptions(transform);
-  example(transform, 'kvroute trace transform trace.jsonl --window 600 --cap-turns 20 -o window.jsonl');
+  example(
+    transform,
+    'kvroute trace transform data/mooncake_synthetic_trace.jsonl --window 600 --cap-turns 20 -o window.jsonl',
+  );
   runs(transform, async () => (await import('./trace-verb.js')).transformVerb);
 
   const validate = subcommand(trace, 'validate', 'check every line of a trace; print counts and warnings')

@@ -44,8 +44,8 @@ export function addTuneCommand(program: Command): void {
   tune.addHelpText('after', `\nTunable parameters (--param NAME=LO:HI):\n${tunableLines()}`);
   example(
     tune,
-    'for s in 1 2 3 11 12 13; do kvroute trace synth --seed $s -o seed$s.jsonl; done',
-    'kvroute tune --trace seed1.jsonl,seed2.jsonl,seed3.jsonl --holdout seed11.jsonl,seed12.jsonl,seed13.jsonl --policy unified --param overloadFactor=1:3,decodeWeight=0:1 --samples 16',
+    'for s in 1 2 3 11 12 13; do kvroute trace synth --sessions 30 --seed $s -o seed$s.jsonl; done',
+    'kvroute tune seed1.jsonl,seed2.jsonl,seed3.jsonl --holdout seed11.jsonl,seed12.jsonl,seed13.jsonl --policy unified --param overloadFactor=1:3,decodeWeight=0:1 --samples 16',
   );
   runs(tune, async () => (await import('./tune-verb.js')).tuneVerb);
 }

@@ -6,7 +6,7 @@
 import { DEFAULT_ENGINE_PRESET } from '../../sim/engine-preset.js';
 
 export const SWEEP_DEFAULTS = {
-  policies: 'lmetric,load_only,sticky,unified,unified+A+B',
+  policies: 'lmetric,load_only,sticky,unified,unified+A+B,min_ttft',
   engineStates: 'shadow,shm',
   instances: 8,
   liveInstances: 4,
