@@ -75,7 +75,7 @@ function addCompare(analyze: Command): void {
   const compare = subcommand(
     analyze,
     'compare',
-    "two runs of one trace (the seeds' cmp_es): reroute %, instances per session, TTFT p90 and mean A → B, a verdict",
+    "two runs of one trace (the ES ablation's cmp_es): reroute %, instances per session, TTFT p90 and mean A → B, a verdict",
   )
     .argument('<A>', 'the baseline record file')
     .argument('<B>', 'the record file compared with it')

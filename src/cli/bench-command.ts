@@ -1,5 +1,5 @@
 /**
- * `kvroute bench interference`, declared; bench-verb.ts runs it. The seeds' B2 microbench against
+ * `kvroute bench interference`, declared; bench-verb.ts runs it. The B2 microbench against
  * live endpoints, by the protocol of `kvroute sim interference` (src/sim/interference-protocol.ts).
  */
 import type { Command } from 'commander';
@@ -19,7 +19,7 @@ export function addBenchCommand(program: Command): void {
   const interference = subcommand(
     bench,
     'interference',
-    "the seeds' B2 microbench against two live endpoints: TTFT and TPOT indices of a steady decode load when cold prefills land on the same or the other endpoint",
+    "the B2 microbench against two live endpoints: TTFT and TPOT indices of a steady decode load when cold prefills land on the same or the other endpoint",
   )
     .option('--decode-endpoint <URL>', 'the endpoint that serves the decode load (an OpenAI-compatible server)')
     .option('--prefill-endpoint <URL>', "the other endpoint, where the 'different' variant's prefills go")

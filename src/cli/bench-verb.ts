@@ -1,5 +1,5 @@
 /**
- * `kvroute bench interference` (declared in bench-command.ts): the seeds' B2 cells against two
+ * `kvroute bench interference` (declared in bench-command.ts): the B2 cells against two
  * live endpoints, or against two simulated engines this process starts (`--sim`), one cell at a
  * time (cells must not overlap: each measures the other's absence).
  */

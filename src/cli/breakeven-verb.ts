@@ -1,6 +1,6 @@
 /**
  * `kvroute sim breakeven` (declared in sim-command.ts): the prefill-offload break-even table on
- * the engine model, against the seeds' (src/sim/breakeven.ts, docs/offload.md).
+ * the engine model, against the reference experiments' (src/sim/breakeven.ts, docs/offload.md).
  */
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { breakEvenTable } from '../sim/breakeven.js';

@@ -5,7 +5,7 @@
  * Configuration comes from flags, KVROUTE_* variables and a YAML file (src/proxy/serve-config.ts);
  * any bad value is a usage error naming its source (exit 2). With no backends anywhere it starts
  * the embedded default, 4 simulated engines in this process, so `npm start` shows routing with
- * nothing else installed; the proxy itself never knows (DESIGN.md: the CLI wires the fleet).
+ * nothing else installed; the proxy itself never knows (the CLI wires the fleet).
  *
  * Output contract: stdout gets one line, `kvroute serve: listening on http://HOST:PORT`
  * (benchmarks and tests parse it; with --port 0 it shows the real port), followed only by the

@@ -21,7 +21,7 @@ export function addSimCommand(program: Command): void {
   const interference = subcommand(
     sim,
     'interference',
-    "the seeds' B2 microbench on two engine models: TTFT and TPOT indices of a steady decode load when large prefills land on the same or another engine",
+    "the B2 microbench on two engine models: TTFT and TPOT indices of a steady decode load when large prefills land on the same or another engine",
   ).option('--json', 'print the cells as JSON');
   example(interference, 'kvroute sim interference');
   runs(interference, async () => (await import('./sim-verb.js')).interferenceVerb);
@@ -32,7 +32,7 @@ function addBreakEven(sim: Command): void {
   const breakeven = subcommand(
     sim,
     'breakeven',
-    "prefill offload's break-even on the engine model: interference against P→D KV transfer cost for 2k–32k-token prompts, beside the seeds' figures, and the smallest prompt where offload pays",
+    "prefill offload's break-even on the engine model: interference against P→D KV transfer cost for 2k–32k-token prompts, beside the reference experiments' figures, and the smallest prompt where offload pays",
   )
     .option('--decode-batch <D>', withDefault('decoding requests a co-located prefill would stall', 1))
     .option(

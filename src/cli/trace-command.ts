@@ -13,7 +13,7 @@ export function addTraceCommand(program: Command): void {
   const synth = subcommand(
     trace,
     'synth',
-    "write a synthetic agentic-coding session trace (calibrated to the seeds' w600)",
+    "write a synthetic agentic-coding session trace (calibrated to the w600)",
   )
     .option('--sessions <N>', withDefault('sessions, sub-agents included (before --scale)', d.sessions))
     .option('--duration <S>', withDefault('seconds over which root sessions start', d.duration))
