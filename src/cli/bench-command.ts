@@ -19,7 +19,7 @@ export function addBenchCommand(program: Command): void {
   const interference = subcommand(
     bench,
     'interference',
-    "the B2 microbench against two live endpoints: TTFT and TPOT indices of a steady decode load when cold prefills land on the same or the other endpoint",
+    'the B2 microbench against two live endpoints: TTFT and TPOT indices of a steady decode load when cold prefills land on the same or the other endpoint',
   )
     .option('--decode-endpoint <URL>', 'the endpoint that serves the decode load (an OpenAI-compatible server)')
     .option('--prefill-endpoint <URL>', "the other endpoint, where the 'different' variant's prefills go")

@@ -16,7 +16,10 @@ export function addReplayCommand(program: Command): void {
     .option('--trace <IN>', 'the trace file (required, as --trace or as the operand IN)')
     .option('--target <URL>', 'base URL of the endpoint, e.g. http://127.0.0.1:8000 (required)')
     .option('--records <OUT>', 'write per-request records (MessagePack, docs/records.md)')
-    .option('--mode <session|poisson>', withDefault("session: the reference experiments' agentic dispatch; poisson: open loop", d.mode))
+    .option(
+      '--mode <session|poisson>',
+      withDefault("session: the reference experiments' agentic dispatch; poisson: open loop", d.mode),
+    )
     .option('--rate <R>', "poisson: requests per second; find-srr: the first trial's rate (default 1)")
     .option('--seed <K>', withDefault('poisson: seed of the arrivals', d.seed))
     .option('--find-srr', 'search the highest poisson rate meeting --slo (bracket, then bisect)')

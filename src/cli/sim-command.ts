@@ -21,7 +21,7 @@ export function addSimCommand(program: Command): void {
   const interference = subcommand(
     sim,
     'interference',
-    "the B2 microbench on two engine models: TTFT and TPOT indices of a steady decode load when large prefills land on the same or another engine",
+    'the B2 microbench on two engine models: TTFT and TPOT indices of a steady decode load when large prefills land on the same or another engine',
   ).option('--json', 'print the cells as JSON');
   example(interference, 'kvroute sim interference');
   runs(interference, async () => (await import('./sim-verb.js')).interferenceVerb);

@@ -11,7 +11,7 @@ export function addSweepCommand(program: Command): void {
   const sweep = subcommand(
     program,
     'sweep',
-    "run every (policy × engine state) cell of one trace into one directory, with the B3 and ES ablation tables",
+    'run every (policy × engine state) cell of one trace into one directory, with the B3 and ES ablation tables',
   )
     .argument('[IN]', 'the trace file (or give it as --trace IN)')
     .option(

@@ -10,11 +10,7 @@ export function addTraceCommand(program: Command): void {
   example(trace, 'kvroute trace synth --sessions 30 -o synth.jsonl && kvroute trace validate synth.jsonl');
 
   const d = SYNTH_DEFAULTS;
-  const synth = subcommand(
-    trace,
-    'synth',
-    "write a synthetic agentic-coding session trace (calibrated to the w600)",
-  )
+  const synth = subcommand(trace, 'synth', 'write a synthetic agentic-coding session trace (calibrated to the w600)')
     .option('--sessions <N>', withDefault('sessions, sub-agents included (before --scale)', d.sessions))
     .option('--duration <S>', withDefault('seconds over which root sessions start', d.duration))
     .option('--seed <K>', withDefault('PRNG seed: the same flags give a byte-identical trace', d.seed))
