@@ -27,6 +27,9 @@ import { addSweepCommand } from './sweep-command.js';
 import { addTraceCommand } from './trace-command.js';
 import { addTuneCommand } from './tune-command.js';
 
+/** The labels of the experiments kvroute reproduces, as its help texts use them. */
+const EXPERIMENT_LABELS = /\bB[123]′?(?![\w-])|cmp_es|\bw600\b|\bES\b|\bes[01]\b|reference experiments/;
+
 export interface Cli {
   program: Command;
   /** `kvroute <verb>: ` once a verb was recognised, else `kvroute: `: what failure messages start with. */
@@ -64,6 +67,12 @@ export function createCli(version: string): Cli {
     addServeCommand,
   ];
   for (const add of verbs) add(program);
+  // A help that uses an experiment's label says where the labels are defined.
+  program.addHelpText('afterAll', ({ command }) =>
+    EXPERIMENT_LABELS.test(command.helpInformation())
+      ? '\nB1′, B2, B3, ES (es0, es1), cmp_es, w600, "the reference experiments": defined in docs/glossary.md.'
+      : '',
+  );
   program.addHelpText(
     'after',
     `
