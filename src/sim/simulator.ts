@@ -2,7 +2,7 @@
  * The discrete-event simulator: replays a trace in virtual time through the routing core (the
  * same `Router` the proxy uses, on a manual clock) and one EngineModel per instance.
  *
- * Dispatch is session-sequential by default (the B3): a session's first request is sent
+ * Dispatch is session-sequential by default (as in B3): a session's first request is sent
  * at its trace time, and turn N+1 at the later of its trace time and turn N's completion.
  * `poisson` sends every request open-loop at exponential inter-arrival times instead.
  *
