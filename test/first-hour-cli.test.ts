@@ -42,6 +42,15 @@ describe('the first hour', () => {
     expect(directory.stderr).toMatch(/expected a trace file .*: is a directory/);
   });
 
+  it.each([
+    ['analyze', 'run'],
+    ['analyze', 'compare', 'also-missing.records'],
+  ])('%s %s: a missing record file is a usage error naming what was expected', (...verb) => {
+    const out = kvroute([...verb.slice(0, 2), `${dir}/nope.records`, ...verb.slice(2)]);
+    expect(out.status).toBe(2);
+    expect(out.stderr).toMatch(/expected a record file .* at .*nope\.records: no such file \(ENOENT\)/);
+  });
+
   it('hash names what it expected of a missing file (exit 2)', () => {
     const out = kvroute(['hash', `${dir}/nope.txt`]);
     expect(out.status).toBe(2);

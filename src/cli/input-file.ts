@@ -39,6 +39,9 @@ export function checkInputFile(verb: string, path: string, what: string): void {
 /** What a trace input is, for the messages of the verbs that read one. */
 export const TRACE_FILE = 'a trace file (JSON lines, optionally .gz; e.g. data/mooncake_synthetic_trace.jsonl)';
 
+/** What a record file is, for the messages of the verbs that read one. */
+export const RECORD_FILE = 'a record file (written by sim run --records or replay --records)';
+
 /**
  * The trace of a verb that takes it as `--trace IN` or as its operand; both at once must agree.
  * Undefined when neither was given.
