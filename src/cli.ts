@@ -4,7 +4,7 @@
  * implementation is imported only when it runs.
  *
  * Exit status: 0 success; 1 bad data (a trace line that fails validation); 2 bad usage
- * (src/cli/exit-status.ts).
+ * (src/cli/exit-status.ts); 130 or 143 interrupted (SIGINT or SIGTERM stopped the run before its end).
  */
 import { readFileSync } from 'node:fs';
 

@@ -1,5 +1,5 @@
 /**
- * `kvroute bench interference`: the seeds' B2 protocol against live endpoints, here two simulated
+ * `kvroute bench interference`: the B2 protocol against live endpoints, here two simulated
  * engines at 5× real time. The decode load's TPOT suffers when cold prefills land on its own
  * engine and not when they land on the other; bad command lines and a down endpoint are refused.
  */

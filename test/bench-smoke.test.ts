@@ -27,7 +27,7 @@ it('npm run bench -- --quick --only mooncake --json writes every policy (and two
     expect(child.stdout).toMatch(/^machine: /);
     expect(child.stdout).toContain('native:  on');
     const doc = JSON.parse(readFileSync(out, 'utf8'));
-    // Every base policy, and the offload layer beside the default and the seeds' champion.
+    // Every base policy, and the offload layer beside the default and the reference experiments' champion.
     const policies = [...POLICY_NAMES, 'unified+A+B+offload', 'min_ttft+offload'];
     expect(doc.results).toHaveLength(policies.length * 2);
     expect(new Set(doc.results.map((r: { policy: string }) => r.policy))).toEqual(new Set(policies));

@@ -1,7 +1,7 @@
 /**
  * `kvroute sim breakeven` (src/sim/breakeven.ts): the engine model's prefill is what the engine
- * model charges and what the shared cost model prices; the table reproduces the seeds' Combined
- * Break-Even Analysis within ±25% where the seeds' own figures are consistent (docs/offload.md
+ * model charges and what the shared cost model prices; the table reproduces the reference experiments' Combined
+ * Break-Even Analysis within ±25% where the reference experiments' own figures are consistent (docs/offload.md
  * explains the 2k transfer); the search finds the exact smallest prompt where offload pays.
  */
 import { spawnSync } from 'node:child_process';
@@ -37,17 +37,17 @@ describe('the prefill the table charges', () => {
 describe('breakEvenTable at the defaults (D = 1, 25 Gbps bulk)', () => {
   const table = breakEvenTable({ preset, decodeBatch: 1 });
 
-  it('reproduces the seeds’ interference at every size, and their transfer and saving from 8k up, within ±25%', () => {
+  it('reproduces the reference experiments’ interference at every size, and their transfer and saving from 8k up, within ±25%', () => {
     expect(table.rows.map((r) => r.prompt_tokens)).toEqual([2048, 8192, 16384, 32768]);
     for (const row of table.rows) {
       const seeds = row.seeds!;
       expect(seeds).toMatchObject(SEEDS_BREAKEVEN[row.prompt_tokens]!);
       expect(Math.abs(seeds.interference_diff_pct)).toBeLessThan(1);
-      if (row.prompt_tokens === 2048) continue; // the seeds' 36 ms is below the 25 Gbps wire time itself
+      if (row.prompt_tokens === 2048) continue; // the reference experiments' 36 ms is below the 25 Gbps wire time itself
       expect(Math.abs(seeds.transfer_diff_pct)).toBeLessThan(25);
       expect(Math.abs(seeds.net_saving_diff_pct)).toBeLessThan(25);
     }
-    // At 2k the seeds' measured 36 ms is under their own 62 ms theoretical wire time at 25 Gbps.
+    // At 2k the reference experiments' measured 36 ms is under their own 62 ms theoretical wire time at 25 Gbps.
     const wire2k = (2048 * 98_304 * 8) / 25e6;
     expect(wire2k).toBeGreaterThan(SEEDS_BREAKEVEN[2048]!.transfer_ms);
     expect(table.rows[0]!.transfer.warm_ms).toBeCloseTo(wire2k + 35, 9);
@@ -64,7 +64,7 @@ describe('breakEvenTable at the defaults (D = 1, 25 Gbps bulk)', () => {
       expect(row.transfer.layerwise_warm_ms).toBeCloseTo(transferMs({ ...model, layerwise: true }, p, false), 9);
       expect(row.net_saving_warm_ms).toBeCloseTo(row.interference_ms - row.transfer.warm_ms, 9);
       expect(row.net_saving_cold_ms).toBeCloseTo(row.interference_ms - row.transfer.cold_ms, 9);
-      // The seeds' comparison stays at D = 1.
+      // The reference experiments' comparison stays at D = 1.
       expect(row.seeds!.interference_diff_pct).toBeCloseTo(
         ((isolatedPrefillMs(preset, p) - row.seeds!.interference_ms) / row.seeds!.interference_ms) * 100,
         9,
@@ -101,7 +101,7 @@ describe('kvroute sim breakeven', () => {
   const kvroute = (args: string[]) =>
     spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
 
-  it('prints the table, the seeds’ comparison and the break-even; --json prints what breakEvenTable gives', () => {
+  it('prints the table, the reference experiments’ comparison and the break-even; --json prints what breakEvenTable gives', () => {
     const text = kvroute(['sim', 'breakeven']);
     expect(text.status).toBe(0);
     expect(text.stdout).toMatch(

@@ -124,8 +124,8 @@ describe('kvroute usage errors', () => {
 
   it.each([
     [['trace', 'validate'], "kvroute trace: missing required argument 'IN'"],
-    [['sim', 'run'], 'kvroute sim: sim run needs --trace FILE'],
-    [['tune', '--policy', 'unified'], 'kvroute tune: tune needs --trace FILE[,FILE…]'],
+    [['sim', 'run'], 'kvroute sim: sim run needs a trace: sim run IN, or --trace IN'],
+    [['tune', '--policy', 'unified'], 'kvroute tune: tune needs traces: tune IN[,IN…], or --trace IN[,IN…]'],
     [['state', 'publish', '--shm', 'feed'], 'kvroute state: state publish needs --engines URL[,URL…]'],
     [['hash', '--chunk-bytes'], "kvroute hash: option '--chunk-bytes <N>' argument missing"],
     [['analyze', 'trace', '-', '--workers', '-1'], 'kvroute analyze: --workers must be a non-negative integer, got -1'],

@@ -47,7 +47,10 @@ describe('kvroute', () => {
     [['hash', '--chunk-bytes', '0'], '--chunk-bytes must be a positive integer, got 0'],
     [['hash', '--chunk-bytes', 'x'], '--chunk-bytes must be a positive integer, got x'],
     [['hash', '--colour'], "kvroute hash: unknown option '--colour'"],
-    [['hash', '/no/such/file'], 'cannot read /no/such/file: ENOENT'],
+    [
+      ['hash', '/no/such/file'],
+      'hash expected a prompt (plain text or an OpenAI request body) at /no/such/file: no such file (ENOENT)',
+    ],
     [['hash', 'a', 'b'], "too many arguments for 'hash'"],
   ])('refuses %j with a clear message and exit code 2', (args, message) => {
     const out = kvroute(args, '');

@@ -1,5 +1,5 @@
 /**
- * The engine model: timings within ±15% of every calibration point of the seeds' microbench
+ * The engine model: timings within ±15% of every calibration point of the B2 microbenchmark
  * (one H20, Qwen3-Coder-30B-A3B), prefix caching with LRU eviction, recompute preemption, and
  * live state.
  */
@@ -77,7 +77,7 @@ describe('engine timing (seeds microbench, ±15%)', () => {
     within((chunkSteps[0]!.end - chunkSteps[0]!.start) * 1000, 580);
     decoding.forEach((s, k) => expect(s.generated - before[k]!).toBe(steps.length));
     expect(decoding.every((s) => s.decodeOverlappedPrefill)).toBe(true);
-    // Prefill compute does not depend on the decodes beside it (the seeds' observation 3).
+    // Prefill compute does not depend on the decodes beside it (the reference experiments' observation 3).
     within((big.firstTokenAt! - big.submittedAt) * 1000, 4575);
   });
 });

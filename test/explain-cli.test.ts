@@ -72,7 +72,7 @@ describe('kvroute explain', () => {
   });
 
   it('--json prints the explanation with its offload section and the header, reading stdin', () => {
-    const run = kvroute(['--json'], JSON.stringify({ instances: FLEET, request: { inputTokens: 1000 } }));
+    const run = kvroute(['--json'], JSON.stringify({ policy: 'v3', instances: FLEET, request: { inputTokens: 1000 } }));
     expect(run.status).toBe(0);
     const out = JSON.parse(run.stdout);
     expect(out).toMatchObject({

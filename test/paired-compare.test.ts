@@ -46,7 +46,7 @@ describe('comparePairedRuns', () => {
     expect(comparePairedRuns(a, a).verdict).toBe('wash');
   });
 
-  it("uses the seeds' thresholds and leaves failed live requests out of TTFT", () => {
+  it("uses the reference experiments' thresholds and leaves failed live requests out of TTFT", () => {
     expect([-26, -5, -4.9, 1.8, 4.9, 5, 16.6].map(verdictOf)).toEqual([
       'HELPS',
       'HELPS',

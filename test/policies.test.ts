@@ -1,5 +1,5 @@
 /**
- * One focused test per policy rule of DESIGN.md (docs/policies.md), run
+ * One focused test per policy rule of docs/policies.md, run
  * against both cores.
  */
 import { describe, expect, it } from 'vitest';

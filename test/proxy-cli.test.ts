@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ConfigError, resolveServeConfig } from '../src/cli/serve-config.js';
-import { MODEL, post, startStub } from './helpers/proxy-harness.js';
+import { MODEL, post, refusingUrl, startStub } from './helpers/proxy-harness.js';
 import { CLI, serveFailure, startServe } from './helpers/proxy-serve-child.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvroute-serve-'));
@@ -135,6 +135,19 @@ describe('serve configuration', () => {
 });
 
 describe('kvroute serve', () => {
+  it("prints the proxy's warnings as its own lines, without Node's warning boilerplate", async () => {
+    const serve = await startServe(['--port', '0', '--backends', await refusingUrl()]);
+    try {
+      const deadline = Date.now() + 10_000;
+      const started = () => serve.stderr().includes('health probe') && serve.stderr().includes('admin API');
+      while (!started() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(serve.stderr()).toMatch(/^kvroute serve: warning: backend \S+ failed its first health probe/m);
+      expect(serve.stderr()).not.toMatch(/\(node:\d+\)|Warning:|--trace-warnings/);
+    } finally {
+      await serve.stop(); // its exit code is another test's concern
+    }
+  });
+
   it('with no backends: the embedded default answers, prints its examples, and SIGTERM exits 0', async () => {
     const serve = await startServe(['--port', '0']);
     try {

@@ -19,7 +19,7 @@ const rigs = scopedRigs();
 afterEach(() => rigs.closeAll());
 
 describe('kvroute replay (CLI)', () => {
-  it('SIGTERM mid-run: in-flight requests are recorded as aborted after --grace, the file stays readable, exit 0', async () => {
+  it('SIGTERM mid-run: in-flight requests are recorded as aborted after --grace, the file stays readable; it says it was interrupted, exit 143', async () => {
     let started = 0;
     let wake: () => void = () => {};
     const threeStarted = new Promise<void>((resolve) => (wake = resolve));
@@ -48,8 +48,11 @@ describe('kvroute replay (CLI)', () => {
     clearTimeout(timeout);
     expect(started).toBe(3);
     const code = await stop();
-    expect(code, stderr).toBe(0);
+    expect(code, stderr).toBe(143);
     expect(stderr).toContain('stopping');
+    expect(stderr).toMatch(
+      /kvroute replay: interrupted: stopped sending after 3 requests; 3 records in .* hold only what completed/,
+    );
     const file = readRecordFile(out);
     expect(file.truncated).toBeUndefined();
     expect(file.header).toMatchObject({ source: 'replay', mode: 'session' });
@@ -60,7 +63,7 @@ describe('kvroute replay (CLI)', () => {
       expect(r.error).toMatch(/^aborted/);
       expect(r.output_tokens).toBeGreaterThan(0);
     }
-    expect(stdout).toMatch(/replayed 3 requests .* 3 failed \(3 aborted\)/);
+    expect(stdout).toMatch(/^INTERRUPTED: replayed 3 requests .* 3 failed \(3 aborted\)/);
   });
 
   it('a target that is down at start: a clear error, exit 2, no record file', async () => {
@@ -79,7 +82,7 @@ describe('kvroute replay (CLI)', () => {
   });
 
   it.each([
-    [['--target', 'http://127.0.0.1:9'], 'kvroute replay: replay needs --trace FILE'],
+    [['--target', 'http://127.0.0.1:9'], 'kvroute replay: replay needs a trace: replay IN, or --trace IN'],
     [['--trace', 'x.jsonl'], 'kvroute replay: replay needs --target URL (e.g. http://127.0.0.1:8000)'],
     [
       ['--trace', 'x', '--target', 'http://h', '--mode', 'poisson'],

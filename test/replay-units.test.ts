@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { REPLAY_CLI_DEFAULTS } from '../src/cli/replay-command.js';
+import { REPLAY_CLI_DEFAULTS } from '../src/cli/defaults/replay-defaults.js';
 import { parseSlo, saltBlocks } from '../src/replay/find-srr.js';
 import { BlockText, blockWords, WORDS } from '../src/replay/block-text.js';
 import { REPLAY_DEFAULTS } from '../src/replay/replay.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { SIM_RUN_DEFAULTS } from '../src/cli/sim-command.js';
+import { SIM_RUN_DEFAULTS } from '../src/cli/defaults/sim-defaults.js';
 import { MAX_REPLICAS, ReplicaAssigner } from '../src/sim/replica-assign.js';
 import { simulate, type SimulationOptions } from '../src/sim/simulator.js';
 import { readRecordFile } from '../src/trace/record-file.js';

@@ -183,7 +183,7 @@ describe('record files and kvroute sim run', () => {
     expect(kvroute(['sim', 'run', '--trace', tracePath, '--policy', 'fastest']).stderr).toMatch(
       /--policy must be one of/,
     );
-    expect(kvroute(['sim', 'run']).stderr).toMatch(/sim run needs --trace FILE/);
+    expect(kvroute(['sim', 'run']).stderr).toMatch(/sim run needs a trace: sim run IN, or --trace IN/);
     expect(kvroute(['sim', 'run', '--trace', tracePath, '--engine-state', 'psychic']).status).toBe(2);
     expect(kvroute(['sim', 'fly'])).toMatchObject({
       status: 2,

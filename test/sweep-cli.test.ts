@@ -50,10 +50,10 @@ describe('kvroute sweep refusals', () => {
     expect(kvroute(['sweep', '--trace', trace]).stderr).toMatch(/needs --out DIR/);
   });
 
-  it("exits 1 on a trace that fails to read, with the reader's message, and writes no sweep.json", () => {
+  it('exits 2 on a missing trace and 1 on one that fails to read, and writes no sweep.json', () => {
     const missing = kvroute(['sweep', '--trace', join(dir, 'missing.jsonl'), '--out', join(dir, 'm')]);
-    expect(missing.status).toBe(1);
-    expect(missing.stderr).toMatch(/missing\.jsonl: ENOENT/);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toMatch(/missing\.jsonl: no such file \(ENOENT\)/);
     expect(existsSync(join(dir, 'm'))).toBe(false);
     const bad = join(dir, 'bad.jsonl');
     writeFileSync(bad, '{"timestamp": 1, "input_length": 3\n');
@@ -73,7 +73,7 @@ describe('kvroute sweep refusals', () => {
     writeFileSync(join(out, 'keep.txt'), 'x');
     const full = kvroute(['sweep', '--trace', trace, '--out', out, '--policies', 'sticky']);
     expect(full.status).toBe(2);
-    expect(full.stderr).toMatch(/exists and is not empty \(--force reuses it\)/);
+    expect(full.stderr).toMatch(/exists and is not empty \(--force removes its previous sweep and reuses it\)/);
     const forced = kvroute(['sweep', '--trace', trace, '--out', out, '--policies', 'sticky,unified+A+B', '--force']);
     expect(forced.status, forced.stderr).toBe(0);
     expect(forced.stdout).toContain('## B3: per cell');

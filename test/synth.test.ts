@@ -38,7 +38,7 @@ describe('synthesizeTrace calibration (defaults vs window-1 w600)', () => {
     within(c.apc_ceiling.any_session.token_ratio, 0.803);
     within(c.apc_ceiling.any_session.hit_requests, 961);
     within(c.apc_ceiling.intra_session.hit_requests, 914);
-    // Some cross-session sharing, under the seeds' 1 pp.
+    // Some cross-session sharing, under the reference experiments' 1 pp.
     const gap = c.apc_ceiling.any_session.token_ratio - c.apc_ceiling.intra_session.token_ratio;
     expect(gap).toBeGreaterThan(0);
     expect(gap).toBeLessThan(0.01);
@@ -47,7 +47,7 @@ describe('synthesizeTrace calibration (defaults vs window-1 w600)', () => {
   });
 
   it('classifies most reused blocks as intra-session', () => {
-    // The seeds' 93.2% ±10%: real cached tokens of an lmetric run; here the theoretical match.
+    // The reference experiments' 93.2% ±10%: real cached tokens of an lmetric run; here the theoretical match.
     expect(c.reuse.intra_session).toBeGreaterThanOrEqual(0.84);
     expect(c.reuse.intra_session).toBeLessThanOrEqual(1);
   });

@@ -66,7 +66,7 @@ describe('kvroute analyze trace', () => {
     const run = kvroute(['analyze', 'trace', bad]);
     expect(run.status).toBe(1);
     expect(run.stderr).toBe(`kvroute analyze: ${bad}:line 2: input_length: missing field\n`);
-    expect(kvroute(['analyze', 'trace', join(dir, 'none.jsonl')]).status).toBe(1);
+    expect(kvroute(['analyze', 'trace', join(dir, 'none.jsonl')]).status).toBe(2);
     expect(kvroute(['analyze', 'trace', MOONCAKE, '--model', 'gpt-9']).stderr).toMatch(/--model must be one of/);
     expect(kvroute(['analyze', 'trace', MOONCAKE, '--workers', 'x']).status).toBe(2);
     expect(kvroute(['analyze', 'session']).stderr).toMatch(/^kvroute analyze: unknown command 'session'/);

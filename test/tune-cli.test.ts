@@ -255,7 +255,7 @@ describe('kvroute tune refusals', () => {
     expect(run.stderr).toBe('kvroute tune: --param overloadFactor=3:1: lo 3 is greater than hi 1\n');
   });
 
-  it('exits 1 on a trace that cannot be read, naming it', () => {
+  it('exits 2 on a trace that does not exist, naming it', () => {
     const run = kvroute([
       'tune',
       '--trace',
@@ -265,8 +265,8 @@ describe('kvroute tune refusals', () => {
       '--param',
       'overloadFactor=1:2',
     ]);
-    expect(run.status).toBe(1);
-    expect(run.stderr).toMatch(/missing\.jsonl: ENOENT/);
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(/missing\.jsonl: no such file \(ENOENT\)/);
   });
 });
 

@@ -1,7 +1,7 @@
 // @ts-check
 // The public Mooncake trace (data/, 3,993 requests, 512-token blocks) as bench requests, and the
 // per-instance capacity derived for it: an H20 (96 GiB) at vLLM's gpu_memory_utilization 0.9,
-// minus Qwen3-Coder-30B-A3B's bf16 weights (30.5 B params), at the seeds' 98,304 KV bytes per
+// minus Qwen3-Coder-30B-A3B's bf16 weights (30.5 B params), at the reference experiments' 98,304 KV bytes per
 // token, in 512-token blocks.
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

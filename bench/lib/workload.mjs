@@ -3,7 +3,7 @@
 // side in this process, and reports the figures of issue #2 per
 // (policy, implementation): p50/p99 µs per route()+complete() pair, decisions
 // per second and bytes per indexed block. The offload layer (issue #18) runs
-// beside its base for the default policy and the seeds' champion, so its cost
+// beside its base for the default policy and the reference experiments' champion, so its cost
 // reads off as the difference of two rows.
 import { loadavg } from 'node:os';
 

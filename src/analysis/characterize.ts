@@ -1,5 +1,5 @@
 /**
- * Workload characterization of a trace before any request is sent (the seeds' B1'): counts,
+ * Workload characterization of a trace before any request is sent (the B1′): counts,
  * turns and input lengths, theoretical APC ceilings, reuse decomposition, KV footprint.
  *
  * One streaming pass through a three-stage pipeline (pipeline.ts):

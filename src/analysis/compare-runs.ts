@@ -1,10 +1,10 @@
 /**
- * Two runs of the same trace side by side (the seeds' cmp_es): requests matched by
+ * Two runs of the same trace side by side (the ES ablation's cmp_es): requests matched by
  * (session, turn); reroute % = matched requests whose instance differs ÷ matched requests;
  * instances per session, TTFT p90 and mean of each run (and its cached-token prediction accuracy,
  * when its records carry predictions), the change A → B in %, and a verdict
  * on the TTFT p90 change: HELPS at ≤ −5 %, HURTS at ≥ +5 %, wash between (docs/analysis.md).
- * The seeds print no thresholds; ±5 % is the band that reproduces their verdicts (sticky −26 %
+ * The reference experiments print no thresholds; ±5 % is the band that reproduces their verdicts (sticky −26 %
  * HELPS; unified+A+B +1.8 % and v3 +1.5 % wash; lmetric +16.6 % and load_only +27 % HURTS).
  *
  * Runs of different traces are refused: different header fingerprints, or, when either file

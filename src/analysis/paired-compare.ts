@@ -1,7 +1,7 @@
 /**
  * Two runs of one trace side by side, flat, as the sweep's ES ablation table lays them out: run
  * A is the baseline (es0, shadow counters), run B the variant (es1, real state). The comparison
- * itself is `compareRuns` (compare-runs.ts, the seeds' cmp_es, also `kvroute analyze compare`):
+ * itself is `compareRuns` (compare-runs.ts, the ES ablation's cmp_es, also `kvroute analyze compare`):
  * one definition of reroute %, the TTFT changes and the verdict for both.
  */
 import type { RequestRecord } from '../trace/records.js';

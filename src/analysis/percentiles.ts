@@ -1,6 +1,6 @@
 /**
  * Exact percentiles by linear interpolation between closest ranks (numpy's default), so
- * figures compare one-to-one with the seeds' Python analysis.
+ * figures compare one-to-one with the reference experiments' Python analysis.
  */
 export function percentileOfSorted(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return 0;

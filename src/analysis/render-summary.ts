@@ -1,5 +1,5 @@
 /**
- * The human-readable form of a TraceSummary, laid out like the seeds' B1' tables. Counts scale
+ * The human-readable form of a TraceSummary, laid out like the B1′ tables. Counts scale
  * (SI), sizes are IEC and every table names its unit in a header or row label (format-units.ts);
  * the --json form is the TraceSummary itself and never goes through here.
  */

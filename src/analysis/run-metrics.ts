@@ -1,5 +1,5 @@
 /**
- * The metrics of a run, from its per-request records (the seeds' B3 definitions):
+ * The metrics of a run, from its per-request records (the B3 definitions):
  * - TTFT = first_token − dispatch; E2E = finish − dispatch; TPOT = (finish − first_token) ÷
  *   (output_tokens − 1), for requests with more than one output token;
  * - APC = Σ cached_tokens ÷ Σ input_tokens;

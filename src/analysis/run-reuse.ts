@@ -1,6 +1,6 @@
 /**
  * Where a run's cached tokens came from: intra-session, cross-session or shared-prefix reuse
- * (the seeds' "real reuse decomposition"). The trace the run replayed is walked exactly as
+ * (the reference experiments' "real reuse decomposition"). The trace the run replayed is walked exactly as
  * `analyze trace` walks it (characterize.ts: one global block trie, per-session shards,
  * shared = a trie node visited by ≥ `sharedMinSessions` sessions), giving each request its
  * matched blocks any-session (A), intra-session (I) and shared (S). Each record's

@@ -1,18 +1,18 @@
 /**
- * Slow requests of a run and their causes (the seeds' B3 failure breakdown): every request that
+ * Slow requests of a run and their causes (the B3 failure breakdown): every request that
  * misses the SLO gets exactly one label, by the first rule that holds, in this order:
  *
  * 1. `same_worker_overlap` — it decoded (more than one output token) and another request's
  *    prefill ran on the same instance during its decode: some other request's
  *    [dispatch, first_token] intersects its (first_token, finish) with positive length. The
- *    simulator's `overlapped` flag counts too. (The seeds' B3 definition, any prefill size.)
+ *    simulator's `overlapped` flag counts too. (The B3 definition, any prefill size.)
  * 2. `hot_worker_queue` — when it was dispatched, its instance already held at least
  *    `hotMinInFlight` requests in flight (dispatched before, finishing after), and more than
  *    `hotFactor` × the fleet's mean in flight per instance (unified's overload gate, 2.0); or,
  *    given the replay's engine-state log, its latest sample (≤ 2 s old) had at least
  *    `hotMinWaiting` requests waiting and more than `hotFactor` × the fleet's mean waiting.
  * 3. `cache_miss_large_append` — cached ÷ input < `missHitRatio` (0.5, the affinity gate) and
- *    the uncached append, input − cached, is at least `missMinAppend` tokens (1024: the seeds'
+ *    the uncached append, input − cached, is at least `missMinAppend` tokens (1024: the reference experiments'
  *    "cold prefill > ~1000 tokens").
  * 4. `unknown` — none of these.
  *
@@ -35,7 +35,7 @@ export interface Slo {
 }
 
 /**
- * The seeds state no SLO numbers; these are kvroute's defaults (docs/analysis.md): an agentic
+ * The reference experiments state no SLO numbers; these are kvroute's defaults (docs/analysis.md): an agentic
  * turn that waits over 5 s for its first token, or streams slower than 10 tokens/s, is slow.
  */
 export const DEFAULT_SLO: Slo = { ttft_s: 5, tpot_ms: 100 };

@@ -1,6 +1,6 @@
 /**
  * Turns the per-request figures of one characterization pass into the summary. Definitions
- * (the seeds' B1', made exact in docs/traces.md):
+ * (as in B1′, made exact in docs/traces.md):
  * - matched blocks of a request: the longest prefix of its hash_ids seen before it, in the
  *   global trie (any-session), in its session's trie (intra-session), or in the global trie
  *   restricted to shared nodes (shared-prefix: nodes visited by ≥ sharedMinSessions sessions

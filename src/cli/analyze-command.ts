@@ -1,11 +1,10 @@
 /** `kvroute analyze trace | run | compare`, declared; analyze-verb.ts and analyze-run-verb.ts run them. */
 import type { Command } from 'commander';
 
-import { DEFAULT_MODEL_PRESET, MODEL_PRESETS } from '../trace/model-presets.js';
+import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const ANALYZE_DEFAULTS = { model: DEFAULT_MODEL_PRESET, sharedMinSessions: 8, slo: 'ttft=5s,tpot=100ms' };
+import { ANALYZE_DEFAULTS } from './defaults/analyze-defaults.js';
 
 export function addAnalyzeCommand(program: Command): void {
   const analyze = subcommand(
@@ -13,7 +12,12 @@ export function addAnalyzeCommand(program: Command): void {
     'analyze',
     'characterize a workload or a run: analyze trace, analyze run, analyze compare',
   );
-  example(analyze, 'kvroute analyze trace data/mooncake_synthetic_trace.jsonl', 'kvroute analyze run run.records');
+  example(
+    analyze,
+    'kvroute analyze trace data/mooncake_synthetic_trace.jsonl',
+    'kvroute sim run data/mooncake_synthetic_trace.jsonl --records run.records',
+    'kvroute analyze run run.records',
+  );
   addTrace(analyze);
   addRun(analyze);
   addCompare(analyze);
@@ -59,7 +63,11 @@ function addRun(analyze: Command): void {
     );
   addTraceInputOptions(run);
   run.addHelpText('after', '\nSlow-cause rules, metric definitions: docs/analysis.md.');
-  example(run, 'kvroute analyze run unified.records --slo ttft=5s,tpot=100ms');
+  example(
+    run,
+    'kvroute sim run data/mooncake_synthetic_trace.jsonl --policy unified --records unified.records',
+    'kvroute analyze run unified.records --slo ttft=5s,tpot=100ms',
+  );
   runs(run, async () => (await import('./analyze-run-verb.js')).analyzeRunVerb);
 }
 
@@ -67,12 +75,17 @@ function addCompare(analyze: Command): void {
   const compare = subcommand(
     analyze,
     'compare',
-    "two runs of one trace (the seeds' cmp_es): reroute %, instances per session, TTFT p90 and mean A → B, a verdict",
+    "two runs of one trace (the ES ablation's cmp_es): reroute %, instances per session, TTFT p90 and mean A → B, a verdict",
   )
     .argument('<A>', 'the baseline record file')
     .argument('<B>', 'the record file compared with it')
     .option('--json', 'print the comparison as JSON');
   compare.addHelpText('after', '\nVerdict on the TTFT p90 change: HELPS ≤ −5 %, HURTS ≥ +5 %, wash between.');
-  example(compare, 'kvroute analyze compare sticky-es0.records sticky-es1.records');
+  example(
+    compare,
+    'kvroute sim run data/mooncake_synthetic_trace.jsonl --policy sticky --engine-state shadow --records sticky-shadow.records',
+    'kvroute sim run data/mooncake_synthetic_trace.jsonl --policy sticky --engine-state shm --records sticky-shm.records',
+    'kvroute analyze compare sticky-shadow.records sticky-shm.records',
+  );
   runs(compare, async () => (await import('./analyze-run-verb.js')).analyzeCompareVerb);
 }

@@ -9,13 +9,15 @@ import { parseSlo } from '../analysis/slow-causes.js';
 import { readTrace } from '../trace/read-trace.js';
 import { readRecordFile, type RecordFile } from '../trace/record-file.js';
 import type { RunHeader } from '../trace/records.js';
-import { ANALYZE_DEFAULTS } from './analyze-command.js';
+import { ANALYZE_DEFAULTS } from './defaults/analyze-defaults.js';
 import { renderComparison, renderRun } from './analyze-tables.js';
 import { integerFlag, stringFlag, type OptionValues } from './common.js';
+import { checkInputFile, RECORD_FILE } from './input-file.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 
 /** Reads a record file; a truncated last record is reported, and the whole ones analysed. */
 export function readRecordsReporting(verb: string, path: string): RecordFile {
+  checkInputFile(verb, path, RECORD_FILE);
   const file = readRecordFile(path);
   if (file.truncated !== undefined)
     process.stderr.write(

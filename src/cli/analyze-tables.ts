@@ -9,6 +9,7 @@ import type { Quantiles } from '../analysis/run-metrics.js';
 import type { RunAnalysis } from '../analysis/run-analysis.js';
 import { SLOW_CAUSES } from '../analysis/slow-causes.js';
 import type { RunHeader } from '../trace/records.js';
+import { counted } from './counted.js';
 import { index, latencyRow } from './sim-tables.js';
 
 const pct = (part: number, whole: number): string => (whole === 0 ? '-' : `${((part / whole) * 100).toFixed(0)}%`);
@@ -17,7 +18,11 @@ function title(header: RunHeader | undefined, a: RunAnalysis): string {
   const what =
     header === undefined
       ? 'records without a header'
-      : [header.source, header.policy, header.instances === undefined ? undefined : `${header.instances} instances`]
+      : [
+          header.source,
+          header.policy,
+          header.instances === undefined ? undefined : counted(header.instances, 'instance'),
+        ]
           .filter((part) => part !== undefined)
           .join(' · ');
   return `${what} · ${formatTotal(a.requests, 'requests')} (${formatTotal(a.failed)} failed) · ${formatDuration(a.makespan_s)} span`;

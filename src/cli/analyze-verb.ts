@@ -4,13 +4,15 @@ import { formatDuration } from '../analysis/format-units.js';
 import { renderSummary } from '../analysis/render-summary.js';
 import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { readTrace } from '../trace/read-trace.js';
-import { ANALYZE_DEFAULTS } from './analyze-command.js';
+import { ANALYZE_DEFAULTS } from './defaults/analyze-defaults.js';
 import { choiceFlag, integerFlag, type OptionValues } from './common.js';
+import { checkInputFile, TRACE_FILE } from './input-file.js';
 import { withProgress } from './progress.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 import { readerProgress } from './work-progress.js';
 
 export async function analyzeTraceVerb(values: OptionValues, [input]: string[]): Promise<void> {
+  checkInputFile('analyze trace', input!, TRACE_FILE);
   const reader = readTrace(input!, readerOptions(values));
   const started = performance.now();
   const options: Parameters<typeof characterizeTrace>[1] = {

@@ -1,5 +1,5 @@
 /**
- * `kvroute bench interference`, declared; bench-verb.ts runs it. The seeds' B2 microbench against
+ * `kvroute bench interference`, declared; bench-verb.ts runs it. The B2 microbench against
  * live endpoints, by the protocol of `kvroute sim interference` (src/sim/interference-protocol.ts).
  */
 import type { Command } from 'commander';
@@ -10,8 +10,7 @@ import {
   INTERFERENCE_VARIANTS,
 } from '../sim/interference-protocol.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
-
-export const BENCH_INTERFERENCE_DEFAULTS = { simSpeed: 1 } as const;
+import { BENCH_INTERFERENCE_DEFAULTS } from './defaults/bench-defaults.js';
 
 export function addBenchCommand(program: Command): void {
   const bench = subcommand(program, 'bench', 'experiments against live endpoints: bench interference');
@@ -20,7 +19,7 @@ export function addBenchCommand(program: Command): void {
   const interference = subcommand(
     bench,
     'interference',
-    "the seeds' B2 microbench against two live endpoints: TTFT and TPOT indices of a steady decode load when cold prefills land on the same or the other endpoint",
+    'the B2 microbench against two live endpoints: TTFT and TPOT indices of a steady decode load when cold prefills land on the same or the other endpoint',
   )
     .option('--decode-endpoint <URL>', 'the endpoint that serves the decode load (an OpenAI-compatible server)')
     .option('--prefill-endpoint <URL>', "the other endpoint, where the 'different' variant's prefills go")
@@ -38,9 +37,6 @@ export function addBenchCommand(program: Command): void {
     .option('--every <S>', withDefault('seconds between one prefill answering and the next', s.injectionEveryS))
     .option('--eos', "let engines stop at EOS: don't send vLLM's ignore_eos (for engines that reject it)")
     .option('--json', 'print the cells as JSON');
-  example(
-    interference,
-    'kvroute bench interference --decode-endpoint http://gpu0:8000 --prefill-endpoint http://gpu1:8000',
-  );
+  example(interference, 'kvroute bench interference --sim --speed 5 --prefill-sizes 8192');
   runs(interference, async () => (await import('./bench-verb.js')).benchInterferenceVerb);
 }

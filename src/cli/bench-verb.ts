@@ -1,5 +1,5 @@
 /**
- * `kvroute bench interference` (declared in bench-command.ts): the seeds' B2 cells against two
+ * `kvroute bench interference` (declared in bench-command.ts): the B2 cells against two
  * live endpoints, or against two simulated engines this process starts (`--sim`), one cell at a
  * time (cells must not overlap: each measures the other's absence).
  */
@@ -8,7 +8,7 @@ import { checkTarget } from '../replay/target-check.js';
 import type { InterferenceCell, InterferenceVariant } from '../sim/interference-protocol.js';
 import { INTERFERENCE_PREFILL_TOKENS, INTERFERENCE_VARIANTS } from '../sim/interference-protocol.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
-import { BENCH_INTERFERENCE_DEFAULTS } from './bench-command.js';
+import { BENCH_INTERFERENCE_DEFAULTS } from './defaults/bench-defaults.js';
 import { integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
 import { renderInterference } from './sim-tables.js';
 

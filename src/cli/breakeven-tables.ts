@@ -1,6 +1,6 @@
 /**
  * The human form of `kvroute sim breakeven`: a heading line naming the engine model and link,
- * the break-even table at the given decode batch, the comparison with the seeds (D = 1, the
+ * the break-even table at the given decode batch, the comparison with the reference experiments (D = 1, the
  * selected transfer mode, warm), and where offload starts paying. Markdown tables, so the output
  * pastes into docs/offload.md as is; every column names its unit.
  */
@@ -91,7 +91,7 @@ export function renderBreakEven(t: BreakEvenTable): string {
     '',
     main,
     '',
-    `Against the seeds' Combined Break-Even Analysis (microbench_ANALYSIS.md; D = 1, ${mode}, warm):`,
+    `Against the reference experiments' Combined Break-Even Analysis (B2, docs/glossary.md; D = 1, ${mode}, warm):`,
     '',
     seeds,
     '',

@@ -7,14 +7,43 @@ import type { PolicyName, PolicySpec } from '../core/types.js';
 /** A mistake in how the command was called: printed without a stack, exit status 2. */
 export class UsageError extends Error {}
 
+/**
+ * The run was stopped by SIGINT or SIGTERM before it finished: what it wrote is partial. The
+ * message says what was kept; the exit status is 128 + the signal's number, as a shell reports
+ * it (130 for SIGINT, 143 for SIGTERM).
+ */
+export class InterruptedError extends Error {
+  constructor(
+    message: string,
+    readonly signal: NodeJS.Signals = 'SIGINT',
+  ) {
+    super(message);
+  }
+}
+
 export type OptionValues = Record<string, string | boolean | undefined>;
 
-export function readInput(file: string | undefined): string {
-  if (file === undefined || file === '-') return readFileSync(0, 'utf8');
+/**
+ * The whole input of a verb that reads FILE, or stdin when FILE is absent or `-`. `verb` and
+ * `what` name the verb and what it expected, for the messages. A terminal on stdin with no FILE
+ * is refused with `example` rather than waited on in silence.
+ */
+export function readInput(file: string | undefined, usage: { verb: string; what: string; example: string }): string {
+  if (file === undefined || file === '-') {
+    if (file === undefined && process.stdin.isTTY === true)
+      throw new UsageError(
+        `${usage.verb} reads ${usage.what} from FILE or from stdin, and stdin is a terminal; e.g. ${usage.example}`,
+      );
+    return readFileSync(0, 'utf8');
+  }
   try {
     return readFileSync(file, 'utf8');
   } catch (error) {
-    throw new UsageError(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : 'cannot be read';
+    throw new UsageError(
+      `${usage.verb} expected ${usage.what} at ${file}: ${reason} (${code ?? (error as Error).message})`,
+    );
   }
 }
 
@@ -78,18 +107,22 @@ export function choiceFlag<T extends string>(values: OptionValues, name: string,
   return raw as T;
 }
 
-/** Resolves on SIGINT, SIGTERM or `signal` aborting, whichever comes first; removes its listeners. */
-export function untilStopped(signal?: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const stop = (): void => {
+/**
+ * Resolves on SIGINT, SIGTERM or `signal` aborting, whichever comes first, with the signal
+ * received (undefined when `signal` aborted); removes its listeners.
+ */
+export function untilStopped(signal?: AbortSignal): Promise<NodeJS.Signals | undefined> {
+  return new Promise((resolve) => {
+    const stop = (by?: NodeJS.Signals): void => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
-      signal?.removeEventListener('abort', stop);
-      resolve();
+      signal?.removeEventListener('abort', onAbort);
+      resolve(by);
     };
+    const onAbort = (): void => stop();
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
     if (signal?.aborted) stop();
-    else signal?.addEventListener('abort', stop);
+    else signal?.addEventListener('abort', onAbort);
   });
 }

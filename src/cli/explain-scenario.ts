@@ -3,7 +3,8 @@
  * (every mistake names its field), built into a Router on the manual clock.
  *
  *   {
- *     "policy": "v3",                      NAME, NAME:KEY=VALUE…, or a PolicySpec object
+ *     "policy": "v3",                      NAME, NAME:KEY=VALUE…, or a PolicySpec object (default: the
+ *                                          default policy, DEFAULT_POLICY, as serve and sim run)
  *     "blockSize": 16, "capacityBlocks": 65536,
  *     "instances": [
  *       { "id": "a", "models": ["qwen"], "drained": false,
@@ -24,6 +25,7 @@
  */
 import { invalidType, invalidValue } from '../core/errors.js';
 import { parsePolicyArg } from '../core/policy-arg.js';
+import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import { Router } from '../core/router.js';
 import type { ObservedState, PolicyName, PolicySpec, RouteRequest } from '../core/types.js';
 import { checkInteger, checkObject, checkString } from '../core/validate.js';
@@ -118,7 +120,7 @@ export function readScenario(text: string, policy: PolicyName | PolicySpec | und
   const given =
     typeof s.policy === 'string' ? parsePolicyArg(s.policy, 'scenario.policy') : (s.policy as PolicySpec | undefined);
   return {
-    policy: policy ?? given ?? 'v3',
+    policy: policy ?? given ?? DEFAULT_POLICY,
     blockSize: s.blockSize === undefined ? 16 : checkInteger('scenario.blockSize', s.blockSize, 1, 1 << 24),
     capacityBlocks:
       s.capacityBlocks === undefined ? 65_536 : checkInteger('scenario.capacityBlocks', s.capacityBlocks, 1),

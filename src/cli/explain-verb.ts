@@ -43,7 +43,14 @@ function candidateLines(e: Explanation): string[] {
 }
 
 export function explainVerb(values: OptionValues, [file]: string[]): void {
-  const scenario = readScenario(readInput(file), policyFlag(values));
+  const scenario = readScenario(
+    readInput(file, {
+      verb: 'explain',
+      what: 'a JSON scenario',
+      example: 'kvroute explain examples/offload-scenario.json',
+    }),
+    policyFlag(values),
+  );
   const { router, conversations } = buildFleet(scenario);
   const explanation = router.explain(routeRequest(scenario.request, scenario.blockSize, conversations));
   const header = `${explanation.reason ?? 'no instance'}${offloadReason(router.decision.offload)}`;

@@ -2,8 +2,7 @@
 import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
-
-export const HASH_DEFAULTS = { chunkBytes: 128 };
+import { HASH_DEFAULTS } from './defaults/hash-defaults.js';
 
 export function addHashCommand(program: Command): void {
   const hash = subcommand(program, 'hash', 'print the chained block ids the router computes for a prompt')

@@ -3,7 +3,7 @@ import { hashPrompt } from '../core/hashing.js';
 import { promptText } from '../core/prompt-text.js';
 import type { ChatMessage } from '../core/types.js';
 import { integerFlag, readInput, UsageError, type OptionValues } from './common.js';
-import { HASH_DEFAULTS } from './hash-command.js';
+import { HASH_DEFAULTS } from './defaults/hash-defaults.js';
 
 /** The text a request hashes: a chat body's messages, a completion's prompt, or the input itself. */
 function promptOf(input: string): string {
@@ -22,7 +22,13 @@ function promptOf(input: string): string {
 
 export function hashVerb(values: OptionValues, [file]: string[]): void {
   const chunkBytes = integerFlag(values, 'chunk-bytes', 1) ?? HASH_DEFAULTS.chunkBytes;
-  const text = promptOf(readInput(file));
+  const text = promptOf(
+    readInput(file, {
+      verb: 'hash',
+      what: 'a prompt (plain text or an OpenAI request body)',
+      example: 'echo "hello world" | kvroute hash',
+    }),
+  );
   const ids = hashPrompt(text, { chunkBytes });
   if (values.json) {
     const bytes = Buffer.byteLength(text, 'utf8');

@@ -27,6 +27,9 @@ import { addSweepCommand } from './sweep-command.js';
 import { addTraceCommand } from './trace-command.js';
 import { addTuneCommand } from './tune-command.js';
 
+/** The labels of the experiments kvroute reproduces, as its help texts use them. */
+const EXPERIMENT_LABELS = /\bB[123]′?(?![\w-])|cmp_es|\bw600\b|\bES\b|\bes[01]\b|reference experiments/;
+
 export interface Cli {
   program: Command;
   /** `kvroute <verb>: ` once a verb was recognised, else `kvroute: `: what failure messages start with. */
@@ -64,11 +67,17 @@ export function createCli(version: string): Cli {
     addServeCommand,
   ];
   for (const add of verbs) add(program);
+  // A help that uses an experiment's label says where the labels are defined.
+  program.addHelpText('afterAll', ({ command }) =>
+    EXPERIMENT_LABELS.test(command.helpInformation())
+      ? '\nB1′, B2, B3, ES (es0, es1), cmp_es, w600, "the reference experiments": defined in docs/glossary.md.'
+      : '',
+  );
   program.addHelpText(
     'after',
     `
 Every verb and sub-verb has its own help: kvroute trace --help, kvroute trace synth --help.
-Exit status: 0 success; 1 bad data (a trace line that fails validation); 2 bad usage.
+Exit status: 0 success; 1 bad data (a trace line that fails validation); 2 bad usage; 130 or 143 interrupted (SIGINT, SIGTERM).
 
 Example:
   $ echo "hello world" | kvroute hash --chunk-bytes 4`,
@@ -90,7 +99,7 @@ function oneLine(text: string): string {
  * is no command on, the rest is dropped, so commander reports that name with its suggestion.
  */
 export function expandHelp(program: Command, argv: readonly string[]): string[] {
-  if (argv[0] !== 'help') return [...argv];
+  if (argv[0] !== 'help') return withoutHelpAfterUnknownVerb(program, argv);
   const names = argv.slice(1);
   let command = program;
   for (const [i, name] of names.entries()) {
@@ -99,4 +108,23 @@ export function expandHelp(program: Command, argv: readonly string[]): string[] 
     command = sub;
   }
   return [...names, '--help'];
+}
+
+/**
+ * The command line without its --help when it names a verb that does not exist
+ * (`kvroute events relay --help`): commander would print the parent's help and exit 0; without
+ * the flag it reports the unknown verb, with its suggestion, and exits 2.
+ */
+function withoutHelpAfterUnknownVerb(program: Command, argv: readonly string[]): string[] {
+  let command = program;
+  for (const word of argv) {
+    if (word.startsWith('-')) break;
+    const sub = command.commands.find((c) => c.name() === word || c.aliases().includes(word));
+    if (sub === undefined) {
+      const takesVerb = command.commands.length > 0 && command.registeredArguments.length === 0;
+      return takesVerb ? argv.filter((w) => w !== '--help' && w !== '-h') : [...argv];
+    }
+    command = sub;
+  }
+  return [...argv];
 }

@@ -3,19 +3,7 @@ import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-/** Repeated from src/replay/replay.ts (REPLAY_DEFAULTS) so that --help loads no replay code. */
-export const REPLAY_CLI_DEFAULTS = {
-  mode: 'session',
-  seed: 1,
-  speed: 1,
-  grace: 10,
-  connections: 256,
-  maxConnectionFailures: 20,
-  slo: 'ttft_p90=10,tpot_p90=0.1',
-  maxTrials: 12,
-  trialRequests: 500,
-} as const;
+import { REPLAY_CLI_DEFAULTS } from './defaults/replay-defaults.js';
 
 export function addReplayCommand(program: Command): void {
   const d = REPLAY_CLI_DEFAULTS;
@@ -24,10 +12,14 @@ export function addReplayCommand(program: Command): void {
     'replay',
     'drive an OpenAI-compatible endpoint (kvroute serve, vLLM, SGLang, kvroute sim serve) with a trace in real time, recording every request',
   )
-    .option('--trace <IN>', 'the trace file (required)')
+    .argument('[IN]', 'the trace file (or give it as --trace IN)')
+    .option('--trace <IN>', 'the trace file (required, as --trace or as the operand IN)')
     .option('--target <URL>', 'base URL of the endpoint, e.g. http://127.0.0.1:8000 (required)')
     .option('--records <OUT>', 'write per-request records (MessagePack, docs/records.md)')
-    .option('--mode <session|poisson>', withDefault("session: the seeds' agentic dispatch; poisson: open loop", d.mode))
+    .option(
+      '--mode <session|poisson>',
+      withDefault("session: the reference experiments' agentic dispatch; poisson: open loop", d.mode),
+    )
     .option('--rate <R>', "poisson: requests per second; find-srr: the first trial's rate (default 1)")
     .option('--seed <K>', withDefault('poisson: seed of the arrivals', d.seed))
     .option('--find-srr', 'search the highest poisson rate meeting --slo (bracket, then bisect)')
@@ -57,6 +49,12 @@ export function addReplayCommand(program: Command): void {
     'after',
     '\nCtrl-C or SIGTERM stops sending; in-flight requests get --grace seconds, then are recorded as aborted.',
   );
-  example(replay, 'kvroute replay --trace window.jsonl --target http://127.0.0.1:8000 --records run.msgpack --speed 4');
+  example(
+    replay,
+    'kvroute sim serve --instances 1 --port 8101 --speed 10 & sleep 1',
+    'kvroute trace synth --sessions 10 -o synth.jsonl',
+    'kvroute replay synth.jsonl --target http://127.0.0.1:8101 --records run.msgpack --speed 20',
+    'kill $!',
+  );
   runs(replay, async () => (await import('./replay-verb.js')).replayVerb);
 }

@@ -12,15 +12,18 @@ import { ReplayError } from '../replay/target-check.js';
 import {
   choiceFlag,
   integerFlag,
+  InterruptedError,
   numberFlag,
   stringFlag,
   untilStopped,
   UsageError,
   type OptionValues,
 } from './common.js';
+import { counted } from './counted.js';
+import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import type { Progress } from './progress.js';
 import { replayProgress } from './replay-progress.js';
-import { REPLAY_CLI_DEFAULTS } from './replay-command.js';
+import { REPLAY_CLI_DEFAULTS } from './defaults/replay-defaults.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 
 function list(value: string | undefined): string[] | undefined {
@@ -33,7 +36,7 @@ function list(value: string | undefined): string[] | undefined {
 /** The options every run shares (trace, target, bounds), from the flags. */
 function baseOptions(values: OptionValues, signal: AbortSignal): ReplayOptions {
   const trace = stringFlag(values, 'trace');
-  if (trace === undefined) throw new UsageError('replay needs --trace FILE');
+  if (trace === undefined) throw new UsageError('replay needs a trace: replay IN, or --trace IN');
   const target = stringFlag(values, 'target');
   if (target === undefined) throw new UsageError('replay needs --target URL (e.g. http://127.0.0.1:8000)');
   const d = REPLAY_CLI_DEFAULTS;
@@ -63,9 +66,12 @@ function baseOptions(values: OptionValues, signal: AbortSignal): ReplayOptions {
   return options;
 }
 
-export async function replayVerb(values: OptionValues): Promise<void> {
+export async function replayVerb(given: OptionValues, operands: string[] = []): Promise<void> {
+  const values = withTraceOperand('replay', given, operands);
   const stopper = new AbortController();
-  const stopped = untilStopped(stopper.signal).then(() => {
+  let stoppedBy: NodeJS.Signals | undefined;
+  const stopped = untilStopped(stopper.signal).then((signal) => {
+    stoppedBy = signal;
     if (!stopper.signal.aborted) {
       process.stderr.write('kvroute replay: stopping: no new requests; waiting for those in flight\n');
       stopper.abort();
@@ -75,6 +81,10 @@ export async function replayVerb(values: OptionValues): Promise<void> {
     const options = baseOptions(values, stopper.signal);
     if (values['find-srr'] === true) await srrRun(values, options);
     else await singleRun(values, options);
+  } catch (error) {
+    if (error instanceof InterruptedError && stoppedBy !== undefined)
+      throw new InterruptedError(error.message, stoppedBy);
+    throw error;
   } finally {
     stopper.abort(); // releases untilStopped's listeners
     await stopped;
@@ -89,6 +99,7 @@ async function singleRun(values: OptionValues, options: ReplayOptions): Promise<
     if (rate === undefined) throw new UsageError('--mode poisson needs --rate R (requests per second)');
     options.dispatch = { mode, rate, seed: integerFlag(values, 'seed', 0) ?? d.seed };
   } else if (stringFlag(values, 'rate') !== undefined) throw new UsageError('--rate needs --mode poisson');
+  checkInputFile('replay', options.trace, TRACE_FILE);
   let progress: Progress | undefined;
   options.onStart = (tally, total) => (progress = replayProgress('replay', tally, total));
   let result: ReplayResult;
@@ -110,6 +121,7 @@ function summarize(values: OptionValues, options: ReplayOptions, result: ReplayR
     errors: result.errors,
     aborted: result.aborted,
     stopped_by: result.stoppedBy,
+    interrupted: result.stoppedBy === 'signal',
     elapsed_s: result.elapsed,
     rate_rps: result.elapsed > 0 ? result.done / result.elapsed : 0,
     ttft_p50_s: p(0.5),
@@ -122,7 +134,7 @@ function summarize(values: OptionValues, options: ReplayOptions, result: ReplayR
   if (values.json === true) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
     const lines = [
-      `replayed ${result.sent} requests to ${options.target} (${result.model}) in ${formatDuration(result.elapsed)}: ${result.done - result.errors} ok, ${result.errors} failed${result.aborted > 0 ? ` (${result.aborted} aborted)` : ''}`,
+      `${result.stoppedBy === 'signal' ? 'INTERRUPTED: ' : ''}replayed ${counted(result.sent, 'request')} to ${options.target} (${result.model}) in ${formatDuration(result.elapsed)}: ${result.done - result.errors} ok, ${result.errors} failed${result.aborted > 0 ? ` (${result.aborted} aborted)` : ''}`,
       `TTFT p50 ${formatDuration(summary.ttft_p50_s)}, p90 ${formatDuration(summary.ttft_p90_s)}; ${summary.rate_rps.toFixed(2)} req/s; cached ${(summary.cached_fraction * 100).toFixed(1)}% of ${formatCount(result.inputTokens)} prompt tokens`,
     ];
     if (result.instances.length > 0)
@@ -134,6 +146,10 @@ function summarize(values: OptionValues, options: ReplayOptions, result: ReplayR
   if (result.stoppedBy === 'target-down')
     throw new ReplayError(
       `stopped: ${options.maxConnectionFailures ?? REPLAY_CLI_DEFAULTS.maxConnectionFailures} requests in a row got no response from ${options.target} (last: ${result.lastError ?? 'unknown'}); ${result.done} records${options.records === undefined ? '' : ` in ${options.records}`}`,
+    );
+  if (result.stoppedBy === 'signal')
+    throw new InterruptedError(
+      `interrupted: stopped sending after ${counted(result.sent, 'request')}; ${counted(result.done, 'record')}${options.records === undefined ? '' : ` in ${options.records}`} hold only what completed before the signal`,
     );
 }
 
@@ -157,6 +173,7 @@ async function srrRun(values: OptionValues, options: ReplayOptions): Promise<voi
       `kvroute replay: trial ${trial.n}: ${trial.rate.toPrecision(4)} req/s ${trial.pass ? 'pass' : 'FAIL'} (${measured}; ${trial.errors}/${trial.sent} errors)\n`,
     );
   };
+  checkInputFile('replay', options.trace, TRACE_FILE);
   const result: SrrResult = await findSrr({
     replay: { ...rest, requests: loaded.requests, fingerprint: loaded.fingerprint },
     ...(records === undefined ? {} : { records }),
@@ -176,4 +193,8 @@ async function srrRun(values: OptionValues, options: ReplayOptions): Promise<voi
     );
   if (result.stoppedBy === 'target-down')
     throw new ReplayError(`stopped: the target ${options.target} stopped answering`);
+  if (result.stoppedBy === 'signal')
+    throw new InterruptedError(
+      `interrupted after ${counted(result.trials.length, 'trial')}: the rate above is a partial search, not a result`,
+    );
 }

@@ -6,7 +6,7 @@
 import { REPLICA_ASSIGNS, type ReplicaAssign } from '../sim/replica-assign.js';
 import type { SimulationOptions } from '../sim/simulator.js';
 import { choiceFlag, stringFlag, UsageError, type OptionValues } from './common.js';
-import { SIM_RUN_DEFAULTS } from './sim-command.js';
+import { SIM_RUN_DEFAULTS } from './defaults/sim-defaults.js';
 
 export interface ReplicaFlags {
   options: Pick<SimulationOptions, 'replicas' | 'replicaAssign' | 'replicaSeed'>;

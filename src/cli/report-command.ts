@@ -17,6 +17,11 @@ export function addReportCommand(program: Command): void {
       '-o, --out <OUT.html>',
       withDefault('the HTML file to write; OUT.md is written beside it', 'DIR/report.html, or RECORDS.html'),
     );
-  example(report, 'kvroute report runs/sweep-w600 -o w600.html');
+  example(
+    report,
+    'kvroute trace synth --sessions 50 -o synth.jsonl',
+    'kvroute sweep synth.jsonl --policies sticky,min_ttft --out sweep-1',
+    'kvroute report sweep-1 -o sweep-1.html',
+  );
   runs(report, async () => (await import('./report-verb.js')).reportVerb);
 }

@@ -5,7 +5,7 @@
  * Configuration comes from flags, KVROUTE_* variables and a YAML file (src/cli/serve-config.ts);
  * any bad value is a usage error naming its source (exit 2). With no backends anywhere it starts
  * the embedded default, 4 simulated engines in this process, so `npm start` shows routing with
- * nothing else installed; the proxy itself never knows (DESIGN.md: the CLI wires the fleet).
+ * nothing else installed; the proxy itself never knows (the CLI wires the fleet).
  *
  * Output contract: stdout gets one line, `kvroute serve: listening on http://HOST:PORT`
  * (benchmarks and tests parse it; with --port 0 it shows the real port), followed only by the
@@ -26,6 +26,7 @@ import { ShadowReconciler } from '../state/shadow-reconciler.js';
 import { ConfigError, resolveServeConfig } from './serve-config.js';
 import { envName } from './serve-settings.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
+import { counted } from './counted.js';
 import { untilStopped, UsageError, type OptionValues } from './common.js';
 
 export interface ServeHooks {
@@ -38,7 +39,7 @@ const EMBEDDED_ENGINES = 4;
 function embeddedBanner(fleet: SimFleet, base: string): string {
   const model = fleet.engines[0]!.model;
   return `kvroute serve: no backends configured (--backends, ${envName('backends')} or --config), so this is the
-embedded default: ${fleet.urls.length} simulated vLLM engines in this process (${fleet.urls.join(', ')}).
+embedded default: ${counted(fleet.urls.length, 'simulated vLLM engine')} in this process (${fleet.urls.join(', ')}).
 
 Try it:
 
@@ -74,7 +75,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   const fleet =
     config.backends.length === 0 ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 }) : undefined;
   const metrics = createProxyMetrics();
-  const dashboard = createDashboard();
+  const dashboard = createDashboard({ onWarning: serveWarning });
   const observers = [metrics.observer, dashboard.observer, ...(accessLog === undefined ? [] : [accessLog.observer])];
   const threadCount = config.threads;
   const proxyOptions = perThreadLimits(config.proxy, threadCount);
@@ -91,6 +92,9 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
       ...(config.tokenizers === undefined ? {} : { tokenizers: config.tokenizers }),
       observers: threadMetrics === undefined ? observers : [...observers, threadMetrics.observer],
       mounts: [metrics.mount, dashboard.mount, adminMount(config.adminToken)],
+      // The proxy's warnings (backend health, feeds, the router) as serve's own lines, not
+      // process.emitWarning's "(node:PID) [CODE] Warning: … (Use `node --trace-warnings …`)".
+      onWarning: serveWarning,
     });
   } catch (error) {
     dashboard.close();
@@ -149,7 +153,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   if (fleet !== undefined) process.stderr.write(embeddedBanner(fleet, base));
   else
     process.stderr.write(
-      `kvroute serve: ${config.backends.length} backends (${proxy.state.routableCount()} healthy) · ${modelSummary(proxy)} · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'} · ${proxy.options.http} server\n`,
+      `kvroute serve: ${counted(config.backends.length, 'backend')} (${proxy.state.routableCount()} healthy) · ${modelSummary(proxy)} · policy ${proxy.state.policyName} · router ${proxy.router.native ? 'native' : 'TypeScript reference'} · ${proxy.options.http} server\n`,
     );
   const fed = config.backends.filter((b) => b.kvEvents !== undefined).length;
   if (fed > 0 || config.tokenizers !== undefined)
@@ -212,9 +216,8 @@ function modelSummary(proxy: Proxy): string {
     if (b.models === undefined) unknown++;
     for (const m of b.models ?? []) counts.set(m, (counts.get(m) ?? 0) + 1);
   }
-  const plural = (n: number) => `${n} backend${n === 1 ? '' : 's'}`;
-  const listed = [...counts].map(([m, n]) => `${m} (${plural(n)})`);
-  if (unknown > 0) listed.push(`any model (${plural(unknown)} not discovered yet)`);
+  const listed = [...counts].map(([m, n]) => `${m} (${counted(n, 'backend')})`);
+  if (unknown > 0) listed.push(`any model (${counted(unknown, 'backend')} not discovered yet)`);
   return `models ${listed.join(', ')}`;
 }
 
@@ -225,4 +228,9 @@ async function openRequestLog(target: string): Promise<AccessLog> {
   } catch (error) {
     throw new UsageError(`--access-log: ${(error as Error).message}`);
   }
+}
+
+/** A warning of the proxy, the dashboard or the router, as one `kvroute serve: warning:` line. */
+function serveWarning(message: string): void {
+  process.stderr.write(`kvroute serve: warning: ${message.replace(/^kvroute proxy: /, '')}\n`);
 }

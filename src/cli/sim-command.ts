@@ -4,38 +4,24 @@
  */
 import type { Command } from 'commander';
 
-import { DEFAULT_POLICY, POLICY_NAMES_TEXT } from '../core/policy-spec.js';
+import { POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions } from './engine-options.js';
 import { addLinkOptions } from './link-options.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const SIM_RUN_DEFAULTS = {
-  policy: DEFAULT_POLICY,
-  instances: 8,
-  engineState: 'shadow',
-  preset: DEFAULT_ENGINE_PRESET,
-  seed: 1,
-  replicas: 1,
-  replicaAssign: 'random',
-  cacheState: 'own',
-  /** sim/replica-assign.ts's MAX_REPLICAS (not imported: --help loads no simulator module). */
-  maxReplicas: 64,
-} as const;
-
-export const SIM_SERVE_DEFAULTS = { publishMs: 50, kvEventsEncoding: 'map' } as const;
+import { SIM_RUN_DEFAULTS, SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js';
 
 export function addSimCommand(program: Command): void {
   const sim = subcommand(program, 'sim', 'simulated engines: sim run, sim serve, sim interference, sim breakeven');
-  example(sim, 'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified');
+  example(sim, 'kvroute sim run data/mooncake_synthetic_trace.jsonl --policy unified');
   addRun(sim);
   addServe(sim);
   const interference = subcommand(
     sim,
     'interference',
-    "the seeds' B2 microbench on two engine models: TTFT and TPOT indices of a steady decode load when large prefills land on the same or another engine",
+    'the B2 microbench on two engine models: TTFT and TPOT indices of a steady decode load when large prefills land on the same or another engine',
   ).option('--json', 'print the cells as JSON');
   example(interference, 'kvroute sim interference');
   runs(interference, async () => (await import('./sim-verb.js')).interferenceVerb);
@@ -46,7 +32,7 @@ function addBreakEven(sim: Command): void {
   const breakeven = subcommand(
     sim,
     'breakeven',
-    "prefill offload's break-even on the engine model: interference against P→D KV transfer cost for 2k–32k-token prompts, beside the seeds' figures, and the smallest prompt where offload pays",
+    "prefill offload's break-even on the engine model: interference against P→D KV transfer cost for 2k–32k-token prompts, beside the reference experiments' figures, and the smallest prompt where offload pays",
   )
     .option('--decode-batch <D>', withDefault('decoding requests a co-located prefill would stall', 1))
     .option(
@@ -62,7 +48,8 @@ function addBreakEven(sim: Command): void {
 function addRun(sim: Command): void {
   const d = SIM_RUN_DEFAULTS;
   const run = subcommand(sim, 'run', 'replay a trace in virtual time through the router and N engine models')
-    .option('--trace <IN>', 'the trace file, or - for stdin (required)')
+    .argument('[IN]', 'the trace file, or - for stdin (or give it as --trace IN)')
+    .option('--trace <IN>', 'the trace file, or - for stdin (required, as --trace or as the operand IN)')
     .option('--policy <P>', withDefault(`${POLICY_NAMES_TEXT}; P:KEY=VALUE… sets its tunables`, d.policy))
     .option('--instances <N>', withDefault('engines', d.instances))
     .option(

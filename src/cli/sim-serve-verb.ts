@@ -17,9 +17,10 @@ import {
   UsageError,
   type OptionValues,
 } from './common.js';
+import { counted } from './counted.js';
 import { engineScalingFlags } from './engine-options.js';
 import { describeLink, linkFlags } from './link-options.js';
-import { SIM_SERVE_DEFAULTS } from './sim-command.js';
+import { SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js';
 import { publishFleetState } from './fleet-feed.js';
 
 export interface SimServeHooks {
@@ -65,7 +66,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   const scaled = isUnscaled(scaling) ? '' : ` · ${describeScaling(scaling)}`;
   const linked = Object.keys(link).length === 0 ? '' : ` · KV link ${describeLink(link)}`;
   process.stderr.write(
-    `kvroute sim serve: ${fleet.urls.length} engines · model ${engine.model} · speed ${engine.realtime.speed}×${scaled}${linked} · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
+    `kvroute sim serve: ${counted(fleet.urls.length, 'engine')} · model ${engine.model} · speed ${engine.realtime.speed}×${scaled}${linked} · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
   );
   process.stdout.write(`${fleet.urls.join('\n')}\n`);
   if (kvEvents !== undefined) printKvEndpoints(fleet, kvEvents);

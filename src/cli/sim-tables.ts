@@ -9,6 +9,7 @@ import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { describeScaling, isUnscaled } from '../sim/engine-preset.js';
 import type { InterferenceCell } from '../sim/interference-bench.js';
+import { counted } from './counted.js';
 import type { SimulationOptions } from '../sim/simulator.js';
 
 export const index = (value: number | null | undefined): string =>
@@ -35,7 +36,7 @@ export function renderMetrics(
   const replicas = (options.replicas ?? 1) > 1 ? ` · ${options.replicas} replicas (${options.replicaAssign})` : '';
   const cache = options.cacheState === 'events' ? ' · cache state from KV events' : '';
   return [
-    `${policy} · ${options.instances} instances${replicas} · engine state ${options.engineState}${cache}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
+    `${policy} · ${counted(options.instances ?? 0, 'instance')}${replicas} · engine state ${options.engineState}${cache}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
     `${''.padEnd(14)}${['p50', 'p90', 'p99'].map((p) => p.padStart(9)).join('')}`,
     latencyRow('TTFT', m.ttft_s),
     latencyRow('TPOT', ms(m.tpot_ms)),

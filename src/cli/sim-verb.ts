@@ -27,14 +27,16 @@ import { engineScalingFlags, scalingRecord } from './engine-options.js';
 import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from '../trace/run-header.js';
-import { SIM_RUN_DEFAULTS } from './sim-command.js';
+import { SIM_RUN_DEFAULTS } from './defaults/sim-defaults.js';
 import { renderInterference, renderMetrics } from './sim-tables.js';
+import { checkInputFile, TRACE_FILE, traceOperand } from './input-file.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 import { readerProgress } from './work-progress.js';
 
-export async function simRunVerb(values: OptionValues): Promise<void> {
-  const trace = stringFlag(values, 'trace');
-  if (trace === undefined) throw new UsageError('sim run needs --trace FILE');
+export async function simRunVerb(values: OptionValues, operands: string[] = []): Promise<void> {
+  const trace = traceOperand('sim run', values, operands);
+  if (trace === undefined) throw new UsageError('sim run needs a trace: sim run IN, or --trace IN');
+  checkInputFile('sim run', trace, TRACE_FILE);
   const d = SIM_RUN_DEFAULTS;
   const options: SimulationOptions = {
     policy: policyFlag(values) ?? d.policy,

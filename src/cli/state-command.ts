@@ -5,29 +5,31 @@
 import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
-
-export const STATE_DEFAULTS = {
-  watchIntervalMs: 500,
-  publishIntervalMs: 50,
-  publishTimeoutMs: 1_000,
-  freshnessDurationMs: 10_000,
-  freshnessSampleMs: 10,
-  stalenessMs: 2_000,
-};
+import { STATE_DEFAULTS } from './defaults/state-defaults.js';
 
 const FEED = ['<NAME>', 'the feed /dev/shm/NAME, or a path'] as const;
 
 export function addStateCommand(program: Command): void {
   const d = STATE_DEFAULTS;
   const state = subcommand(program, 'state', 'the engine-state feed in shared memory: watch, publish, freshness');
-  example(state, 'kvroute state watch kvroute-feed --once --json');
+  example(
+    state,
+    'kvroute sim serve --instances 2 --port 8101 & sleep 1',
+    'kvroute state publish --engines http://127.0.0.1:8101,http://127.0.0.1:8102 --shm kvroute-feed --rounds 10',
+    'kvroute state watch kvroute-feed --once --json',
+    'kill $!',
+  );
 
   const watch = subcommand(state, 'watch', 'the feed as a live table, one row per published slot, or one reading')
     .argument(...FEED)
     .option('--once', 'one reading, then exit (1 when the feed is missing or malformed)')
     .option('--json', 'print readings as JSON')
     .option('--interval <MS>', withDefault('refresh period of the live table', d.watchIntervalMs));
-  example(watch, 'kvroute state watch kvroute-feed');
+  example(
+    watch,
+    'kvroute state publish --engines http://127.0.0.1:8101 --shm kvroute-feed --rounds 1',
+    'kvroute state watch kvroute-feed',
+  );
   runs(watch, async () => (await import('./state-verb.js')).watchVerb);
 
   const publish = subcommand(
@@ -53,6 +55,11 @@ export function addStateCommand(program: Command): void {
     .option('--sample <MS>', withDefault('mean ms between readings, jittered', d.freshnessSampleMs))
     .option('--staleness <MS>', withDefault("the router's staleness limit", d.stalenessMs))
     .option('--json', 'one JSON object instead of the table');
-  example(freshness, 'kvroute state freshness kvroute-feed --duration 5000');
+  example(
+    freshness,
+    'kvroute state publish --engines http://127.0.0.1:8101 --shm kvroute-feed & sleep 1',
+    'kvroute state freshness kvroute-feed --duration 5000',
+    'kill $!',
+  );
   runs(freshness, async () => (await import('./state-freshness-verb.js')).freshnessVerb);
 }

@@ -8,7 +8,7 @@ import { stateError } from '../core/errors.js';
 import { sampleFeedFreshness, type SlotAges } from '../state/feed-freshness.js';
 import { FEED_STATUS_REASONS, StateFeedReader } from '../state/shm-feed.js';
 import { integerFlag, type OptionValues } from './common.js';
-import { STATE_DEFAULTS } from './state-command.js';
+import { STATE_DEFAULTS } from './defaults/state-defaults.js';
 
 interface AgeSummary {
   samples: number;

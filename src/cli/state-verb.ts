@@ -2,14 +2,16 @@
  * `kvroute state watch` (the engine-state feed in shared memory, as a live table or one JSON
  * reading) and `kvroute state publish`, declared in state-command.ts.
  */
+import { rmSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { durationScale, formatCount, formatIn } from '../analysis/format-units.js';
 import { stateError } from '../core/errors.js';
 import { publishEngineMetrics } from '../state/metrics-publisher.js';
 import { FEED_STATUS_REASONS, StateFeedReader, feedPath, type EngineSnapshot } from '../state/shm-feed.js';
+import { counted } from './counted.js';
 import { integerFlag, stringFlag, UsageError, type OptionValues } from './common.js';
-import { STATE_DEFAULTS } from './state-command.js';
+import { STATE_DEFAULTS } from './defaults/state-defaults.js';
 
 export async function watchVerb(values: OptionValues, [name]: string[]): Promise<void> {
   const interval = integerFlag(values, 'interval', 1) ?? STATE_DEFAULTS.watchIntervalMs;
@@ -118,7 +120,7 @@ export async function publishVerb(values: OptionValues): Promise<void> {
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   const rounds = integerFlag(values, 'rounds', 1);
-  process.stderr.write(`kvroute state publish: ${engines.length} engines into ${feedPath(shm)}\n`);
+  process.stderr.write(`kvroute state publish: ${counted(engines.length, 'engine')} into ${feedPath(shm)}\n`);
   try {
     await publishEngineMetrics({
       engines,
@@ -135,5 +137,10 @@ export async function publishVerb(values: OptionValues): Promise<void> {
   } finally {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
+  }
+  // Stopped (not run out of --rounds): the feed is this process's, and nobody updates it now.
+  if (controller.signal.aborted) {
+    rmSync(feedPath(shm), { force: true });
+    process.stderr.write(`kvroute state publish: stopped; removed ${feedPath(shm)}\n`);
   }
 }

@@ -1,27 +1,23 @@
 /** `kvroute sweep`, declared; sweep-verb.ts runs it (docs/sweep.md). */
 import type { Command } from 'commander';
 
-import { DEFAULT_ENGINE_PRESET } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions } from './engine-options.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const SWEEP_DEFAULTS = {
-  policies: 'lmetric,load_only,sticky,unified,unified+A+B',
-  engineStates: 'shadow,shm',
-  instances: 8,
-  liveInstances: 4,
-  preset: DEFAULT_ENGINE_PRESET,
-} as const;
+import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 
 export function addSweepCommand(program: Command): void {
   const d = SWEEP_DEFAULTS;
   const sweep = subcommand(
     program,
     'sweep',
-    "run every (policy × engine state) cell of one trace into one directory, with the seeds' B3 and ES ablation tables",
+    'run every (policy × engine state) cell of one trace into one directory, with the B3 and ES ablation tables',
   )
-    .option('--trace <IN>', 'the trace file (required; read once per cell, so not stdin)')
+    .argument('[IN]', 'the trace file (or give it as --trace IN)')
+    .option(
+      '--trace <IN>',
+      'the trace file (required, as --trace or as the operand IN; read once per cell, so not stdin)',
+    )
     .option('--out <DIR>', 'the sweep directory: sweep.json, cells/<id>/, tables.md (required)')
     .option('--policies <P,…>', withDefault('policies, each a name or NAME:KEY=VALUE… (tunables)', d.policies))
     .option('--engine-state <S,…>', withDefault('engine states: shadow, shm', d.engineStates))
@@ -44,8 +40,8 @@ export function addSweepCommand(program: Command): void {
   addTraceInputOptions(sweep);
   example(
     sweep,
-    'kvroute trace synth -o synth.jsonl',
-    'kvroute sweep --trace synth.jsonl --policies lmetric,load_only,sticky,unified,unified+A+B --engine-state shadow,shm --out sweep-1',
+    'kvroute trace synth --sessions 50 -o synth.jsonl',
+    'kvroute sweep synth.jsonl --policies sticky,unified,min_ttft --engine-state shadow,shm --out sweep-1',
   );
   runs(sweep, async () => (await import('./sweep-verb.js')).sweepVerb);
 }

@@ -95,7 +95,7 @@ export function prepareOutDir(dir: string, cells: readonly SweepCell[], force: b
   if (existsSync(dir)) {
     if (!statSync(dir).isDirectory()) throw new UsageError(`--out ${dir} exists and is not a directory`);
     if (readdirSync(dir).length > 0) {
-      if (!force) throw new UsageError(`--out ${dir} exists and is not empty (--force reuses it)`);
+      if (!force) throw new UsageError(refusal(dir));
       rmSync(join(dir, 'sweep.json'), { force: true });
       rmSync(join(dir, 'cells'), { recursive: true, force: true });
     }
@@ -108,6 +108,13 @@ export function prepareOutDir(dir: string, cells: readonly SweepCell[], force: b
   } catch (error) {
     throw new UsageError(`--out ${dir} is not writable: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
   }
+}
+
+/** Why `dir` is refused without --force: an interrupted sweep (cells, no manifest) says so. */
+function refusal(dir: string): string {
+  if (existsSync(join(dir, 'cells')) && !existsSync(join(dir, 'sweep.json')))
+    return `--out ${dir} holds an interrupted sweep (cells/ but no sweep.json): add --force to remove it and run the sweep again, or remove ${dir}`;
+  return `--out ${dir} exists and is not empty (--force removes its previous sweep and reuses it)`;
 }
 
 /** Writes `text` to `path` through a temporary name beside it, so readers never see half a file. */

@@ -1,9 +1,9 @@
 /**
  * The tables of a sweep, as Markdown (tables.md, and what `kvroute sweep` prints):
- * - B3 (the seeds' window_1_results.md): per cell the latency percentiles, APC against the
+ * - B3 (docs/glossary.md): per cell the latency percentiles, APC against the
  *   trace's intra-session ceiling, the interference and hotspot indices, slow requests and their
  *   causes when the summary has them, and instances per session;
- * - ES ablation (the seeds' ES_ABLATION_RESULTS.md): per policy, shadow against shm
+ * - ES ablation (docs/glossary.md): per policy, shadow against shm
  *   (comparePairedRuns), with the verdict thresholds printed under the table;
  * - Offload (issue #18, docs/offload.md), when a cell runs an offload policy or offloaded: per
  *   cell TTFT p90, TPOT p99, the interference index, offloads and their mean TTFT and transfer.

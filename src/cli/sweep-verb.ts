@@ -4,8 +4,9 @@ import { parsePolicyArg } from '../core/policy-arg.js';
 import { POLICY_NAMES } from '../core/policy-spec.js';
 import { ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { engineScalingFlags } from './engine-options.js';
-import { SWEEP_DEFAULTS } from './sweep-command.js';
+import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
 import type { LiveOptions } from './sweep-live.js';
 import { runSweep, type SweepOptions } from './sweep-run.js';
@@ -39,8 +40,9 @@ export function listFlag<T extends string>(
 
 export function sweepOptions(values: OptionValues): SweepOptions {
   const trace = stringFlag(values, 'trace');
-  if (trace === undefined) throw new UsageError('sweep needs --trace FILE');
+  if (trace === undefined) throw new UsageError('sweep needs a trace: sweep IN, or --trace IN');
   if (trace === '-') throw new UsageError('sweep reads the trace once per cell: --trace must be a file, not stdin');
+  checkInputFile('sweep', trace, TRACE_FILE);
   const out = stringFlag(values, 'out');
   if (out === undefined) throw new UsageError('sweep needs --out DIR');
   const backends = stringFlag(values, 'backends');
@@ -91,14 +93,15 @@ function liveOptions(
   return live;
 }
 
-export async function sweepVerb(values: OptionValues): Promise<void> {
+export async function sweepVerb(given: OptionValues, operands: string[] = []): Promise<void> {
+  const values = withTraceOperand('sweep', given, operands);
   const options = sweepOptions(values);
   const started = performance.now();
   let done = 0;
   const cells = options.policies.length * options.engineStates.length;
   options.onCell = (cell, wall) =>
     process.stderr.write(`kvroute sweep: ${++done}/${cells} ${cell.id} (${formatDuration(wall)})\n`);
-  const outcome = options.mode === 'sim' ? await runSweep(options) : await withChildrenStoppedOnSignal(options);
+  const outcome = await stoppedCleanlyOnSignal(options, () => `${done} of ${cells}`);
   reportWarnings('sweep', outcome.readStats);
   if (values.json === true) {
     const summaries = Object.fromEntries(outcome.summaries);
@@ -110,14 +113,23 @@ export async function sweepVerb(values: OptionValues): Promise<void> {
 }
 
 /**
- * A live sweep whose children (fleet, proxy, replay) are stopped when the sweep is: SIGINT or
- * SIGTERM stops them, then exits 130 or 143 without writing sweep.json.
+ * A sweep that SIGINT or SIGTERM stops visibly: a live sweep's children (fleet, proxy, replay)
+ * are stopped first; then the sweep says how many cells finished and how to start over, and exits
+ * 130 or 143 without writing sweep.json (whose absence marks the directory as interrupted).
  */
-async function withChildrenStoppedOnSignal(options: SweepOptions): Promise<Awaited<ReturnType<typeof runSweep>>> {
-  const { stopAllChildren } = await import('./sweep-live.js');
+async function stoppedCleanlyOnSignal(
+  options: SweepOptions,
+  finished: () => string,
+): Promise<Awaited<ReturnType<typeof runSweep>>> {
+  const stopChildren = options.mode === 'sim' ? undefined : (await import('./sweep-live.js')).stopAllChildren;
   const onSignal = (signal: NodeJS.Signals): void => {
-    process.stderr.write(`kvroute sweep: ${signal}: stopping the cell's processes\n`);
-    void stopAllChildren().then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    if (stopChildren !== undefined) process.stderr.write(`kvroute sweep: ${signal}: stopping the cell's processes\n`);
+    void (stopChildren?.() ?? Promise.resolve()).then(() => {
+      process.stderr.write(
+        `kvroute sweep: interrupted by ${signal} after ${finished()} cells; ${options.out} holds a partial sweep (no sweep.json): run again with --force to start over, or remove it\n`,
+      );
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);

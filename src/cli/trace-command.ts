@@ -10,11 +10,7 @@ export function addTraceCommand(program: Command): void {
   example(trace, 'kvroute trace synth --sessions 30 -o synth.jsonl && kvroute trace validate synth.jsonl');
 
   const d = SYNTH_DEFAULTS;
-  const synth = subcommand(
-    trace,
-    'synth',
-    "write a synthetic agentic-coding session trace (calibrated to the seeds' w600)",
-  )
+  const synth = subcommand(trace, 'synth', 'write a synthetic agentic-coding session trace (calibrated to the w600)')
     .option('--sessions <N>', withDefault('sessions, sub-agents included (before --scale)', d.sessions))
     .option('--duration <S>', withDefault('seconds over which root sessions start', d.duration))
     .option('--seed <K>', withDefault('PRNG seed: the same flags give a byte-identical trace', d.seed))
@@ -39,7 +35,10 @@ export function addTraceCommand(program: Command): void {
     .option('--reblock <B>', "merge blocks into B-token blocks (a multiple of the input's)");
   addTraceOutputOptions(transform, "the input's");
   addTraceInputOptions(transform);
-  example(transform, 'kvroute trace transform trace.jsonl --window 600 --cap-turns 20 -o window.jsonl');
+  example(
+    transform,
+    'kvroute trace transform data/mooncake_synthetic_trace.jsonl --window 600 --cap-turns 20 -o window.jsonl',
+  );
   runs(transform, async () => (await import('./trace-verb.js')).transformVerb);
 
   const validate = subcommand(trace, 'validate', 'check every line of a trace; print counts and warnings')

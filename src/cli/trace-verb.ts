@@ -7,6 +7,7 @@ import { TRACE_FORMATS } from '../trace/types.js';
 import { writeTrace } from '../trace/write-trace.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
 import { withProgress } from './progress.js';
+import { checkInputFile, TRACE_FILE } from './input-file.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 import { readerProgress, synthProgress } from './work-progress.js';
 
@@ -89,6 +90,7 @@ export async function transformVerb(values: OptionValues, [input]: string[]): Pr
 }
 
 export async function validateVerb(values: OptionValues, [input]: string[]): Promise<void> {
+  checkInputFile('trace validate', input!, TRACE_FILE);
   const reader = readTrace(input!, readerOptions(values));
   await withProgress(readerProgress('trace validate', reader), async () => {
     for await (const _ of reader);

@@ -2,22 +2,11 @@
 import type { Command } from 'commander';
 
 import { POLICY_NAMES, POLICY_NAMES_TEXT, resolvePolicy, TUNABLE_NAMES, TUNABLES } from '../core/policy-spec.js';
-import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
+import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { AGGREGATES, OBJECTIVE_NAMES } from './tune-objectives.js';
 import { addTraceInputOptions } from './trace-options.js';
-
-export const TUNE_DEFAULTS = {
-  samples: 32,
-  /** Of --samples, the refining round's share: ⌊samples ÷ 4⌋. */
-  refineShare: 4,
-  seed: 1,
-  objective: 'ttft_p90',
-  aggregate: 'mean',
-  instances: 8,
-  engineState: 'shadow',
-  preset: DEFAULT_ENGINE_PRESET,
-} as const;
+import { TUNE_DEFAULTS } from './defaults/tune-defaults.js';
 
 export function addTuneCommand(program: Command): void {
   const d = TUNE_DEFAULTS;
@@ -26,7 +15,11 @@ export function addTuneCommand(program: Command): void {
     'tune',
     "search a policy's parameters in the simulator on worker threads; report the best setting and its margins",
   )
-    .option('--trace <IN,…>', 'the traces to tune on, comma-separated (required; files, read once per point)')
+    .argument('[IN,…]', 'the traces to tune on (or give them as --trace IN,…)')
+    .option(
+      '--trace <IN,…>',
+      'the traces to tune on, comma-separated (required, as --trace or as the operand; files, read once per point)',
+    )
     .option('--policy <P>', `the policy to tune (required): ${POLICY_NAMES_TEXT}`)
     .option('--param <NAME=LO:HI,…>', 'the parameters to search and their bounds, both included (required; below)')
     .option('--samples <N>', withDefault('points evaluated, both rounds', d.samples))
@@ -51,8 +44,8 @@ export function addTuneCommand(program: Command): void {
   tune.addHelpText('after', `\nTunable parameters (--param NAME=LO:HI):\n${tunableLines()}`);
   example(
     tune,
-    'for s in 1 2 3 11 12 13; do kvroute trace synth --seed $s -o seed$s.jsonl; done',
-    'kvroute tune --trace seed1.jsonl,seed2.jsonl,seed3.jsonl --holdout seed11.jsonl,seed12.jsonl,seed13.jsonl --policy unified --param overloadFactor=1:3,decodeWeight=0:1 --samples 16',
+    'for s in 1 2 3 11 12 13; do kvroute trace synth --sessions 30 --seed $s -o seed$s.jsonl; done',
+    'kvroute tune seed1.jsonl,seed2.jsonl,seed3.jsonl --holdout seed11.jsonl,seed12.jsonl,seed13.jsonl --policy unified --param overloadFactor=1:3,decodeWeight=0:1 --samples 16',
   );
   runs(tune, async () => (await import('./tune-verb.js')).tuneVerb);
 }

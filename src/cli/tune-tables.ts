@@ -7,6 +7,7 @@ import { basename } from 'node:path';
 
 import { formatTotal } from '../analysis/format-units.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
+import { counted } from './counted.js';
 import type { Margin, TuneResult } from './tune-result.js';
 
 function row(cells: readonly string[]): string {
@@ -63,7 +64,7 @@ export function renderTune(r: TuneResult): string {
   const lines = [
     `# kvroute tune: ${r.policy}, ${metric}, ${over} over ${r.traces.length} ${r.traces.length === 1 ? 'trace' : 'traces'}`,
     '',
-    `${r.setup.instances} instances, engine state ${r.setup.engine_state}, preset ${r.setup.preset}; ${r.search.simulations} simulations.`,
+    `${counted(r.setup.instances, 'instance')}, engine state ${r.setup.engine_state}, preset ${r.setup.preset}; ${r.search.simulations} simulations.`,
     `Search: ${r.search.method}.`,
     `Traces: ${legend(traces, r.traces)}.`,
     '',

@@ -6,10 +6,11 @@ import { formatDuration } from '../analysis/format-units.js';
 import { ALL_POLICY_NAMES, POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { startProgress } from './progress.js';
 import { ENGINE_STATES, writeAtomically } from './sweep-layout.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
-import { TUNE_DEFAULTS } from './tune-command.js';
+import { TUNE_DEFAULTS } from './defaults/tune-defaults.js';
 import { AGGREGATES, OBJECTIVE_NAMES, OBJECTIVES } from './tune-objectives.js';
 import { parseParams } from './tune-params.js';
 import { runTune, type EvaluationNote, type TuneOptions } from './tune-run.js';
@@ -34,7 +35,8 @@ function fileList(values: OptionValues, name: string): string[] {
 export function tuneOptions(values: OptionValues): TuneOptions {
   const d = TUNE_DEFAULTS;
   const traces = fileList(values, 'trace');
-  if (traces.length === 0) throw new UsageError('tune needs --trace FILE[,FILE…]');
+  if (traces.length === 0) throw new UsageError('tune needs traces: tune IN[,IN…], or --trace IN[,IN…]');
+  for (const trace of traces) checkInputFile('tune', trace, TRACE_FILE);
   const policy = choiceFlag(values, 'policy', ALL_POLICY_NAMES);
   if (policy === undefined) throw new UsageError(`tune needs --policy P; one of ${POLICY_NAMES_TEXT}`);
   const param = stringFlag(values, 'param');
@@ -70,7 +72,8 @@ export function tuneOptions(values: OptionValues): TuneOptions {
   return options;
 }
 
-export async function tuneVerb(values: OptionValues): Promise<void> {
+export async function tuneVerb(given: OptionValues, operands: string[] = []): Promise<void> {
+  const values = withTraceOperand('tune', given, operands);
   const options = tuneOptions(values);
   const out = stringFlag(values, 'out');
   const counter = { done: 0, planned: 0 };

@@ -1,5 +1,5 @@
 /**
- * vLLM's KV cache events, decoded (../shared/REFERENCE.md "vLLM KV cache events"; docs/kv-events.md).
+ * vLLM's KV cache events, decoded (docs/kv-events.md).
  *
  * A ZMQ PUB message is three frames: topic, `seq` (8 bytes, big-endian), and a msgpack
  * `KVEventBatch(ts, events, data_parallel_rank)`. The events are `BlockStored(block_hashes,

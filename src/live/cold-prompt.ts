@@ -1,7 +1,7 @@
 /**
  * Prompts that no prefix cache can hit: a unique nonce first, then `tokens` common three-letter
  * English words, each with its leading space. Every word is 4 bytes, one token in the BPE
- * vocabularies of the models the seeds ran (Qwen, Llama) and exactly one in kvroute's simulated
+ * vocabularies of the models the reference experiments ran (Qwen, Llama) and exactly one in kvroute's simulated
  * engines (4 bytes per token), so `tokens` is the prompt's length to within the nonce's few.
  */
 import { randomBytes } from 'node:crypto';

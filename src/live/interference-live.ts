@@ -1,5 +1,5 @@
 /**
- * The seeds' B2 interference microbench against two live OpenAI-compatible endpoints (vLLM,
+ * The B2 interference microbench against two live OpenAI-compatible endpoints (vLLM,
  * SGLang, or kvroute's simulated engines), by the protocol the engine-model run uses
  * (src/sim/interference-protocol.ts): the same schedule, the same overlap rule, the same indices.
  *

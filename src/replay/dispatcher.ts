@@ -1,7 +1,7 @@
 /**
  * When each replayed request is sent, in real time.
  *
- * - `session` (the seeds' agentic dispatch, as the simulator's): a session's turn N+1 is sent at
+ * - `session` (the reference experiments' agentic dispatch, as the simulator's): a session's turn N+1 is sent at
  *   the later of its trace arrival (÷ speed) and the completion of turn N; a sessionless request
  *   is sent at its arrival. Sessions run concurrently, one chain each.
  * - `poisson`: open loop, every request in trace order at exponential inter-arrival times of

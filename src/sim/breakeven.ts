@@ -1,8 +1,8 @@
 /**
  * The prefill-offload break-even table (issue #18, docs/offload.md; `kvroute sim breakeven`):
  * what a cold prefill of P tokens costs the decodes it lands beside, what moving its KV to the
- * decode instance costs instead, and the smallest P at which offload pays, against the seeds'
- * "Combined Break-Even Analysis" (../shared/seeds/microbench_ANALYSIS.md).
+ * decode instance costs instead, and the smallest P at which offload pays, against the reference experiments'
+ * "Combined Break-Even Analysis" (the B2 microbenchmark analysis, docs/glossary.md).
  *
  *   prefill(P)        the engine model's time to the first token of a cold P-token prompt on
  *                     an idle engine: Σ stepMs over its chunks of maxBatchedTokens (exactly
@@ -22,12 +22,12 @@ import { resolveOffloadCost, transferMs, type OffloadCostModel } from '../core/o
 import { MODEL_PRESETS } from '../trace/model-presets.js';
 import { stepMs, type EnginePreset } from './engine-preset.js';
 
-/** The seeds' prompt sizes. */
+/** The reference experiments' prompt sizes. */
 export const BREAKEVEN_PROMPTS = [2048, 8192, 16384, 32768] as const;
 
 /**
- * The seeds' "Combined Break-Even Analysis" (microbench_ANALYSIS.md), in ms: interference (the
- * cold prefill's duration), transfer, and net saving. At 8,192 the seeds give a range, 33–258 ms
+ * The reference experiments' "Combined Break-Even Analysis" (the B2 microbenchmark analysis), in ms: interference (the
+ * cold prefill's duration), transfer, and net saving. At 8,192 the reference experiments give a range, 33–258 ms
  * (a measured warm overhead, and the 25 Gbps bulk figure of their summary); the bulk end is what
  * a bulk transfer model compares with, and the net saving of that end is 331 ms.
  */
@@ -42,7 +42,7 @@ export interface SeedsRow {
   interference_ms: number;
   transfer_ms: number;
   net_saving_ms: number;
-  /** Where the seeds' transfer figure comes from. */
+  /** Where the reference experiments' transfer figure comes from. */
   transfer_basis: string;
 }
 
@@ -69,7 +69,7 @@ export interface BreakEvenRow {
   /** interference − transfer in the selected mode (bulk, or layer-wise with `link.layerwise`). */
   net_saving_warm_ms: number;
   net_saving_cold_ms: number;
-  /** The seeds' row, compared with D = 1 in the selected mode: model − seeds, in % of the seeds'. */
+  /** The reference experiments' row, compared with D = 1 in the selected mode: model − seeds, in % of the reference experiments'. */
   seeds: (SeedsRow & { interference_diff_pct: number; transfer_diff_pct: number; net_saving_diff_pct: number }) | null;
 }
 

@@ -1,6 +1,6 @@
 /**
  * The JSON objects the simulated engine answers with, shaped as vLLM's OpenAI-compatible server
- * writes them (../shared/REFERENCE.md, "OpenAI API as vLLM serves it"): chat and text
+ * writes them (as vLLM's OpenAI-compatible server does): chat and text
  * completions, their streamed chunks, the usage chunk, `/v1/models`, and error bodies.
  */
 import type { Endpoint } from './completion-request.js';

@@ -1,6 +1,6 @@
 /**
  * `/metrics` of one simulated engine: vLLM V1's Prometheus names, labelled `model_name` and
- * `engine` (../shared/REFERENCE.md, "vLLM Prometheus metrics").
+ * `engine` (named as vLLM's Prometheus metrics are).
  *
  * Each engine has its own prom-client Registry (never the global one), so engines in one process
  * never mix. Gauges and the engine-side counters are read from the model at scrape time (collect

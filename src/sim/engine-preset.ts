@@ -1,14 +1,14 @@
 /**
  * Engine presets: the timing and memory of one vLLM V1 engine, fitted to measurements.
  *
- * `h20-qwen3-coder-30b-a3b` is fitted to ../shared/seeds/microbench_ANALYSIS.md (one H20, TP 1,
+ * `h20-qwen3-coder-30b-a3b` is fitted to the B2 microbenchmark analysis (docs/glossary.md; one H20, TP 1,
  * chunked prefill at 8,192 tokens). A scheduler step costs
  *   prefill: stepOverheadMs + Σ over chunks (prefillMsPerToken × n + attentionMsPerToken2 × n × (s + n/2))
  *   decode:  decodeBaseMs + decodeMsPerSeq × batch + decodeMsPerContextToken × Σ context
  * for a chunk of n new tokens after s tokens already in the sequence (each new token attends to
  * all earlier ones: the quadratic term). Solving the four isolated-prefill points (139 / 589 /
  * 1,544 / 4,575 ms at 2k / 8k / 16k / 32k) gives the three prefill constants, all four within
- * 1%. Extrapolated, a 65k prefill takes 15 s, where the seeds' B2 text says "~10 s"; the model
+ * 1%. Extrapolated, a 65k prefill takes 15 s, where the B2 text says "~10 s"; the model
  * keeps the quadratic (attention FLOPs are quadratic) rather than fit one rough figure.
  * TPOT 6.0 ms at batch 1 and 9.3 ms at batch 8 (short contexts) give the decode pair. A decode
  * step also reads every decoding sequence's KV cache once: context tokens × KV bytes per token at

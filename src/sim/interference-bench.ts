@@ -1,5 +1,5 @@
 /**
- * The seeds' B2 prefill–decode interference microbench, run on two engine models in virtual
+ * The B2 prefill–decode interference microbench, run on two engine models in virtual
  * time, by the protocol of interference-protocol.ts (the same one `kvroute bench interference`
  * runs against live endpoints).
  */
@@ -47,9 +47,9 @@ export function interferenceCell(options: InterferenceOptions): InterferenceCell
   type Event = { kind: 'send'; engine: number; injection: boolean } | { kind: 'step'; engine: number };
   const queue = new EventQueue<Event>();
   for (let t = 0; t < duration; t += 1 / rate) queue.push(t, { kind: 'send', engine: 0, injection: false });
-  // The injector is sequential, as the seeds' driver: it waits for an injection's response, then
+  // The injector is sequential, as the reference experiments' driver: it waits for an injection's response, then
   // `every` seconds, then sends the next. (A fixed 12 s clock would chain 15 s windows at 65k into
-  // one, leaving no clean decodes; the seeds counted 110 clean there.)
+  // one, leaving no clean decodes; the reference experiments counted 110 clean there.)
   const injections = options.injections ?? d.injections;
   const injectionEngine = options.variant === 'same' ? 0 : 1;
   queue.push(every / 2, { kind: 'send', engine: injectionEngine, injection: true });
@@ -91,7 +91,7 @@ export function interferenceCell(options: InterferenceOptions): InterferenceCell
   return interferenceIndices(options.variant, options.prefillTokens, timings, windows);
 }
 
-/** The seeds' B2 grid: both variants × 2k, 8k, 16k, 32k, 65k prefills. */
+/** The B2 grid: both variants × 2k, 8k, 16k, 32k, 65k prefills. */
 export function interferenceTable(preset: EnginePreset): InterferenceCell[] {
   const cells: InterferenceCell[] = [];
   for (const variant of INTERFERENCE_VARIANTS)

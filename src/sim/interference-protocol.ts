@@ -1,5 +1,5 @@
 /**
- * The seeds' B2 prefill–decode interference protocol (constants and arithmetic only: the command
+ * The B2 prefill–decode interference protocol (constants and arithmetic only: the command
  * line imports it for its help), shared by the engine-model run
  * (`kvroute sim interference`, interference-bench.ts) and the run against live endpoints
  * (`kvroute bench interference`, src/live/interference-live.ts), so both measure the same thing:
@@ -9,7 +9,7 @@
  * - `injections` large cold prefills (one output token) on the decode endpoint (`same`) or the
  *   other one (`different`), sent one at a time: the first at `injectionEveryS / 2`, each next one
  *   `injectionEveryS` after the previous one answered;
- * - every prompt unique, so nothing hits a prefix cache (the seeds' corrected driver);
+ * - every prompt unique, so nothing hits a prefix cache (the reference experiments' corrected driver);
  * - a decode request overlaps when its [first token, finish] interval touches an injection's
  *   [send, first token] window; the TTFT and TPOT indices are p90(overlapping) ÷ p90(clean).
  */
@@ -33,7 +33,7 @@ export const INTERFERENCE_SCHEDULE: InterferenceSchedule = {
 
 export type InterferenceVariant = 'same' | 'different';
 
-/** The seeds' B2 grid: both variants × these prefill sizes (tokens). */
+/** The B2 grid: both variants × these prefill sizes (tokens). */
 export const INTERFERENCE_VARIANTS: readonly InterferenceVariant[] = ['different', 'same'];
 export const INTERFERENCE_PREFILL_TOKENS: readonly number[] = [2048, 8192, 16384, 32768, 65536];
 

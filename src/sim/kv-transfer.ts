@@ -4,7 +4,7 @@
  * so the engines are charged what the router's offload layer priced), and which pairs are warm.
  *
  *   transfer(from, to, tokens) = transferMs(model, tokens, cold)
- *     cold: the first transfer from `from` to `to` on this link (a new connection, the seeds'
+ *     cold: the first transfer from `from` to `to` on this link (a new connection, the reference experiments'
  *     "cold connection penalty"); every later one of the pair is warm. Pairs are ordered:
  *     P→D and D→P are two connections, as the router's coldPair counts them.
  *

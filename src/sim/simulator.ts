@@ -2,12 +2,12 @@
  * The discrete-event simulator: replays a trace in virtual time through the routing core (the
  * same `Router` the proxy uses, on a manual clock) and one EngineModel per instance.
  *
- * Dispatch is session-sequential by default (the seeds' B3): a session's first request is sent
+ * Dispatch is session-sequential by default (as in B3): a session's first request is sent
  * at its trace time, and turn N+1 at the later of its trace time and turn N's completion.
  * `poisson` sends every request open-loop at exponential inter-arrival times instead.
  *
  * Engine state: `shadow` leaves the router with its own counters; `shm` publishes every engine's
- * true state to the router every `publishMs` (the seeds' es1 fed it through /dev/shm at ~50 ms).
+ * true state to the router every `publishMs` (the ES ablation's es1 fed it through /dev/shm at ~50 ms).
  *
  * Replicas (docs/scale-out.md): `replicas` R > 1 runs R independent Routers over the one fleet,
  * as R `kvroute serve` replicas behind a balancer. ReplicaAssigner picks the replica of each

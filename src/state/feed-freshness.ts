@@ -1,6 +1,6 @@
 /**
  * The feed's freshness as the router sees it: the age of each slot's snapshot at the moment it is
- * read (the seeds' `fresh_sampler`; its median was 25 ms with a 50 ms publish period).
+ * read (the reference experiments' `fresh_sampler`; its median was 25 ms with a 50 ms publish period).
  *
  * Reads come at jittered intervals (uniform in [0.5, 1.5] × `sampleMs`) so they do not phase-lock
  * with a writer's fixed period, which would bias every age the same way. A slot the reader cannot

@@ -1,6 +1,6 @@
 /**
  * Reconciles a Router's shadow counters with its engines' Prometheus `/metrics`, every 30 s by
- * default, as the seeds' proxy did.
+ * default, as the reference experiments' proxy did.
  *
  * Each round scrapes every engine (vLLM's or SGLang's request gauges, engine-metrics-scrape.ts)
  * and hands its running + waiting to `router.reconcile()`, which releases open tickets the engine

@@ -15,7 +15,7 @@ export interface ModelPreset {
 
 export const MODEL_PRESETS: Readonly<Record<string, ModelPreset>> = {
   // num_hidden_layers 48, num_key_value_heads 4, head_dim 128, torch_dtype bfloat16 → 98,304 B,
-  // the figure the seeds use (window_1_results.md, B1').
+  // the figure the reference experiments use (B1′, docs/glossary.md).
   'qwen3-coder-30b-a3b': {
     name: 'Qwen/Qwen3-Coder-30B-A3B-Instruct',
     layers: 48,

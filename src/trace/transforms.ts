@@ -5,7 +5,7 @@
  *                       opens at the first request's arrival (traces with epoch timestamps);
  *   2. session sampling keep a session when a seeded hash of its id falls below the rate, so a
  *                       session is kept or dropped whole, with no memory of earlier lines;
- *   3. turn cap         keep each session's first `capTurns` requests (the seeds' `capped`);
+ *   3. turn cap         keep each session's first `capTurns` requests (the reference experiments' `capped`);
  *   4. time scaling     multiply arrivals by `timeScale` (0.5 replays twice as fast);
  *   5. re-blocking      merge every k = blockSize / current blocks into one (see reblock).
  * Memory: one counter per session for the turn cap, nothing otherwise.
