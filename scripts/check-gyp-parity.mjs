@@ -8,9 +8,13 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-// The two source lists: every native/*.cc named in CMakeLists.txt, and binding.gyp's "sources".
-const cmakeSources = new Set(readFileSync(`${root}CMakeLists.txt`, 'utf8').match(/native\/[\w/.-]+\.cc/g) ?? []);
-for (const test of ['native/test/core-test.cc', 'native/bench/core-bench.cc']) cmakeSources.delete(test);
+// The two source lists: every native/*.cc named in CMakeLists.txt (but the plain C++ test and
+// benchmark, which only cmake builds), and binding.gyp's "sources".
+const cmakeSources = new Set(
+  (readFileSync(`${root}CMakeLists.txt`, 'utf8').match(/native\/[\w/.-]+\.cc/g) ?? []).filter(
+    (s) => !s.startsWith('native/test/') && !s.startsWith('native/bench/'),
+  ),
+);
 /** @type {{ targets: { sources: string[] }[] }} */
 const gyp = JSON.parse(readFileSync(`${root}binding.gyp`, 'utf8'));
 const gypSources = new Set(gyp.targets.flatMap((t) => t.sources).filter((s) => s.startsWith('native/')));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the plain C++ core (kvroute_core) and native/test/core-test.cc with
-# AddressSanitizer + UndefinedBehaviorSanitizer in build-test/, then runs the
-# randomized stress test. Run from anywhere: `npm run test:native`.
+# Builds the plain C++ core (kvroute_core) and the core test (native/test/,
+# main() in core-test.cc) with AddressSanitizer + UndefinedBehaviorSanitizer
+# in build-test/, then runs the randomized stress test. Run from anywhere:
+# `npm run test:native`.
 # Arguments are passed to core-test: [seed [scale]].
 set -euo pipefail
 
