@@ -35,7 +35,7 @@
 // blocks moved by a split). A split moves the tail of a segment, which in
 // multi-turn traffic is the one-block partial tail of the previous turn.
 //
-// Precondition: ids are chained (DESIGN.md). Ids that are not chained never
+// Precondition: ids are chained (docs/hashing.md). Ids that are not chained never
 // corrupt the index: an indexed id already held elsewhere ends the insertion,
 // and match results stay within [0, n].
 #pragma once

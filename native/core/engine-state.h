@@ -3,11 +3,11 @@
 // Why it exists: every policy except round_robin and session_hash weighs load.
 // The router keeps its own shadow counters, moved synchronously at dispatch,
 // first token, completion and abort (so back-to-back dispatches see each other:
-// the seeds' "race fix"). An outside source (a metrics scrape or the shared
+// the ES ablation's "race fix", docs/glossary.md). An outside source (a metrics scrape or the shared
 // memory feed) may also report the engine's real state; while that snapshot is
 // fresh (age <= stalenessMs) each field the policy reads is
 //   eff_x = max(shadow_x, observed_x)
-// and a stale snapshot is ignored (shadow only), as in the seeds' es1.
+// and a stale snapshot is ignored (shadow only), as in the ES ablation's es1.
 //
 // Shadow meaning: `waiting` = dispatched, no first token yet (queued or
 // prefilling); `running` = past the first token (decoding), so the shadow

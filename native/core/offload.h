@@ -3,7 +3,7 @@
 // policy picked, or on another instance P whose KV is then moved to T.
 //
 // Why it exists: a cold prefill co-located with running decodes stalls every
-// one of them for the prefill's steps (../shared/seeds/microbench_ANALYSIS.md:
+// one of them for the prefill's steps (the B2 microbenchmark, docs/glossary.md:
 // 14-214x TPOT), while shipping the prefill's KV from an idle instance costs a
 // wire time plus a connection overhead. The cost model is the C++ twin of
 // src/core/offload-cost.ts: the same formulas in the same evaluation order, so

@@ -10,7 +10,7 @@
 import type { PolicySpec } from '../core/types.js';
 import { kvrouteVersion } from '../trace/run-header.js';
 import { aggregate, OBJECTIVES } from './tune-objectives.js';
-import type { TuneOptions } from './tune-run.js';
+import type { TuneOptions } from './tune-options.js';
 import type { Point, Round } from './tune-search.js';
 
 /** The tolerance of the margins' intervals: objectives at most this much above the best's. */

@@ -16,58 +16,15 @@ import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 
 import { resolvePolicy } from '../core/policy-spec.js';
-import type { PolicyName, PolicySpec } from '../core/types.js';
-import type { ReadTraceOptions, TraceReadStats } from '../trace/read-trace.js';
+import type { PolicySpec } from '../core/types.js';
+import type { TraceReadStats } from '../trace/read-trace.js';
 import { ioError } from '../trace/trace-errors.js';
 import { SIM_WORKER_URL, type CellFailure } from './sweep-cell.js';
-import type { EngineStateName } from './sweep-layout.js';
-import { aggregate, objectiveValue, type Aggregate, type ObjectiveName } from './tune-objectives.js';
-import type { ParamRange } from './tune-params.js';
+import { aggregate, objectiveValue } from './tune-objectives.js';
 import type { TunePointResult, TunePointTask } from './tune-point.js';
 import { tuneResult, type Evaluated, type TuneResult } from './tune-result.js';
+import type { TuneCounter, TuneOptions } from './tune-options.js';
 import { exploreRound, gridFits, pointKey, refineRound, type Point, type Round } from './tune-search.js';
-
-export interface TuneOptions {
-  traces: readonly string[];
-  /** Traces the best point and the defaults are reported on, never chosen by. */
-  holdout: readonly string[];
-  reader: ReadTraceOptions;
-  policy: PolicyName;
-  params: readonly ParamRange[];
-  /** Points in all (round 1 is samples − refine, or the whole grid). */
-  samples: number;
-  /** Points of round 2; ignored when round 1 is the grid. */
-  refine: number;
-  seed: number;
-  objective: ObjectiveName;
-  aggregate: Aggregate;
-  instances: number;
-  preset: string;
-  engineState: EngineStateName;
-  /** Piscina threads (default: one per core). */
-  workers?: number;
-  /** argv after `kvroute`, for the result. */
-  command: string[];
-  /** Kept up to date as simulations are planned and end (a progress line polls it). */
-  counter?: TuneCounter;
-  /** Called as each simulation ends. */
-  onEvaluation?: (counter: Readonly<TuneCounter>, what: EvaluationNote) => void;
-}
-
-export interface TuneCounter {
-  /** Simulations that ended. */
-  done: number;
-  /** Simulations planned so far: grows once round 2 and the holdout are known. */
-  planned: number;
-}
-
-export interface EvaluationNote {
-  /** A point's id, or 'defaults'. */
-  point: number | 'defaults';
-  trace: string;
-  value: number;
-  wall_s: number;
-}
 
 export interface TuneOutcome {
   result: TuneResult;
@@ -264,3 +221,5 @@ class Evaluator {
     return this.pool.destroy();
   }
 }
+
+export type { EvaluationNote, TuneCounter, TuneOptions } from './tune-options.js';

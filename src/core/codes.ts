@@ -4,7 +4,7 @@
  * checks them against these tables.
  */
 
-/** Policy names as the CLI and the seeds spell them, indexed by native PolicyKind. */
+/** Policy names as the CLI and the reference experiments (docs/glossary.md) spell them, indexed by native PolicyKind. */
 export const POLICY_KINDS = [
   'round_robin',
   'session_hash',

@@ -1,5 +1,5 @@
 /**
- * The prefill-offload cost model (issue #18, ../shared/seeds/microbench_ANALYSIS.md): what a
+ * The prefill-offload cost model (issue #18, fitted to the B2 microbenchmark, docs/glossary.md): what a
  * prefill costs the decodes it lands beside, and what shipping its KV from a prefill instance
  * to the decode instance costs instead. One model, read by the routing core's `offload` layer
  * (native/core/offload.h is its C++ twin), by the simulator's P→D transfer and by `kvroute sim
@@ -12,7 +12,7 @@
  *     attention term sums exactly to n × (c + n/2) however n is chunked).
  *   interferenceMs    = prefillMs(n, c) × decodeBatch
  *     the decode time lost: every decoding request on the target stalls for the prefill's
- *     steps (the seeds: TPOT p90 during a prefill ≈ the prefill's chunk time).
+ *     steps (B2: TPOT p90 during a prefill ≈ the prefill's chunk time).
  *   transferMs(n)     = wireMs + warmOverheadMs (+ coldPenaltyMs on a pair's first use)
  *     wireMs = n × kvBytesPerToken × 8 / (linkGbps × 1e9) × 1000, or that ÷ layers with
  *     layer-wise transfer (each layer ships while the next computes: only the last is exposed).
@@ -23,10 +23,10 @@
  *     transferMs + max(0, extraPrefillMs).
  *
  * Defaults: the H20 / Qwen3-Coder-30B-A3B engine preset's prefill timing; 98,304 KV bytes per
- * token and 48 layers (the model preset); a 25 Gbps link; 35 ms warm overhead (the seeds'
- * measured PD-sep overhead, ~33–36 ms); a cold pair costs 5× the warm overhead in all (the
- * seeds: "cold connection penalty 3–10×", "5× penalty"), so coldPenaltyMs = 4 × 35 = 140;
- * threshold 1,000 uncached tokens (the seeds' decision rule). O(1) per call.
+ * token and 48 layers (the model preset); a 25 Gbps link; 35 ms warm overhead (B2's
+ * measured PD-sep overhead, ~33–36 ms); a cold pair costs 5× the warm overhead in all (B2:
+ * "cold connection penalty 3–10×", "5× penalty"), so coldPenaltyMs = 4 × 35 = 140;
+ * threshold 1,000 uncached tokens (B2's decision rule). O(1) per call.
  */
 import { invalidValue } from './errors.js';
 

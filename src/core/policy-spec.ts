@@ -7,7 +7,7 @@
  * PolicySpec and ResolvedPolicy (src/core/types.ts) plus one row here; the compiler refuses a
  * ResolvedPolicy field without a row. The one field that is not a tunable is `offload`, the
  * offload layer's cost model (src/core/offload-cost.ts): a layer over any base policy, named
- * `<base>+offload` (or `v3`, the seeds' `unified+A+B+offload`) or switched on by a spec's
+ * `<base>+offload` (or `v3`, the B3 sweep's `unified+A+B+offload`) or switched on by a spec's
  * `offload` field, and checked by resolveOffloadCost.
  */
 import { POLICY_KINDS, type PolicyKindName } from './codes.js';
@@ -132,7 +132,7 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
 
 export const TUNABLE_NAMES = Object.keys(TUNABLES) as TunableName[];
 
-/** Named presets: a kind plus tunables. `unified+A+B` is the seeds' tuned champion. */
+/** Named presets: a kind plus tunables. `unified+A+B` is the B3 sweep's tuned champion. */
 const PRESETS: Record<BasePolicyName, { kind: PolicyKindName } & Partial<Record<TunableName, number>>> = {
   round_robin: { kind: 'round_robin' },
   session_hash: { kind: 'session_hash' },

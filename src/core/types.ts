@@ -66,7 +66,7 @@ export type BasePolicyName = PolicyKindName | 'unified+A+B';
 
 /**
  * Every policy name: a base policy, the same with the offload layer (`<base>+offload`,
- * docs/policies.md "The offload layer"), or `v3`, the seeds' name for `unified+A+B+offload`.
+ * docs/policies.md "The offload layer"), or `v3`, the B3 sweep's name for `unified+A+B+offload`.
  */
 export type PolicyName = BasePolicyName | `${BasePolicyName}+offload` | 'v3';
 

@@ -6,12 +6,21 @@
  * Invariant: `resolveProxyOptions` returns a fully filled, validated object, so the hot path
  * reads plain fields and never checks for undefined.
  */
-import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.js';
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
+import {
+  normaliseBackend,
+  ProxyOptionError,
+  resolveBackend,
+  zmqEndpoint,
+  type BackendSpec,
+  type ResolvedBackend,
+} from './upstream/backend-spec.js';
+
+export { normaliseBackend, ProxyOptionError, resolveBackend, zmqEndpoint, type BackendSpec, type ResolvedBackend };
 
 /**
  * Mounts extra routes (metrics, admin, dashboard) on the proxy's route table, which serves them
@@ -19,32 +28,6 @@ import type { MountApp } from './server/route-table.js';
  * long-lived SSE responses, which would otherwise keep the server open); a cleanup must not throw.
  */
 export type ProxyMount = (app: MountApp, state: ProxyState) => void | (() => void);
-
-/**
- * A backend: its base URL, and optionally the models it serves. Without `models` they are
- * discovered from its `GET /v1/models` (at start, periodically, and when it recovers); with
- * them, discovery is off for that backend.
- */
-export interface BackendSpec {
-  url: string;
-  models?: readonly string[];
-  /**
-   * The engine's KV cache event endpoint (vLLM `--kv-events-config` `endpoint`, e.g.
-   * tcp://10.0.0.5:5557): its cache index is then fed by the engine's events (docs/kv-events.md).
-   * YAML: `kv_events`.
-   */
-  kvEvents?: string;
-  /** The engine's replay endpoint (vLLM `replay_endpoint`), asked for missed events. YAML: `replay`. */
-  kvReplay?: string;
-}
-
-/** A backend with its URL normalised (the router's instance id) and its pinned models, if any. */
-export interface ResolvedBackend {
-  id: string;
-  models: readonly string[] | undefined;
-  kvEvents?: string;
-  kvReplay?: string;
-}
 
 export interface ProxyOptions {
   /** Engine base URLs (`http://host:port`, optionally with a path prefix), or BackendSpecs. At least one. */
@@ -164,11 +147,6 @@ export const PROXY_DEFAULTS = {
   maxBodyMemoryBytes: 512 * 2 ** 20,
 };
 
-/** A bad option of createProxy(): names the field. */
-export class ProxyOptionError extends RangeError {
-  readonly code = 'ERR_KVROUTE_INVALID_ARG_VALUE';
-}
-
 function positiveInteger(field: string, value: number | undefined, fallback: number, min = 1): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value < min)
@@ -183,37 +161,6 @@ function oneOf<T extends string>(field: string, value: unknown, allowed: readonl
   return value as T;
 }
 
-/**
- * A backend entry: a URL string, or { url, models, kvEvents, kvReplay } (the options API), or
- * { url, models, kv_events, replay } (YAML: `yaml` true).
- */
-export function resolveBackend(entry: unknown, field: string, yaml = false): ResolvedBackend {
-  if (typeof entry === 'string') return { id: normaliseBackend(entry, field), models: undefined };
-  const [eventsKey, replayKey] = yaml ? ['kv_events', 'replay'] : ['kvEvents', 'kvReplay'];
-  const keys = ['url', 'models', eventsKey, replayKey];
-  if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
-    throw new ProxyOptionError(`${field} must be a URL or {${keys.join(', ')}}, got ${JSON.stringify(entry)}`);
-  const { url, models, [eventsKey]: kvEvents, [replayKey]: kvReplay, ...rest } = entry as Record<string, unknown>;
-  const unknownKey = Object.keys(rest)[0];
-  if (unknownKey !== undefined)
-    throw new ProxyOptionError(`${field} has an unknown key "${unknownKey}"; known: ${keys.join(', ')}`);
-  const resolved: ResolvedBackend = { id: normaliseBackend(url, `${field}.url`), models: undefined };
-  if (models !== undefined) {
-    if (!Array.isArray(models) || models.some((m) => typeof m !== 'string' || m === ''))
-      throw new ProxyOptionError(`${field}.models must be a list of model names, got ${JSON.stringify(models)}`);
-    resolved.models = [...new Set(models as string[])];
-  }
-  if (kvEvents !== undefined && kvEvents !== null) resolved.kvEvents = zmqEndpoint(kvEvents, `${field}.${eventsKey}`);
-  if (kvReplay !== undefined && kvReplay !== null) {
-    if (resolved.kvEvents === undefined)
-      throw new ProxyOptionError(
-        `${field}.${replayKey} needs ${field}.${eventsKey}: a replay endpoint serves a KV event stream`,
-      );
-    resolved.kvReplay = zmqEndpoint(kvReplay, `${field}.${replayKey}`);
-  }
-  return resolved;
-}
-
 /** options.tokenizers checked: a map of non-empty model names to non-empty directories. */
 function tokenizerMap(raw: unknown): Record<string, string> | undefined {
   if (raw === undefined) return undefined;
@@ -225,14 +172,6 @@ function tokenizerMap(raw: unknown): Record<string, string> | undefined {
         `options.tokenizers["${model}"] must be a tokenizer directory, got ${JSON.stringify(dir)}`,
       );
   return { ...(raw as Record<string, string>) };
-}
-
-/** A ZeroMQ endpoint to connect to (events/zmq-endpoint.ts), or a ProxyOptionError naming `field`. */
-export function zmqEndpoint(raw: unknown, field: string): string {
-  const endpoint = parseZmqEndpoint(raw);
-  if (endpoint === undefined)
-    throw new ProxyOptionError(`${field} must be ${ZMQ_ENDPOINT_EXPECTED}, got ${JSON.stringify(raw)}`);
-  return endpoint;
 }
 
 /** Fills defaults and checks every field. Backend URLs are normalised by normaliseBackend(). */
@@ -295,20 +234,4 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
       `options.maxBodyMemoryBytes (${resolved.maxBodyMemoryBytes}) must be at least options.maxBodyBytes (${resolved.maxBodyBytes}), or no body of the largest allowed size could be read`,
     );
   return resolved;
-}
-
-/**
- * A backend URL as the proxy keys it: `http(s)://host:port[/prefix]`, no trailing slash, no
- * query, no credentials. This string is the router's instance id and the `x-kvroute-instance`
- * header, so one spelling per backend matters.
- */
-export function normaliseBackend(raw: unknown, field: string): string {
-  if (typeof raw !== 'string' || !URL.canParse(raw))
-    throw new ProxyOptionError(`${field} must be an http:// or https:// URL, got ${JSON.stringify(raw)}`);
-  const url = new URL(raw);
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new ProxyOptionError(`${field} must be an http:// or https:// URL, got ${JSON.stringify(raw)}`);
-  if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '')
-    throw new ProxyOptionError(`${field} must not carry credentials, a query or a fragment: ${JSON.stringify(raw)}`);
-  return url.origin + url.pathname.replace(/\/+$/, '');
 }

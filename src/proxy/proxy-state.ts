@@ -35,7 +35,7 @@ import { BackendMonitor, type MonitorOptions } from './upstream/backend-monitor.
 import { BodyBudget } from './exchange/body-budget.js';
 import type { ObserverList } from './observe/proxy-observer.js';
 import { ClientError } from './server/error-body.js';
-import { normaliseBackend, ProxyOptionError, type ResolvedBackend } from './proxy-options.js';
+import { normaliseBackend, ProxyOptionError, type ResolvedBackend } from './upstream/backend-spec.js';
 import type { ThreadState } from './threads/thread-messages.js';
 
 /**

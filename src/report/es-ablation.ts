@@ -2,7 +2,7 @@
  * The report's ES ablation (engine-state ablation: each policy with only its shadow counters,
  * es0, against the same policy also reading the engines' real state, es1), the table `kvroute
  * sweep` writes to tables.md, computed from the same data the same way: for each policy with a
- * shadow and an shm cell that both name their records, `comparePairedRuns` (the seeds' cmp_es)
+ * shadow and an shm cell that both name their records, `comparePairedRuns` (cmp_es of the ES ablation, docs/glossary.md)
  * over the two record files. Its verdict, HELPS / wash / HURTS, is on the TTFT p90 change.
  *
  * Rendered here as HTML (verdicts as coloured badges) and Markdown, with the thresholds stated.

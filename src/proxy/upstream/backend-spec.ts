@@ -1,0 +1,94 @@
+/**
+ * A backend as the proxy's options name it (createProxy's `backends`, serve's YAML `backends`),
+ * checked and normalised: its URL keyed one way (the router's instance id), its pinned models,
+ * its KV event endpoints. Shared by the options (proxy-options.ts) and the fleet view
+ * (proxy-state.ts), which adds and replaces backends at run time; it imports neither, so the two
+ * never import each other.
+ */
+import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../../events/zmq-endpoint.js';
+
+/**
+ * A backend: its base URL, and optionally the models it serves. Without `models` they are
+ * discovered from its `GET /v1/models` (at start, periodically, and when it recovers); with
+ * them, discovery is off for that backend.
+ */
+export interface BackendSpec {
+  url: string;
+  models?: readonly string[];
+  /**
+   * The engine's KV cache event endpoint (vLLM `--kv-events-config` `endpoint`, e.g.
+   * tcp://10.0.0.5:5557): its cache index is then fed by the engine's events (docs/kv-events.md).
+   * YAML: `kv_events`.
+   */
+  kvEvents?: string;
+  /** The engine's replay endpoint (vLLM `replay_endpoint`), asked for missed events. YAML: `replay`. */
+  kvReplay?: string;
+}
+
+/** A backend with its URL normalised (the router's instance id) and its pinned models, if any. */
+export interface ResolvedBackend {
+  id: string;
+  models: readonly string[] | undefined;
+  kvEvents?: string;
+  kvReplay?: string;
+}
+
+/** A bad option of createProxy(): names the field. */
+export class ProxyOptionError extends RangeError {
+  readonly code = 'ERR_KVROUTE_INVALID_ARG_VALUE';
+}
+
+/**
+ * A backend entry: a URL string, or { url, models, kvEvents, kvReplay } (the options API), or
+ * { url, models, kv_events, replay } (YAML: `yaml` true).
+ */
+export function resolveBackend(entry: unknown, field: string, yaml = false): ResolvedBackend {
+  if (typeof entry === 'string') return { id: normaliseBackend(entry, field), models: undefined };
+  const [eventsKey, replayKey] = yaml ? ['kv_events', 'replay'] : ['kvEvents', 'kvReplay'];
+  const keys = ['url', 'models', eventsKey, replayKey];
+  if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+    throw new ProxyOptionError(`${field} must be a URL or {${keys.join(', ')}}, got ${JSON.stringify(entry)}`);
+  const { url, models, [eventsKey]: kvEvents, [replayKey]: kvReplay, ...rest } = entry as Record<string, unknown>;
+  const unknownKey = Object.keys(rest)[0];
+  if (unknownKey !== undefined)
+    throw new ProxyOptionError(`${field} has an unknown key "${unknownKey}"; known: ${keys.join(', ')}`);
+  const resolved: ResolvedBackend = { id: normaliseBackend(url, `${field}.url`), models: undefined };
+  if (models !== undefined) {
+    if (!Array.isArray(models) || models.some((m) => typeof m !== 'string' || m === ''))
+      throw new ProxyOptionError(`${field}.models must be a list of model names, got ${JSON.stringify(models)}`);
+    resolved.models = [...new Set(models as string[])];
+  }
+  if (kvEvents !== undefined && kvEvents !== null) resolved.kvEvents = zmqEndpoint(kvEvents, `${field}.${eventsKey}`);
+  if (kvReplay !== undefined && kvReplay !== null) {
+    if (resolved.kvEvents === undefined)
+      throw new ProxyOptionError(
+        `${field}.${replayKey} needs ${field}.${eventsKey}: a replay endpoint serves a KV event stream`,
+      );
+    resolved.kvReplay = zmqEndpoint(kvReplay, `${field}.${replayKey}`);
+  }
+  return resolved;
+}
+
+/** A ZeroMQ endpoint to connect to (events/zmq-endpoint.ts), or a ProxyOptionError naming `field`. */
+export function zmqEndpoint(raw: unknown, field: string): string {
+  const endpoint = parseZmqEndpoint(raw);
+  if (endpoint === undefined)
+    throw new ProxyOptionError(`${field} must be ${ZMQ_ENDPOINT_EXPECTED}, got ${JSON.stringify(raw)}`);
+  return endpoint;
+}
+
+/**
+ * A backend URL as the proxy keys it: `http(s)://host:port[/prefix]`, no trailing slash, no
+ * query, no credentials. This string is the router's instance id and the `x-kvroute-instance`
+ * header, so one spelling per backend matters.
+ */
+export function normaliseBackend(raw: unknown, field: string): string {
+  if (typeof raw !== 'string' || !URL.canParse(raw))
+    throw new ProxyOptionError(`${field} must be an http:// or https:// URL, got ${JSON.stringify(raw)}`);
+  const url = new URL(raw);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ProxyOptionError(`${field} must be an http:// or https:// URL, got ${JSON.stringify(raw)}`);
+  if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '')
+    throw new ProxyOptionError(`${field} must not carry credentials, a query or a fragment: ${JSON.stringify(raw)}`);
+  return url.origin + url.pathname.replace(/\/+$/, '');
+}
