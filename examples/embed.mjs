@@ -6,7 +6,6 @@ import { Router } from 'kvroute';
 
 const router = new Router({
   instances: ['http://10.0.0.1:8000', 'http://10.0.0.2:8000', 'http://10.0.0.3:8000'],
-  policy: 'unified+A+B',
   capacityBlocks: 65_536,
 });
 
@@ -32,7 +31,8 @@ for (let turn = 1; turn <= 3; turn += 1) {
 
 // Why the last decision went where it did:
 const { candidates } = router.explain();
-for (const c of candidates) console.log(`  ${c.instance}: ${c.matchedBlocks} blocks cached, score ${c.score}`);
+for (const c of candidates)
+  console.log(`  ${c.instance}: ${c.matchedBlocks} blocks cached, score ${c.score.toFixed(1)}`);
 
 // A new conversation with no cached prefix goes by load:
 router.route({ messages: [{ role: 'user', content: 'Hello' }], session: 'conversation-43' });

@@ -73,8 +73,9 @@ describe('examples/embed.mjs', () => {
     expect(out.stderr).toBe('');
     expect(out.status).toBe(0);
     const lines = out.stdout.split('\n');
-    expect(lines[0]).toBe('turn 1: http://10.0.0.1:8000 (fallback)');
-    expect(lines[1]).toBe('turn 2: http://10.0.0.1:8000 (affinity)');
-    expect(lines[2]).toBe('turn 3: http://10.0.0.1:8000 (affinity)');
+    // The default policy, min_ttft: a near-tie spread first, then the conversation's own engine.
+    expect(lines[0]).toBe('turn 1: http://10.0.0.3:8000 (spread)');
+    expect(lines[1]).toBe('turn 2: http://10.0.0.3:8000 (min_ttft)');
+    expect(lines[2]).toBe('turn 3: http://10.0.0.3:8000 (min_ttft)');
   });
 });
