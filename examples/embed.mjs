@@ -32,7 +32,7 @@ for (let turn = 1; turn <= 3; turn += 1) {
 // Why the last decision went where it did:
 const { candidates } = router.explain();
 for (const c of candidates)
-  console.log(`  ${c.instance}: ${c.matchedBlocks} blocks cached, score ${c.score.toFixed(1)}`);
+  console.log(`  ${c.instance}: ${c.matchedBlocks} blocks cached, score ${c.score?.toFixed(1) ?? 'none'}`);
 
 // A new conversation with no cached prefix goes by load:
 router.route({ messages: [{ role: 'user', content: 'Hello' }], session: 'conversation-43' });

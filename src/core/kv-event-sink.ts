@@ -16,21 +16,9 @@
  *   the core clears it when the instance is removed.
  */
 import { EVENT_STAT_FIELDS, EventStat, type CoreRouter, type PackedKvEvents } from './core-router.js';
-import type { KvEventInstanceStats } from './types.js';
+import type { KvEventIndexStats, KvEventInstanceStats } from './types.js';
 
-/** The counters the core keeps for one instance's event-fed index. */
-export interface KvEventIndexStats {
-  /** Whether routing reads the event index now, else the belief index. */
-  fed: boolean;
-  heldKeys: number;
-  engineBlocks: number;
-  stored: number;
-  removed: number;
-  cleared: number;
-  ignored: number;
-  orphaned: number;
-  unknownRemoved: number;
-}
+export type { KvEventIndexStats } from './types.js';
 
 /**
  * What owns a sink: a subscription that is the instance's only writer. The router reports its

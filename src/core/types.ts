@@ -318,12 +318,8 @@ export interface OffloadExplanation {
   thresholdTokens: number;
 }
 
-/** An event-fed instance's KV event feed and index (docs/kv-events.md). */
-export interface KvEventInstanceStats {
-  endpoint: string;
-  replay: string | null;
-  /** connecting, live, replaying (a gap being filled) or down. */
-  state: 'connecting' | 'live' | 'replaying' | 'down';
+/** The counters the core keeps for one instance's event-fed index (Router.kvEventSink). */
+export interface KvEventIndexStats {
   /** Whether routing reads the event index now (live), else the belief index. */
   fed: boolean;
   /** Token block keys held, and engine block hashes mapped. */
@@ -338,6 +334,14 @@ export interface KvEventInstanceStats {
   /** Blocks stored under a parent hash the index did not hold (not keyed). */
   orphaned: number;
   unknownRemoved: number;
+}
+
+/** An event-fed instance's KV event feed (a subscription's counters) and index (docs/kv-events.md). */
+export interface KvEventInstanceStats extends KvEventIndexStats {
+  endpoint: string;
+  replay: string | null;
+  /** connecting, live, replaying (a gap being filled) or down. */
+  state: 'connecting' | 'live' | 'replaying' | 'down';
   messages: number;
   malformed: number;
   unknownEvents: number;
