@@ -144,7 +144,9 @@ describe('InstanceCostEstimator', () => {
     const estimator = new InstanceCostEstimator();
     feed(estimator, scaled(1000), 500, 9);
     const got = estimator.estimate();
-    expect(got.prefillSecondsPerToken).toBeLessThanOrEqual(10 * DEFAULT_COST_PRIOR.prefillSecondsPerToken * (1 + 1e-12));
+    expect(got.prefillSecondsPerToken).toBeLessThanOrEqual(
+      10 * DEFAULT_COST_PRIOR.prefillSecondsPerToken * (1 + 1e-12),
+    );
     expect(got.interference).toBeGreaterThanOrEqual(0);
     expect(got.interference).toBeLessThanOrEqual(2 + 1e-12);
   });
@@ -233,7 +235,9 @@ describe.each(IMPLEMENTATIONS)('CostLearner on a Router ($impl)', ({ native }) =
 
   it('refuses bad options, naming them', () => {
     const router = new Router({ instances: 1, native });
-    expect((thrown(() => new CostLearner(router, { forgetting: 1.5 })) as Error).message).toMatch(/^forgetting must be/);
+    expect((thrown(() => new CostLearner(router, { forgetting: 1.5 })) as Error).message).toMatch(
+      /^forgetting must be/,
+    );
     expect((thrown(() => new CostLearner(router, { clampRatio: 1 })) as Error).message).toMatch(/^clampRatio must be/);
     expect(
       (thrown(() => new CostLearner(router, { priors: { x: { ...DEFAULT_COST_PRIOR, interference: -1 } } })) as Error)

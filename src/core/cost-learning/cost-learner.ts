@@ -67,8 +67,7 @@ export class CostLearner {
   ) {
     this.options = { ...DEFAULT_ESTIMATOR_OPTIONS, ...withoutUndefined(learnerOptions) };
     const o = this.options;
-    if (!(o.forgetting > 0 && o.forgetting <= 1))
-      throw invalidValue('forgetting', 'a number in (0, 1]', o.forgetting);
+    if (!(o.forgetting > 0 && o.forgetting <= 1)) throw invalidValue('forgetting', 'a number in (0, 1]', o.forgetting);
     if (!(o.priorStrength > 0 && Number.isFinite(o.priorStrength)))
       throw invalidValue('priorStrength', 'a finite number > 0', o.priorStrength);
     if (!(o.clip > 0 && Number.isFinite(o.clip))) throw invalidValue('clip', 'a finite number > 0', o.clip);
@@ -86,7 +85,10 @@ export class CostLearner {
   routed(ticket: number, atMs: number = this.now()): void {
     const d = this.router.decision;
     if (d.ticket !== ticket || d.instance === '')
-      throw rangeError('ERR_KVROUTE_UNKNOWN_TICKET', `ticket ${ticket} is not the last route()'s: call routed() right after route()`);
+      throw rangeError(
+        'ERR_KVROUTE_UNKNOWN_TICKET',
+        `ticket ${ticket} is not the last route()'s: call routed() right after route()`,
+      );
     checkTime('atMs', atMs);
     if (d.offload.outcome === 'offload') return;
     const uncached = d.predictedUncachedTokens;

@@ -111,8 +111,7 @@ const scaleOf = (prior: number, floor: number): number => (prior > 0 ? prior : f
 
 function checkField(field: string, value: number, min: number, strict: boolean): void {
   const ok = Number.isFinite(value) && (strict ? value > min : value >= min);
-  if (!ok)
-    throw invalidValue(field, `a finite number ${strict ? '>' : '>='} ${min}`, value);
+  if (!ok) throw invalidValue(field, `a finite number ${strict ? '>' : '>='} ${min}`, value);
 }
 
 /** Checks a prior: every coefficient finite, prefill and decode step > 0, the rest >= 0. */

@@ -46,7 +46,7 @@ export interface RobustRlsOptions {
 
 /** The relative residual scale before any observation, and its bounds. */
 const SIGMA_START = 0.3;
-const SIGMA_MIN = 0.02;
+const SIGMA_MIN = 0.05;
 const SIGMA_MAX = 1;
 /** β: the residual scale follows about 1 / (1 − β) = 20 observations. */
 const SIGMA_DECAY = 0.95;
