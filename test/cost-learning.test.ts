@@ -15,6 +15,8 @@ import {
 } from '../src/core/cost-learning/index.js';
 import { Router } from '../src/index.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../src/sim/engine-preset.js';
+import { decodeTimeCounters, decodeTimeSample } from '../src/state/decode-time-samples.js';
+import { parseExposition } from '../src/state/engine-metrics-scrape.js';
 import { IMPLEMENTATIONS, thrown } from './helpers/routers.js';
 
 /** mulberry32: a seeded uniform [0, 1). */
@@ -243,5 +245,45 @@ describe.each(IMPLEMENTATIONS)('CostLearner on a Router ($impl)', ({ native }) =
       (thrown(() => new CostLearner(router, { priors: { x: { ...DEFAULT_COST_PRIOR, interference: -1 } } })) as Error)
         .message,
     ).toMatch(/^priors\.x\.interference must be/);
+  });
+});
+
+describe('decode time from /metrics histogram deltas', () => {
+  const scrape = (sum: number, count: number, running: number, name = 'vllm:inter_token_latency_seconds') =>
+    decodeTimeCounters(
+      parseExposition(
+        [
+          `# TYPE ${name} histogram`,
+          `${name}_sum{model_name="m",engine="0"} ${sum}`,
+          `${name}_count{model_name="m",engine="0"} ${count}`,
+          `vllm:num_requests_running{model_name="m",engine="0"} ${running}`,
+        ].join('\n'),
+      ),
+    );
+
+  it('gives the mean seconds per token over the interval, at the mean running count', () => {
+    expect(decodeTimeSample(scrape(10, 1000, 4), scrape(22, 2000, 8))).toEqual({ secondsPerToken: 0.012, batch: 6 });
+    const older = 'vllm:time_per_output_token_seconds';
+    expect(decodeTimeSample(scrape(0, 0, 0, older), scrape(1, 100, 0, older))).toEqual({
+      secondsPerToken: 0.01,
+      batch: 1,
+    });
+  });
+
+  it('gives nothing for a reset, an idle interval or an engine without the histogram', () => {
+    expect(decodeTimeSample(scrape(22, 2000, 8), scrape(1, 100, 8))).toBeUndefined();
+    expect(decodeTimeSample(scrape(22, 2000, 8), scrape(22, 2000, 8))).toBeUndefined();
+    const none = decodeTimeCounters(parseExposition('vllm:num_requests_running 3'));
+    expect(decodeTimeSample(none, none)).toBeUndefined();
+  });
+
+  it('feeds a CostLearner', () => {
+    const router = new Router({ instances: ['a'], native: false });
+    const learner = new CostLearner(router);
+    const sample = decodeTimeSample(scrape(10, 1000, 4), scrape(22, 2000, 8))!;
+    learner.observeDecode('a', sample.secondsPerToken, sample.batch);
+    expect(learner.estimate('a').decodeObservations).toBe(1);
+    expect(thrown(() => learner.observeDecode('b', 0.01, 1))).toMatchObject({ code: 'ERR_KVROUTE_UNKNOWN_INSTANCE' });
+    expect((thrown(() => learner.observeDecode('a', NaN, 1)) as Error).message).toMatch(/^secondsPerToken must be/);
   });
 });

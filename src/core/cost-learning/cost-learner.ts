@@ -142,9 +142,13 @@ export class CostLearner {
 
   /**
    * A mean decode time per token at a mean batch, e.g. from the deltas of an engine's
-   * `vllm:time_per_output_token_seconds` histogram (sum ÷ count) and its running requests.
+   * `vllm:inter_token_latency_seconds` histogram (src/state/decode-time-samples.ts). Throws
+   * ERR_KVROUTE_UNKNOWN_INSTANCE for an instance the router does not have, and naming the field
+   * for a bad time or batch.
    */
   observeDecode(instance: string, secondsPerToken: number, batch: number): void {
+    if (!this.router.instances().includes(instance))
+      throw rangeError('ERR_KVROUTE_UNKNOWN_INSTANCE', `instance ${JSON.stringify(instance)} is not known`);
     this.estimatorOf(instance).observeDecode({ secondsPerToken, batch });
   }
 
