@@ -228,6 +228,55 @@ describe.each(IMPLEMENTATIONS)('CostLearner on a Router ($impl)', ({ native }) =
     expect(learner.estimate(instance).ttftObservations).toBe(1);
   });
 
+  it("a retry's failed attempt is never an observation; the retry's is", () => {
+    const { router, learner, at } = make();
+    const failed = router.route({ hashIds: [1, 2], inputTokens: 32 });
+    learner.routed(failed);
+    const first = router.decision.instance;
+    at(10);
+    learner.firstToken(failed); // a first token, then the upstream failed mid-stream
+    learner.aborted(failed);
+    router.abort(failed);
+    const retry = router.route({ hashIds: [1, 2], inputTokens: 32 });
+    learner.routed(retry);
+    const second = router.decision.instance;
+    at(60);
+    learner.firstToken(retry);
+    learner.completed(retry);
+    const observed = (id: string) => learner.estimate(id).ttftObservations;
+    expect(observed(second)).toBe(1);
+    if (first !== second) expect(observed(first)).toBe(0);
+  });
+
+  it('skips a first token at the route instant (a coarse clock) without throwing', () => {
+    const { router, learner } = make();
+    const ticket = router.route({ hashIds: [1] });
+    learner.routed(ticket);
+    learner.firstToken(ticket);
+    learner.completed(ticket);
+    expect(learner.skipped).toBe(1);
+    expect(learner.estimate(router.decision.instance).ttftObservations).toBe(0);
+  });
+
+  it('remembers at most maxOpen tickets, forgetting the oldest', () => {
+    const router = new Router({ instances: ['a', 'b'], native, clock: 'manual' });
+    let now = 0;
+    const learner = new CostLearner(router, { now: () => now, maxOpen: 2 });
+    const tickets = [1, 2, 3].map((id) => {
+      const ticket = router.route({ hashIds: [id] });
+      learner.routed(ticket);
+      return ticket;
+    });
+    expect(learner.openTickets).toBe(2);
+    now = 100;
+    for (const ticket of tickets) {
+      learner.firstToken(ticket);
+      learner.completed(ticket);
+    }
+    const total = Object.values(learner.estimates()).reduce((sum, e) => sum + e.ttftObservations, 0);
+    expect(total).toBe(2);
+  });
+
   it('refuses routed() of a ticket that is not the last route()', () => {
     const { router, learner } = make();
     const ticket = router.route({ hashIds: [1] });
@@ -241,6 +290,10 @@ describe.each(IMPLEMENTATIONS)('CostLearner on a Router ($impl)', ({ native }) =
       /^forgetting must be/,
     );
     expect((thrown(() => new CostLearner(router, { clampRatio: 1 })) as Error).message).toMatch(/^clampRatio must be/);
+    expect((thrown(() => new CostLearner(router, { maxOpen: 0 })) as Error).message).toMatch(/^maxOpen must be/);
+    expect((thrown(() => new CostLearner(router, { persistence: 0.5 })) as Error).message).toMatch(
+      /^persistence must be/,
+    );
     expect(
       (thrown(() => new CostLearner(router, { priors: { x: { ...DEFAULT_COST_PRIOR, interference: -1 } } })) as Error)
         .message,

@@ -60,6 +60,7 @@ export class CostLearner {
   private readonly options: CostEstimatorOptions;
   private readonly now: () => number;
   private readonly maxOpen: number;
+  private skippedCount = 0;
 
   constructor(
     private readonly router: Router,
@@ -79,6 +80,8 @@ export class CostLearner {
     for (const [id, prior] of Object.entries(learnerOptions.priors ?? {})) checkCostPrior(`priors.${id}`, prior);
     this.now = learnerOptions.now ?? (() => performance.now());
     this.maxOpen = learnerOptions.maxOpen ?? 65_536;
+    if (!(Number.isInteger(this.maxOpen) && this.maxOpen >= 1))
+      throw invalidValue('maxOpen', 'an integer >= 1', this.maxOpen);
   }
 
   /** Records the facts of the route() that returned `ticket`; call it before the next route(). */
@@ -114,7 +117,8 @@ export class CostLearner {
 
   /**
    * The ticket completed: its TTFT, and with `outputTokens` ≥ 2 its decode time per token, become
-   * observations of its instance. A TTFT that is not positive is refused, naming the field.
+   * observations of its instance. A TTFT that is not positive (a coarse clock, or times out of
+   * order) is skipped and counted in `skipped`, never thrown into the caller's completion path.
    */
   completed(ticket: number, facts: { outputTokens?: number; atMs?: number } = {}): void {
     const atMs = facts.atMs ?? this.now();
@@ -123,9 +127,15 @@ export class CostLearner {
     if (t === undefined) return;
     this.open.delete(ticket);
     if (Number.isNaN(t.firstTokenAtMs)) return;
+    const ttftSeconds = (t.firstTokenAtMs - t.routedAtMs) / 1000;
+    // A first token at or before the route is the clock's doing, not the instance's: no observation.
+    if (!(ttftSeconds > 0)) {
+      this.skippedCount += 1;
+      return;
+    }
     const estimator = this.estimatorOf(t.instance);
     estimator.observeTtft({
-      ttftSeconds: (t.firstTokenAtMs - t.routedAtMs) / 1000,
+      ttftSeconds,
       pendingPrefillTokens: t.pendingPrefillTokens,
       ownTokens: t.ownTokens,
       requests: t.requests,
@@ -162,6 +172,11 @@ export class CostLearner {
     const out: Record<string, InstanceCostEstimate> = {};
     for (const id of this.router.instances()) out[id] = this.estimate(id);
     return out;
+  }
+
+  /** Completed tickets whose TTFT was not positive, so not an observation. */
+  get skipped(): number {
+    return this.skippedCount;
   }
 
   /** Tickets routed and not yet completed or aborted. */
