@@ -13,17 +13,18 @@
  *
  * W and n are exactly what min_ttft's score reads (its score is W × (1 + batchWeight × n) in
  * token-equivalents), so `prefill` is seconds per token-equivalent and `interference` is the
- * instance's own batchWeight: the score in seconds is overhead + prefill × score. The TTFT model
+ * instance's own batchWeight: overhead + prefill × (the score with interference for batchWeight)
+ * is the predicted TTFT in seconds (predictTtftSeconds, without the KV term). The TTFT model
  * is linear in θ = (overhead, prefill, prefill × interference) over the regressors (1, W, W × n).
  * Both are fitted in log space (residual log(observed / predicted), regressors divided by the
  * prediction: Gauss-Newton on log ŷ), so residuals are relative errors, lognormal noise is
  * symmetric, and a 30 s prefill counts no more than a 0.1 s one.
  *
  * Tunables (CostEstimatorOptions): `forgetting` (0.98), `priorStrength` (2), `clip` (3) and
- * `persistence` (30) as in
- * robust-rls.ts, and `clampRatio` (10): every coefficient stays within [prior / ratio, prior ×
- * ratio] (overhead, interference and decodePerSequence within [0, …]; interference at most
- * max(1, prior × ratio); a coefficient whose prior is 0 is measured against a small floor), so no run of bad observations can take an estimate out of reason.
+ * `persistence` (30) as in robust-rls.ts, and `clampRatio` (10): every coefficient stays within
+ * [prior / ratio, prior × ratio] (overhead, interference and decodePerSequence within [0, …];
+ * interference at most max(1, prior × ratio); a coefficient whose prior is 0 is measured against
+ * a small floor), so no run of bad observations can take an estimate out of reason.
  * Inputs that are not finite, or not positive where a time or batch must be, are refused with a
  * RangeError naming the field, before anything changes.
  * Complexity: O(1) time and memory per observation (three and two parameters).

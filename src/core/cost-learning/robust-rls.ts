@@ -28,8 +28,8 @@
  *   caps trace(P), so a stronger prior is slower to move and steadier under outliers.
  * - `clip`: residuals beyond clip·σ lose weight as 1 / e² (3), so the larger the outlier the
  *   less it moves the fit (a pure Huber weight, 1 / |e|, let 20 stalled requests 50× over
- *   their prediction move the prefill cost 9 to 23%; this weight, 3%). Lower resists outliers
- *   harder and leans more on `persistence` to learn a jump.
+ *   their prediction move the prefill cost 9 to 23% over priorStrength 1 to 5; this weight,
+ *   3%). Lower resists outliers harder and leans more on `persistence` to learn a jump.
  * - `persistence`: clipped residuals in a row, of one sign, that reopen the fit (30). A stall
  *   shorter than this moves the fit by a bounded amount; a change lasting longer is learned.
  * Hazards: a direction the observations never excite keeps its prior (the trace cap stops P
