@@ -22,6 +22,14 @@ export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core
 export type { KvEventIndexStats, KvEventSink, KvEventSinkOwner } from './core/kv-event-sink.js';
 export { nativePath } from './core/native.js';
 export {
+  CostLearner,
+  DEFAULT_COST_PRIOR,
+  predictTtftSeconds,
+  type CostCoefficients,
+  type CostLearnerOptions,
+  type InstanceCostEstimate,
+} from './core/cost-learning/index.js';
+export {
   ShadowReconciler,
   DEFAULT_RECONCILE_MS,
   type ReconcilerOptions,

@@ -31,6 +31,8 @@ const ENTRIES: Record<string, string[]> = {
     'POLICY_NAMES',
     'isKvrouteError',
     'ShadowReconciler',
+    'CostLearner',
+    'DEFAULT_COST_PRIOR',
   ],
   'kvroute/events': ['applyKvEvents', 'subscribeKvEvents'],
   'kvroute/proxy': [

@@ -6,6 +6,10 @@
  */
 import { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './codes.js';
 import {
+  TERM_COUNT,
+  TERM_PENDING_PREFILL,
+  TERM_REQUESTS,
+  TERM_UNCACHED,
   DECISION_COLD_PAIR,
   DECISION_OFFLOAD,
   DECISION_PREFILL_SLOT,
@@ -71,6 +75,8 @@ export class DecisionView implements Decision {
   ticket = -1;
   /** The route's explain buffer of matched blocks (the Router swaps it when it grows). */
   matched: Int32Array;
+  /** The route's explain buffer of candidate terms, TERM_COUNT per slot (swapped with `matched`). */
+  terms: Float64Array;
   /** The decided request's tokens per block, and its prompt tokens (NaN: not given). */
   blockTokens = 0;
   promptTokens = NaN;
@@ -80,8 +86,10 @@ export class DecisionView implements Decision {
     offloadValues: Float64Array,
     private readonly names: Array<string | undefined>,
     matched: Int32Array,
+    terms: Float64Array,
   ) {
     this.matched = matched;
+    this.terms = terms;
     this.offloadView = new OffloadView(buf, offloadValues, names);
   }
   get index(): number {
@@ -97,6 +105,20 @@ export class DecisionView implements Decision {
   get predictedCachedTokens(): number {
     const slot = this.buf[DECISION_SLOT]!;
     return slot < 0 ? 0 : predictCachedTokens(this.matched[slot]!, this.blockTokens, this.promptTokens);
+  }
+  get predictedUncachedTokens(): number {
+    return this.chosenTerm(TERM_UNCACHED);
+  }
+  get pendingPrefillTokens(): number {
+    return this.chosenTerm(TERM_PENDING_PREFILL);
+  }
+  get requestsAhead(): number {
+    return this.chosenTerm(TERM_REQUESTS);
+  }
+  /** A term the decision read of the chosen instance; 0 when nothing was chosen. */
+  private chosenTerm(term: number): number {
+    const slot = this.buf[DECISION_SLOT]!;
+    return slot < 0 ? 0 : this.terms[TERM_COUNT * slot + term]!;
   }
   get offload(): OffloadDecision {
     return this.buf[DECISION_OFFLOAD] === 0 ? NO_OFFLOAD : this.offloadView;

@@ -144,7 +144,7 @@ export class Router {
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
     this.tickets.core = this.core;
     this.core.setExplainBuffers(this.matched, this.scores, this.terms);
-    this.view = new DecisionView(this.decisionBuf, this.offloadBuf, this.names, this.matched);
+    this.view = new DecisionView(this.decisionBuf, this.offloadBuf, this.names, this.matched, this.terms);
     this.decision = this.view;
     this.decisionBuf[0] = -1;
     for (const spec of o.instances)
@@ -568,7 +568,10 @@ export class Router {
     this.matched = matched;
     this.view.matched = matched;
     this.scores = new Float64Array(length);
-    this.terms = new Float64Array(length * TERM_COUNT);
+    const terms = new Float64Array(length * TERM_COUNT);
+    terms.set(this.terms); // the last decision's dispatch terms read it
+    this.terms = terms;
+    this.view.terms = terms;
     this.core.setExplainBuffers(this.matched, this.scores, this.terms);
   }
 

@@ -212,6 +212,16 @@ export interface Decision {
    * chosen. Works for every index mode: it reads the matched blocks the decision itself read.
    */
   readonly predictedCachedTokens: number;
+  /**
+   * What the decision read of the chosen instance (its `terms` in explain(), read in place): the
+   * request's tokens it does not hold (`uncached`), the prefill queued ahead of the request there
+   * (`pending_prefill`) and its requests running or waiting before this one (`num_requests`).
+   * 0 when nothing was chosen. For an offloaded request, the decode instance's. The facts a
+   * CostLearner records per ticket (docs/policies.md "Learned costs").
+   */
+  readonly predictedUncachedTokens: number;
+  readonly pendingPrefillTokens: number;
+  readonly requestsAhead: number;
   /** The offload layer's decision (`outcome: 'off'` for a policy without one). */
   readonly offload: OffloadDecision;
 }

@@ -51,6 +51,9 @@ export function forceOffload(
     get predictedCachedTokens() {
       return decision.predicted;
     },
+    predictedUncachedTokens: 0,
+    pendingPrefillTokens: 0,
+    requestsAhead: 0,
     get offload() {
       return offload;
     },

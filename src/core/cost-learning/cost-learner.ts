@@ -1,0 +1,207 @@
+/**
+ * CostLearner: learns each instance's cost coefficients from what a Router already sees per
+ * ticket (docs/policies.md "Learned costs"), off the routing hot path. The embedder (or the proxy)
+ * tells it what it tells the router, right after:
+ *
+ *   const ticket = router.route(request);  learner.routed(ticket);
+ *   router.onFirstToken(ticket);            learner.firstToken(ticket);
+ *   router.complete(ticket);                learner.completed(ticket, { outputTokens });
+ *   router.abort(ticket);                   learner.aborted(ticket);
+ *
+ * routed() reads the decision in place (`router.decision`: the chosen instance, its predicted
+ * uncached and cached tokens, the prefill and requests ahead of the request there) and keeps
+ * those facts per ticket; nothing in route() itself changes or waits. A ticket becomes an
+ * observation only when it completes: its TTFT (route → first token) feeds the instance's TTFT
+ * model, and (finish − first token) / (output tokens − 1) its decode model. So an aborted
+ * request, or a retry's failed attempt, is never an observation. An offloaded request's TTFT
+ * spans two instances and is not one either.
+ *
+ * Invariants: at most `maxOpen` tickets are remembered (the oldest forgotten first, as a ticket
+ * whose complete() never comes must not leak); a ticket unknown to the learner is ignored, as
+ * the router ignores repeats. Times are ms on the learner's clock (`now`, default
+ * performance.now()); a simulator passes its virtual times instead.
+ * Complexity: O(1) per call; estimates() is O(instances).
+ */
+import { invalidValue, rangeError } from '../errors.js';
+import type { Router } from '../router.js';
+import {
+  DEFAULT_COST_PRIOR,
+  DEFAULT_ESTIMATOR_OPTIONS,
+  InstanceCostEstimator,
+  checkCostPrior,
+  type CostCoefficients,
+  type CostEstimatorOptions,
+  type InstanceCostEstimate,
+} from './instance-cost-estimator.js';
+
+export interface CostLearnerOptions extends Partial<CostEstimatorOptions> {
+  /** The prior of every instance (default: the H20 preset's, DEFAULT_COST_PRIOR). */
+  prior?: CostCoefficients;
+  /** Per-instance priors, by instance id, over `prior`. */
+  priors?: Record<string, CostCoefficients>;
+  /** The clock, ms (default performance.now()). */
+  now?: () => number;
+  /** Open tickets remembered at most (default 65,536). */
+  maxOpen?: number;
+}
+
+interface OpenTicket {
+  instance: string;
+  routedAtMs: number;
+  firstTokenAtMs: number;
+  pendingPrefillTokens: number;
+  ownTokens: number;
+  requests: number;
+}
+
+export class CostLearner {
+  private readonly open = new Map<number, OpenTicket>();
+  private readonly estimators = new Map<string, InstanceCostEstimator>();
+  private readonly options: CostEstimatorOptions;
+  private readonly now: () => number;
+  private readonly maxOpen: number;
+  private skippedCount = 0;
+
+  constructor(
+    private readonly router: Router,
+    private readonly learnerOptions: CostLearnerOptions = {},
+  ) {
+    this.options = { ...DEFAULT_ESTIMATOR_OPTIONS, ...withoutUndefined(learnerOptions) };
+    const o = this.options;
+    if (!(o.forgetting > 0 && o.forgetting <= 1)) throw invalidValue('forgetting', 'a number in (0, 1]', o.forgetting);
+    if (!(o.priorStrength > 0 && Number.isFinite(o.priorStrength)))
+      throw invalidValue('priorStrength', 'a finite number > 0', o.priorStrength);
+    if (!(o.clip > 0 && Number.isFinite(o.clip))) throw invalidValue('clip', 'a finite number > 0', o.clip);
+    if (!(Number.isInteger(o.persistence) && o.persistence >= 1))
+      throw invalidValue('persistence', 'an integer >= 1', o.persistence);
+    if (!(o.clampRatio > 1 && Number.isFinite(o.clampRatio)))
+      throw invalidValue('clampRatio', 'a finite number > 1', o.clampRatio);
+    if (learnerOptions.prior !== undefined) checkCostPrior('prior', learnerOptions.prior);
+    for (const [id, prior] of Object.entries(learnerOptions.priors ?? {})) checkCostPrior(`priors.${id}`, prior);
+    this.now = learnerOptions.now ?? (() => performance.now());
+    this.maxOpen = learnerOptions.maxOpen ?? 65_536;
+    if (!(Number.isInteger(this.maxOpen) && this.maxOpen >= 1))
+      throw invalidValue('maxOpen', 'an integer >= 1', this.maxOpen);
+  }
+
+  /** Records the facts of the route() that returned `ticket`; call it before the next route(). */
+  routed(ticket: number, atMs: number = this.now()): void {
+    const d = this.router.decision;
+    if (d.ticket !== ticket || d.instance === '')
+      throw rangeError(
+        'ERR_KVROUTE_UNKNOWN_TICKET',
+        `ticket ${ticket} is not the last route()'s: call routed() right after route()`,
+      );
+    checkTime('atMs', atMs);
+    if (d.offload.outcome === 'offload') return;
+    const uncached = d.predictedUncachedTokens;
+    const cached = d.predictedCachedTokens;
+    const attention = this.router.policy.attentionWeight;
+    if (this.open.size >= this.maxOpen) this.open.delete(this.open.keys().next().value!);
+    this.open.set(ticket, {
+      instance: d.instance,
+      routedAtMs: atMs,
+      firstTokenAtMs: NaN,
+      pendingPrefillTokens: d.pendingPrefillTokens,
+      ownTokens: uncached * (1 + attention * (cached + uncached / 2)),
+      requests: d.requestsAhead,
+    });
+  }
+
+  /** The ticket's first token came (repeats keep the first). */
+  firstToken(ticket: number, atMs: number = this.now()): void {
+    checkTime('atMs', atMs);
+    const t = this.open.get(ticket);
+    if (t !== undefined && Number.isNaN(t.firstTokenAtMs)) t.firstTokenAtMs = atMs;
+  }
+
+  /**
+   * The ticket completed: its TTFT, and with `outputTokens` ≥ 2 its decode time per token, become
+   * observations of its instance. A TTFT that is not positive (a coarse clock, or times out of
+   * order) is skipped and counted in `skipped`, never thrown into the caller's completion path.
+   */
+  completed(ticket: number, facts: { outputTokens?: number; atMs?: number } = {}): void {
+    const atMs = facts.atMs ?? this.now();
+    checkTime('atMs', atMs);
+    const t = this.open.get(ticket);
+    if (t === undefined) return;
+    this.open.delete(ticket);
+    if (Number.isNaN(t.firstTokenAtMs)) return;
+    const ttftSeconds = (t.firstTokenAtMs - t.routedAtMs) / 1000;
+    // A first token at or before the route is the clock's doing, not the instance's: no observation.
+    if (!(ttftSeconds > 0)) {
+      this.skippedCount += 1;
+      return;
+    }
+    const estimator = this.estimatorOf(t.instance);
+    estimator.observeTtft({
+      ttftSeconds,
+      pendingPrefillTokens: t.pendingPrefillTokens,
+      ownTokens: t.ownTokens,
+      requests: t.requests,
+    });
+    const out = facts.outputTokens;
+    if (out !== undefined && out >= 2 && atMs > t.firstTokenAtMs)
+      estimator.observeDecode({ secondsPerToken: (atMs - t.firstTokenAtMs) / 1000 / (out - 1), batch: t.requests + 1 });
+  }
+
+  /** The ticket was aborted (or failed, or is being retried): it is forgotten, never an observation. */
+  aborted(ticket: number): void {
+    this.open.delete(ticket);
+  }
+
+  /**
+   * A mean decode time per token at a mean batch, e.g. from the deltas of an engine's
+   * `vllm:inter_token_latency_seconds` histogram (src/state/decode-time-samples.ts). Throws
+   * ERR_KVROUTE_UNKNOWN_INSTANCE for an instance the router does not have, and naming the field
+   * for a bad time or batch.
+   */
+  observeDecode(instance: string, secondsPerToken: number, batch: number): void {
+    if (!this.router.instances().includes(instance))
+      throw rangeError('ERR_KVROUTE_UNKNOWN_INSTANCE', `instance ${JSON.stringify(instance)} is not known`);
+    this.estimatorOf(instance).observeDecode({ secondsPerToken, batch });
+  }
+
+  /** One instance's estimate (its prior before any observation). */
+  estimate(instance: string): InstanceCostEstimate {
+    return this.estimatorOf(instance).estimate();
+  }
+
+  /** Every current instance's estimate, by id. */
+  estimates(): Record<string, InstanceCostEstimate> {
+    const out: Record<string, InstanceCostEstimate> = {};
+    for (const id of this.router.instances()) out[id] = this.estimate(id);
+    return out;
+  }
+
+  /** Completed tickets whose TTFT was not positive, so not an observation. */
+  get skipped(): number {
+    return this.skippedCount;
+  }
+
+  /** Tickets routed and not yet completed or aborted. */
+  get openTickets(): number {
+    return this.open.size;
+  }
+
+  private estimatorOf(instance: string): InstanceCostEstimator {
+    let estimator = this.estimators.get(instance);
+    if (estimator === undefined) {
+      const prior = this.learnerOptions.priors?.[instance] ?? this.learnerOptions.prior ?? DEFAULT_COST_PRIOR;
+      estimator = new InstanceCostEstimator(prior, this.options);
+      this.estimators.set(instance, estimator);
+    }
+    return estimator;
+  }
+}
+
+function checkTime(field: string, value: number): void {
+  if (!Number.isFinite(value)) throw invalidValue(field, 'a finite number of ms', value);
+}
+
+function withoutUndefined(o: Partial<CostEstimatorOptions>): Partial<CostEstimatorOptions> {
+  const out: Partial<CostEstimatorOptions> = {};
+  for (const key of ['forgetting', 'priorStrength', 'clip', 'persistence', 'clampRatio'] as const)
+    if (o[key] !== undefined) out[key] = o[key];
+  return out;
+}
