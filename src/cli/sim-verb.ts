@@ -24,6 +24,7 @@ import {
   type OptionValues,
 } from './common.js';
 import { engineScalingFlags, scalingRecord } from './engine-options.js';
+import { fleetFields, fleetFlags } from './fleet-options.js';
 import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from '../trace/run-header.js';
@@ -38,9 +39,11 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   if (trace === undefined) throw new UsageError('sim run needs a trace: sim run IN, or --trace IN');
   checkInputFile('sim run', trace, TRACE_FILE);
   const d = SIM_RUN_DEFAULTS;
+  const { instances, fleet } = fleetFlags(values, d.instances);
   const options: SimulationOptions = {
     policy: policyFlag(values) ?? d.policy,
-    instances: integerFlag(values, 'instances', 1) ?? d.instances,
+    instances,
+    ...(fleet === undefined ? {} : { fleet }),
     engineState: choiceFlag(values, 'engine-state', ['shadow', 'shm'] as const) ?? d.engineState,
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
     scaling: engineScalingFlags(values),
@@ -68,6 +71,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
     preset: options.preset!,
     engine_scaling: scalingRecord(options.scaling!),
     capacity_blocks: result.capacityBlocks,
+    ...fleetFields(fleet, result.engineCapacityBlocks),
   };
   const records = stringFlag(values, 'records');
   if (records !== undefined) {
