@@ -4,7 +4,7 @@
  * the records of `--instances N` byte for byte; a mixed fleet is recorded in --json and the run
  * header, and `sim serve` gives each engine its group's model.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { Unpackr } from 'msgpackr';
@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { simServeVerb } from '../src/cli/sim-serve-verb.js';
 import { startFleet } from '../src/cli/sweep-live.js';
 import type { CellSummary, SweepManifest } from '../src/cli/sweep-layout.js';
+import { loadEvaluation } from '../src/report/evaluation-input.js';
 import { loadReportInput } from '../src/report/report-input.js';
 import { capacityBlocks, DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, scalePreset } from '../src/sim/engine-preset.js';
 import { parseFleet } from '../src/sim/fleet-spec.js';
@@ -227,4 +228,26 @@ describe('kvroute sweep --fleet', () => {
       await fleet.stop();
     }
   }, 60_000);
+});
+
+describe('a policy evaluation on a mixed fleet (scripts/policy-eval.mjs --fleet)', () => {
+  it("is read beside the uniform one, its fleet in the set's heading", () => {
+    const evaluation = join(dir, 'evaluation');
+    mkdirSync(evaluation);
+    const cells = { default: { unified: [{ seed: 11, ttft_p90: 5, apc: 0.7, hotspot: 1.5 }] } };
+    const uniform = { seeds: [11], policies: ['unified'], cells };
+    writeFileSync(join(evaluation, 'regimes-seeds-11.json'), JSON.stringify(uniform));
+    writeFileSync(
+      join(evaluation, 'regimes-seeds-11-fleet-4-4-prefill-0.5.json'),
+      JSON.stringify({ ...uniform, fleet: '4,4:prefill=0.5' }),
+    );
+    const sets = loadEvaluation(evaluation);
+    expect(sets.map((s) => [s.set, s.seeds, s.fleet])).toEqual([
+      ['regimes', [11], '4,4:prefill=0.5'],
+      ['regimes', [11], undefined],
+    ]);
+    const report = kvroute(['report', evaluation]);
+    expect(report.status, report.stderr).toBe(0);
+    expect(readFileSync(join(evaluation, 'report.md'), 'utf8')).toContain('regimes (seeds 11; fleet 4,4:prefill=0.5;');
+  });
 });
