@@ -137,6 +137,31 @@ describe('kvroute sim run --fleet', () => {
 });
 
 describe('kvroute sim serve --fleet', () => {
+  it('a group with prefill=0.5 answers an 8k-token prompt in about half the model time', async () => {
+    const fleet = await startSimFleet({ port: 0, speed: 2, fleet: parseFleet('1,1:prefill=0.5') });
+    try {
+      const ttft = await Promise.all(
+        fleet.urls.map(async (url, i) => {
+          const prompt = Array.from({ length: 8192 }, (_, t) => 1000 + i * 10_000 + t);
+          const response = await fetch(`${url}/v1/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'qwen3-coder-30b-a3b', prompt, max_tokens: 1 }),
+          });
+          expect(response.status).toBe(200);
+          await response.text();
+          const metrics = await (await fetch(`${url}/metrics`)).text();
+          return Number(/^vllm:time_to_first_token_seconds_sum\{[^}]*\} (\S+)$/m.exec(metrics)![1]);
+        }),
+      );
+      // The model's isolated 8k prefill is 589 ms (docs/engine-model.md); the fast engine's 295 ms.
+      expect(ttft[0]).toBeGreaterThan(0.55);
+      expect(ttft[1]).toBeLessThan(ttft[0]! * 0.65);
+    } finally {
+      await fleet.close();
+    }
+  });
+
   it("gives each engine its group's model", async () => {
     const fleet = await startSimFleet({
       port: 0,
