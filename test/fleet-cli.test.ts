@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { Unpackr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
 
+import type { FleetGroupMetrics } from '../src/cli/fleet-groups.js';
 import { simServeVerb } from '../src/cli/sim-serve-verb.js';
 import { startFleet } from '../src/cli/sweep-live.js';
 import type { CellSummary, SweepManifest } from '../src/cli/sweep-layout.js';
@@ -74,6 +75,8 @@ describe('--fleet refusals', () => {
   });
 });
 
+const file0Count = (path: string) => readRecordFile(path).records.length;
+
 describe('kvroute sim run --fleet', () => {
   it('--fleet 4 writes the records of --instances 4, byte for byte', () => {
     const a = join(dir, 'instances.msgpack');
@@ -112,8 +115,18 @@ describe('kvroute sim run --fleet', () => {
       '--json',
     ]);
     expect(run.status, run.stderr).toBe(0);
-    const json = JSON.parse(run.stdout) as { fleet: string; fleet_capacity_blocks: number[]; capacity_blocks: number };
+    const json = JSON.parse(run.stdout) as {
+      fleet: string;
+      fleet_capacity_blocks: number[];
+      capacity_blocks: number;
+      fleet_groups: FleetGroupMetrics[];
+    };
     expect(json.fleet).toBe('2,2:prefill=0.5:decode=0.5:kv=0.5');
+    expect(json.fleet_groups.map((g) => [g.group, g.instances])).toEqual([
+      ['2', [0, 1]],
+      ['2:prefill=0.5:decode=0.5:kv=0.5', [2, 3]],
+    ]);
+    expect(json.fleet_groups[0]!.requests + json.fleet_groups[1]!.requests).toBe(file0Count(records));
     expect(json.fleet_capacity_blocks[0]).toBe(json.capacity_blocks);
     expect(Math.abs(json.fleet_capacity_blocks[1]! - json.capacity_blocks / 2)).toBeLessThanOrEqual(1);
     const file = readRecordFile(records);
@@ -133,6 +146,9 @@ describe('kvroute sim run --fleet', () => {
     const text = kvroute(['sim', 'run', '--trace', trace, '--fleet', '1,1:decode=2']);
     expect(text.status, text.stderr).toBe(0);
     expect(text.stdout.split('\n')[0]).toContain('2 instances (fleet 1,1:decode=2)');
+    expect(text.stdout).toMatch(
+      /^by group:\n {2}instances 0–0 \(1\): \d+ requests · TTFT mean .+\n {2}instances 1–1 \(1:decode=2\): \d+ requests/m,
+    );
   });
 });
 

@@ -25,6 +25,7 @@ import {
 } from './common.js';
 import { engineScalingFlags, scalingRecord } from './engine-options.js';
 import { fleetFields, fleetFlags } from './fleet-options.js';
+import { fleetGroupMetrics, renderFleetGroups } from './fleet-groups.js';
 import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from '../trace/run-header.js';
@@ -92,13 +93,16 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
     );
     writeRecords(records, result.records, header);
   }
+  const groups = fleetGroupMetrics(fleet, result.records);
+  const groupFields = groups.length === 0 ? {} : { fleet_groups: groups };
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records) })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records) })}\n`,
     );
     return;
   }
   process.stdout.write(`${renderMetrics(options, metrics, result.makespan, offload)}\n`);
+  if (groups.length > 0) process.stdout.write(`by group:\n${renderFleetGroups(groups).join('\n')}\n`);
   process.stderr.write(
     `(${formatDuration((performance.now() - started) / 1000)} wall, ${formatCount(result.steps)} engine steps)\n`,
   );
