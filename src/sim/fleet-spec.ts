@@ -45,7 +45,9 @@ export class FleetSpecError extends RangeError {
  */
 export function parseFleet(text: string, flag = '--fleet'): FleetGroup[] {
   const fail = (reason: string): never => {
-    throw new FleetSpecError(`${flag} ${reason} (COUNT[:prefill=X][:decode=Y][:kv=Z][,COUNT…]), got '${text}'`);
+    throw new FleetSpecError(
+      `${flag} ${reason} (in '${text}'; the form is COUNT[:prefill=X][:decode=Y][:kv=Z][,COUNT…])`,
+    );
   };
   if (text.trim() === '') fail('is empty');
   let total = 0;
