@@ -271,6 +271,26 @@ describe('kvroute sweep --fleet', () => {
   }, 60_000);
 });
 
+describe('kvroute tune --fleet', () => {
+  it('simulates every point on the mixed fleet and records it as setup.fleet', () => {
+    const args = ['tune', trace, '--policy', 'unified', '--param', 'overloadFactor=1:3', '--samples', '3', '--json'];
+    // The fast group first: on this light trace `unified` keeps to the lowest instance ids.
+    const mixed = kvroute([...args, '--fleet', '2:prefill=0.5:decode=0.7,2', '--workers', '1']);
+    expect(mixed.status, mixed.stderr).toBe(0);
+    const result = JSON.parse(mixed.stdout) as {
+      setup: { instances: number; fleet?: string };
+      defaults: { objective: number };
+    };
+    expect(result.setup).toMatchObject({ instances: 4, fleet: '2:prefill=0.5:decode=0.7,2' });
+    const uniform = kvroute([...args, '--fleet', '4', '--workers', '1']);
+    expect(uniform.status, uniform.stderr).toBe(0);
+    const plain = JSON.parse(uniform.stdout) as typeof result;
+    expect(plain.setup.fleet).toBeUndefined();
+    // Instances 0–1 twice as fast at prefill: the defaults' TTFT p90 is lower.
+    expect(result.defaults.objective).toBeLessThan(plain.defaults.objective);
+  });
+});
+
 describe('a policy evaluation on a mixed fleet (scripts/policy-eval.mjs --fleet)', () => {
   it("is read beside the uniform one, its fleet in the set's heading", () => {
     const evaluation = join(dir, 'evaluation');

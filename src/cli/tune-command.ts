@@ -54,7 +54,7 @@ export function addTuneCommand(program: Command): void {
   example(
     tune,
     'kvroute trace synth --sessions 20 --seed 1 -o seed1.jsonl',
-    'kvroute tune seed1.jsonl --policy unified --param overloadFactor=1:3 --samples 4 --fleet 2,2:prefill=0.5:decode=0.7',
+    'kvroute tune seed1.jsonl --policy unified --param overloadFactor=1:3 --samples 4 --fleet 2:prefill=0.5:decode=0.7,2',
   );
   runs(tune, async () => (await import('./tune-verb.js')).tuneVerb);
 }
