@@ -4,10 +4,14 @@
 // `kvroute sweep` in the simulator, in each regime, on generated traces of the given seeds, then
 // one table per question. Resumable: a sweep whose sweep.json exists is not run again.
 //
-//   node scripts/policy-eval.mjs --out DIR [--seeds 11,12,13] [--set regimes|perturbations]
+//   node scripts/policy-eval.mjs --out DIR [--seeds 11,12,13] [--set regimes|perturbations] [--fleet SPEC]
 //
-// Writes DIR/traces/, DIR/sweeps/<regime>-s<seed>/ (each a `kvroute sweep` directory) and
-// DIR/<set>-seeds-<seeds>.json (every cell's TTFT p90, APC and hotspot index, by regime, policy and seed) and
+// --fleet SPEC runs every regime on a mixed fleet (`kvroute sweep --fleet`,
+// docs/engine-model.md#mixed-fleets) in place of its instance count; a regime that sets its own
+// --instances is skipped, with a note. Its sweeps and table carry the fleet in their names.
+//
+// Writes DIR/traces/, DIR/sweeps/<regime>-s<seed>[-fleet-<spec>]/ (each a `kvroute sweep` directory) and
+// DIR/<set>-seeds-<seeds>[-fleet-<spec>].json (every cell's TTFT p90, APC and hotspot index, by regime, policy and seed) and
 // prints the table as Markdown.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -56,10 +60,11 @@ const { values } = parseArgs({
     out: { type: 'string' },
     seeds: { type: 'string', default: '11,12,13' },
     set: { type: 'string', default: 'regimes' },
+    fleet: { type: 'string' },
   },
 });
 if (values.out === undefined)
-  throw new Error('usage: policy-eval.mjs --out DIR [--seeds 11,12,13] [--set regimes|perturbations]');
+  throw new Error('usage: policy-eval.mjs --out DIR [--seeds 11,12,13] [--set regimes|perturbations] [--fleet SPEC]');
 const set = SETS[values.set];
 if (set === undefined) throw new Error(`--set must be one of ${Object.keys(SETS).join(', ')}`);
 const out = values.out;
@@ -75,11 +80,20 @@ function kvroute(args) {
 }
 
 const slug = (/** @type {string} */ name) => name.replace(/[^A-Za-z0-9.]+/g, '-').replace(/-+$/, '');
+const fleet = values.fleet;
+const fleetSuffix = fleet === undefined ? '' : `-fleet-${slug(fleet)}`;
+const fleetArgs = fleet === undefined ? [] : ['--fleet', fleet];
+/** With --fleet, the regimes that keep their own instance count are left out. */
+const regimes = set.filter((regime) => {
+  if (fleet === undefined || !regime.sweep.includes('--instances')) return true;
+  process.stderr.write(`${regime.name}: skipped: it sets its own --instances, which --fleet ${fleet} replaces\n`);
+  return false;
+});
 mkdirSync(join(out, 'traces'), { recursive: true });
 mkdirSync(join(out, 'sweeps'), { recursive: true });
 /** @type {Record<string, Record<string, { seed: number, ttft_p90: number, apc: number, hotspot: number }[]>>} */
 const cells = {};
-for (const regime of set) {
+for (const regime of regimes) {
   /** @type {Record<string, { seed: number, ttft_p90: number, apc: number, hotspot: number }[]>} */
   const byPolicy = {};
   cells[regime.name] = byPolicy;
@@ -91,7 +105,7 @@ for (const regime of set) {
       trace = join(out, 'traces', `synth-s${seed}${synth.join('')}.jsonl`);
       if (!existsSync(trace)) kvroute(['trace', 'synth', '--seed', String(seed), ...synth, '-o', trace]);
     }
-    const dir = join(out, 'sweeps', `${slug(regime.name)}-s${seed}`);
+    const dir = join(out, 'sweeps', `${slug(regime.name)}-s${seed}${fleetSuffix}`);
     if (!existsSync(join(dir, 'sweep.json'))) {
       process.stderr.write(`${regime.name}, seed ${seed}\n`);
       kvroute([
@@ -106,6 +120,7 @@ for (const regime of set) {
         '--out',
         dir,
         ...regime.sweep,
+        ...fleetArgs,
       ]);
     }
     const manifest = JSON.parse(readFileSync(join(dir, 'sweep.json'), 'utf8'));
@@ -121,8 +136,8 @@ for (const regime of set) {
   }
 }
 writeFileSync(
-  join(out, `${values.set}-seeds-${seeds.join('-')}.json`),
-  JSON.stringify({ seeds, policies: POLICIES, cells }, null, 2) + '\n',
+  join(out, `${values.set}-seeds-${seeds.join('-')}${fleetSuffix}.json`),
+  JSON.stringify({ seeds, policies: POLICIES, ...(fleet === undefined ? {} : { fleet }), cells }, null, 2) + '\n',
 );
 
 const mean = (/** @type {number[]} */ xs) => xs.reduce((a, x) => a + x, 0) / xs.length;
@@ -131,7 +146,7 @@ const lines = [
   `| ${values.set === 'regimes' ? 'regime' : 'engine model'} | best existing (TTFT p90 s) | ${NEW_POLICY} TTFT p90 s | vs best existing | ${NEW_POLICY} rank | APC ${NEW_POLICY} / best | hotspot ${NEW_POLICY} / unified |`,
   '|---|---|---:|---:|---:|---:|---:|',
 ];
-for (const regime of set) {
+for (const regime of regimes) {
   const rows = Object.entries(cells[regime.name] ?? {}).map(([policy, runs]) => ({
     policy,
     ttft: mean(runs.map((r) => r.ttft_p90)),

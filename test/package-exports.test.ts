@@ -45,7 +45,7 @@ const ENTRIES: Record<string, string[]> = {
     'openAccessLog',
     'formatRecord',
   ],
-  'kvroute/sim': ['startSimFleet'],
+  'kvroute/sim': ['startSimFleet', 'parseFleet', 'formatFleet'],
   'kvroute/replay': ['replay', 'loadTrace', 'REPLAY_DEFAULTS', 'findSrr', 'parseSlo', 'ReplayError'],
   'kvroute/trace': [
     'readTrace',

@@ -4,6 +4,8 @@
  * (scalePreset in src/sim/engine-preset.ts; docs/engine-model.md#perturbing-the-model). Also
  * how they are read back, passed on to a child `sim serve`, and written into files.
  *
+ * Also `--fleet SPEC`'s declaration (a mixed fleet; fleet-options.ts reads it).
+ *
  * Loaded by every `kvroute` run (the declarations), so it imports nothing heavier than the
  * engine presets.
  */
@@ -57,4 +59,12 @@ export function engineScalingArgs(scaling: EngineScaling): string[] {
 export function scalingRecord(scaling: EngineScaling): EngineScalingRecord {
   const s = engineScaling(scaling);
   return { prefill_cost: s.prefillCost, decode_cost: s.decodeCost, kv_capacity: s.kvCapacity };
+}
+
+/** `--fleet SPEC`, a mixed fleet instead of --instances (src/sim/fleet-spec.ts). */
+export function addFleetOption(command: Command): Command {
+  return command.option(
+    '--fleet <SPEC>',
+    "a mixed fleet instead of --instances: COUNT[:prefill=X][:decode=Y][:kv=Z][,COUNT…], each group's multipliers composing with --prefill-cost, --decode-cost and --kv-capacity (docs/engine-model.md#mixed-fleets)",
+  );
 }

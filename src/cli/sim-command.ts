@@ -8,7 +8,7 @@ import { POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
-import { addEngineScalingOptions } from './engine-options.js';
+import { addEngineScalingOptions, addFleetOption } from './engine-options.js';
 import { addLinkOptions } from './link-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 import { SIM_RUN_DEFAULTS, SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js';
@@ -82,12 +82,14 @@ function addRun(sim: Command): void {
     )
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
+  addFleetOption(run);
   addEngineScalingOptions(run);
   addTraceInputOptions(run);
   example(
     run,
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8',
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --replicas 4 --cache-state events',
+    'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --fleet 4,4:prefill=0.5:decode=0.7',
   );
   runs(run, async () => (await import('./sim-verb.js')).simRunVerb);
 }
@@ -117,6 +119,7 @@ function addServe(sim: Command): void {
       '--tokenizer <DIR>',
       'tokenize text prompts as vLLM does and cache by token blocks: DIR (tokenizer.json + tokenizer_config.json) or qwen3',
     );
+  addFleetOption(serve);
   addEngineScalingOptions(serve);
   addLinkOptions(serve);
   serve.addHelpText(
@@ -125,6 +128,7 @@ function addServe(sim: Command): void {
   );
   example(serve, 'kvroute sim serve --instances 2 --port 8101 --speed 10');
   example(serve, 'kvroute sim serve --instances 2 --kv-events 5557 --kv-events-replay 5600');
+  example(serve, 'kvroute sim serve --fleet 1,1:prefill=0.5 --port 8101 --speed 10');
   runs(serve, async () => {
     const { simServeVerb } = await import('./sim-serve-verb.js');
     return (values) => simServeVerb(values);

@@ -19,6 +19,7 @@ import {
 } from './common.js';
 import { counted } from './counted.js';
 import { engineScalingFlags } from './engine-options.js';
+import { fleetFlags, fleetRecord } from './fleet-options.js';
 import { describeLink, linkFlags } from './link-options.js';
 import { SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js';
 import { publishFleetState } from './fleet-feed.js';
@@ -29,7 +30,8 @@ export interface SimServeHooks {
 }
 
 export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = {}): Promise<void> {
-  const instances = integerFlag(values, 'instances', 1);
+  const given = fleetFlags(values, SIM_FLEET_DEFAULTS.instances);
+  const instances = given.fleet === undefined ? integerFlag(values, 'instances', 1) : given.instances;
   const port = integerFlag(values, 'port', 0);
   if (port !== undefined && port !== 0 && port + (instances ?? SIM_FLEET_DEFAULTS.instances) - 1 > 65535)
     throw new UsageError(
@@ -51,6 +53,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     blockSize: integerFlag(values, 'block-size', 1),
     model,
     scaling,
+    ...(given.fleet === undefined ? {} : { fleet: given.fleet }),
     transferCost: link,
     ...(kvEvents === undefined ? {} : { kvEvents }),
     ...(pool === undefined ? {} : { tokenizer: poolTokenizer(pool) }),
@@ -64,9 +67,12 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     process.stderr.write(`kvroute sim serve: tokenizing with ${tokenizerDir}; caching by token blocks\n`);
   const engine = fleet.engines[0]!;
   const scaled = isUnscaled(scaling) ? '' : ` · ${describeScaling(scaling)}`;
+  const mixed = fleetRecord(given.fleet).fleet;
+  const fleetText = mixed === undefined ? '' : ` (fleet ${mixed})`;
+  const maxModelLen = Math.min(...fleet.engines.map((e) => e.maxModelLen));
   const linked = Object.keys(link).length === 0 ? '' : ` · KV link ${describeLink(link)}`;
   process.stderr.write(
-    `kvroute sim serve: ${counted(fleet.urls.length, 'engine')} · model ${engine.model} · speed ${engine.realtime.speed}×${scaled}${linked} · max_model_len ${engine.maxModelLen} · Ctrl-C stops\n`,
+    `kvroute sim serve: ${counted(fleet.urls.length, 'engine')}${fleetText} · model ${engine.model} · speed ${engine.realtime.speed}×${scaled}${linked} · max_model_len ${maxModelLen} · Ctrl-C stops\n`,
   );
   process.stdout.write(`${fleet.urls.join('\n')}\n`);
   if (kvEvents !== undefined) printKvEndpoints(fleet, kvEvents);

@@ -8,6 +8,7 @@ import type { OffloadMetrics } from '../analysis/offload-metrics.js';
 import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { describeScaling, isUnscaled } from '../sim/engine-preset.js';
+import { formatFleet, isUniformFleet } from '../sim/fleet-spec.js';
 import type { InterferenceCell } from '../sim/interference-bench.js';
 import { counted } from './counted.js';
 import type { SimulationOptions } from '../sim/simulator.js';
@@ -35,8 +36,10 @@ export function renderMetrics(
   const scaled = isUnscaled(options.scaling) ? '' : ` · ${describeScaling(options.scaling)}`;
   const replicas = (options.replicas ?? 1) > 1 ? ` · ${options.replicas} replicas (${options.replicaAssign})` : '';
   const cache = options.cacheState === 'events' ? ' · cache state from KV events' : '';
+  const fleet =
+    options.fleet === undefined || isUniformFleet(options.fleet) ? '' : ` (fleet ${formatFleet(options.fleet)})`;
   return [
-    `${policy} · ${counted(options.instances ?? 0, 'instance')}${replicas} · engine state ${options.engineState}${cache}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
+    `${policy} · ${counted(options.instances ?? 0, 'instance')}${fleet}${replicas} · engine state ${options.engineState}${cache}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
     `${''.padEnd(14)}${['p50', 'p90', 'p99'].map((p) => p.padStart(9)).join('')}`,
     latencyRow('TTFT', m.ttft_s),
     latencyRow('TPOT', ms(m.tpot_ms)),

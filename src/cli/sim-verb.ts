@@ -24,6 +24,8 @@ import {
   type OptionValues,
 } from './common.js';
 import { engineScalingFlags, scalingRecord } from './engine-options.js';
+import { fleetFields, fleetFlags } from './fleet-options.js';
+import { fleetGroupMetrics, renderFleetGroups } from './fleet-groups.js';
 import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from '../trace/run-header.js';
@@ -38,9 +40,11 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   if (trace === undefined) throw new UsageError('sim run needs a trace: sim run IN, or --trace IN');
   checkInputFile('sim run', trace, TRACE_FILE);
   const d = SIM_RUN_DEFAULTS;
+  const { instances, fleet } = fleetFlags(values, d.instances);
   const options: SimulationOptions = {
     policy: policyFlag(values) ?? d.policy,
-    instances: integerFlag(values, 'instances', 1) ?? d.instances,
+    instances,
+    ...(fleet === undefined ? {} : { fleet }),
     engineState: choiceFlag(values, 'engine-state', ['shadow', 'shm'] as const) ?? d.engineState,
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
     scaling: engineScalingFlags(values),
@@ -68,6 +72,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
     preset: options.preset!,
     engine_scaling: scalingRecord(options.scaling!),
     capacity_blocks: result.capacityBlocks,
+    ...fleetFields(fleet, result.engineCapacityBlocks),
   };
   const records = stringFlag(values, 'records');
   if (records !== undefined) {
@@ -88,13 +93,16 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
     );
     writeRecords(records, result.records, header);
   }
+  const groups = fleetGroupMetrics(fleet, result.records);
+  const groupFields = groups.length === 0 ? {} : { fleet_groups: groups };
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records) })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records) })}\n`,
     );
     return;
   }
   process.stdout.write(`${renderMetrics(options, metrics, result.makespan, offload)}\n`);
+  if (groups.length > 0) process.stdout.write(`by group:\n${renderFleetGroups(groups).join('\n')}\n`);
   process.stderr.write(
     `(${formatDuration((performance.now() - started) / 1000)} wall, ${formatCount(result.steps)} engine steps)\n`,
   );

@@ -9,11 +9,13 @@ import { join } from 'node:path';
 import { parsePolicyArg } from '../core/policy-arg.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { EngineScaling } from '../sim/engine-preset.js';
+import type { FleetGroup } from '../sim/fleet-spec.js';
 import { simulateStream, type SimulationResult } from '../sim/simulator.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
 import { scalingRecord } from './engine-options.js';
+import { fleetFields } from './fleet-options.js';
 import { runHeader } from '../trace/run-header.js';
 import { writeJson, type CellSummary, type EngineStateName, type SweepCell } from './sweep-layout.js';
 import { cellSummary } from './sweep-summary.js';
@@ -33,6 +35,8 @@ export interface SimFileRun {
   preset: string;
   /** Engine-model multipliers (docs/engine-model.md "Perturbing the model"); absent: none. */
   scaling?: EngineScaling;
+  /** A mixed fleet of `instances` engines (--fleet); absent: a uniform one. */
+  fleet?: FleetGroup[];
 }
 
 export interface SimFileOutcome {
@@ -53,6 +57,7 @@ export async function simulateFile(run: SimFileRun): Promise<SimFileOutcome> {
     engineState: run.engineState,
     preset: run.preset,
     ...(run.scaling === undefined ? {} : { scaling: run.scaling }),
+    ...(run.fleet === undefined ? {} : { fleet: run.fleet }),
   });
   return { result, fingerprint: fingerprint.digest(), readStats: reader.stats };
 }
@@ -66,6 +71,7 @@ export interface SimCellTask {
   instances: number;
   preset: string;
   scaling: EngineScaling;
+  fleet?: FleetGroup[];
   /** The sweep's argv and start, for the record header. */
   command: string[];
   startedAt: string;
@@ -96,11 +102,13 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
     instances: task.instances,
     preset: task.preset,
     scaling: task.scaling,
+    ...(task.fleet === undefined ? {} : { fleet: task.fleet }),
   });
   const engine = {
     preset: task.preset,
     engine_scaling: scalingRecord(task.scaling),
     capacity_blocks: result.capacityBlocks,
+    ...fleetFields(task.fleet, result.engineCapacityBlocks),
   };
   const header = runHeader(
     {

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
-import { addEngineScalingOptions } from './engine-options.js';
+import { addEngineScalingOptions, addFleetOption } from './engine-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 
@@ -36,12 +36,18 @@ export function addSweepCommand(program: Command): void {
     .option('--speed <X>', '--live: the fleet runs X times faster than real time')
     .option('--backends <URL,…>', 'run each cell through kvroute serve in front of these engines')
     .option('--json', 'print sweep.json, the cell summaries and the ES ablation pairs instead of the tables');
+  addFleetOption(sweep);
   addEngineScalingOptions(sweep, "every simulated engine's");
   addTraceInputOptions(sweep);
   example(
     sweep,
     'kvroute trace synth --sessions 50 -o synth.jsonl',
     'kvroute sweep synth.jsonl --policies sticky,unified,min_ttft --engine-state shadow,shm --out sweep-1',
+  );
+  example(
+    sweep,
+    'kvroute trace synth --sessions 30 -o synth.jsonl',
+    'kvroute sweep synth.jsonl --policies unified,min_ttft --engine-state shadow --fleet 4,4:prefill=0.5:decode=0.7 --out sweep-fleet',
   );
   runs(sweep, async () => (await import('./sweep-verb.js')).sweepVerb);
 }

@@ -33,6 +33,10 @@ export interface EngineFacts {
   preset: string;
   engine_scaling: EngineScalingRecord;
   capacity_blocks?: number;
+  /** A mixed fleet's spec (docs/engine-model.md#mixed-fleets); absent for a uniform one. */
+  fleet?: string;
+  /** With `fleet`: each group's KV blocks per engine (capacity_blocks is the router's). */
+  fleet_capacity_blocks?: number[];
 }
 
 /** DIR/sweep.json. */
@@ -43,6 +47,8 @@ export interface SweepManifest {
   /** The simulated engines' preset and multipliers (absent for --backends, and in older sweeps). */
   preset?: string;
   engine_scaling?: EngineScalingRecord;
+  /** A mixed fleet's spec (--fleet; absent for a uniform fleet, and in older sweeps). */
+  fleet?: string;
   /** argv after `kvroute`. */
   command: string[];
   kvroute_version: string;

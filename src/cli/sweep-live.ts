@@ -17,7 +17,9 @@ import { fileURLToPath } from 'node:url';
 
 import type { EngineScaling } from '../sim/engine-preset.js';
 import { readRecordFile } from '../trace/record-file.js';
+import type { FleetGroup } from '../sim/fleet-spec.js';
 import { engineScalingArgs } from './engine-options.js';
+import { fleetArgs } from './fleet-options.js';
 import type { SweepCell } from './sweep-layout.js';
 
 export interface LiveOptions {
@@ -30,6 +32,8 @@ export interface LiveOptions {
   preset?: string;
   /** live: `sim serve --prefill-cost/--decode-cost/--kv-capacity`. */
   scaling?: EngineScaling;
+  /** live: `sim serve --fleet`, a mixed fleet of `instances` engines. */
+  groups?: FleetGroup[];
   /** live: one fleet for every cell (started with the feed on) instead of a cold one per cell. */
   hot?: boolean;
   /** backends: the engines' base URLs. */
@@ -176,9 +180,9 @@ export async function startFleet(
   feed?: string,
   speed?: number,
   onSpawn?: LiveOptions['onSpawn'],
-  engine: Pick<LiveOptions, 'preset' | 'scaling'> = {},
+  engine: Pick<LiveOptions, 'preset' | 'scaling' | 'groups'> = {},
 ): Promise<Fleet> {
-  const args = ['sim', 'serve', '--instances', String(instances), '--port', '0', '--host', '127.0.0.1'];
+  const args = ['sim', 'serve', ...fleetArgs(instances, engine.groups), '--port', '0', '--host', '127.0.0.1'];
   if (feed !== undefined) args.push('--shm', feed);
   if (speed !== undefined) args.push('--speed', String(speed));
   if (engine.preset !== undefined) args.push('--preset', engine.preset);

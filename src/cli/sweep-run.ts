@@ -33,6 +33,8 @@ import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/
 import { readRecords } from '../trace/record-file.js';
 import { ioError } from '../trace/trace-errors.js';
 import { scalingRecord } from './engine-options.js';
+import { fleetFields, fleetRecord } from './fleet-options.js';
+import { fleetPresets, type FleetGroup } from '../sim/fleet-spec.js';
 import { kvrouteVersion } from '../trace/run-header.js';
 import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
 import {
@@ -67,6 +69,8 @@ export interface SweepOptions {
    * engines and the --live fleet (default: none). --backends engines are what they are.
    */
   scaling?: EngineScaling;
+  /** A mixed fleet of `instances` engines (--fleet), for the simulator's and the --live fleet; absent: uniform. */
+  fleet?: FleetGroup[];
   /** Piscina threads for offline cells (default: one per core). */
   workers?: number;
   /** live and backends cells. */
@@ -122,10 +126,18 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
 
   const preset = scalePreset(ENGINE_PRESETS[options.preset]!, options.scaling);
   const pairs = esPairs(cells, options.out);
+  const mixed = fleetRecord(options.fleet).fleet;
   const perturbed =
-    options.mode === 'backends' || isUnscaled(options.scaling)
+    options.mode === 'backends' || (isUnscaled(options.scaling) && mixed === undefined)
       ? undefined
-      : `${describeScaling(options.scaling)} (preset ${options.preset}; docs/engine-model.md#perturbing-the-model)`;
+      : [
+          ...(isUnscaled(options.scaling)
+            ? []
+            : [
+                `${describeScaling(options.scaling)} (preset ${options.preset}; docs/engine-model.md#perturbing-the-model)`,
+              ]),
+          ...(mixed === undefined ? [] : [`mixed fleet ${mixed} (docs/engine-model.md#mixed-fleets)`]),
+        ].join('; ');
   const tables = renderTables(cells, summaries, traceSummary, pairs, perturbed);
   writeJson(join(options.out, 'trace-summary.json'), traceSummary);
   writeJson(join(options.out, 'interference.json'), interferenceTable(preset));
@@ -136,7 +148,11 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
     trace: { path: options.trace, fingerprint: ran[0]?.fingerprint ?? '' },
     ...(options.mode === 'backends'
       ? {}
-      : { preset: options.preset, engine_scaling: scalingRecord(options.scaling ?? {}) }),
+      : {
+          preset: options.preset,
+          engine_scaling: scalingRecord(options.scaling ?? {}),
+          ...fleetRecord(options.fleet),
+        }),
     command: options.command,
     kvroute_version: kvrouteVersion(),
     started_at: startedAt.toISOString(),
@@ -163,6 +179,7 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
           instances: options.instances,
           preset: options.preset,
           scaling: options.scaling ?? {},
+          ...(options.fleet === undefined ? {} : { fleet: options.fleet }),
           command: options.command,
           startedAt: startedAt.toISOString(),
         };
@@ -181,7 +198,15 @@ async function runLiveCells(cells: SweepCell[], options: SweepOptions, startedAt
   const given = options.live;
   if (given === undefined) throw new Error(`${options.mode} cells need live options`);
   // A --live fleet runs the sweep's engine model, as the simulator's cells do.
-  const live = given.mode === 'live' ? { ...given, preset: options.preset, scaling: options.scaling ?? {} } : given;
+  const live =
+    given.mode === 'live'
+      ? {
+          ...given,
+          preset: options.preset,
+          scaling: options.scaling ?? {},
+          ...(options.fleet === undefined ? {} : { groups: options.fleet }),
+        }
+      : given;
   const { runLiveCell, startFleet, feedName, registerFeed, removeFeed } = await import('./sweep-live.js');
   const runner = options.liveRunner ?? runLiveCell;
   // --hot: one fleet for all cells, publishing the feed whether or not a cell reads it.
@@ -233,6 +258,10 @@ function liveEngine(options: SweepOptions, live: LiveOptions): EngineFacts | und
     preset: options.preset,
     engine_scaling: scalingRecord(options.scaling ?? {}),
     capacity_blocks: capacityBlocks(preset, SIM_FLEET_DEFAULTS.blockSize),
+    ...fleetFields(
+      options.fleet,
+      fleetPresets(preset, options.fleet ?? []).map((p) => capacityBlocks(p, SIM_FLEET_DEFAULTS.blockSize)),
+    ),
   };
 }
 

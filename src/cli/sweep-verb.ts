@@ -6,6 +6,7 @@ import { ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type OptionValues } from './common.js';
 import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { engineScalingFlags } from './engine-options.js';
+import { fleetFlags } from './fleet-options.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
 import type { LiveOptions } from './sweep-live.js';
@@ -49,7 +50,7 @@ export function sweepOptions(values: OptionValues): SweepOptions {
   if (values.live === true && backends !== undefined) throw new UsageError('--live and --backends exclude each other');
   const mode: CellMode = values.live === true ? 'live' : backends !== undefined ? 'backends' : 'sim';
   const d = SWEEP_DEFAULTS;
-  const instances = integerFlag(values, 'instances', 1) ?? (mode === 'live' ? d.liveInstances : d.instances);
+  const { instances, fleet } = fleetFlags(values, mode === 'live' ? d.liveInstances : d.instances);
   const options: SweepOptions = {
     trace,
     reader: readerOptions(values),
@@ -62,8 +63,11 @@ export function sweepOptions(values: OptionValues): SweepOptions {
     instances,
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
     scaling: engineScalingFlags(values),
+    ...(fleet === undefined ? {} : { fleet }),
     command: process.argv.slice(2),
   };
+  if (mode === 'backends' && fleet !== undefined)
+    throw new UsageError('--fleet applies to simulated engines, not --backends: give --instances');
   if (mode === 'backends' && !isUnscaled(options.scaling))
     throw new UsageError('--prefill-cost, --decode-cost and --kv-capacity apply to simulated engines, not --backends');
   const workers = integerFlag(values, 'workers', 1);

@@ -35,6 +35,10 @@ export function addTuneCommand(program: Command): void {
     )
     .option('--holdout <IN,…>', 'traces the best setting and the defaults are also evaluated on, never used to choose')
     .option('--instances <N>', withDefault('engines', d.instances))
+    .option(
+      '--fleet <SPEC>',
+      'a mixed fleet instead of --instances: COUNT[:prefill=X][:decode=Y][:kv=Z][,COUNT…] (docs/engine-model.md#mixed-fleets)',
+    )
     .option('--engine-state <shadow|shm>', withDefault("the router's view of the engines", d.engineState))
     .option('--preset <NAME>', withDefault(`engine model: ${Object.keys(ENGINE_PRESETS).join(', ')}`, d.preset))
     .option('--workers <N>', withDefault('simulations run at once, one thread each', 'one per core'))
@@ -46,6 +50,11 @@ export function addTuneCommand(program: Command): void {
     tune,
     'for s in 1 2 3 11 12 13; do kvroute trace synth --sessions 30 --seed $s -o seed$s.jsonl; done',
     'kvroute tune seed1.jsonl,seed2.jsonl,seed3.jsonl --holdout seed11.jsonl,seed12.jsonl,seed13.jsonl --policy unified --param overloadFactor=1:3,decodeWeight=0:1 --samples 16',
+  );
+  example(
+    tune,
+    'kvroute trace synth --sessions 20 --seed 1 -o seed1.jsonl',
+    'kvroute tune seed1.jsonl --policy unified --param overloadFactor=1:3 --samples 4 --fleet 2:prefill=0.5:decode=0.7,2',
   );
   runs(tune, async () => (await import('./tune-verb.js')).tuneVerb);
 }

@@ -4,6 +4,7 @@
  * own so that neither imports the other.
  */
 import type { PolicyName } from '../core/types.js';
+import type { FleetGroup } from '../sim/fleet-spec.js';
 import type { ReadTraceOptions } from '../trace/read-trace.js';
 import type { EngineStateName } from './sweep-layout.js';
 import type { Aggregate, ObjectiveName } from './tune-objectives.js';
@@ -24,6 +25,8 @@ export interface TuneOptions {
   objective: ObjectiveName;
   aggregate: Aggregate;
   instances: number;
+  /** A mixed fleet of `instances` engines (--fleet); absent: uniform. */
+  fleet?: FleetGroup[];
   preset: string;
   engineState: EngineStateName;
   /** Piscina threads (default: one per core). */

@@ -9,6 +9,7 @@
  */
 import type { PolicySpec } from '../core/types.js';
 import { kvrouteVersion } from '../trace/run-header.js';
+import { fleetRecord } from './fleet-options.js';
 import { aggregate, OBJECTIVES } from './tune-objectives.js';
 import type { TuneOptions } from './tune-options.js';
 import type { Point, Round } from './tune-search.js';
@@ -61,7 +62,8 @@ export interface TuneResult {
     simulations: number;
   };
   params: Array<{ name: string; lo: number; hi: number; integer: boolean; default: number }>;
-  setup: { instances: number; preset: string; engine_state: string };
+  /** `fleet`: a mixed fleet's spec (--fleet), absent for a uniform one. */
+  setup: { instances: number; preset: string; engine_state: string; fleet?: string };
   traces: TraceRef[];
   points: Array<Setting & { id: number; round: number }>;
   defaults: Setting;
@@ -134,7 +136,12 @@ export function tuneResult(input: ResultInput): TuneResult {
       simulations: input.simulations,
     },
     params: options.params.map((range, i) => ({ ...range, default: input.defaults.point[i]! })),
-    setup: { instances: options.instances, preset: options.preset, engine_state: options.engineState },
+    setup: {
+      instances: options.instances,
+      preset: options.preset,
+      engine_state: options.engineState,
+      ...fleetRecord(options.fleet),
+    },
     traces: options.traces.map(traceRef),
     points: points.map((p) => ({
       id: p.id,

@@ -187,6 +187,7 @@ class Evaluator {
       policy: spec,
       engineState: this.options.engineState,
       instances: this.options.instances,
+      ...(this.options.fleet === undefined ? {} : { fleet: this.options.fleet }),
       preset: this.options.preset,
     };
     const result = (await this.pool.run(task, { name: 'tunePoint' })) as TunePointResult | CellFailure;

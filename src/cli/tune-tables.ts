@@ -64,7 +64,7 @@ export function renderTune(r: TuneResult): string {
   const lines = [
     `# kvroute tune: ${r.policy}, ${metric}, ${over} over ${r.traces.length} ${r.traces.length === 1 ? 'trace' : 'traces'}`,
     '',
-    `${counted(r.setup.instances, 'instance')}, engine state ${r.setup.engine_state}, preset ${r.setup.preset}; ${r.search.simulations} simulations.`,
+    `${counted(r.setup.instances, 'instance')}${r.setup.fleet === undefined ? '' : ` (fleet ${r.setup.fleet})`}, engine state ${r.setup.engine_state}, preset ${r.setup.preset}; ${r.search.simulations} simulations.`,
     `Search: ${r.search.method}.`,
     `Traces: ${legend(traces, r.traces)}.`,
     '',

@@ -6,6 +6,7 @@ import { formatDuration } from '../analysis/format-units.js';
 import { ALL_POLICY_NAMES, POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, stringFlag, UsageError, type OptionValues } from './common.js';
+import { fleetFlags } from './fleet-options.js';
 import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { startProgress } from './progress.js';
 import { ENGINE_STATES, writeAtomically } from './sweep-layout.js';
@@ -60,7 +61,7 @@ export function tuneOptions(values: OptionValues): TuneOptions {
     seed: integerFlag(values, 'seed', 0) ?? d.seed,
     objective: choiceFlag(values, 'objective', OBJECTIVE_NAMES) ?? d.objective,
     aggregate: choiceFlag(values, 'aggregate', AGGREGATES) ?? d.aggregate,
-    instances: integerFlag(values, 'instances', 1) ?? d.instances,
+    ...fleetFlags(values, d.instances),
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
     engineState: choiceFlag(values, 'engine-state', ENGINE_STATES) ?? d.engineState,
     command: process.argv.slice(2),

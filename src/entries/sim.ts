@@ -4,3 +4,4 @@
  */
 export { startSimFleet, type SimFleet, type SimFleetOptions } from '../sim/sim-fleet.js';
 export type { EngineScaling } from '../sim/engine-preset.js';
+export { parseFleet, formatFleet, FleetSpecError, type FleetGroup } from '../sim/fleet-spec.js';

@@ -1,6 +1,6 @@
 /**
  * A policy evaluation directory (scripts/policy-eval.mjs, docs/policy-evaluation.md): one or
- * more `<set>-seeds-<seeds>.json` files, each every policy's TTFT p90, APC and hotspot index by
+ * more `<set>-seeds-<seeds>[-fleet-<spec>].json` files, each every policy's TTFT p90, APC and hotspot index by
  * regime and seed. `kvroute report DIR` renders them when DIR holds no sweep.json.
  *
  * Every field is checked, naming the file and the field: a report never shows a number it
@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Fields, readJson, ReportError } from './report-input.js';
 
 /** The file names an evaluation directory is recognised by. */
-export const EVALUATION_FILE = /^([a-z]+)-seeds-([0-9-]+)\.json$/;
+export const EVALUATION_FILE = /^([a-z]+)-seeds-([0-9-]+?)(-fleet-[A-Za-z0-9.-]+)?\.json$/;
 
 /** One policy in one regime: means over the regime's runs (seeds). */
 export interface EvaluationRow {
@@ -34,6 +34,8 @@ export interface EvaluationSet {
   /** `regimes`, `perturbations`, … (the file name's first part). */
   set: string;
   seeds: number[];
+  /** The mixed fleet every regime ran on (`policy-eval.mjs --fleet`), when one did. */
+  fleet?: string;
   policies: string[];
   regimes: EvaluationRegime[];
 }
@@ -74,7 +76,8 @@ function loadSet(dir: string, name: string): EvaluationSet {
     return { name: regime, rows };
   });
   if (regimes.length === 0) f.fail('cells', 'at least one regime', top.cells);
-  return { file: name, set: EVALUATION_FILE.exec(name)![1]!, seeds, policies, regimes };
+  const fleet = top.fleet === undefined ? {} : { fleet: f.string(top.fleet, 'fleet') };
+  return { file: name, set: EVALUATION_FILE.exec(name)![1]!, seeds, ...fleet, policies, regimes };
 }
 
 /** Every evaluation file of `dir`; a ReportError when there is none or one is malformed. */

@@ -90,7 +90,7 @@ export async function buildEvaluationReport(
     const rows = tableRows(set);
     const svg = await renderSvg(figureSpec(set));
     html.push(
-      `<h2>${e(set.set)} (seeds ${e(set.seeds.join(', '))})</h2>`,
+      `<h2>${e(set.set)} (seeds ${e(set.seeds.join(', '))}${set.fleet === undefined ? '' : `; fleet ${e(set.fleet)}`})</h2>`,
       `<table data-set="${e(set.set)}"><thead><tr><th>TTFT p90 (s)</th>${set.policies.map((p) => `<th>${e(p)}</th>`).join('')}</tr></thead><tbody>`,
       ...rows.map(
         (row) =>
@@ -100,7 +100,7 @@ export async function buildEvaluationReport(
       `<figure data-figure="${e(set.set)}">\n${svg}\n<figcaption>${e(caption(set))}</figcaption>\n</figure>`,
     );
     md.push(
-      `## ${set.set} (seeds ${set.seeds.join(', ')}; ${set.file})`,
+      `## ${set.set} (seeds ${set.seeds.join(', ')}${set.fleet === undefined ? '' : `; fleet ${set.fleet}`}; ${set.file})`,
       '',
       `| TTFT p90 (s) | ${set.policies.join(' | ')} |`,
       `| --- |${set.policies.map(() => ' ---: |').join('')}`,

@@ -90,6 +90,8 @@ function provenance(doc: ReportDocumentInput): [string, string][] {
   ];
   for (const argv of input.commands) rows.push(['command', commandLine(argv)]);
   if (input.engine !== undefined) rows.push(['engine model', input.engine]);
+  if (input.fleet !== undefined)
+    rows.push(['fleet', `${input.fleet} (mixed: groups of instances in order, each its own multipliers)`]);
   if (input.traceSummary !== undefined)
     rows.push(['trace size', `${input.traceSummary.requests} requests, ${input.traceSummary.sessions} sessions`]);
   rows.push(['report', `kvroute ${doc.version}, ${doc.generatedAt}`]);

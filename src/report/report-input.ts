@@ -99,6 +99,8 @@ export interface ReportInput {
   commands: string[][];
   /** The simulated engines' preset and multipliers, when recorded: `h20-… · prefill cost ×1.3`. */
   engine?: string;
+  /** A mixed fleet's spec, when recorded (`--fleet`, docs/engine-model.md#mixed-fleets). */
+  fleet?: string;
   kvroute_version: string;
   started_at: string;
   cells: ReportCell[];
@@ -213,6 +215,7 @@ export function loadRun(path: string): ReportInput {
     trace: h?.trace ?? { path: '(not recorded)', fingerprint: '(not recorded)' },
     commands: h === undefined ? [] : [h.command],
     ...(engine === undefined ? {} : { engine }),
+    ...(h?.fleet === undefined ? {} : { fleet: new Fields(`${path}: header`).string(h.fleet, 'fleet') }),
     kvroute_version: h?.kvroute_version ?? '(not recorded)',
     started_at: h?.started_at ?? '(not recorded)',
     cells: [{ id: h?.policy ?? 'run', policy: h?.policy ?? '(not recorded)', summary, header: h }],
@@ -288,6 +291,7 @@ export function loadSweep(dir: string): ReportInput {
     trace: { path: f.string(trace.path, 'trace.path'), fingerprint: f.string(trace.fingerprint, 'trace.fingerprint') },
     commands: [command],
     ...(s.preset === undefined ? {} : { engine: engineModel(f, s.preset, s.engine_scaling) }),
+    ...(s.fleet === undefined ? {} : { fleet: f.string(s.fleet, 'fleet') }),
     kvroute_version: f.string(s.kvroute_version, 'kvroute_version'),
     started_at: f.string(s.started_at, 'started_at'),
     cells: cells.map((c, i) => loadCell(dir, c, i)),

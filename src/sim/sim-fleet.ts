@@ -14,6 +14,7 @@ import type { OffloadCostModel } from '../core/offload-cost.js';
 import { capacityBlocks, ENGINE_PRESETS, scalePreset, type EngineScaling } from './engine-preset.js';
 import type { PromptTokenizer } from './completion-request.js';
 import { EngineServer } from './engine-server.js';
+import { checkFleetOf, fleetPresets, fleetSize, uniformFleet, type FleetGroup } from './fleet-spec.js';
 import { KvTransferPeers } from './kv-peers.js';
 import type { KvEventEncoding } from './kv-event-encoding.js';
 import { SIM_FLEET_DEFAULTS } from './sim-fleet-defaults.js';
@@ -31,6 +32,11 @@ export interface SimFleetOptions {
   preset?: string;
   /** Multipliers of the preset's prefill cost, decode cost and KV capacity (scalePreset). */
   scaling?: EngineScaling;
+  /**
+   * A mixed fleet (fleet-spec.ts): engine i runs its group's factors on top of `scaling`; the
+   * groups' counts give the engines (an `instances` beside it must agree).
+   */
+  fleet?: FleetGroup[];
   /** Tokens per KV block (default 16, vLLM's). */
   blockSize?: number;
   /** Served model name (default the preset's model). */
@@ -79,7 +85,8 @@ export interface SimFleet {
 export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimFleet> {
   // `??`, not a spread: an option given as undefined takes its default.
   const o = {
-    instances: options.instances ?? SIM_FLEET_DEFAULTS.instances,
+    instances:
+      options.instances ?? (options.fleet === undefined ? SIM_FLEET_DEFAULTS.instances : fleetSize(options.fleet)),
     port: options.port ?? SIM_FLEET_DEFAULTS.port,
     host: options.host ?? SIM_FLEET_DEFAULTS.host,
     speed: options.speed ?? SIM_FLEET_DEFAULTS.speed,
@@ -90,7 +97,12 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
   if (named === undefined)
     throw new RangeError(`unknown engine preset ${o.preset}; known: ${Object.keys(ENGINE_PRESETS).join(', ')}`);
   const preset = scalePreset(named, options.scaling);
-  if (o.blockSize > 0 && capacityBlocks(preset, o.blockSize) < 1)
+  if (options.fleet !== undefined) checkFleetOf(options.fleet, o.instances);
+  const groupPresets = fleetPresets(
+    preset,
+    (options.fleet ?? uniformFleet(1)).map((g) => ({ ...g, count: 1 })),
+  );
+  if (o.blockSize > 0 && groupPresets.some((p) => capacityBlocks(p, o.blockSize) < 1))
     throw invalidValue(
       'scaling.kvCapacity',
       `large enough for one ${o.blockSize}-token KV block per engine`,
@@ -99,6 +111,7 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
   if (!(Number.isSafeInteger(o.instances) && o.instances > 0))
     throw new RangeError(`instances must be a positive integer, got ${o.instances}`);
   checkPortRange('ports', o.port, o.instances);
+  const presets = fleetPresets(preset, options.fleet ?? uniformFleet(o.instances));
   const kv = options.kvEvents;
   if (kv !== undefined) {
     checkPortRange('kv event ports', kv.port, o.instances);
@@ -117,7 +130,7 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
           index,
           host: o.host,
           port: o.port === 0 ? 0 : o.port + index,
-          preset,
+          preset: presets[index]!,
           blockSize: o.blockSize,
           speed: o.speed,
           model: options.model ?? preset.model,

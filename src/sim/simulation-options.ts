@@ -7,6 +7,7 @@ import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { RequestRecord } from '../trace/records.js';
 import type { EngineScaling } from './engine-preset.js';
 import type { CacheState } from './event-fed-cache.js';
+import type { FleetGroup } from './fleet-spec.js';
 import type { ReplicaAssign } from './replica-assign.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
@@ -24,6 +25,12 @@ export interface SimulationOptions {
    * router's capacity follows the engines'. A kvCapacity other than 1 excludes `capacityBlocks`.
    */
   scaling?: EngineScaling;
+  /**
+   * A mixed fleet (fleet-spec.ts): groups whose counts add up to `instances`, each engine scaled
+   * by its group's factors on top of `scaling`. The router is not told them: its capacity is the
+   * fleet-wide one. Default: `instances` engines of the (scaled) preset.
+   */
+  fleet?: FleetGroup[];
   /** KV blocks per engine; default: the (scaled) preset's KV bytes at the trace's block size. */
   capacityBlocks?: number;
   dispatch?: Dispatch;
@@ -69,6 +76,8 @@ export interface SimulationResult {
   steps: number;
   /** KV blocks of each engine (and the router's capacity per instance); 0 when nothing ran. */
   capacityBlocks: number;
+  /** KV blocks of each engine, in instance order (a mixed fleet's differ); [] when nothing ran. */
+  engineCapacityBlocks: number[];
   /** Requests each replica's router routed, by its own count (RouterStats decisions); [n] for one. */
   replicaRoutes: number[];
 }

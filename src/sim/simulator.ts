@@ -55,6 +55,7 @@ import {
 } from './engine-preset.js';
 import { CACHE_STATES, EventFedCache } from './event-fed-cache.js';
 import { EventQueue } from './event-queue.js';
+import { checkFleetOf, fleetPresets, uniformFleet } from './fleet-spec.js';
 import { KvTransferLink } from './kv-transfer.js';
 import { ReplicaAssigner } from './replica-assign.js';
 import type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
@@ -174,6 +175,8 @@ class Simulation {
   private routerTime = Number.NaN;
   /** Events at or after this time wait for requests not read yet (see runBefore). */
   private horizon = Infinity;
+  /** The largest request the smallest engine's KV cache can hold. */
+  private maxRequestTokens = Infinity;
 
   constructor(private readonly options: SimulationOptions) {
     const presetName = options.preset ?? DEFAULT_ENGINE_PRESET;
@@ -185,6 +188,7 @@ class Simulation {
     if (options.cacheState !== undefined && !CACHE_STATES.includes(options.cacheState))
       throw invalidValue('cacheState', `one of ${CACHE_STATES.join(', ')}`, options.cacheState);
     this.preset = scalePreset(preset, options.scaling);
+    if (options.fleet !== undefined) checkFleetOf(options.fleet, options.instances, options.capacityBlocks);
     this.dispatch = options.dispatch ?? { mode: 'session' };
     this.random = this.dispatch.mode === 'poisson' ? new SynthRandom(this.dispatch.seed) : undefined;
     this.stepping = new Array<boolean>(options.instances).fill(false);
@@ -238,6 +242,7 @@ class Simulation {
       evictions: engines.reduce((sum, engine) => sum + engine.pool.evictions, 0),
       steps: engines.reduce((sum, engine) => sum + engine.counters.steps, 0),
       capacityBlocks: engines[0]?.pool.capacity ?? 0,
+      engineCapacityBlocks: engines.map((engine) => engine.pool.capacity),
       replicaRoutes:
         this.fleet?.routers.map((router) => Object.values(router.stats().decisions).reduce((sum, n) => sum + n, 0)) ??
         new Array<number>(this.replicas.replicas).fill(0),
@@ -272,11 +277,14 @@ class Simulation {
         }),
     );
     const router = routers[0]!;
-    const engines = Array.from(
-      { length: instances },
-      () => new EngineModel({ preset: this.preset, blockSize, capacityBlocks: capacity }),
-    );
+    // Each engine its group's preset (fleet-spec.ts); the router keeps the fleet-wide capacity.
+    const engines = fleetPresets(this.preset, this.options.fleet ?? uniformFleet(instances)).map((preset) => {
+      const blocks = preset === this.preset ? capacity : capacityBlocks(preset, blockSize);
+      if (blocks < 1) throw invalidValue('fleet kv', `large enough for one ${blockSize}-token block`, blocks);
+      return new EngineModel({ preset, blockSize, capacityBlocks: blocks });
+    });
     this.fleet = { routers, engines, instanceIds: router.instances() };
+    this.maxRequestTokens = Math.min(...engines.map((engine) => engine.maxRequestTokens));
     if (this.options.cacheState === 'events')
       this.eventFed = new EventFedCache(engines, routers, this.fleet.instanceIds, blockSize);
     const policyCost = (router.policy as ResolvedPolicy & { offload?: OffloadCostModel | null }).offload;
@@ -304,10 +312,10 @@ class Simulation {
   private dispatchRequest(request: TraceRequest, now: number): void {
     const { routers, engines } = this.fleet!;
     const tokens = request.inputLength + Math.max(1, request.outputLength);
-    if (tokens > engines[0]!.maxRequestTokens)
+    if (tokens > this.maxRequestTokens)
       throw invalidValue(
         `input_length + output_length of session ${request.session} turn ${request.turn}`,
-        `at most ${engines[0]!.maxRequestTokens} tokens, the KV cache of one engine`,
+        `at most ${this.maxRequestTokens} tokens, the KV cache of one engine`,
         tokens,
       );
     const replica = this.replicas.replicaFor(request.session);

@@ -89,6 +89,14 @@ export interface RunHeader {
   preset?: string;
   engine_scaling?: EngineScalingRecord;
   capacity_blocks?: number;
+  /**
+   * A mixed fleet (`--fleet`, docs/engine-model.md#mixed-fleets): its spec, such as
+   * `3,5:prefill=0.7:decode=0.8`, whose groups number the instances in order; each group's
+   * multipliers compose with engine_scaling. Absent when every engine runs the same model.
+   */
+  fleet?: string;
+  /** With `fleet`: each group's KV blocks per engine (capacity_blocks is the router's). */
+  fleet_capacity_blocks?: number[];
   kvroute_version: string;
   /** argv after `kvroute`. */
   command: string[];
