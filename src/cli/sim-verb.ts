@@ -26,6 +26,7 @@ import {
 import { engineScalingFlags, scalingRecord } from './engine-options.js';
 import { fleetFields, fleetFlags } from './fleet-options.js';
 import { fleetGroupMetrics, renderFleetGroups } from './fleet-groups.js';
+import { learnedCostFields, renderLearnedCosts } from './learned-costs.js';
 import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from '../trace/run-header.js';
@@ -95,14 +96,19 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   }
   const groups = fleetGroupMetrics(fleet, result.records);
   const groupFields = groups.length === 0 ? {} : { fleet_groups: groups };
+  const learnedCosts = learnedCostFields(result.learnedCosts, fleet);
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records) })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records), learned_costs: learnedCosts })}\n`,
     );
     return;
   }
   process.stdout.write(`${renderMetrics(options, metrics, result.makespan, offload)}\n`);
   if (groups.length > 0) process.stdout.write(`by group:\n${renderFleetGroups(groups).join('\n')}\n`);
+  if (learnedCosts.length > 0)
+    process.stdout.write(
+      `learned costs (prefill, vs the engine's truth):\n${renderLearnedCosts(learnedCosts).join('\n')}\n`,
+    );
   process.stderr.write(
     `(${formatDuration((performance.now() - started) / 1000)} wall, ${formatCount(result.steps)} engine steps)\n`,
   );

@@ -9,6 +9,7 @@ import type { EngineScaling } from './engine-preset.js';
 import type { CacheState } from './event-fed-cache.js';
 import type { FleetGroup } from './fleet-spec.js';
 import type { ReplicaAssign } from './replica-assign.js';
+import type { InstanceLearnedCost } from './sim-cost-learning.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
 
@@ -63,6 +64,11 @@ export interface SimulationOptions {
    * replica before each route (idealised: no delay, no loss).
    */
   cacheState?: CacheState;
+  /**
+   * false runs no cost learners beside the routers (sim-cost-learning.ts). They change no
+   * decision, so the records are the same either way (a test holds them so); default true.
+   */
+  learnCosts?: boolean;
 }
 
 export interface SimulationResult {
@@ -80,4 +86,6 @@ export interface SimulationResult {
   engineCapacityBlocks: number[];
   /** Requests each replica's router routed, by its own count (RouterStats decisions); [n] for one. */
   replicaRoutes: number[];
+  /** Each instance's learned costs beside its engine's true ones; [] when nothing ran or `learnCosts` is false. */
+  learnedCosts: InstanceLearnedCost[];
 }

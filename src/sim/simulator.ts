@@ -58,6 +58,7 @@ import { EventQueue } from './event-queue.js';
 import { checkFleetOf, fleetPresets, uniformFleet } from './fleet-spec.js';
 import { KvTransferLink } from './kv-transfer.js';
 import { ReplicaAssigner } from './replica-assign.js';
+import { SimCostLearning } from './sim-cost-learning.js';
 import type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
 
 export type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
@@ -160,6 +161,7 @@ class Simulation {
   private readonly prefilling = new Map<Sequence, InFlight>();
   private transfersInFlight = 0;
   private link: KvTransferLink | undefined;
+  private learning: SimCostLearning | undefined;
   /** With `cacheState: 'events'`: the engines' KV events, fed to every replica. */
   private eventFed: EventFedCache | undefined;
   /** Sessions with a turn in flight; a session absent here is idle. */
@@ -181,8 +183,7 @@ class Simulation {
   constructor(private readonly options: SimulationOptions) {
     const presetName = options.preset ?? DEFAULT_ENGINE_PRESET;
     const preset = ENGINE_PRESETS[presetName];
-    if (preset === undefined)
-      throw invalidValue('preset', `one of ${Object.keys(ENGINE_PRESETS).join(', ')}`, presetName);
+    if (!preset) throw invalidValue('preset', `one of ${Object.keys(ENGINE_PRESETS).join(', ')}`, presetName);
     if (options.capacityBlocks !== undefined && !isUnscaled({ kvCapacity: options.scaling?.kvCapacity }))
       throw invalidValue('capacityBlocks', 'absent when scaling.kvCapacity is given', options.capacityBlocks);
     if (options.cacheState !== undefined && !CACHE_STATES.includes(options.cacheState))
@@ -193,11 +194,8 @@ class Simulation {
     this.random = this.dispatch.mode === 'poisson' ? new SynthRandom(this.dispatch.seed) : undefined;
     this.stepping = new Array<boolean>(options.instances).fill(false);
     this.quietUntil = new Float64Array(options.instances).fill(Infinity);
-    this.replicas = new ReplicaAssigner(
-      options.replicas ?? 1,
-      options.replicaAssign ?? 'random',
-      options.replicaSeed ?? 1,
-    );
+    const { replicas = 1, replicaAssign = 'random', replicaSeed = 1 } = options;
+    this.replicas = new ReplicaAssigner(replicas, replicaAssign, replicaSeed);
     this.unread = new Array<boolean>(this.replicas.replicas).fill(false);
   }
 
@@ -246,6 +244,7 @@ class Simulation {
       replicaRoutes:
         this.fleet?.routers.map((router) => Object.values(router.stats().decisions).reduce((sum, n) => sum + n, 0)) ??
         new Array<number>(this.replicas.replicas).fill(0),
+      learnedCosts: this.learning?.costs() ?? [],
     };
   }
 
@@ -278,12 +277,14 @@ class Simulation {
     );
     const router = routers[0]!;
     // Each engine its group's preset (fleet-spec.ts); the router keeps the fleet-wide capacity.
-    const engines = fleetPresets(this.preset, this.options.fleet ?? uniformFleet(instances)).map((preset) => {
+    const presets = fleetPresets(this.preset, this.options.fleet ?? uniformFleet(instances));
+    const engines = presets.map((preset) => {
       const blocks = preset === this.preset ? capacity : capacityBlocks(preset, blockSize);
       if (blocks < 1) throw invalidValue('fleet kv', `large enough for one ${blockSize}-token block`, blocks);
       return new EngineModel({ preset, blockSize, capacityBlocks: blocks });
     });
     this.fleet = { routers, engines, instanceIds: router.instances() };
+    this.learning = SimCostLearning.forRun(this.options, routers, presets, this.fleet.instanceIds);
     this.maxRequestTokens = Math.min(...engines.map((engine) => engine.maxRequestTokens));
     if (this.options.cacheState === 'events')
       this.eventFed = new EventFedCache(engines, routers, this.fleet.instanceIds, blockSize);
@@ -328,6 +329,7 @@ class Simulation {
         ? { hashIds: request.hashIds, session: request.session, inputTokens: request.inputLength }
         : { tokens: eventFed.tokensOf(request), session: request.session, inputTokens: request.inputLength },
     );
+    this.learning?.routed(replica, ticket, now);
     const { index: instance, predictedCachedTokens: predicted, offload } = router.decision;
     const flight: InFlight = { request, replica, ticket, instance, dispatch: now, predicted };
     const { hashIds, inputLength, outputLength } = request;
@@ -357,13 +359,13 @@ class Simulation {
   }
 
   /** The first token of a sequence, told to the replica that routed it (the prefill ticket for an offloaded request's prefill phase). */
-  private reportFirstToken(sequence: Sequence): void {
+  private reportFirstToken(sequence: Sequence, now: number): void {
     const { routers } = this.fleet!;
     const prefill = this.prefilling.get(sequence);
-    if (prefill === undefined) {
-      const flight = this.inFlight.get(sequence)!;
-      routers[flight.replica]!.onFirstToken(flight.ticket);
-    } else routers[prefill.replica]!.onFirstToken(prefill.offload!.ticket);
+    if (prefill !== undefined) return routers[prefill.replica]!.onFirstToken(prefill.offload!.ticket);
+    const flight = this.inFlight.get(sequence)!;
+    routers[flight.replica]!.onFirstToken(flight.ticket);
+    this.learning?.firstToken(flight.replica, flight.ticket, now);
   }
 
   private completeStep(instance: number, outcome: StepOutcome, now: number): void {
@@ -371,7 +373,7 @@ class Simulation {
     this.stepping[instance] = false;
     this.quietUntil[instance] = now; // until kick below says otherwise
     this.preemptions += outcome.preempted.length;
-    for (const sequence of outcome.firstTokens) this.reportFirstToken(sequence);
+    for (const sequence of outcome.firstTokens) this.reportFirstToken(sequence, now);
     for (const sequence of outcome.finished) {
       const prefill = this.prefilling.get(sequence);
       if (prefill !== undefined) {
@@ -383,6 +385,7 @@ class Simulation {
       const flight = this.inFlight.get(sequence)!;
       this.inFlight.delete(sequence);
       routers[flight.replica]!.complete(flight.ticket);
+      this.learning?.completed(flight.replica, flight.ticket, Math.max(1, flight.request.outputLength), now);
       this.record(flight, sequence, now);
       this.releaseNextTurn(flight.request, now);
     }
