@@ -107,7 +107,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   if (groups.length > 0) process.stdout.write(`by group:\n${renderFleetGroups(groups).join('\n')}\n`);
   if (learnedCosts.length > 0)
     process.stdout.write(
-      `learned costs (prefill, vs the engine's truth):\n${renderLearnedCosts(learnedCosts).join('\n')}\n`,
+      `learned costs (prefill tokens/s, learned vs true; error of the cost per token):\n${renderLearnedCosts(learnedCosts).join('\n')}\n`,
     );
   process.stderr.write(
     `(${formatDuration((performance.now() - started) / 1000)} wall, ${formatCount(result.steps)} engine steps)\n`,
