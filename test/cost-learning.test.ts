@@ -17,18 +17,13 @@ import { Router } from '../src/index.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../src/sim/engine-preset.js';
 import { decodeTimeCounters, decodeTimeSample } from '../src/state/decode-time-samples.js';
 import { parseExposition } from '../src/state/engine-metrics-scrape.js';
+import { Rng } from './helpers/random.js';
 import { IMPLEMENTATIONS, thrown } from './helpers/routers.js';
 
-/** mulberry32: a seeded uniform [0, 1). */
+/** A seeded uniform [0, 1) (mulberry32, test/helpers/random.ts). */
 function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rng = new Rng(seed);
+  return () => rng.next();
 }
 
 /** Lognormal noise of about `sigma` relative spread. */

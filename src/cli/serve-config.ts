@@ -26,6 +26,7 @@ import {
   type BackendSpec,
   type ProxyOptions,
 } from '../proxy/proxy-options.js';
+import { counted } from './counted.js';
 
 /** A configuration value that is wrong; the message names its source. */
 export class ConfigError extends Error {}
@@ -66,7 +67,7 @@ function withEndpoints(
   if (list === undefined) return backends;
   if (list.length > backends.length)
     throw new ConfigError(
-      `--${flag} lists ${list.length} endpoints for ${backends.length} backend${backends.length === 1 ? '' : 's'}: one per backend, in backend order`,
+      `--${flag} lists ${list.length} endpoints for ${counted(backends.length, 'backend')}: one per backend, in backend order`,
     );
   list.forEach((endpoint, k) => {
     if (endpoint !== '') backends[k] = { ...backends[k]!, [key]: endpoint };

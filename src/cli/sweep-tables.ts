@@ -8,23 +8,17 @@
  * - Offload (issue #18, docs/offload.md), when a cell runs an offload policy or offloaded: per
  *   cell TTFT p90, TPOT p99, the interference index, offloads and their mean TTFT and transfer.
  */
-import type { PairedComparison } from '../analysis/paired-compare.js';
 import type { TraceSummary } from '../analysis/trace-summary.js';
+import { ES_COLUMNS, esRow, type EsPair } from '../report/es-ablation.js';
 import type { CellSummary, SweepCell } from './sweep-layout.js';
 
-export interface EsPair {
-  policy: string;
-  comparison: PairedComparison;
-}
+export type { EsPair } from '../report/es-ablation.js';
 
 const fixed = (value: number | null | undefined, digits: number): string =>
   value === null || value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(digits);
 
 const triple = (q: { p50: number; p90: number; p99: number }, digits: number): string =>
   `${fixed(q.p50, digits)} / ${fixed(q.p90, digits)} / ${fixed(q.p99, digits)}`;
-
-const signedPct = (value: number | null): string =>
-  value === null ? '-' : `${value > 0 ? '+' : value < 0 ? '−' : '±'}${Math.abs(value).toFixed(1)} %`;
 
 function row(cells: readonly string[]): string {
   return `| ${cells.join(' | ')} |`;
@@ -96,19 +90,12 @@ export function renderB3(
 
 export function renderEs(pairs: readonly EsPair[]): string {
   if (pairs.length === 0) return '## ES ablation: shadow → shm\n\n(no policy ran on both shadow and shm)';
-  const rows = pairs.map(({ policy, comparison: c }) => [
-    policy,
-    `${fixed(c.instances_per_session_a, 2)} → ${fixed(c.instances_per_session_b, 2)}`,
-    `${fixed(c.reroute_pct, 1)} %`,
-    `${fixed(c.ttft_p90_a, 2)} → ${fixed(c.ttft_p90_b, 2)} (${signedPct(c.ttft_p90_change_pct)})`,
-    `${fixed(c.ttft_mean_a, 2)} → ${fixed(c.ttft_mean_b, 2)} (${signedPct(c.ttft_mean_change_pct)})`,
-    c.verdict ?? '-',
-  ]);
+  const rows = pairs.map(esRow);
   const t = pairs[0]!.comparison.thresholds;
   return [
     '## ES ablation: shadow (es0) → shm (es1)',
     '',
-    table(['policy', 'instances/session', 'reroute (% of requests)', 'TTFT p90 (s)', 'TTFT mean (s)', 'verdict'], rows),
+    table(ES_COLUMNS, rows),
     '',
     `Requests matched by (session, turn); reroute = matched requests on another instance. Verdict on the TTFT p90 change: ` +
       `HELPS at ≤ −${Math.abs(t.helps_at_or_below_pct)} %, HURTS at ≥ +${t.hurts_at_or_above_pct} %, wash between.`,

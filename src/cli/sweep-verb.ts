@@ -12,6 +12,7 @@ import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layo
 import type { LiveOptions } from './sweep-live.js';
 import { runSweep, type SweepOptions } from './sweep-run.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
+import { counted } from './counted.js';
 
 /**
  * A comma-separated list: each item in `known` (or accepted by `check`, which throws on a bad
@@ -112,7 +113,7 @@ export async function sweepVerb(given: OptionValues, operands: string[] = []): P
     process.stdout.write(`${JSON.stringify({ sweep: outcome.manifest, summaries, es_ablation: outcome.pairs })}\n`);
   } else process.stdout.write(outcome.tables);
   process.stderr.write(
-    `kvroute sweep: wrote ${options.out}/sweep.json (${cells} ${cells === 1 ? 'cell' : 'cells'}, ${formatDuration((performance.now() - started) / 1000)} wall)\n`,
+    `kvroute sweep: wrote ${options.out}/sweep.json (${counted(cells, 'cell')}, ${formatDuration((performance.now() - started) / 1000)} wall)\n`,
   );
 }
 

@@ -5,6 +5,7 @@
 import { TIME_UNITS, WARNING_KINDS, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { TRACE_FORMATS } from '../trace/types.js';
 import { choiceFlag, integerFlag, type OptionValues } from './common.js';
+import { counted } from './counted.js';
 
 /** The reader's options from the flags; a bad value is a UsageError naming its flag. */
 export function readerOptions(values: OptionValues): ReadTraceOptions {
@@ -33,9 +34,8 @@ export function reportWarnings(verb: string, stats: TraceReadStats): void {
       process.stderr.write(`kvroute ${verb}: warning: ${stats.firstWarning[kind]}\n`);
       continue;
     }
-    const lines = count === 1 ? 'line' : 'lines';
     process.stderr.write(
-      `kvroute ${verb}: warning: ${count} ${lines} with ${kind}; first: ${stats.firstWarning[kind]}\n`,
+      `kvroute ${verb}: warning: ${counted(count, 'line')} with ${kind}; first: ${stats.firstWarning[kind]}\n`,
     );
   }
 }

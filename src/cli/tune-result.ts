@@ -13,6 +13,7 @@ import { fleetRecord } from './fleet-options.js';
 import { aggregate, OBJECTIVES } from './tune-objectives.js';
 import type { TuneOptions } from './tune-options.js';
 import type { Point, Round } from './tune-search.js';
+import { counted } from './counted.js';
 
 /** The tolerance of the margins' intervals: objectives at most this much above the best's. */
 export const WITHIN = 0.02;
@@ -197,7 +198,7 @@ function describeSearch(options: TuneOptions, rounds: readonly Round[]): string 
   const [explore, refine] = rounds;
   if (explore!.method === 'grid')
     return `grid of every combination (${explore!.points.length} points): exhaustive, no refining round`;
-  const points = (n: number): string => `${n} ${n === 1 ? 'point' : 'points'}`;
+  const points = (n: number): string => counted(n, 'point');
   const first = `maximin Latin hypercube of ${points(explore!.points.length)} (${options.samples - options.refine} levels per parameter, seed ${options.seed})`;
   if (refine === undefined) return first;
   return `${first}, then a maximin Latin hypercube of ${points(refine.points.length)} within one round-1 level spacing of round 1's best`;

@@ -62,7 +62,7 @@ export function renderTune(r: TuneResult): string {
   const setting = (params: Record<string, number>): string =>
     names.map((n) => `${n} ${paramText(params[n]!)}`).join(', ');
   const lines = [
-    `# kvroute tune: ${r.policy}, ${metric}, ${over} over ${r.traces.length} ${r.traces.length === 1 ? 'trace' : 'traces'}`,
+    `# kvroute tune: ${r.policy}, ${metric}, ${over} over ${counted(r.traces.length, 'trace')}`,
     '',
     `${counted(r.setup.instances, 'instance')}${r.setup.fleet === undefined ? '' : ` (fleet ${r.setup.fleet})`}, engine state ${r.setup.engine_state}, preset ${r.setup.preset}; ${r.search.simulations} simulations.`,
     `Search: ${r.search.method}.`,
