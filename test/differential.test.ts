@@ -52,7 +52,8 @@ function randomCosts(rng: Rng): RoutingCosts {
   return {
     prefillSecondsPerToken: 4.5e-5 * spread(),
     prefillOverheadSeconds: rng.chance(0.1) ? 0 : 0.035 * spread(),
-    interference: rng.chance(0.1) ? 0 : 0.2 * spread(),
+    // Omitted: the policy's batchWeight (what a steering CostLearner pushes).
+    ...(rng.chance(0.3) ? {} : { interference: rng.chance(0.1) ? 0 : 0.2 * spread() }),
   };
 }
 

@@ -64,6 +64,16 @@ describe.each(IMPLEMENTATIONS)('instance costs ($impl)', ({ native }) => {
     expect(r.instanceCosts('late').source).toBe('default');
   });
 
+  it("costs without an interference use the policy's batchWeight, following setPolicy", () => {
+    const r = make();
+    r.setDefaultCosts({ prefillSecondsPerToken: 4.5e-5, prefillOverheadSeconds: 0.035 });
+    expect(r.instanceCosts('slow').costs).toEqual({ prefillSecondsPerToken: 4.5e-5, prefillOverheadSeconds: 0.035 });
+    const interference = () => r.explain({ hashIds: chain(1, 4) }).candidates[0]!.terms!.interference;
+    expect(interference()).toBe(0.2);
+    r.setPolicy({ name: 'min_ttft', batchWeight: 0.5 });
+    expect(interference()).toBe(0.5);
+  });
+
   it('returning tokens count as queued prefill on their instance', () => {
     const r = make(['a', 'b']);
     const request = { hashIds: chain(1, 10), inputTokens: 160 };

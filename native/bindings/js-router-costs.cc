@@ -24,7 +24,8 @@ void requireCost(Napi::Env env, double value, const char* field, bool positive) 
 }  // namespace
 
 // costs: a Float64Array of kCostFields [secondsPerToken, overheadSeconds,
-// interference], or null/undefined for token-equivalents.
+// interference (NaN: the policy's batchWeight)], or null/undefined for
+// token-equivalents.
 Napi::Value JsRouter::SetInstanceCosts(const Napi::CallbackInfo& info) {
   const auto lock = exclusive();
   Napi::Env env = info.Env();
@@ -40,7 +41,7 @@ Napi::Value JsRouter::SetInstanceCosts(const Napi::CallbackInfo& info) {
   costs.interference = f[layout::kCostInterference];
   requireCost(env, costs.secondsPerToken, "secondsPerToken", true);
   requireCost(env, costs.overheadSeconds, "overheadSeconds", false);
-  requireCost(env, costs.interference, "interference", false);
+  if (!std::isnan(costs.interference)) requireCost(env, costs.interference, "interference", false);
   core().setInstanceCosts(slot, &costs);
   return env.Undefined();
 }

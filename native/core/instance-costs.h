@@ -15,8 +15,12 @@
 // returningTokens is separate from the costs: the expected prefill of sessions
 // idle on the instance between turns, which will come back to it soon. It is
 // added to the instance's queued prefill in min_ttft's work, in either unit.
+// interference NaN means the policy's batchWeight (following setPolicy), which
+// is what a CostLearner pushes: it learns the interference but steers with the
+// policy's tail guard.
 // Invariants (checked by the bindings and the reference before anything is
-// stored): every field finite, secondsPerToken > 0, the rest >= 0.
+// stored): every field finite (interference may be NaN), secondsPerToken > 0,
+// the rest >= 0.
 #pragma once
 
 namespace kvroute {

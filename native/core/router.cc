@@ -226,7 +226,8 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
     CostTerms& c = costs_[s];
     c.secondsPerToken = inst.hasCosts ? inst.costs.secondsPerToken : 1.0;
     c.overheadSeconds = inst.hasCosts ? inst.costs.overheadSeconds : 0.0;
-    c.interference = inst.hasCosts ? inst.costs.interference : config_.policy.batchWeight;
+    c.interference =
+        inst.hasCosts && !std::isnan(inst.costs.interference) ? inst.costs.interference : config_.policy.batchWeight;
     c.returningTokens = inst.returningTokens;
     if (terms != nullptr) {
       double* t = terms + kTermCount * s;

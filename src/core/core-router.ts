@@ -260,7 +260,8 @@ export interface CoreRouter {
   setObserved(slot: number, observed: Float64Array | null): void;
   /**
    * min_ttft's price of the instance (native/core/instance-costs.h): COST_FIELDS values
-   * [secondsPerToken > 0, overheadSeconds >= 0, interference >= 0], or null for token-equivalents
+   * [secondsPerToken > 0, overheadSeconds >= 0, interference >= 0 or NaN for the policy's
+   * batchWeight], or null for token-equivalents
    * (1, 0, the policy's batchWeight). A bad value is a RangeError naming the field; nothing changes.
    */
   setInstanceCosts(slot: number, costs: Float64Array | null): void;

@@ -25,8 +25,11 @@ export interface RoutingCosts {
   prefillSecondsPerToken: number;
   /** Seconds of every first token that do not grow with the work (>= 0). */
   prefillOverheadSeconds: number;
-  /** How much each request on the instance slows its prefill (>= 0): its own batchWeight. */
-  interference: number;
+  /**
+   * How much each request on the instance slows its prefill (>= 0): its own batchWeight.
+   * Omitted: the policy's batchWeight, following setPolicy().
+   */
+  interference?: number;
 }
 
 /** Where the costs of an instance come from: its own, the fleet default, or none (token-equivalents). */
@@ -36,15 +39,17 @@ function checkCosts(field: string, costs: RoutingCosts): Readonly<RoutingCosts> 
   const c = checkObject(field, costs);
   const finite = (key: keyof RoutingCosts, positive: boolean): number => {
     const v = c[key];
+    if (key === 'interference' && v === undefined) return NaN;
     if (typeof v !== 'number') throw invalidType(`${field}.${key}`, 'a number', v);
     if (!(Number.isFinite(v) && (positive ? v > 0 : v >= 0)))
       throw invalidValue(`${field}.${key}`, `a finite number ${positive ? '>' : '>='} 0`, v);
     return v;
   };
+  const interference = finite('interference', false);
   return Object.freeze({
     prefillSecondsPerToken: finite('prefillSecondsPerToken', true),
     prefillOverheadSeconds: finite('prefillOverheadSeconds', false),
-    interference: finite('interference', false),
+    ...(Number.isNaN(interference) ? {} : { interference }),
   });
 }
 
@@ -94,7 +99,7 @@ export class InstanceCostTable {
     }
     this.buf[COST_SECONDS_PER_TOKEN] = c.prefillSecondsPerToken;
     this.buf[COST_OVERHEAD_SECONDS] = c.prefillOverheadSeconds;
-    this.buf[COST_INTERFERENCE] = c.interference;
+    this.buf[COST_INTERFERENCE] = c.interference ?? NaN; // NaN: the policy's batchWeight
     this.core.setInstanceCosts(slot, this.buf);
   }
 }

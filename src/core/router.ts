@@ -222,6 +222,11 @@ export class Router {
     return this.names.filter((name): name is string => name !== undefined);
   }
 
+  /** Whether an instance of this id is in the fleet (drained ones included). */
+  hasInstance(id: string): boolean {
+    return this.slots.has(id);
+  }
+
   /**
    * Places a request: picks an instance, records the dispatch (cache blocks,
    * shadow counters) and returns its ticket for onFirstToken/complete/abort.

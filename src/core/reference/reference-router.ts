@@ -71,7 +71,7 @@ interface Instance {
   routed: number;
   completed: number;
   aborted: number;
-  /** min_ttft's price of it; null: token-equivalents (native/core/instance-costs.h). */
+  /** min_ttft's price of it; null: token-equivalents; interference NaN: the policy's (native/core/instance-costs.h). */
   costs: { secondsPerToken: number; overheadSeconds: number; interference: number } | null;
   returningTokens: number;
 }
@@ -208,7 +208,7 @@ export class ReferenceRouter implements CoreRouter {
     const interference = costs[COST_INTERFERENCE]!;
     checkCost('secondsPerToken', secondsPerToken, true);
     checkCost('overheadSeconds', overheadSeconds, false);
-    checkCost('interference', interference, false);
+    if (!Number.isNaN(interference)) checkCost('interference', interference, false);
     inst.costs = { secondsPerToken, overheadSeconds, interference };
   }
 
@@ -265,7 +265,10 @@ export class ReferenceRouter implements CoreRouter {
       const c: CostTerms = {
         secondsPerToken: inst.costs?.secondsPerToken ?? 1,
         overheadSeconds: inst.costs?.overheadSeconds ?? 0,
-        interference: inst.costs?.interference ?? this.policy.batchWeight,
+        interference:
+          inst.costs === null || Number.isNaN(inst.costs.interference)
+            ? this.policy.batchWeight
+            : inst.costs.interference,
         returningTokens: inst.returningTokens,
       };
       costs[s] = c;
