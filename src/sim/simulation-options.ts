@@ -76,6 +76,12 @@ export interface SimulationOptions {
    * only watch (reproducible whatever the learner does). `learned` needs `learnCosts`.
    */
   costs?: CostMode;
+  /**
+   * Count the expected return of sessions idle between turns on their instance (a SessionReturns
+   * per replica, src/core/session-returns.ts; docs/policies.md "Sessions between turns"): min_ttft
+   * sees it as prefill queued there. Default true; false for the runs before it existed.
+   */
+  sessionReturns?: boolean;
 }
 
 /** How min_ttft prices each instance: learned online per instance, or one fixed preset. */
