@@ -3,11 +3,16 @@
  * session idle between turns counts its expected prefill on its instance until it comes back or
  * its horizon passes; min_ttft then places a new session elsewhere.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import { describe, expect, it } from 'vitest';
 
 import { Router, SessionReturns } from '../src/index.js';
 import { simulate } from '../src/sim/simulator.js';
 import { synthesizeTrace } from '../src/trace/synth.js';
+import { kvroute } from './helpers/cli-trace.js';
 import { Rng } from './helpers/random.js';
 import { IMPLEMENTATIONS, thrown } from './helpers/routers.js';
 
@@ -122,6 +127,23 @@ describe.each(IMPLEMENTATIONS)('SessionReturns ($impl)', ({ native }) => {
 });
 
 describe('the simulator counts sessions between turns by default', () => {
+  it('sim run --no-session-returns runs without, and --json says which', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-returns-'));
+    try {
+      const trace = join(dir, 't.jsonl');
+      expect(kvroute(['trace', 'synth', '--sessions', '30', '--seed', '2', '-o', trace]).status).toBe(0);
+      const run = (...flags: string[]) =>
+        JSON.parse(kvroute(['sim', 'run', trace, '--instances', '3', '--json', ...flags]).stdout);
+      const on = run();
+      const off = run('--no-session-returns');
+      expect(on.session_returns).toBe(true);
+      expect(off.session_returns).toBe(false);
+      expect(on.ttft_s).not.toEqual(off.ttft_s);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('changes min_ttft decisions; --no-session-returns is the run without, and the header says which', () => {
     const trace = [...synthesizeTrace({ sessions: 60, seed: 5, duration: 120 })];
     const withReturns = simulate(trace, { policy: 'min_ttft', instances: 4 });

@@ -61,7 +61,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   const cacheFields = cacheState === 'events' ? { cache_state: cacheState } : {};
   if (cacheState === 'events') options.cacheState = cacheState;
   options.costs = choiceFlag(values, 'costs', COST_MODES) ?? d.costs;
-  options.sessionReturns = values['session-returns'] !== false;
+  options.sessionReturns = values['no-session-returns'] !== false;
   const returnsFields = { session_returns: options.sessionReturns };
   const started = performance.now();
   const startedAt = new Date();

@@ -67,7 +67,7 @@ export function sweepOptions(values: OptionValues): SweepOptions {
     scaling: engineScalingFlags(values),
     ...(fleet === undefined ? {} : { fleet }),
     costs: choiceFlag(values, 'costs', COST_MODES) ?? d.costs,
-    sessionReturns: values['session-returns'] !== false,
+    sessionReturns: values['no-session-returns'] !== false,
     command: process.argv.slice(2),
   };
   if (mode === 'backends' && fleet !== undefined)
