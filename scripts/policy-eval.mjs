@@ -30,7 +30,8 @@ import { parseArgs } from 'node:util';
 
 import { DEFAULT_POLICY, POLICY_NAMES } from '../dist/core/policy-spec.js';
 import { EXISTING_POLICIES, ownsInstances, regimeFleet, SET_LABELS, SETS, VARIANTS } from './policy-eval/sets.mjs';
-import { checkTargets, targetRecord, targetsTable } from './policy-eval/targets.mjs';
+import { targetsMarkdown } from '../dist/report/evaluation-targets.js';
+import { checkTargets, targetRecord } from './policy-eval/targets.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'cli.js');
@@ -158,6 +159,7 @@ const rows = regimes.map((regime) =>
     beatsExisting: regime.beatsExisting === true,
   }),
 );
+const records = new Map(rows.map((r) => [r.regime, targetRecord(r)]));
 const name = `${values.set}-seeds-${seeds.join('-')}${fleetSuffix}`;
 const evaluation = {
   seeds,
@@ -166,9 +168,9 @@ const evaluation = {
   variants: variants.map(({ name: n, policy, sweep }) => ({ name: n, policy, sweep })),
   cells,
   setups,
-  targets: Object.fromEntries(rows.map((r) => [r.regime, targetRecord(r)])),
+  targets: Object.fromEntries(records),
 };
 writeFileSync(join(out, `${name}.json`), JSON.stringify(evaluation, null, 2) + '\n');
-const table = targetsTable(rows, { label: SET_LABELS[values.set] ?? 'regime', defaultPolicy });
+const table = targetsMarkdown(records, SET_LABELS[values.set] ?? 'regime');
 writeFileSync(join(out, `${name}.md`), table.join('\n') + '\n');
 console.log(table.join('\n'));

@@ -2,7 +2,9 @@
 // Issue #28's targets, checked per regime from scripts/policy-eval.mjs's cells: the default
 // policy's TTFT p90 within 1% of every other policy's best, ≥ 10% below the best existing
 // policy's where the regime asks for it (mixed fleets, misstated costs), its APC within 1 pp of
-// the best, its hotspot index no worse than unified's. Pure: cells in, rows and Markdown out.
+// the best, its hotspot index no worse than unified's. Pure: cells in, rows and their records
+// out. The table is rendered from the records by src/report/evaluation-targets.ts (the same
+// table `kvroute report` shows).
 //
 // "Existing" policies are those of the evaluation before issue #28 (sets.mjs EXISTING_POLICIES)
 // other than the default, plus the variants marked `existing` (the default as it was, e.g.
@@ -78,49 +80,11 @@ export function checkTargets(regime, byPolicy, { defaultPolicy, existing, beatsE
   };
 }
 
-const fmt = (/** @type {number} */ x, digits = 2) => x.toFixed(digits);
-const pct = (/** @type {number} */ x) => `${x > 0 ? '+' : x < 0 ? '−' : ''}${fmt(Math.abs(100 * x), 1)}%`;
-/** ✓ or ✗ after a cell; nothing when the target does not apply. */
-const mark = (/** @type {boolean | undefined} */ ok) => (ok === undefined ? '' : ok ? ' ✓' : ' ✗');
-
 /**
- * The Markdown table of `rows`, then one line per target: how many regimes meet it.
- * @param {TargetRow[]} rows
- * @param {{ label: string, defaultPolicy: string }} context
- */
-export function targetsTable(rows, { label, defaultPolicy }) {
-  const d = defaultPolicy;
-  const lines = [
-    `| ${label} | ${d} TTFT p90 s | rank | best other | ${d} vs best other (≤ +1%) | best existing | ${d} vs best existing (≤ −10% where marked) | APC ${d} / best (≤ 1 pp behind) | hotspot ${d} / unified (≤) |`,
-    '|---|---:|---:|---|---:|---|---:|---:|---:|',
-  ];
-  for (const r of rows) {
-    const vsBest = (r.mine.ttft - r.bestOther.ttft) / r.bestOther.ttft;
-    const vsExisting = (r.mine.ttft - r.bestExisting.ttft) / r.bestExisting.ttft;
-    lines.push(
-      `| ${r.regime} | ${fmt(r.mine.ttft)} | ${r.rank} of ${r.of} | ${r.bestOther.policy} ${fmt(r.bestOther.ttft)} | ` +
-        `${pct(vsBest)}${mark(r.pass.best)} | ${r.bestExisting.policy} ${fmt(r.bestExisting.ttft)} | ` +
-        `${pct(vsExisting)}${mark(r.pass.existing)} | ${fmt(100 * r.mine.apc, 1)}% / ${fmt(100 * r.bestApc, 1)}%${mark(r.pass.apc)} | ` +
-        `${fmt(r.mine.hotspot)} / ${fmt(r.unified.hotspot)}${mark(r.pass.hotspot)} |`,
-    );
-  }
-  const count = (/** @type {(r: TargetRow) => boolean | undefined} */ f) => {
-    const applicable = rows.filter((r) => f(r) !== undefined);
-    return `${applicable.filter((r) => f(r) === true).length} of ${applicable.length}`;
-  };
-  lines.push(
-    '',
-    `- best TTFT p90 (within 1% of every other policy): ${count((r) => r.pass.best)} regimes`,
-    `- ≥ 10% below the best existing policy (mixed fleets, misstated costs): ${count((r) => r.pass.existing)} regimes`,
-    `- APC within 1 pp of the best: ${count((r) => r.pass.apc)} regimes`,
-    `- hotspot index ≤ unified's: ${count((r) => r.pass.hotspot)} regimes`,
-  );
-  return lines;
-}
-
-/**
- * The JSON form of a row, for the evaluation file's `targets`.
+ * The JSON form of a row, for the evaluation file's `targets` (src/report/evaluation-targets.ts
+ * TargetRecord; `pass.existing` is left out where the target does not apply).
  * @param {TargetRow} r
+ * @returns {import('../../src/report/evaluation-targets.js').TargetRecord}
  */
 export function targetRecord(r) {
   const brief = (/** @type {Mean} */ m) => ({ policy: m.policy, ttft_p90: m.ttft, apc: m.apc, hotspot: m.hotspot });
@@ -132,6 +96,11 @@ export function targetRecord(r) {
     best_existing: brief(r.bestExisting),
     best_apc: r.bestApc,
     unified: brief(r.unified),
-    pass: r.pass,
+    pass: {
+      best: r.pass.best,
+      ...(r.pass.existing === undefined ? {} : { existing: r.pass.existing }),
+      apc: r.pass.apc,
+      hotspot: r.pass.hotspot,
+    },
   };
 }
