@@ -8,6 +8,7 @@
         "native/bindings/js-router.cc",
         "native/bindings/js-router-policy.cc",
         "native/bindings/js-router-fleet.cc",
+        "native/bindings/js-router-costs.cc",
         "native/bindings/js-router-route.cc",
         "native/bindings/js-router-stats.cc",
         "native/bindings/js-router-events.cc",

@@ -21,6 +21,7 @@ export { OFFLOAD_OUTCOMES, REASONS, type ReasonName } from './core/codes.js';
 export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core/errors.js';
 export type { KvEventIndexStats, KvEventSink, KvEventSinkOwner } from './core/kv-event-sink.js';
 export { nativePath } from './core/native.js';
+export type { CostSource, RoutingCosts } from './core/instance-costs.js';
 export {
   CostLearner,
   DEFAULT_COST_PRIOR,

@@ -13,7 +13,14 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { POLICY_NAMES, type PolicyName, type PolicySpec, type RouteRequest, type Router } from '../src/index.js';
+import {
+  POLICY_NAMES,
+  type PolicyName,
+  type PolicySpec,
+  type RouteRequest,
+  type Router,
+  type RoutingCosts,
+} from '../src/index.js';
 import { Rng } from './helpers/random.js';
 import { comparableStats, twins } from './helpers/routers.js';
 import { generateTrace, type TraceOptions, type TraceRequest } from './helpers/trace-gen.js';
@@ -32,6 +39,22 @@ interface Scenario {
   dryShare?: number;
   /** The routers' maxSessions (default theirs): small values make pins and ring entries overflow. */
   maxSessions?: number;
+  /**
+   * Push per-instance costs (learned costs: a fleet default, instances' own, cleared now and then)
+   * and returning-session tokens, at random, as a CostLearner and a SessionReturns would.
+   */
+  costs?: boolean;
+}
+
+/** Costs around the H20 preset's, 0.3× to 3×, as a learner would push; now and then extreme. */
+function randomCosts(rng: Rng): RoutingCosts {
+  const spread = (): number => (rng.chance(0.05) ? rng.pick([1e-6, 1e6]) : 0.3 + rng.next() * 2.7);
+  return {
+    prefillSecondsPerToken: 4.5e-5 * spread(),
+    prefillOverheadSeconds: rng.chance(0.1) ? 0 : 0.035 * spread(),
+    // Omitted: the policy's batchWeight (what a steering CostLearner pushes).
+    ...(rng.chance(0.3) ? {} : { interference: rng.chance(0.1) ? 0 : 0.2 * spread() }),
+  };
 }
 
 const MODELS = ['llama', 'qwen', 'qwen:lora-a', 'qwen:lora-b'];
@@ -226,6 +249,24 @@ function runScenario(sc: Scenario): ScenarioResult {
       const models = randomModels(rng);
       both((r) => r.setInstanceModels(instance, models));
       expect(native.models()).toEqual(reference.models());
+    }
+    if (sc.costs === true) {
+      const ids = native.instances();
+      if (step === 0 || rng.chance(0.01)) {
+        const costs = rng.chance(0.1) ? null : randomCosts(rng);
+        both((r) => r.setDefaultCosts(costs));
+      }
+      if (rng.chance(0.05)) {
+        const instance = rng.pick(ids);
+        const costs = rng.chance(0.2) ? null : randomCosts(rng);
+        both((r) => r.setInstanceCosts(instance, costs));
+        expect(native.instanceCosts(instance)).toEqual(reference.instanceCosts(instance));
+      }
+      if (rng.chance(0.05)) {
+        const instance = rng.pick(ids);
+        const tokens = rng.chance(0.3) ? 0 : rng.int(0, 50_000) * (rng.chance(0.1) ? 1000 : 1);
+        both((r) => r.setReturningTokens(instance, tokens));
+      }
     }
     if (step % 250 === 0) {
       expect(comparableStats(native)).toEqual(comparableStats(reference));
@@ -441,6 +482,23 @@ describe('native addon vs TypeScript reference', () => {
       expect(reasons.has('ring_first_turn')).toBe(true);
     }
   });
+
+  it.each(['min_ttft', 'min_ttft+offload', 'lmetric'] as const)(
+    '%s with learned costs and returning sessions pushed per instance: same decisions and scores',
+    (policy) => {
+      const { reasons, decisions } = runScenario({
+        seed: 41,
+        policy,
+        trace: {},
+        capacityBlocks: 600,
+        instances: 6,
+        costs: true,
+        dryShare: 0.05,
+      });
+      expect(decisions).toBeGreaterThan(2500);
+      expect(reasons.size).toBeGreaterThan(policy === 'lmetric' ? 0 : 2);
+    },
+  );
 
   it('64 instances, tiny caches', () => {
     runScenario({

@@ -248,8 +248,9 @@ describe('kvroute sweep', () => {
     const scaling = { prefill_cost: 1.3, decode_cost: 1, kv_capacity: 0.5 };
     const manifest = JSON.parse(readFileSync(join(out, 'sweep.json'), 'utf8')) as SweepManifest;
     expect(manifest).toMatchObject({ preset: DEFAULT_ENGINE_PRESET, engine_scaling: scaling });
-    // sim run's learned costs come from the live simulation; a sweep cell's summary has none.
-    const { learned_costs: _learned, ...alone } = JSON.parse(
+    // sim run's learned costs come from the live simulation, and its cost mode is sweep.json's: a
+    // sweep cell's summary has neither.
+    const { learned_costs: _learned, costs, ...alone } = JSON.parse(
       kvroute([
         'sim',
         'run',
@@ -265,7 +266,8 @@ describe('kvroute sweep', () => {
         '0.5',
         '--json',
       ]).stdout,
-    ) as CellSummary & { learned_costs: unknown };
+    ) as CellSummary & { learned_costs: unknown; costs: string };
+    expect(manifest.costs).toBe(costs);
     for (const cell of manifest.cells) {
       const summary = JSON.parse(readFileSync(join(out, cell.summary), 'utf8')) as CellSummary;
       expect(summary).toMatchObject({

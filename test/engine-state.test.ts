@@ -190,7 +190,17 @@ describe.each(IMPLEMENTATIONS)('engine state ($impl)', ({ native }) => {
     const t = r.route({ session: 'x', hashIds: chain(1, 5) });
     expect(r.explain()).toMatchObject({ instance: 'engine-0', reason: 'new_session', ticket: t, dryRun: false });
     // The terms are what the decision read: every instance idle, the 5 blocks uncached everywhere.
-    const terms = { pendingPrefillTokens: 0, requests: 0, kvUsage: 0, uncachedTokens: 80 };
+    // Without costs pushed, the price is token-equivalents: 1 per token, no overhead, the policy's batchWeight.
+    const terms = {
+      pendingPrefillTokens: 0,
+      requests: 0,
+      kvUsage: 0,
+      uncachedTokens: 80,
+      returningTokens: 0,
+      prefillSecondsPerToken: 1,
+      prefillOverheadSeconds: 0,
+      interference: r.policy.batchWeight,
+    };
     expect(r.explain().candidates).toEqual([
       { instance: 'engine-0', index: 0, drained: false, matchedBlocks: 0, matchedFrom: 'belief', score: 0, terms },
       { instance: 'engine-1', index: 1, drained: false, matchedBlocks: 0, matchedFrom: 'belief', score: 0, terms },

@@ -1,8 +1,10 @@
 /**
  * The simulator's cost learners (src/sim/sim-cost-learning.ts, docs/policies.md "Learned costs
- * in the simulator"): they change no routing decision (the records are byte-identical with
- * `learnCosts: false`), and `sim run --fleet 2,2:prefill=0.5 --json` reports, for every instance
- * with ≥ 200 observations (every one, on a 300-session synthesized trace), a learned prefill cost within 10% of its engine's true one.
+ * in the simulator"): with `costs: 'fixed'` they change no routing decision (the records are
+ * byte-identical with `learnCosts: false`); with `costs: 'learned'` (the default) they steer, so a
+ * mixed fleet's fast instances take more of the work. `sim run --fleet 2,2:prefill=0.5 --json`
+ * reports, for every instance (≥ 200 observations each with fixed costs, on a 300-session
+ * synthesized trace), a learned prefill cost within 10% of its engine's true one, steering or not.
  */
 import { describe, expect, it } from 'vitest';
 
@@ -27,8 +29,8 @@ describe('the simulator with and without its cost learners', () => {
     { impl: 'native', native: true },
     { impl: 'reference', native: false },
   ])('$impl core', ({ native }) => {
-    it.each(RUNS)('%s: byte-identical records', (_, options) => {
-      const learning = simulate(trace, { ...options, native });
+    it.each(RUNS)('%s: byte-identical records with fixed costs', (_, options) => {
+      const learning = simulate(trace, { ...options, native, costs: 'fixed' });
       const without = simulate(trace, { ...options, native, learnCosts: false });
       expect(JSON.stringify(learning.records)).toBe(JSON.stringify(without.records));
       expect(without.learnedCosts).toEqual([]);
@@ -36,12 +38,24 @@ describe('the simulator with and without its cost learners', () => {
       const observed = learning.learnedCosts.reduce((sum, c) => sum + c.learned.ttftObservations, 0);
       expect(observed).toBeGreaterThan(0);
     });
+
+    it('steers with learned costs: the fast half of a mixed fleet takes more requests', () => {
+      const options = { policy: 'min_ttft', instances: 4, fleet: parseFleet('2,2:prefill=0.5'), native } as const;
+      const count = (costs: 'learned' | 'fixed') => {
+        const perInstance = [0, 0, 0, 0];
+        for (const r of simulate(trace, { ...options, costs }).records) perInstance[r.instance]! += 1;
+        return perInstance[2]! + perInstance[3]! - perInstance[0]! - perInstance[1]!;
+      };
+      expect(count('learned')).toBeGreaterThan(count('fixed'));
+      expect(() => simulate(trace, { ...options, costs: 'learned', learnCosts: false })).toThrow(/costs/);
+      expect(() => simulate(trace, { ...options, costs: 'bogus' as 'fixed' })).toThrow(/costs .*learned, fixed/);
+    });
   });
 });
 
 describe('sim run learned_costs', () => {
-  it('learns every busy instance of --fleet 2,2:prefill=0.5 within 10% of its engine', () => {
-    const run = kvroute(['sim', 'run', trace300, '--fleet', '2,2:prefill=0.5', '--json']);
+  it.each(['fixed', 'learned'])('learns every instance of --fleet 2,2:prefill=0.5 within 10%% (--costs %s)', (mode) => {
+    const run = kvroute(['sim', 'run', trace300, '--fleet', '2,2:prefill=0.5', '--costs', mode, '--json']);
     expect(run.status, run.stderr).toBe(0);
     const costs = (JSON.parse(run.stdout) as { learned_costs: LearnedCostFields[] }).learned_costs;
     expect(costs.map((c) => c.group)).toEqual(['2', '2', '2:prefill=0.5', '2:prefill=0.5']);
@@ -53,7 +67,8 @@ describe('sim run learned_costs', () => {
         cost.learned.prefill_s_per_token / cost.truth.prefill_s_per_token - 1,
         12,
       );
-      expect(cost.ttft_observations).toBeGreaterThanOrEqual(200);
+      // Steering sends the slow half fewer requests (about 160 each here) than 200.
+      expect(cost.ttft_observations).toBeGreaterThanOrEqual(mode === 'fixed' ? 200 : 100);
       expect(Math.abs(cost.prefill_relative_error)).toBeLessThan(0.1);
     }
   });

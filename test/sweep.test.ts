@@ -92,8 +92,14 @@ describe('sweep layout', () => {
     );
     expect(run.status, run.stderr).toBe(0);
     const { slow, ...metrics } = json<CellSummary>('cells/unified_A_B-shm/summary.json');
-    // sim run's learned costs come from the live simulation; a cell's summary has none.
-    const { learned_costs: _learned, ...simRun } = JSON.parse(run.stdout) as CellSummary & { learned_costs: unknown };
+    // sim run's learned costs come from the live simulation, and its cost mode is the sweep's
+    // (sweep.json `costs`): a cell's summary has neither.
+    const {
+      learned_costs: _learned,
+      costs,
+      ...simRun
+    } = JSON.parse(run.stdout) as CellSummary & { learned_costs: unknown; costs: string };
+    expect(costs).toBe(json<{ costs: string }>('sweep.json').costs);
     expect(metrics).toEqual(simRun);
     const records = join(out, 'cells/unified_A_B-shm/records.msgpack');
     const analyzed = spawnSync(process.execPath, [cli, 'analyze', 'run', records, '--json', '--skip-reuse'], {

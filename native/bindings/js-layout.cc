@@ -36,7 +36,15 @@ Napi::Object layoutObject(Napi::Env env) {
   set("TERM_REQUESTS", kTermRequests);
   set("TERM_KV_USAGE", kTermKvUsage);
   set("TERM_UNCACHED", kTermUncached);
+  set("TERM_RETURNING", kTermReturning);
+  set("TERM_SECONDS_PER_TOKEN", kTermSecondsPerToken);
+  set("TERM_OVERHEAD", kTermOverhead);
+  set("TERM_INTERFERENCE", kTermInterference);
   set("TERM_COUNT", kTermCount);
+  set("COST_SECONDS_PER_TOKEN", kCostSecondsPerToken);
+  set("COST_OVERHEAD_SECONDS", kCostOverheadSeconds);
+  set("COST_INTERFERENCE", kCostInterference);
+  set("COST_FIELDS", kCostFields);
   set("OBSERVED_FIELDS", kObservedFields);
   set("STAT_FIELDS", kStatsFields);
   set("EVENT_STAT_FIELDS", kEventStatsFields);

@@ -62,6 +62,11 @@ constexpr double kEventComplete = 2;
 constexpr double kEventAbort = 3;
 // Fixed-size outputs.
 constexpr size_t kObservedFields = 8;    // ObservedState, in its field order
+// setInstanceCosts: [secondsPerToken, overheadSeconds, interference] (core/instance-costs.h).
+constexpr size_t kCostSecondsPerToken = 0;
+constexpr size_t kCostOverheadSeconds = 1;
+constexpr size_t kCostInterference = 2;
+constexpr size_t kCostFields = 3;
 constexpr size_t kStatsFields = 19;      // js-router-stats.cc Stats(), kStatNames order
 constexpr size_t kEventStatsFields = 9;  // js-router-events.cc EventStats(), kEventStatNames order
 constexpr size_t kCountFields = 4;       // [open tickets, sessions, slots, fleet bytes]

@@ -23,6 +23,8 @@ Napi::Function JsRouter::Define(Napi::Env env) {
                          InstanceMethod("complete", &JsRouter::Complete),
                          InstanceMethod("abort", &JsRouter::Abort),
                          InstanceMethod("setObserved", &JsRouter::SetObserved),
+                         InstanceMethod("setInstanceCosts", &JsRouter::SetInstanceCosts),
+                         InstanceMethod("setReturningTokens", &JsRouter::SetReturningTokens),
                          InstanceMethod("setTime", &JsRouter::SetTime),
                          InstanceMethod("setPolicy", &JsRouter::SetPolicy),
                          InstanceMethod("stats", &JsRouter::Stats),

@@ -57,6 +57,8 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value Complete(const Napi::CallbackInfo& info);
   Napi::Value Abort(const Napi::CallbackInfo& info);
   Napi::Value SetObserved(const Napi::CallbackInfo& info);
+  Napi::Value SetInstanceCosts(const Napi::CallbackInfo& info);
+  Napi::Value SetReturningTokens(const Napi::CallbackInfo& info);
   Napi::Value SetTime(const Napi::CallbackInfo& info);
   Napi::Value SetPolicy(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);

@@ -68,6 +68,7 @@ uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
   eff_.resize(instances_.size());
   uncached_.resize(instances_.size());
   capacity_.resize(instances_.size());
+  costs_.resize(instances_.size());
   refreshLiveList();
   rebuildRing();
   return slot;
@@ -98,6 +99,12 @@ void Router::setInstanceGroups(uint32_t slot, bool wildcard, const uint32_t* gro
   inst.groups.erase(std::unique(inst.groups.begin(), inst.groups.end()), inst.groups.end());
   if (!inst.groups.empty() && inst.groups.back() >= groups_.size()) groups_.resize(inst.groups.back() + 1);
   refreshLiveList();
+}
+
+void Router::setInstanceCosts(uint32_t slot, const InstanceCosts* costs) {
+  Instance& inst = instances_[slot];
+  inst.hasCosts = costs != nullptr;
+  inst.costs = costs != nullptr ? *costs : InstanceCosts();
 }
 
 void Router::refreshLiveList() {
@@ -216,17 +223,28 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
     const double uncached = in.inputTokens > cachedTokens ? in.inputTokens - cachedTokens : 0;
     uncached_[s] = uncached;
+    CostTerms& c = costs_[s];
+    c.secondsPerToken = inst.hasCosts ? inst.costs.secondsPerToken : 1.0;
+    c.overheadSeconds = inst.hasCosts ? inst.costs.overheadSeconds : 0.0;
+    c.interference =
+        inst.hasCosts && !std::isnan(inst.costs.interference) ? inst.costs.interference : config_.policy.batchWeight;
+    c.returningTokens = inst.returningTokens;
     if (terms != nullptr) {
       double* t = terms + kTermCount * s;
       t[kTermPendingPrefill] = e.pendingPrefill;
       t[kTermRequests] = e.numRequests;
       t[kTermKvUsage] = e.kvUsage;
       t[kTermUncached] = uncached;
+      t[kTermReturning] = c.returningTokens;
+      t[kTermSecondsPerToken] = c.secondsPerToken;
+      t[kTermOverhead] = c.overheadSeconds;
+      t[kTermInterference] = c.interference;
     }
   }
   matched_ = matched;
-  DecisionContext ctx{in,     config_.policy, cand_->slots, eff_.data(), matched, uncached_.data(), capacity_.data(),
-                      scores, *this};
+  DecisionContext ctx{
+      in,     config_.policy, cand_->slots, eff_.data(), matched, uncached_.data(), capacity_.data(), costs_.data(),
+      scores, *this};
   policy_->score(ctx);
   const Decision decision = decide(ctx);
   RouteOutput out;

@@ -48,6 +48,7 @@
 #include "core/engine-state.h"
 #include "core/event-index.h"
 #include "core/fleet-index.h"
+#include "core/instance-costs.h"
 #include "core/hash-ring.h"
 #include "core/policies/policy-interface.h"
 #include "core/policy.h"
@@ -77,7 +78,12 @@ constexpr size_t kTermPendingPrefill = 0;
 constexpr size_t kTermRequests = 1;
 constexpr size_t kTermKvUsage = 2;
 constexpr size_t kTermUncached = 3;
-constexpr size_t kTermCount = 4;
+// The costs min_ttft priced the candidate with (instance-costs.h).
+constexpr size_t kTermReturning = 4;
+constexpr size_t kTermSecondsPerToken = 5;
+constexpr size_t kTermOverhead = 6;
+constexpr size_t kTermInterference = 7;
+constexpr size_t kTermCount = 8;
 
 struct InstanceStats {
   uint64_t capacityBlocks, blocks, segments, bytes;
@@ -112,6 +118,13 @@ class Router final : private PolicyHost {
   uint32_t groupCount() const { return static_cast<uint32_t>(groups_.size()); }
   bool isWildcard(uint32_t slot) const { return instances_[slot].wildcard; }
   const std::vector<uint32_t>& instanceGroups(uint32_t slot) const { return instances_[slot].groups; }
+
+  // min_ttft's price of the instance (instance-costs.h): `costs`, or null for
+  // token-equivalents (1, 0, the policy's batchWeight). The caller has checked
+  // the fields. add/removeInstance reset both to none.
+  void setInstanceCosts(uint32_t slot, const InstanceCosts* costs);
+  // The expected prefill of sessions idle on the instance between turns (>= 0).
+  void setReturningTokens(uint32_t slot, double tokens) { instances_[slot].returningTokens = tokens; }
 
   // matched[] and scores[] have slotCount() entries. matched gets every live
   // slot's match (-1 for free slots); scores gets each candidate's policy
@@ -173,6 +186,9 @@ class Router final : private PolicyHost {
     ShadowCounters shadow;
     ObservedState observed;
     uint64_t routed = 0, completed = 0, aborted = 0;
+    bool hasCosts = false;
+    InstanceCosts costs;
+    double returningTokens = 0;
   };
 
   // The instances a request may go to: routable, and serving its group.
@@ -233,6 +249,7 @@ class Router final : private PolicyHost {
   std::vector<EffectiveState> eff_;   // per slot, valid for routable slots
   std::vector<double> uncached_;      // per slot, this request's uncached tokens
   std::vector<double> capacity_;      // per slot, the KV capacity in blocks (this route's candidates)
+  std::vector<CostTerms> costs_;      // per slot, the costs in force (this route's candidates)
   const int32_t* matched_ = nullptr;  // the current route's matched[]
   const Policy* policy_ = nullptr;    // policyFor(config_.policy.kind)
   SessionTable sessions_;

@@ -27,6 +27,8 @@ export interface RunAnalysis extends RunMetrics, OffloadMetrics {
   preset: string | null;
   engine_scaling: EngineScalingRecord | null;
   capacity_blocks: number | null;
+  /** How min_ttft priced the instances (sim run --costs), from the header; null when it does not say. */
+  costs: string | null;
   slow: SlowSummary;
   /** The router's predicted cached tokens against the engine's; null when no record has a prediction. */
   prediction: PredictionAccuracy | null;
@@ -58,6 +60,7 @@ export function analyzeRun(
     preset: file.header?.preset ?? null,
     engine_scaling: file.header?.engine_scaling ?? null,
     capacity_blocks: file.header?.capacity_blocks ?? null,
+    costs: file.header?.costs ?? null,
     slow: labelSlowRequests(records, slo, file.header?.instances, engineStates).summary,
     prediction: predictionAccuracy(records),
     reuse,

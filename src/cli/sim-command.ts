@@ -80,6 +80,13 @@ function addRun(sim: Command): void {
         d.cacheState,
       ),
     )
+    .option(
+      '--costs <learned|fixed>',
+      withDefault(
+        "min_ttft's price of each instance: learned online per instance, or the preset's for all (reproducible)",
+        d.costs,
+      ),
+    )
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
   addFleetOption(run);

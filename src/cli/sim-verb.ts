@@ -11,6 +11,7 @@ import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { CACHE_STATES } from '../sim/event-fed-cache.js';
 import { interferenceTable } from '../sim/interference-bench.js';
 import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
+import { COST_MODES } from '../sim/simulation-options.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
@@ -59,6 +60,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   // Only `events` is written out: a run without the flag prints what it always printed.
   const cacheFields = cacheState === 'events' ? { cache_state: cacheState } : {};
   if (cacheState === 'events') options.cacheState = cacheState;
+  options.costs = choiceFlag(values, 'costs', COST_MODES) ?? d.costs;
   const started = performance.now();
   const startedAt = new Date();
   const reader = readTrace(trace, readerOptions(values));
@@ -88,6 +90,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
         ...(rate === undefined ? {} : { rate }),
         ...replicas.fields,
         ...cacheFields,
+        costs: options.costs,
         ...engine,
       },
       startedAt,
@@ -99,7 +102,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   const learnedCosts = learnedCostFields(result.learnedCosts, fleet);
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, prediction: predictionAccuracy(result.records), learned_costs: learnedCosts })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, costs: options.costs, prediction: predictionAccuracy(result.records), learned_costs: learnedCosts })}\n`,
     );
     return;
   }

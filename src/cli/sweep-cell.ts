@@ -10,6 +10,7 @@ import { parsePolicyArg } from '../core/policy-arg.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { EngineScaling } from '../sim/engine-preset.js';
 import type { FleetGroup } from '../sim/fleet-spec.js';
+import type { CostMode } from '../sim/simulation-options.js';
 import { simulateStream, type SimulationResult } from '../sim/simulator.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
@@ -37,6 +38,8 @@ export interface SimFileRun {
   scaling?: EngineScaling;
   /** A mixed fleet of `instances` engines (--fleet); absent: a uniform one. */
   fleet?: FleetGroup[];
+  /** How min_ttft prices each instance (--costs); absent: the simulator's default, learned. */
+  costs?: CostMode;
 }
 
 export interface SimFileOutcome {
@@ -58,6 +61,7 @@ export async function simulateFile(run: SimFileRun): Promise<SimFileOutcome> {
     preset: run.preset,
     ...(run.scaling === undefined ? {} : { scaling: run.scaling }),
     ...(run.fleet === undefined ? {} : { fleet: run.fleet }),
+    ...(run.costs === undefined ? {} : { costs: run.costs }),
   });
   return { result, fingerprint: fingerprint.digest(), readStats: reader.stats };
 }
@@ -72,6 +76,7 @@ export interface SimCellTask {
   preset: string;
   scaling: EngineScaling;
   fleet?: FleetGroup[];
+  costs: CostMode;
   /** The sweep's argv and start, for the record header. */
   command: string[];
   startedAt: string;
@@ -103,6 +108,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
     preset: task.preset,
     scaling: task.scaling,
     ...(task.fleet === undefined ? {} : { fleet: task.fleet }),
+    costs: task.costs,
   });
   const engine = {
     preset: task.preset,
@@ -118,6 +124,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
       engine_state: cell.engine_state,
       instances: task.instances,
       mode: 'session',
+      costs: task.costs,
       ...engine,
     },
     new Date(task.startedAt),

@@ -27,6 +27,13 @@ export function addSweepCommand(program: Command): void {
       withDefault('engines per cell', `${d.instances} (simulator), ${d.liveInstances} (--live)`),
     )
     .option('--preset <NAME>', withDefault('engine model of the simulator and the --live fleet', d.preset))
+    .option(
+      '--costs <learned|fixed>',
+      withDefault(
+        "simulated cells: min_ttft's price of each instance, learned online or the preset's for all (the --live proxy's: its own --costs)",
+        d.costs,
+      ),
+    )
     .option('--workers <N>', withDefault('simulator cells run at once, one thread each', 'one per core'))
     .option(
       '--live',

@@ -49,6 +49,8 @@ export interface SweepManifest {
   engine_scaling?: EngineScalingRecord;
   /** A mixed fleet's spec (--fleet; absent for a uniform fleet, and in older sweeps). */
   fleet?: string;
+  /** How min_ttft priced each instance in simulated cells (--costs; absent in older sweeps: fixed). */
+  costs?: string;
   /** argv after `kvroute`. */
   command: string[];
   kvroute_version: string;

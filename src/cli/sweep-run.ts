@@ -35,6 +35,7 @@ import { ioError } from '../trace/trace-errors.js';
 import { scalingRecord } from './engine-options.js';
 import { fleetFields, fleetRecord } from './fleet-options.js';
 import { fleetPresets, type FleetGroup } from '../sim/fleet-spec.js';
+import type { CostMode } from '../sim/simulation-options.js';
 import { kvrouteVersion } from '../trace/run-header.js';
 import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
 import {
@@ -71,6 +72,8 @@ export interface SweepOptions {
   scaling?: EngineScaling;
   /** A mixed fleet of `instances` engines (--fleet), for the simulator's and the --live fleet; absent: uniform. */
   fleet?: FleetGroup[];
+  /** How min_ttft prices each instance in simulated cells (--costs; default learned). */
+  costs?: CostMode;
   /** Piscina threads for offline cells (default: one per core). */
   workers?: number;
   /** live and backends cells. */
@@ -152,6 +155,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
           preset: options.preset,
           engine_scaling: scalingRecord(options.scaling ?? {}),
           ...fleetRecord(options.fleet),
+          costs: options.costs ?? 'learned',
         }),
     command: options.command,
     kvroute_version: kvrouteVersion(),
@@ -180,6 +184,7 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
           preset: options.preset,
           scaling: options.scaling ?? {},
           ...(options.fleet === undefined ? {} : { fleet: options.fleet }),
+          costs: options.costs ?? 'learned',
           command: options.command,
           startedAt: startedAt.toISOString(),
         };

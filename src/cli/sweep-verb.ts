@@ -7,6 +7,7 @@ import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type Optio
 import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { engineScalingFlags } from './engine-options.js';
 import { fleetFlags } from './fleet-options.js';
+import { COST_MODES } from '../sim/simulation-options.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
 import type { LiveOptions } from './sweep-live.js';
@@ -65,6 +66,7 @@ export function sweepOptions(values: OptionValues): SweepOptions {
     preset: choiceFlag(values, 'preset', Object.keys(ENGINE_PRESETS)) ?? d.preset,
     scaling: engineScalingFlags(values),
     ...(fleet === undefined ? {} : { fleet }),
+    costs: choiceFlag(values, 'costs', COST_MODES) ?? d.costs,
     command: process.argv.slice(2),
   };
   if (mode === 'backends' && fleet !== undefined)

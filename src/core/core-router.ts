@@ -20,7 +20,21 @@ export const TERM_PENDING_PREFILL = 0;
 export const TERM_REQUESTS = 1;
 export const TERM_KV_USAGE = 2;
 export const TERM_UNCACHED = 3;
-export const TERM_COUNT = 4;
+/** The costs min_ttft priced the candidate with (native/core/instance-costs.h): returning sessions' expected prefill, */
+export const TERM_RETURNING = 4;
+/** ...seconds per token-equivalent (1 without costs), */
+export const TERM_SECONDS_PER_TOKEN = 5;
+/** ...the overhead in seconds (0 without costs), */
+export const TERM_OVERHEAD = 6;
+/** ...and the interference per request (the policy's batchWeight without costs). */
+export const TERM_INTERFERENCE = 7;
+export const TERM_COUNT = 8;
+
+/** setInstanceCosts()'s array: [secondsPerToken, overheadSeconds, interference]. */
+export const COST_SECONDS_PER_TOKEN = 0;
+export const COST_OVERHEAD_SECONDS = 1;
+export const COST_INTERFERENCE = 2;
+export const COST_FIELDS = 3;
 
 /**
  * A resolved policy as the cores take it: the kind as its PolicyKind number, every tunable, and
@@ -244,6 +258,15 @@ export interface CoreRouter {
   complete(ticket: number): boolean;
   abort(ticket: number): boolean;
   setObserved(slot: number, observed: Float64Array | null): void;
+  /**
+   * min_ttft's price of the instance (native/core/instance-costs.h): COST_FIELDS values
+   * [secondsPerToken > 0, overheadSeconds >= 0, interference >= 0 or NaN for the policy's
+   * batchWeight], or null for token-equivalents
+   * (1, 0, the policy's batchWeight). A bad value is a RangeError naming the field; nothing changes.
+   */
+  setInstanceCosts(slot: number, costs: Float64Array | null): void;
+  /** The expected prefill of sessions idle on the instance between turns: a finite number >= 0. */
+  setReturningTokens(slot: number, tokens: number): void;
   setTime(nowMs: number): void;
   setPolicy(policy: CorePolicy): void;
   stats(slot: number, out: Float64Array): void;
@@ -316,7 +339,15 @@ export const CORE_LAYOUT = {
   TERM_REQUESTS,
   TERM_KV_USAGE,
   TERM_UNCACHED,
+  TERM_RETURNING,
+  TERM_SECONDS_PER_TOKEN,
+  TERM_OVERHEAD,
+  TERM_INTERFERENCE,
   TERM_COUNT,
+  COST_SECONDS_PER_TOKEN,
+  COST_OVERHEAD_SECONDS,
+  COST_INTERFERENCE,
+  COST_FIELDS,
   OBSERVED_FIELDS,
   STAT_FIELDS,
   EVENT_STAT_FIELDS,

@@ -18,6 +18,10 @@ import {
   TERM_PENDING_PREFILL,
   TERM_REQUESTS,
   TERM_UNCACHED,
+  TERM_RETURNING,
+  TERM_SECONDS_PER_TOKEN,
+  TERM_OVERHEAD,
+  TERM_INTERFERENCE,
   type CoreRouter,
 } from './core-router.js';
 import type {
@@ -55,6 +59,10 @@ function termsAt(terms: Float64Array, slot: number): CandidateTerms {
     requests: terms[at + TERM_REQUESTS]!,
     kvUsage: terms[at + TERM_KV_USAGE]!,
     uncachedTokens: terms[at + TERM_UNCACHED]!,
+    returningTokens: terms[at + TERM_RETURNING]!,
+    prefillSecondsPerToken: terms[at + TERM_SECONDS_PER_TOKEN]!,
+    prefillOverheadSeconds: terms[at + TERM_OVERHEAD]!,
+    interference: terms[at + TERM_INTERFERENCE]!,
   };
 }
 

@@ -13,8 +13,9 @@
  * - ticket-mirror.ts: the open tickets, mirrored for complete()/abort() and reconcile();
  * - thread-sharing.ts: mirror()/adoptMirror() for routers sharing one native core;
  * - kv-event-sink.ts: the way in for KV events (the core owns no transport; src/events feeds it);
+ * - instance-costs.ts: min_ttft's per-instance prices (learned costs), kept and pushed into the core;
  * - router-report.ts: stats() and explain().
- * Long file: about 590 lines, past the ~500 of the house style; what is left is the public API itself (each
+ * Long file: about 630 lines, past the ~500 of the house style; what is left is the public API itself (each
  * method a few lines of checks and one call into the core) and its JSDoc, which the exported .d.ts
  * carries; splitting the class further would split its documentation from it.
  */
@@ -46,8 +47,9 @@ import {
   type CoreRouter,
 } from './core-router.js';
 import { DecisionView } from './decision-view.js';
-import { describe, rangeError, stateError } from './errors.js';
+import { describe, invalidType, invalidValue, rangeError, stateError } from './errors.js';
 import { FEED_STATUSES, feedWarning, type FeedStatus } from './feed.js';
+import { InstanceCostTable, type CostSource, type RoutingCosts } from './instance-costs.js';
 import { SlotKvEventSink, type KvEventSink, type KvEventSinkOwner } from './kv-event-sink.js';
 import { ModelGroups } from './model-groups.js';
 import { loadNative } from './native.js';
@@ -114,6 +116,7 @@ export class Router {
   /** Each instance's way in for KV events, by slot: made by kvEventSink(), closed on removal. */
   private readonly sinks = new Map<number, SlotKvEventSink>();
   private readonly eventStatsBuf = new Float64Array(EVENT_STAT_FIELDS);
+  private readonly costs: InstanceCostTable;
 
   constructor(options: RouterOptions) {
     const o = resolveRouterOptions(options);
@@ -142,6 +145,7 @@ export class Router {
       events: this.tickets.events,
     };
     this.core = this.isNative ? new (loadNative().NativeRouter)(config, buffers) : new ReferenceRouter(config, buffers);
+    this.costs = new InstanceCostTable(this.core);
     this.tickets.core = this.core;
     this.core.setExplainBuffers(this.matched, this.scores, this.terms);
     this.view = new DecisionView(this.decisionBuf, this.offloadBuf, this.names, this.matched, this.terms);
@@ -216,6 +220,11 @@ export class Router {
   /** Instance ids in index order. */
   instances(): string[] {
     return this.names.filter((name): name is string => name !== undefined);
+  }
+
+  /** Whether an instance of this id is in the fleet (drained ones included). */
+  hasInstance(id: string): boolean {
+    return this.slots.has(id);
   }
 
   /**
@@ -394,6 +403,42 @@ export class Router {
     this.slots.set(id, slot);
     const groups = this.groups.declare(slot, models);
     if (groups !== null) this.core.setInstanceGroups(slot, groups);
+    this.costs.added(slot);
+  }
+
+  /**
+   * min_ttft's price of the instance (docs/policies.md "Learned costs"): its score there becomes
+   * the predicted TTFT in seconds, overhead + prefillSecondsPerToken × work × (1 + interference ×
+   * requests). null falls back to the fleet default (setDefaultCosts). A CostLearner calls this;
+   * a bad field is a RangeError naming it, and nothing changes.
+   */
+  setInstanceCosts(instance: string, costs: RoutingCosts | null): void {
+    this.costs.set(this.slotOf(instance), costs);
+  }
+
+  /**
+   * The price of every instance without costs of its own, instances added later included; null
+   * (the start): token-equivalents with the policy's batchWeight. Set it before any instance's own
+   * costs, so one fleet never mixes seconds with tokens.
+   */
+  setDefaultCosts(costs: RoutingCosts | null): void {
+    this.costs.setDefault(costs, this.slots.values());
+  }
+
+  /** The costs in force on the instance (null: token-equivalents) and where they come from. */
+  instanceCosts(instance: string): { costs: RoutingCosts | null; source: CostSource } {
+    return this.costs.inForce(this.slotOf(instance));
+  }
+
+  /**
+   * The expected prefill tokens of sessions idle on the instance between turns, which min_ttft
+   * counts as queued there (docs/policies.md "Sessions between turns"; a SessionReturns keeps it).
+   */
+  setReturningTokens(instance: string, tokens: number): void {
+    const slot = this.slotOf(instance);
+    if (typeof tokens !== 'number') throw invalidType('tokens', 'a number', tokens);
+    if (!(Number.isFinite(tokens) && tokens >= 0)) throw invalidValue('tokens', 'a finite number >= 0', tokens);
+    this.core.setReturningTokens(slot, tokens);
   }
 
   /**
@@ -455,6 +500,7 @@ export class Router {
     this.names[slot] = undefined;
     this.slots.delete(id);
     this.groups.forget(slot);
+    this.costs.removed(slot);
   }
 
   /** Forgets blocks (and everything below them) on one instance, e.g. on an engine eviction event. */

@@ -289,6 +289,16 @@ export interface CandidateTerms {
   kvUsage: number;
   /** This request's tokens the instance does not hold (`uncached`). */
   uncachedTokens: number;
+  /** Expected prefill of sessions idle on the instance between turns (`returning`; 0 unless set). */
+  returningTokens: number;
+  /**
+   * The costs min_ttft priced the instance with (docs/policies.md "Learned costs"): seconds per
+   * token-equivalent, overhead seconds and interference per request. Without costs: 1, 0 and the
+   * policy's batchWeight, and the score is in token-equivalents; with them, in seconds.
+   */
+  prefillSecondsPerToken: number;
+  prefillOverheadSeconds: number;
+  interference: number;
 }
 
 export interface Explanation {

@@ -11,6 +11,10 @@
  * after that scaling. An offloaded request is no observation (CostLearner ignores it). With
  * replicas, each learns from its own dispatches only, as each proxy replica would; the report
  * is replica 0's. Times are virtual seconds, handed to the learners as ms.
+ *
+ * With `costs: 'learned'` (the default) the learners also steer: each pushes its estimates into
+ * its router (CostLearner `steer`), so min_ttft prices every instance in predicted seconds and
+ * the records change; with `costs: 'fixed'` they only watch, and the invariant above holds.
  */
 import { CostLearner } from '../core/cost-learning/cost-learner.js';
 import {
@@ -18,7 +22,9 @@ import {
   type CostCoefficients,
   type InstanceCostEstimate,
 } from '../core/cost-learning/instance-cost-estimator.js';
+import { invalidValue } from '../core/errors.js';
 import type { Router } from '../core/router.js';
+import { COST_MODES, type CostMode } from './simulation-options.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, type EnginePreset } from './engine-preset.js';
 
 /** An engine's true coefficients, as the estimator models them; interference has no preset value. */
@@ -41,19 +47,27 @@ export function presetCostCoefficients(preset: EnginePreset): TrueCostCoefficien
   };
 }
 
+/** Refuses a cost mode that is not one, or `learned` without learners, naming the option. */
+export function checkCostMode(options: { learnCosts?: boolean; costs?: CostMode }): void {
+  if (options.costs !== undefined && !COST_MODES.includes(options.costs))
+    throw invalidValue('costs', `one of ${COST_MODES.join(', ')}`, options.costs);
+  if (options.costs === 'learned' && options.learnCosts === false)
+    throw invalidValue('costs', "'fixed' when learnCosts is false (learned costs need the learners)", options.costs);
+}
+
 export class SimCostLearning {
   private readonly learners: CostLearner[];
 
   /** The learners of a run over `routers` and engines of `presets`; undefined when `learnCosts` is false. */
   static forRun(
-    options: { preset?: string; learnCosts?: boolean },
+    options: { preset?: string; learnCosts?: boolean; costs?: CostMode },
     routers: readonly Router[],
     presets: readonly EnginePreset[],
     instanceIds: readonly string[],
   ): SimCostLearning | undefined {
     if (options.learnCosts === false) return undefined;
     const prior = ENGINE_PRESETS[options.preset ?? DEFAULT_ENGINE_PRESET]!;
-    return new SimCostLearning(routers, prior, presets, instanceIds);
+    return new SimCostLearning(routers, prior, presets, instanceIds, (options.costs ?? 'learned') === 'learned');
   }
 
   /**
@@ -65,9 +79,10 @@ export class SimCostLearning {
     prior: EnginePreset,
     private readonly truths: readonly EnginePreset[],
     private readonly instanceIds: readonly string[],
+    steer = false,
   ) {
     const coefficients = { ...presetCostCoefficients(prior), interference: DEFAULT_COST_PRIOR.interference };
-    this.learners = routers.map((router) => new CostLearner(router, { prior: coefficients, now: () => 0 }));
+    this.learners = routers.map((router) => new CostLearner(router, { prior: coefficients, now: () => 0, steer }));
   }
 
   /** Right after `replica`'s route() returned `ticket`, at virtual second `now`. */

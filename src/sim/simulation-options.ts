@@ -69,7 +69,18 @@ export interface SimulationOptions {
    * decision, so the records are the same either way (a test holds them so); default true.
    */
   learnCosts?: boolean;
+  /**
+   * How min_ttft prices each instance (docs/policies.md "Learned costs"): `learned` (default),
+   * each replica's learner pushes its estimates into its router, so scores are predicted seconds
+   * per instance; `fixed`, the preset's token-equivalents for every instance, as the learners
+   * only watch (reproducible whatever the learner does). `learned` needs `learnCosts`.
+   */
+  costs?: CostMode;
 }
+
+/** How min_ttft prices each instance: learned online per instance, or one fixed preset. */
+export type CostMode = 'learned' | 'fixed';
+export const COST_MODES: readonly CostMode[] = ['learned', 'fixed'];
 
 export interface SimulationResult {
   /** One per request, in completion order. */

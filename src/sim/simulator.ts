@@ -58,7 +58,7 @@ import { EventQueue } from './event-queue.js';
 import { checkFleetOf, fleetPresets, uniformFleet } from './fleet-spec.js';
 import { KvTransferLink } from './kv-transfer.js';
 import { ReplicaAssigner } from './replica-assign.js';
-import { SimCostLearning } from './sim-cost-learning.js';
+import { SimCostLearning, checkCostMode } from './sim-cost-learning.js';
 import type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
 
 export type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
@@ -188,6 +188,7 @@ class Simulation {
       throw invalidValue('capacityBlocks', 'absent when scaling.kvCapacity is given', options.capacityBlocks);
     if (options.cacheState !== undefined && !CACHE_STATES.includes(options.cacheState))
       throw invalidValue('cacheState', `one of ${CACHE_STATES.join(', ')}`, options.cacheState);
+    checkCostMode(options);
     this.preset = scalePreset(preset, options.scaling);
     if (options.fleet !== undefined) checkFleetOf(options.fleet, options.instances, options.capacityBlocks);
     this.dispatch = options.dispatch ?? { mode: 'session' };

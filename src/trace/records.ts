@@ -82,6 +82,12 @@ export interface RunHeader {
   /** sim with `--cache-state events` only: `events`, each replica's cache state fed from the engines' KV events. */
   cache_state?: string;
   /**
+   * sim: how min_ttft priced each instance (docs/policies.md "Learned costs"): `learned` online per
+   * instance, or `fixed` (the preset's token-equivalents, as before the field existed). Absent in
+   * files written before it was recorded: those ran `fixed`.
+   */
+  costs?: string;
+  /**
    * sim: the engine preset, the multipliers it ran under (all 1 when unperturbed), and each
    * engine's KV capacity in blocks. Absent in files written before they were recorded: read
    * those as the default preset, unscaled.

@@ -26,7 +26,7 @@ class MinTtft final : public Policy {
     for (uint32_t s : ctx.candidates) {
       const double uncached = ctx.uncached[s];
       ctx.scores[s] = minTtftScore(ctx.eff[s], uncached, in.inputTokens - uncached,
-                                   static_cast<double>(in.n) / ctx.capacity[s], ctx.policy);
+                                   static_cast<double>(in.n) / ctx.capacity[s], ctx.policy, ctx.costs[s]);
     }
   }
 

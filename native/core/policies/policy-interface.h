@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/engine-state.h"
+#include "core/instance-costs.h"
 #include "core/policy.h"
 #include "core/route-io.h"
 #include "core/session-table.h"
@@ -52,6 +53,7 @@ struct DecisionContext {
   const int32_t* matched;
   const double* uncached;  // this request's uncached tokens per slot
   const double* capacity;  // KV capacity in blocks per slot
+  const CostTerms* costs;  // the costs in force per slot (instance-costs.h)
   double* scores;          // filled by Policy::score
   PolicyHost& host;
 };

@@ -11,4 +11,5 @@ export const SWEEP_DEFAULTS = {
   instances: 8,
   liveInstances: 4,
   preset: DEFAULT_ENGINE_PRESET,
+  costs: 'learned',
 } as const;

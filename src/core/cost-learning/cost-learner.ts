@@ -16,6 +16,14 @@
  * request, or a retry's failed attempt, is never an observation. An offloaded request's TTFT
  * spans two instances and is not one either.
  *
+ * With `steer: true` the learner also prices the router with what it learns (docs/policies.md
+ * "Learned costs"): at construction the router's fleet default becomes the prior, and each
+ * observation pushes that instance's new prefill cost and overhead (Router.setInstanceCosts), so
+ * min_ttft scores predicted seconds per instance. The interference it learns is reported, not
+ * pushed: min_ttft keeps the policy's batchWeight, a guard of the tail tuned as such (the learned
+ * one is lower and gave a worse TTFT p90: docs/policies.md). Without `steer` the learner only
+ * watches, and the router keeps its fixed token-equivalent prices.
+ *
  * Invariants: at most `maxOpen` tickets are remembered (the oldest forgotten first, as a ticket
  * whose complete() never comes must not leak); a ticket unknown to the learner is ignored, as
  * the router ignores repeats. Times are ms on the learner's clock (`now`, default
@@ -23,6 +31,7 @@
  * Complexity: O(1) per call; estimates() is O(instances).
  */
 import { invalidValue, rangeError } from '../errors.js';
+import type { RoutingCosts } from '../instance-costs.js';
 import type { Router } from '../router.js';
 import {
   DEFAULT_COST_PRIOR,
@@ -43,6 +52,8 @@ export interface CostLearnerOptions extends Partial<CostEstimatorOptions> {
   now?: () => number;
   /** Open tickets remembered at most (default 65,536). */
   maxOpen?: number;
+  /** Push every estimate into the router, so min_ttft prices each instance with it (default false). */
+  steer?: boolean;
 }
 
 interface OpenTicket {
@@ -61,6 +72,8 @@ export class CostLearner {
   private readonly now: () => number;
   private readonly maxOpen: number;
   private skippedCount = 0;
+  /** Whether this learner prices the router with its estimates (`steer`). */
+  readonly steer: boolean;
 
   constructor(
     private readonly router: Router,
@@ -82,6 +95,11 @@ export class CostLearner {
     this.maxOpen = learnerOptions.maxOpen ?? 65_536;
     if (!(Number.isInteger(this.maxOpen) && this.maxOpen >= 1))
       throw invalidValue('maxOpen', 'an integer >= 1', this.maxOpen);
+    this.steer = learnerOptions.steer === true;
+    if (this.steer) {
+      router.setDefaultCosts(routingCostsOf(learnerOptions.prior ?? DEFAULT_COST_PRIOR));
+      for (const id of router.instances()) this.push(id);
+    }
   }
 
   /** Records the facts of the route() that returned `ticket`; call it before the next route(). */
@@ -140,6 +158,7 @@ export class CostLearner {
       ownTokens: t.ownTokens,
       requests: t.requests,
     });
+    if (this.steer) this.push(t.instance);
     const out = facts.outputTokens;
     if (out !== undefined && out >= 2 && atMs > t.firstTokenAtMs)
       estimator.observeDecode({ secondsPerToken: (atMs - t.firstTokenAtMs) / 1000 / (out - 1), batch: t.requests + 1 });
@@ -184,6 +203,12 @@ export class CostLearner {
     return this.open.size;
   }
 
+  /** Prices `instance` in the router with its estimate, when it is still there (it may have left). */
+  private push(instance: string): void {
+    if (!this.router.hasInstance(instance)) return;
+    this.router.setInstanceCosts(instance, routingCostsOf(this.estimatorOf(instance).estimate()));
+  }
+
   private estimatorOf(instance: string): InstanceCostEstimator {
     let estimator = this.estimators.get(instance);
     if (estimator === undefined) {
@@ -193,6 +218,11 @@ export class CostLearner {
     }
     return estimator;
   }
+}
+
+/** What the router is told of an estimate: its prefill cost and overhead; interference stays the policy's. */
+function routingCostsOf(c: CostCoefficients): RoutingCosts {
+  return { prefillSecondsPerToken: c.prefillSecondsPerToken, prefillOverheadSeconds: c.prefillOverheadSeconds };
 }
 
 function checkTime(field: string, value: number): void {

@@ -65,16 +65,33 @@ export function lmetricScore(e: EffectiveState, uncachedTokens: number, decodeWe
   return (e.pendingPrefill + uncachedTokens) * (batch + 1.0);
 }
 
-/** min_ttft's predicted TTFT in token-equivalents, the twin of minTtftScore in native/core/policies/scores.h. */
+/**
+ * The costs min_ttft prices one candidate with (native/core/instance-costs.h): without costs
+ * pushed, (1, 0, the policy's batchWeight), token-equivalents.
+ */
+export interface CostTerms {
+  secondsPerToken: number;
+  overheadSeconds: number;
+  interference: number;
+  /** Expected prefill of sessions idle on the instance between turns. */
+  returningTokens: number;
+}
+
+/**
+ * min_ttft's predicted TTFT in the unit of the instance's costs (seconds with learned costs,
+ * token-equivalents without), the twin of minTtftScore in native/core/policies/scores.h.
+ */
 export function minTtftScore(
   e: EffectiveState,
   uncachedTokens: number,
   cachedTokens: number,
   addedKv: number,
-  p: { batchWeight: number; attentionWeight: number; kvWeight: number; kvThreshold: number },
+  p: { attentionWeight: number; kvWeight: number; kvThreshold: number },
+  c: CostTerms,
 ): number {
   const own = uncachedTokens * (1.0 + p.attentionWeight * (cachedTokens + uncachedTokens / 2.0));
-  let score = (e.pendingPrefill + own) * (1.0 + p.batchWeight * e.numRequests);
+  const work = (e.pendingPrefill + c.returningTokens + own) * (1.0 + c.interference * e.numRequests);
+  let score = c.overheadSeconds + c.secondsPerToken * work;
   const over = e.kvUsage + addedKv - p.kvThreshold;
   if (p.kvWeight > 0 && over > 0) score *= 1.0 + p.kvWeight * over;
   return score;

@@ -6,7 +6,7 @@
  */
 import { PolicyKind, Reason } from '../codes.js';
 import type { CorePolicy } from '../core-router.js';
-import { kvWeightedScore, lmetricScore, minTtftScore, type EffectiveState } from './engine-state.js';
+import { kvWeightedScore, lmetricScore, minTtftScore, type CostTerms, type EffectiveState } from './engine-state.js';
 import type { ReferenceHashRing } from './hash-ring.js';
 import type { ReferenceSessionTable, SessionPin } from './session-table.js';
 import { xxhash64, xxhash64Id } from './xxhash64.js';
@@ -21,6 +21,8 @@ export interface DecisionContext {
   /** The instance's KV capacity in blocks. */
   capacity(slot: number): number;
   eff: EffectiveState[];
+  /** The costs in force per candidate slot. */
+  costs: CostTerms[];
   matched: Int32Array;
   uncached: number[];
   /** The request's input tokens (its uncached plus cached tokens on any instance). */
@@ -79,6 +81,7 @@ function fillScores(c: DecisionContext): void {
         c.inputTokens - c.uncached[s]!,
         c.ids.length / c.capacity(s),
         c.policy,
+        c.costs[s]!,
       );
     else c.scores[s] = lmetricScore(e, c.uncached[s]!, decodeWeight);
   }

@@ -16,7 +16,15 @@ import {
   OFFLOAD_INTERFERENCE_MS,
   OFFLOAD_PREFILL_TICKET,
   OFFLOAD_TRANSFER_MS,
+  COST_FIELDS,
+  COST_INTERFERENCE,
+  COST_OVERHEAD_SECONDS,
+  COST_SECONDS_PER_TOKEN,
   TERM_COUNT,
+  TERM_INTERFERENCE,
+  TERM_OVERHEAD,
+  TERM_RETURNING,
+  TERM_SECONDS_PER_TOKEN,
   TERM_KV_USAGE,
   TERM_PENDING_PREFILL,
   TERM_REQUESTS,
@@ -34,7 +42,14 @@ import { invalidType, invalidValue, rangeError } from '../errors.js';
 import { loadNative, type NativeFeedReader } from '../native.js';
 import { ReferenceBlockIndex } from './block-index.js';
 import { ReferenceEventIndex } from './event-index.js';
-import { effectiveState, isFresh, type EffectiveState, type Observed, type ShadowCounters } from './engine-state.js';
+import {
+  effectiveState,
+  isFresh,
+  type CostTerms,
+  type EffectiveState,
+  type Observed,
+  type ShadowCounters,
+} from './engine-state.js';
 import { ReferenceHashRing } from './hash-ring.js';
 import { decide, pinKey } from './policy.js';
 import { decideOffload, ReferenceWarmPairs, type OffloadResult } from './offload.js';
@@ -56,6 +71,9 @@ interface Instance {
   routed: number;
   completed: number;
   aborted: number;
+  /** min_ttft's price of it; null: token-equivalents; interference NaN: the policy's (native/core/instance-costs.h). */
+  costs: { secondsPerToken: number; overheadSeconds: number; interference: number } | null;
+  returningTokens: number;
 }
 
 const emptyShadow = (): ShadowCounters => ({ running: 0, waiting: 0, prefillTokens: 0, activeBlocks: 0 });
@@ -132,6 +150,8 @@ export class ReferenceRouter implements CoreRouter {
       routed: 0,
       completed: 0,
       aborted: 0,
+      costs: null,
+      returningTokens: 0,
     };
     this.events.reset(slot);
     this.rebuildRing();
@@ -152,6 +172,8 @@ export class ReferenceRouter implements CoreRouter {
     inst.generation += 1;
     inst.name = '';
     inst.index = new ReferenceBlockIndex(1);
+    inst.costs = null;
+    inst.returningTokens = 0;
     this.events.reset(slot);
     this.warmPairs.forget(slot);
     this.rebuildRing();
@@ -170,6 +192,33 @@ export class ReferenceRouter implements CoreRouter {
     });
     inst.groups = new Set(groups);
     for (const g of groups) this.groupCount = Math.max(this.groupCount, g + 1);
+  }
+
+  setInstanceCosts(slot: number, costs: Float64Array | null): void {
+    this.drainEvents();
+    const inst = this.live(slot);
+    if (costs === null || costs === undefined) {
+      inst.costs = null;
+      return;
+    }
+    if (!(costs instanceof Float64Array)) throw invalidType('costs', 'a Float64Array or null', costs);
+    if (costs.length < COST_FIELDS) throw invalidValue('costs', `${COST_FIELDS} values`, costs.length);
+    const secondsPerToken = costs[COST_SECONDS_PER_TOKEN]!;
+    const overheadSeconds = costs[COST_OVERHEAD_SECONDS]!;
+    const interference = costs[COST_INTERFERENCE]!;
+    checkCost('secondsPerToken', secondsPerToken, true);
+    checkCost('overheadSeconds', overheadSeconds, false);
+    if (!Number.isNaN(interference)) checkCost('interference', interference, false);
+    inst.costs = { secondsPerToken, overheadSeconds, interference };
+  }
+
+  setReturningTokens(slot: number, tokens: number): void {
+    this.drainEvents();
+    const inst = this.live(slot);
+    if (typeof tokens !== 'number') throw invalidType('returningTokens', 'a number', tokens);
+    if (!(tokens >= 0 && tokens <= Number.MAX_VALUE))
+      throw invalidValue('returningTokens', 'a finite number >= 0', tokens);
+    inst.returningTokens = tokens;
   }
 
   setExplainBuffers(matched: Int32Array, scores: Float64Array, terms?: Float64Array): void {
@@ -193,6 +242,7 @@ export class ReferenceRouter implements CoreRouter {
     this.matchRequest(req);
     const sessionKey = session !== undefined ? xxhash64String(session, 0n) : 0n;
     const eff: EffectiveState[] = [];
+    const costs: CostTerms[] = [];
     const uncached: number[] = [];
     const candidate = (s: number) => this.candidate(s, req.group);
     for (let s = 0; s < this.instances.length; s += 1) {
@@ -212,12 +262,26 @@ export class ReferenceRouter implements CoreRouter {
             );
       const cachedTokens = this.matched[s]! * req.blockTokens;
       uncached[s] = req.inputTokens > cachedTokens ? req.inputTokens - cachedTokens : 0;
+      const c: CostTerms = {
+        secondsPerToken: inst.costs?.secondsPerToken ?? 1,
+        overheadSeconds: inst.costs?.overheadSeconds ?? 0,
+        interference:
+          inst.costs === null || Number.isNaN(inst.costs.interference)
+            ? this.policy.batchWeight
+            : inst.costs.interference,
+        returningTokens: inst.returningTokens,
+      };
+      costs[s] = c;
       if (this.terms !== undefined) {
         const at = TERM_COUNT * s;
         this.terms[at + TERM_PENDING_PREFILL] = eff[s]!.pendingPrefill;
         this.terms[at + TERM_REQUESTS] = eff[s]!.numRequests;
         this.terms[at + TERM_KV_USAGE] = eff[s]!.kvUsage;
         this.terms[at + TERM_UNCACHED] = uncached[s]!;
+        this.terms[at + TERM_RETURNING] = c.returningTokens;
+        this.terms[at + TERM_SECONDS_PER_TOKEN] = c.secondsPerToken;
+        this.terms[at + TERM_OVERHEAD] = c.overheadSeconds;
+        this.terms[at + TERM_INTERFERENCE] = c.interference;
       }
     }
     const { slot, reason } = decide({
@@ -227,6 +291,7 @@ export class ReferenceRouter implements CoreRouter {
       generation: (s) => this.instances[s]!.generation,
       capacity: (s) => this.instances[s]!.index.capacity,
       eff,
+      costs,
       matched: this.matched,
       uncached,
       inputTokens: req.inputTokens,
@@ -592,4 +657,10 @@ export class ReferenceRouter implements CoreRouter {
       this.matched[s] = inst.live ? inst.index.match(ids) : -1;
     }
   }
+}
+
+/** A cost the core would refuse: RangeError naming the field (the bindings' requireCost). */
+function checkCost(field: string, value: number, positive: boolean): void {
+  if (Number.isFinite(value) && (positive ? value > 0 : value >= 0)) return;
+  throw invalidValue(`costs.${field}`, `a finite number ${positive ? '>' : '>='} 0`, value);
 }
