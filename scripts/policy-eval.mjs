@@ -29,7 +29,14 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { DEFAULT_POLICY, POLICY_NAMES } from '../dist/core/policy-spec.js';
-import { EXISTING_POLICIES, ownsInstances, regimeFleet, SET_LABELS, SETS, VARIANTS } from './policy-eval/sets.mjs';
+import {
+  availableVariants,
+  EXISTING_POLICIES,
+  ownsInstances,
+  regimeFleet,
+  SET_LABELS,
+  SETS,
+} from './policy-eval/sets.mjs';
 import { targetsMarkdown } from '../dist/report/evaluation-targets.js';
 import { checkTargets, targetRecord } from './policy-eval/targets.mjs';
 
@@ -75,12 +82,9 @@ const regimes = set.filter((regime) => {
   process.stderr.write(`${regime.name}: skipped: it sets its own instances, which --fleet ${fleet} replaces\n`);
   return false;
 });
-const sweepHelp = kvroute(['sweep', '--help']);
-const variants = VARIANTS.filter((variant) => {
-  if (new RegExp(`^\\s*${variant.needs}\\b`, 'm').test(sweepHelp)) return true;
-  process.stderr.write(`${variant.name}: skipped: this kvroute's sweep has no ${variant.needs}\n`);
-  return false;
-});
+const { runs: variants, skipped } = availableVariants(kvroute(['sweep', '--help']));
+for (const { variant, missing } of skipped)
+  process.stderr.write(`${variant.name}: skipped: this kvroute's sweep has no ${missing.join(', ')}\n`);
 const existing = [...EXISTING_POLICIES, ...variants.filter((v) => v.existing).map((v) => v.name)];
 
 /**

@@ -92,15 +92,57 @@ export const SET_LABELS = /** @type {Record<string, string>} */ ({ perturbations
 
 /**
  * A variant: `policy` run again with `sweep` flags, as a row named `name`, in a sweep of its own
- * per regime and seed. It runs only when `kvroute sweep --help` lists `needs`.
- * `existing`: the variant is the policy as it was before issue #28 (it counts among the
- * existing policies the ≥ 10% target is measured against; the plain row is then the new one).
- * @typedef {{ name: string, policy: string, sweep: string[], needs: string, existing: boolean }} Variant
+ * per regime and seed. It runs only when `kvroute sweep --help` lists every flag of `needs`.
+ * `existing`: the variant is the policy as it was before issue #28, so it counts among the
+ * existing policies the ≥ 10% target is measured against (the plain row is then the new one).
+ * @typedef {{ name: string, policy: string, sweep: string[], needs: string[], existing: boolean }} Variant
  */
 /** @type {Variant[]} */
 export const VARIANTS = [
-  { name: 'min_ttft (fixed costs)', policy: 'min_ttft', sweep: ['--costs', 'fixed'], needs: '--costs', existing: true },
+  // Without the learned per-instance costs: the preset's coefficients for every instance.
+  {
+    name: 'min_ttft (fixed costs)',
+    policy: 'min_ttft',
+    sweep: ['--costs', 'fixed'],
+    needs: ['--costs'],
+    existing: false,
+  },
+  // Without the load of sessions idle between turns (issue #28, item 3: with and without the term).
+  {
+    name: 'min_ttft (no session returns)',
+    policy: 'min_ttft',
+    sweep: ['--no-session-returns'],
+    needs: ['--no-session-returns'],
+    existing: false,
+  },
+  // min_ttft as it was before issue #28: neither.
+  {
+    name: 'min_ttft (before #28)',
+    policy: 'min_ttft',
+    sweep: ['--costs', 'fixed', '--no-session-returns'],
+    needs: ['--costs', '--no-session-returns'],
+    existing: true,
+  },
 ];
+
+/**
+ * The variants whose flags a `kvroute sweep --help` text lists.
+ * @param {string} sweepHelp
+ * @returns {{ runs: Variant[], skipped: { variant: Variant, missing: string[] }[] }}
+ */
+export function availableVariants(sweepHelp) {
+  const lists = (/** @type {string} */ flag) => new RegExp(`^\\s*${flag}(?![\\w-])`, 'm').test(sweepHelp);
+  /** @type {Variant[]} */
+  const runs = [];
+  /** @type {{ variant: Variant, missing: string[] }[]} */
+  const skipped = [];
+  for (const variant of VARIANTS) {
+    const missing = variant.needs.filter((flag) => !lists(flag));
+    if (missing.length === 0) runs.push(variant);
+    else skipped.push({ variant, missing });
+  }
+  return { runs, skipped };
+}
 
 /**
  * The policies of the evaluation before issue #28 (docs/policy-evaluation.md): the "existing"
