@@ -22,6 +22,7 @@ export { isKvrouteError, type KvrouteError, type KvrouteErrorCode } from './core
 export type { KvEventIndexStats, KvEventSink, KvEventSinkOwner } from './core/kv-event-sink.js';
 export { nativePath } from './core/native.js';
 export type { CostSource, RoutingCosts } from './core/instance-costs.js';
+export { SessionReturns, type SessionReturnsOptions } from './core/session-returns.js';
 export {
   CostLearner,
   DEFAULT_COST_PRIOR,

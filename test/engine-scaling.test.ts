@@ -250,7 +250,12 @@ describe('kvroute sweep', () => {
     expect(manifest).toMatchObject({ preset: DEFAULT_ENGINE_PRESET, engine_scaling: scaling });
     // sim run's learned costs come from the live simulation, and its cost mode is sweep.json's: a
     // sweep cell's summary has neither.
-    const { learned_costs: _learned, costs, ...alone } = JSON.parse(
+    const {
+      learned_costs: _learned,
+      costs,
+      session_returns: returns,
+      ...alone
+    } = JSON.parse(
       kvroute([
         'sim',
         'run',
@@ -266,8 +271,9 @@ describe('kvroute sweep', () => {
         '0.5',
         '--json',
       ]).stdout,
-    ) as CellSummary & { learned_costs: unknown; costs: string };
+    ) as CellSummary & { learned_costs: unknown; costs: string; session_returns: boolean };
     expect(manifest.costs).toBe(costs);
+    expect(manifest.session_returns).toBe(returns);
     for (const cell of manifest.cells) {
       const summary = JSON.parse(readFileSync(join(out, cell.summary), 'utf8')) as CellSummary;
       expect(summary).toMatchObject({

@@ -97,9 +97,11 @@ describe('sweep layout', () => {
     const {
       learned_costs: _learned,
       costs,
+      session_returns: returns,
       ...simRun
-    } = JSON.parse(run.stdout) as CellSummary & { learned_costs: unknown; costs: string };
+    } = JSON.parse(run.stdout) as CellSummary & { learned_costs: unknown; costs: string; session_returns: boolean };
     expect(costs).toBe(json<{ costs: string }>('sweep.json').costs);
+    expect(returns).toBe(json<{ session_returns: boolean }>('sweep.json').session_returns);
     expect(metrics).toEqual(simRun);
     const records = join(out, 'cells/unified_A_B-shm/records.msgpack');
     const analyzed = spawnSync(process.execPath, [cli, 'analyze', 'run', records, '--json', '--skip-reuse'], {

@@ -29,6 +29,8 @@ export interface RunAnalysis extends RunMetrics, OffloadMetrics {
   capacity_blocks: number | null;
   /** How min_ttft priced the instances (sim run --costs), from the header; null when it does not say. */
   costs: string | null;
+  /** Whether min_ttft counted sessions between turns (sim run), from the header; null when it does not say. */
+  session_returns: boolean | null;
   slow: SlowSummary;
   /** The router's predicted cached tokens against the engine's; null when no record has a prediction. */
   prediction: PredictionAccuracy | null;
@@ -61,6 +63,7 @@ export function analyzeRun(
     engine_scaling: file.header?.engine_scaling ?? null,
     capacity_blocks: file.header?.capacity_blocks ?? null,
     costs: file.header?.costs ?? null,
+    session_returns: file.header?.session_returns ?? null,
     slow: labelSlowRequests(records, slo, file.header?.instances, engineStates).summary,
     prediction: predictionAccuracy(records),
     reuse,

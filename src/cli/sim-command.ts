@@ -87,6 +87,10 @@ function addRun(sim: Command): void {
         d.costs,
       ),
     )
+    .option(
+      '--no-session-returns',
+      'min_ttft does not count the expected prefill of sessions idle between turns on their instance (default: it does)',
+    )
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
   addFleetOption(run);

@@ -11,7 +11,7 @@ import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { CACHE_STATES } from '../sim/event-fed-cache.js';
 import { interferenceTable } from '../sim/interference-bench.js';
 import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
-import { COST_MODES } from '../sim/simulation-options.js';
+import { COST_MODES } from '../sim/cost-mode.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
@@ -61,6 +61,8 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   const cacheFields = cacheState === 'events' ? { cache_state: cacheState } : {};
   if (cacheState === 'events') options.cacheState = cacheState;
   options.costs = choiceFlag(values, 'costs', COST_MODES) ?? d.costs;
+  options.sessionReturns = values['session-returns'] !== false;
+  const returnsFields = { session_returns: options.sessionReturns };
   const started = performance.now();
   const startedAt = new Date();
   const reader = readTrace(trace, readerOptions(values));
@@ -91,6 +93,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
         ...replicas.fields,
         ...cacheFields,
         costs: options.costs,
+        ...returnsFields,
         ...engine,
       },
       startedAt,
@@ -102,7 +105,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   const learnedCosts = learnedCostFields(result.learnedCosts, fleet);
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, costs: options.costs, prediction: predictionAccuracy(result.records), learned_costs: learnedCosts })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, costs: options.costs, ...returnsFields, prediction: predictionAccuracy(result.records), learned_costs: learnedCosts })}\n`,
     );
     return;
   }

@@ -10,7 +10,7 @@ import { parsePolicyArg } from '../core/policy-arg.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { EngineScaling } from '../sim/engine-preset.js';
 import type { FleetGroup } from '../sim/fleet-spec.js';
-import type { CostMode } from '../sim/simulation-options.js';
+import type { CostMode } from '../sim/cost-mode.js';
 import { simulateStream, type SimulationResult } from '../sim/simulator.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
@@ -40,6 +40,8 @@ export interface SimFileRun {
   fleet?: FleetGroup[];
   /** How min_ttft prices each instance (--costs); absent: the simulator's default, learned. */
   costs?: CostMode;
+  /** Count sessions idle between turns (default true; --no-session-returns). */
+  sessionReturns?: boolean;
 }
 
 export interface SimFileOutcome {
@@ -62,6 +64,7 @@ export async function simulateFile(run: SimFileRun): Promise<SimFileOutcome> {
     ...(run.scaling === undefined ? {} : { scaling: run.scaling }),
     ...(run.fleet === undefined ? {} : { fleet: run.fleet }),
     ...(run.costs === undefined ? {} : { costs: run.costs }),
+    ...(run.sessionReturns === undefined ? {} : { sessionReturns: run.sessionReturns }),
   });
   return { result, fingerprint: fingerprint.digest(), readStats: reader.stats };
 }
@@ -77,6 +80,7 @@ export interface SimCellTask {
   scaling: EngineScaling;
   fleet?: FleetGroup[];
   costs: CostMode;
+  sessionReturns: boolean;
   /** The sweep's argv and start, for the record header. */
   command: string[];
   startedAt: string;
@@ -109,6 +113,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
     scaling: task.scaling,
     ...(task.fleet === undefined ? {} : { fleet: task.fleet }),
     costs: task.costs,
+    sessionReturns: task.sessionReturns,
   });
   const engine = {
     preset: task.preset,
@@ -125,6 +130,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
       instances: task.instances,
       mode: 'session',
       costs: task.costs,
+      session_returns: task.sessionReturns,
       ...engine,
     },
     new Date(task.startedAt),

@@ -34,6 +34,10 @@ export function addSweepCommand(program: Command): void {
         d.costs,
       ),
     )
+    .option(
+      '--no-session-returns',
+      'simulated cells: min_ttft does not count sessions idle between turns on their instance (default: it does)',
+    )
     .option('--workers <N>', withDefault('simulator cells run at once, one thread each', 'one per core'))
     .option(
       '--live',

@@ -51,6 +51,8 @@ export interface SweepManifest {
   fleet?: string;
   /** How min_ttft priced each instance in simulated cells (--costs; absent in older sweeps: fixed). */
   costs?: string;
+  /** Whether simulated cells counted sessions idle between turns (--no-session-returns: false); absent in older sweeps: false. */
+  session_returns?: boolean;
   /** argv after `kvroute`. */
   command: string[];
   kvroute_version: string;

@@ -35,7 +35,7 @@ import { ioError } from '../trace/trace-errors.js';
 import { scalingRecord } from './engine-options.js';
 import { fleetFields, fleetRecord } from './fleet-options.js';
 import { fleetPresets, type FleetGroup } from '../sim/fleet-spec.js';
-import type { CostMode } from '../sim/simulation-options.js';
+import type { CostMode } from '../sim/cost-mode.js';
 import { kvrouteVersion } from '../trace/run-header.js';
 import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
 import {
@@ -74,6 +74,8 @@ export interface SweepOptions {
   fleet?: FleetGroup[];
   /** How min_ttft prices each instance in simulated cells (--costs; default learned). */
   costs?: CostMode;
+  /** Simulated cells count sessions idle between turns (default true; --no-session-returns). */
+  sessionReturns?: boolean;
   /** Piscina threads for offline cells (default: one per core). */
   workers?: number;
   /** live and backends cells. */
@@ -156,6 +158,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
           engine_scaling: scalingRecord(options.scaling ?? {}),
           ...fleetRecord(options.fleet),
           costs: options.costs ?? 'learned',
+          session_returns: options.sessionReturns !== false,
         }),
     command: options.command,
     kvroute_version: kvrouteVersion(),
@@ -185,6 +188,7 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
           scaling: options.scaling ?? {},
           ...(options.fleet === undefined ? {} : { fleet: options.fleet }),
           costs: options.costs ?? 'learned',
+          sessionReturns: options.sessionReturns !== false,
           command: options.command,
           startedAt: startedAt.toISOString(),
         };

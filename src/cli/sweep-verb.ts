@@ -7,7 +7,7 @@ import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type Optio
 import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { engineScalingFlags } from './engine-options.js';
 import { fleetFlags } from './fleet-options.js';
-import { COST_MODES } from '../sim/simulation-options.js';
+import { COST_MODES } from '../sim/cost-mode.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
 import type { LiveOptions } from './sweep-live.js';
@@ -67,6 +67,7 @@ export function sweepOptions(values: OptionValues): SweepOptions {
     scaling: engineScalingFlags(values),
     ...(fleet === undefined ? {} : { fleet }),
     costs: choiceFlag(values, 'costs', COST_MODES) ?? d.costs,
+    sessionReturns: values['session-returns'] !== false,
     command: process.argv.slice(2),
   };
   if (mode === 'backends' && fleet !== undefined)

@@ -9,6 +9,7 @@ import type { EngineScaling } from './engine-preset.js';
 import type { CacheState } from './event-fed-cache.js';
 import type { FleetGroup } from './fleet-spec.js';
 import type { ReplicaAssign } from './replica-assign.js';
+import type { CostMode } from './cost-mode.js';
 import type { InstanceLearnedCost } from './sim-cost-learning.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
@@ -76,11 +77,13 @@ export interface SimulationOptions {
    * only watch (reproducible whatever the learner does). `learned` needs `learnCosts`.
    */
   costs?: CostMode;
+  /**
+   * Count the expected return of sessions idle between turns on their instance (a SessionReturns
+   * per replica, src/core/session-returns.ts; docs/policies.md "Sessions between turns"): min_ttft
+   * sees it as prefill queued there. Default true; false for the runs before it existed.
+   */
+  sessionReturns?: boolean;
 }
-
-/** How min_ttft prices each instance: learned online per instance, or one fixed preset. */
-export type CostMode = 'learned' | 'fixed';
-export const COST_MODES: readonly CostMode[] = ['learned', 'fixed'];
 
 export interface SimulationResult {
   /** One per request, in completion order. */

@@ -36,6 +36,8 @@
  * (and each session's queued turns), never the trace. Events at the same instant run in the
  * order they were scheduled, and a request is read before any event at or after its arrival, so
  * a run is a pure function of (trace, options).
+ * Long file: about 525 lines, the event loop and its hooks, which read best together; what runs
+ * beside the routers is in router-companions.ts, the fleet's make-up in fleet-spec.ts.
  */
 import { invalidValue } from '../core/errors.js';
 import type { OffloadCostModel } from '../core/offload-cost.js';
@@ -58,7 +60,7 @@ import { EventQueue } from './event-queue.js';
 import { checkFleetOf, fleetPresets, uniformFleet } from './fleet-spec.js';
 import { KvTransferLink } from './kv-transfer.js';
 import { ReplicaAssigner } from './replica-assign.js';
-import { SimCostLearning, checkCostMode } from './sim-cost-learning.js';
+import { RouterCompanions, checkCostMode } from './router-companions.js';
 import type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
 
 export type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
@@ -161,7 +163,7 @@ class Simulation {
   private readonly prefilling = new Map<Sequence, InFlight>();
   private transfersInFlight = 0;
   private link: KvTransferLink | undefined;
-  private learning: SimCostLearning | undefined;
+  private companions: RouterCompanions | undefined;
   /** With `cacheState: 'events'`: the engines' KV events, fed to every replica. */
   private eventFed: EventFedCache | undefined;
   /** Sessions with a turn in flight; a session absent here is idle. */
@@ -245,7 +247,7 @@ class Simulation {
       replicaRoutes:
         this.fleet?.routers.map((router) => Object.values(router.stats().decisions).reduce((sum, n) => sum + n, 0)) ??
         new Array<number>(this.replicas.replicas).fill(0),
-      learnedCosts: this.learning?.costs() ?? [],
+      learnedCosts: this.companions?.costs() ?? [],
     };
   }
 
@@ -285,7 +287,7 @@ class Simulation {
       return new EngineModel({ preset, blockSize, capacityBlocks: blocks });
     });
     this.fleet = { routers, engines, instanceIds: router.instances() };
-    this.learning = SimCostLearning.forRun(this.options, routers, presets, this.fleet.instanceIds);
+    this.companions = new RouterCompanions(this.options, routers, presets, this.fleet.instanceIds);
     this.maxRequestTokens = Math.min(...engines.map((engine) => engine.maxRequestTokens));
     if (this.options.cacheState === 'events')
       this.eventFed = new EventFedCache(engines, routers, this.fleet.instanceIds, blockSize);
@@ -325,12 +327,13 @@ class Simulation {
     this.deliverPublished(replica);
     const eventFed = this.eventFed;
     eventFed?.sync();
+    this.companions!.arriving(replica, request.session, now);
     const ticket = router.route(
       eventFed === undefined
         ? { hashIds: request.hashIds, session: request.session, inputTokens: request.inputLength }
         : { tokens: eventFed.tokensOf(request), session: request.session, inputTokens: request.inputLength },
     );
-    this.learning?.routed(replica, ticket, now);
+    this.companions!.routed(replica, ticket, request.session, now);
     const { index: instance, predictedCachedTokens: predicted, offload } = router.decision;
     const flight: InFlight = { request, replica, ticket, instance, dispatch: now, predicted };
     const { hashIds, inputLength, outputLength } = request;
@@ -366,7 +369,7 @@ class Simulation {
     if (prefill !== undefined) return routers[prefill.replica]!.onFirstToken(prefill.offload!.ticket);
     const flight = this.inFlight.get(sequence)!;
     routers[flight.replica]!.onFirstToken(flight.ticket);
-    this.learning?.firstToken(flight.replica, flight.ticket, now);
+    this.companions!.firstToken(flight.replica, flight.ticket, now);
   }
 
   private completeStep(instance: number, outcome: StepOutcome, now: number): void {
@@ -386,7 +389,7 @@ class Simulation {
       const flight = this.inFlight.get(sequence)!;
       this.inFlight.delete(sequence);
       routers[flight.replica]!.complete(flight.ticket);
-      this.learning?.completed(flight.replica, flight.ticket, Math.max(1, flight.request.outputLength), now);
+      this.companions!.completed(flight.replica, flight.ticket, Math.max(1, flight.request.outputLength), now);
       this.record(flight, sequence, now);
       this.releaseNextTurn(flight.request, now);
     }

@@ -87,6 +87,8 @@ export interface RunHeader {
    * files written before it was recorded: those ran `fixed`.
    */
   costs?: string;
+  /** sim: whether min_ttft counted sessions idle between turns (--no-session-returns: false); absent in older files: false. */
+  session_returns?: boolean;
   /**
    * sim: the engine preset, the multipliers it ran under (all 1 when unperturbed), and each
    * engine's KV capacity in blocks. Absent in files written before they were recorded: read
