@@ -2,7 +2,8 @@
  * `kvroute report DIR` on a policy evaluation directory (scripts/policy-eval.mjs): the tables
  * hold each regime's mean TTFT p90 per policy with the lowest marked, the figure has one mark
  * per (regime, policy), a real Chromium shows it, and malformed files are refused naming the
- * file and the field.
+ * file and the field. A file of issue #28 (`--set generalization`: a variant row, `targets`,
+ * `setups`) adds its targets table and how each regime ran.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -121,5 +122,65 @@ describe('kvroute report on a policy evaluation directory', () => {
     } finally {
       await browser?.close();
     }
+  });
+
+  it('renders a generalization file: the variant as a column, the targets table and each regime’s setup', () => {
+    const mean = (policy: string, ttft: number, apc = 0.7, hotspot = 1.5) => ({ policy, ttft_p90: ttft, apc, hotspot });
+    const generalization = {
+      seeds: [1],
+      policies: ['lmetric', 'unified', 'min_ttft', 'min_ttft (fixed costs)'],
+      variants: [{ name: 'min_ttft (fixed costs)', policy: 'min_ttft', sweep: ['--costs', 'fixed'] }],
+      cells: {
+        '2-class fleet': {
+          lmetric: [run(1, 6)],
+          unified: [run(1, 7)],
+          min_ttft: [run(1, 4)],
+          'min_ttft (fixed costs)': [run(1, 5)],
+        },
+      },
+      setups: {
+        '2-class fleet': {
+          '1': { trace: 'kvroute trace synth --seed 1', sweep: ['--fleet', '4,4:prefill=0.5:decode=0.7'] },
+        },
+      },
+      targets: {
+        '2-class fleet': {
+          default: mean('min_ttft', 4),
+          rank: 1,
+          of: 4,
+          best_other: mean('min_ttft (fixed costs)', 5),
+          best_existing: mean('min_ttft (fixed costs)', 5),
+          best_apc: 0.7,
+          unified: mean('unified', 7),
+          pass: { best: true, existing: true, apc: true, hotspot: true },
+        },
+      },
+    };
+    const dir = evaluationDir({ 'generalization-seeds-1.json': generalization });
+    const result = report(dir);
+    expect(result.status, result.stderr).toBe(0);
+    const md = readFileSync(join(dir, 'report.md'), 'utf8');
+    expect(md).toContain('| TTFT p90 (s) | lmetric | unified | min_ttft | min_ttft (fixed costs) |');
+    expect(md).toContain('| 2-class fleet | 6.00 | 7.00 | **4.00** | 5.00 |');
+    expect(md).toContain(
+      '| 2-class fleet | 4.00 | 1 of 4 | min_ttft (fixed costs) 5.00 | −20.0% ✓ | min_ttft (fixed costs) 5.00 | −20.0% ✓ | 70.0% / 70.0% ✓ | 1.50 / 1.50 ✓ |',
+    );
+    expect(md).toContain(
+      '- ≥ 10% below the best existing policy (mixed fleets, misstated costs): met in 1 of 1 regimes',
+    );
+    expect(md).toContain(
+      '- 2-class fleet, seed 1: `kvroute trace synth --seed 1`; sweep `--fleet 4,4:prefill=0.5:decode=0.7`',
+    );
+    const html = readFileSync(join(dir, 'report.html'), 'utf8');
+    expect(html).toContain('<table data-targets="generalization">');
+    expect(html).toContain('<td>−20.0% ✓</td>');
+
+    const broken = {
+      ...generalization,
+      targets: { '2-class fleet': { ...generalization.targets['2-class fleet'], pass: { best: 'yes' } } },
+    };
+    const refused = report(evaluationDir({ 'generalization-seeds-1.json': broken }));
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(/targets\.2-class fleet\.pass\.best: must be true or false/);
   });
 });

@@ -1,6 +1,7 @@
 /** `kvroute trace synth | transform | validate`, declared; trace-verb.ts runs them. */
 import type { Command } from 'commander';
 
+import { ARRIVAL_PROCESSES } from '../trace/synth-arrivals.js';
 import { SYNTH_DEFAULTS } from '../trace/synth-options.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addTraceInputOptions, addTraceOutputOptions } from './trace-options.js';
@@ -13,6 +14,12 @@ export function addTraceCommand(program: Command): void {
   const synth = subcommand(trace, 'synth', 'write a synthetic agentic-coding session trace (calibrated to the w600)')
     .option('--sessions <N>', withDefault('sessions, sub-agents included (before --scale)', d.sessions))
     .option('--duration <S>', withDefault('seconds over which root sessions start', d.duration))
+    .option(
+      `--arrivals <${ARRIVAL_PROCESSES.join('|')}>`,
+      withDefault('how root sessions start: spread evenly, memoryless gaps, or bursts', d.arrivals),
+    )
+    .option('--burst-on <S>', withDefault('on-off: seconds of each ON period, where every root starts', d.burstOn))
+    .option('--burst-off <S>', withDefault('on-off: seconds of each OFF period, where none does', d.burstOff))
     .option('--seed <K>', withDefault('PRNG seed: the same flags give a byte-identical trace', d.seed))
     .option('--block-size <B>', withDefault('tokens per hash block', d.blockSize))
     .option('--scale <X>', withDefault('multiplies the sessions over the same duration', d.scale))
@@ -21,7 +28,11 @@ export function addTraceCommand(program: Command): void {
       withDefault('tokens of the shared system prefix (0: none)', d.systemPrefixTokens),
     );
   addTraceOutputOptions(synth, 'session');
-  example(synth, 'kvroute trace synth --sessions 100 --seed 7 -o synth.jsonl');
+  example(
+    synth,
+    'kvroute trace synth --sessions 100 --seed 7 -o synth.jsonl',
+    'kvroute trace synth --seed 11 --arrivals on-off --burst-on 20 --burst-off 60 -o bursty.jsonl',
+  );
   runs(synth, async () => (await import('./trace-verb.js')).synthVerb);
 
   const transform = subcommand(trace, 'transform', 'window, sample, cap, rescale or re-block a trace, streaming')

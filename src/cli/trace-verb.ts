@@ -2,6 +2,7 @@
 import { formatTotal } from '../analysis/format-units.js';
 import { readTrace } from '../trace/read-trace.js';
 import { synthesizeTrace, type SynthOptions, type SynthProgress } from '../trace/synth.js';
+import { ARRIVAL_PROCESSES } from '../trace/synth-arrivals.js';
 import { transformTrace, type TransformOptions } from '../trace/transforms.js';
 import { TRACE_FORMATS } from '../trace/types.js';
 import { writeTrace } from '../trace/write-trace.js';
@@ -18,6 +19,12 @@ export async function synthVerb(values: OptionValues): Promise<void> {
   };
   set('sessions', integerFlag(values, 'sessions', 1));
   set('duration', numberFlag(values, 'duration'));
+  set('arrivals', choiceFlag(values, 'arrivals', ARRIVAL_PROCESSES));
+  set('burstOn', numberFlag(values, 'burst-on'));
+  set('burstOff', numberFlag(values, 'burst-off', true));
+  for (const flag of ['burst-on', 'burst-off'])
+    if (values[flag] !== undefined && options.arrivals !== 'on-off')
+      throw new UsageError(`--${flag} applies only to --arrivals on-off`);
   set('seed', integerFlag(values, 'seed', 0));
   set('blockSize', integerFlag(values, 'block-size', 1));
   set('scale', numberFlag(values, 'scale'));
@@ -37,6 +44,9 @@ export async function synthVerb(values: OptionValues): Promise<void> {
 const SYNTH_FLAGS: Record<string, string> = {
   sessions: '--sessions',
   duration: '--duration',
+  arrivals: '--arrivals',
+  burstOn: '--burst-on',
+  burstOff: '--burst-off',
   seed: '--seed',
   blockSize: '--block-size',
   scale: '--scale',

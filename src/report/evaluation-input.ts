@@ -4,11 +4,12 @@
  * regime and seed. `kvroute report DIR` renders them when DIR holds no sweep.json.
  *
  * Every field is checked, naming the file and the field: a report never shows a number it
- * could not read.
+ * could not read. Issue #28's `targets` and `setups` are optional (evaluation-targets.ts).
  */
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { readSetups, readTargets, type RegimeSetup, type TargetRecord } from './evaluation-targets.js';
 import { Fields, readJson, ReportError } from './report-input.js';
 
 /** The file names an evaluation directory is recognised by. */
@@ -38,6 +39,10 @@ export interface EvaluationSet {
   fleet?: string;
   policies: string[];
   regimes: EvaluationRegime[];
+  /** Issue #28's targets by regime, when the file records them. */
+  targets?: Map<string, TargetRecord>;
+  /** How each regime's trace and sweep were made, by regime and seed, when the file records it. */
+  setups?: Map<string, Map<string, RegimeSetup>>;
 }
 
 /** The evaluation files of `dir`, by name; empty when it has none. */
@@ -77,7 +82,18 @@ function loadSet(dir: string, name: string): EvaluationSet {
   });
   if (regimes.length === 0) f.fail('cells', 'at least one regime', top.cells);
   const fleet = top.fleet === undefined ? {} : { fleet: f.string(top.fleet, 'fleet') };
-  return { file: name, set: EVALUATION_FILE.exec(name)![1]!, seeds, ...fleet, policies, regimes };
+  const targets = readTargets(f, top.targets);
+  const setups = readSetups(f, top.setups);
+  return {
+    file: name,
+    set: EVALUATION_FILE.exec(name)![1]!,
+    seeds,
+    ...fleet,
+    policies,
+    regimes,
+    ...(targets === undefined ? {} : { targets }),
+    ...(setups === undefined ? {} : { setups }),
+  };
 }
 
 /** Every evaluation file of `dir`; a ReportError when there is none or one is malformed. */

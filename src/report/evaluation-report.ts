@@ -4,10 +4,15 @@
  * relative to the best policy of its regime, as one self-contained HTML file (the figures as
  * static SVG from Vega-Lite, no script) and a Markdown summary.
  *
- * Stable hooks: `table[data-set="<set>"]` and `figure[data-figure="<set>"]` per file.
+ * When the file records issue #28's targets, the set's targets table follows (evaluation-targets.ts),
+ * and its regimes' setups (trace command, sweep flags) after it.
+ *
+ * Stable hooks: `table[data-set="<set>"]` and `figure[data-figure="<set>"]` per file, and
+ * `table[data-targets="<set>"]` when it has targets.
  */
 import { write } from './build-report.js';
 import { loadEvaluation, type EvaluationSet } from './evaluation-input.js';
+import { setupsMarkdown, targetsMarkdown, targetsTable } from './evaluation-targets.js';
 import { CSS, escapeHtml } from './report-document.js';
 import type { VegaLiteSpec } from './report-figures.js';
 import { renderSvg } from './render-svg.js';
@@ -68,6 +73,42 @@ const caption = (set: EvaluationSet): string =>
   `Each policy's TTFT p90 in each regime of ${set.file}, divided by the lowest TTFT p90 of that regime ` +
   `(1 = the best policy there; above ${RATIO_CAP} drawn at ${RATIO_CAP}). Means over seeds ${set.seeds.join(', ')}.`;
 
+/** The label of a set's regime column (the perturbations vary the engine model). */
+const regimeLabel = (set: EvaluationSet): string => (set.set === 'perturbations' ? 'engine model' : 'regime');
+
+/** The set's targets table and setups as HTML, or nothing when the file has neither. */
+function targetsHtml(set: EvaluationSet): string[] {
+  const e = escapeHtml;
+  const html: string[] = [];
+  if (set.targets !== undefined && set.targets.size > 0) {
+    const t = targetsTable(set.targets, regimeLabel(set));
+    html.push(
+      `<h3>Targets</h3>`,
+      `<table data-targets="${e(set.set)}"><thead><tr>${t.header.map((h) => `<th>${e(h)}</th>`).join('')}</tr></thead><tbody>`,
+      ...t.rows.map(
+        ([regime, ...cells]) => `<tr><th>${e(regime!)}</th>${cells.map((c) => `<td>${e(c)}</td>`).join('')}</tr>`,
+      ),
+      '</tbody></table>',
+      `<ul>${t.summary.map((line) => `<li>${e(line)}</li>`).join('')}</ul>`,
+    );
+  }
+  if (set.setups !== undefined && set.setups.size > 0) {
+    const items = setupsMarkdown(set.setups).map((line) => line.replace(/^- /, ''));
+    html.push(`<h3>How each regime ran</h3>`, `<ul>${items.map((item) => `<li>${e(item)}</li>`).join('')}</ul>`);
+  }
+  return html;
+}
+
+/** The same as Markdown lines. */
+function targetsMd(set: EvaluationSet): string[] {
+  const md: string[] = [];
+  if (set.targets !== undefined && set.targets.size > 0)
+    md.push('### Targets', '', ...targetsMarkdown(set.targets, regimeLabel(set)), '');
+  if (set.setups !== undefined && set.setups.size > 0)
+    md.push('### How each regime ran', '', ...setupsMarkdown(set.setups), '');
+  return md;
+}
+
 export interface EvaluationReportResult {
   html: string;
   markdown: string;
@@ -98,6 +139,7 @@ export async function buildEvaluationReport(
       ),
       '</tbody></table>',
       `<figure data-figure="${e(set.set)}">\n${svg}\n<figcaption>${e(caption(set))}</figcaption>\n</figure>`,
+      ...targetsHtml(set),
     );
     md.push(
       `## ${set.set} (seeds ${set.seeds.join(', ')}${set.fleet === undefined ? '' : `; fleet ${set.fleet}`}; ${set.file})`,
@@ -110,6 +152,7 @@ export async function buildEvaluationReport(
       '',
       caption(set),
       '',
+      ...targetsMd(set),
     );
   }
   write(

@@ -7,12 +7,23 @@
  */
 import { invalidType, invalidValue } from '../core/errors.js';
 import { checkInteger, checkNumber } from '../core/validate.js';
+import { ARRIVAL_PROCESSES, type ArrivalProcess } from './synth-arrivals.js';
 
 export interface SynthOptions {
   /** Sessions in the trace, sub-agent sessions included (before `scale`). Default 274. */
   sessions?: number;
-  /** Seconds over which root sessions start (uniformly); their later turns may run past it. Default 600. */
+  /** Seconds over which root sessions start (see `arrivals`); their later turns may run past it. Default 600. */
   duration?: number;
+  /**
+   * How root sessions start (synth-arrivals.ts): `uniform` over `duration` (the default),
+   * `poisson` (exponential gaps at rate roots / duration) or `on-off` (Poisson inside ON periods
+   * of `burstOn` seconds separated by OFF periods of `burstOff`, at the rate that keeps the count).
+   */
+  arrivals?: ArrivalProcess;
+  /** `on-off` only: seconds of each ON period, > 0. Default 30. */
+  burstOn?: number;
+  /** `on-off` only: seconds of each OFF period, >= 0. Default 90. */
+  burstOff?: number;
   /** PRNG seed, any safe integer >= 0. The same options give a byte-identical trace. Default 1. */
   seed?: number;
   /** Tokens per hash block. Default 16. */
@@ -35,6 +46,9 @@ export interface SynthOptions {
 export const SYNTH_DEFAULTS: Readonly<Required<SynthOptions>> = Object.freeze({
   sessions: 274,
   duration: 600,
+  arrivals: 'uniform',
+  burstOn: 30,
+  burstOff: 90,
   seed: 1,
   blockSize: 16,
   scale: 1,
@@ -74,6 +88,13 @@ export function validateSynthOptions(options: SynthOptions): Required<SynthOptio
     options[key] === undefined ? SYNTH_DEFAULTS[key] : options[key];
   const sessions = checkInteger('sessions', field('sessions'), 1, MAX_SYNTH_SESSIONS);
   const duration = checkNumber('duration', field('duration'), 0, Number.MAX_VALUE);
+  const arrivals = field('arrivals');
+  if (typeof arrivals !== 'string') throw invalidType('arrivals', 'a string', arrivals);
+  if (!(ARRIVAL_PROCESSES as readonly string[]).includes(arrivals)) {
+    throw invalidValue('arrivals', `one of ${ARRIVAL_PROCESSES.join(', ')}`, arrivals);
+  }
+  const burstOn = checkPositive('burstOn', field('burstOn'));
+  const burstOff = checkNumber('burstOff', field('burstOff'), 0, Number.MAX_VALUE);
   const seed = checkInteger('seed', field('seed'), 0);
   const blockSize = checkInteger('blockSize', field('blockSize'), 1, 1 << 20);
   const scale = checkPositive('scale', field('scale'));
@@ -91,6 +112,9 @@ export function validateSynthOptions(options: SynthOptions): Required<SynthOptio
   return {
     sessions,
     duration,
+    arrivals: arrivals as ArrivalProcess,
+    burstOn,
+    burstOff,
     seed,
     blockSize,
     scale,

@@ -10,7 +10,9 @@
  * - `round(sessions × scale)` sessions, of which `round(n × subagentShare)` are sub-agents
  *   (forks) and the rest roots. Plan index: roots 0..roots-1 in start order, then forks.
  * - Root start times: independent uniforms over [0, duration), sorted (a Poisson process
- *   conditioned on its count).
+ *   conditioned on its count). With `arrivals` poisson or on-off, those uniforms are still
+ *   drawn (so every later draw, hence every session, is the same) and then replaced by the
+ *   process's own start times (synth-arrivals.ts).
  * - Class: exactly round(n × longShare) sessions (roots and forks alike, at random plan
  *   indices) are long, the rest short. Turns: the class's truncated log-normal quantile of
  *   stratified uniforms. Fixing the long count and stratifying their lengths keeps the heavy
@@ -33,6 +35,7 @@ import {
 } from './synth-random.js';
 import type { LogNormalSpec, SynthModel } from './synth-model.js';
 import { scaledSessionCount, type SynthOptions } from './synth-options.js';
+import { drawOpenLoopStarts } from './synth-arrivals.js';
 
 /** Stream tags for mixSeed: each use of the seed gets its own independent stream. */
 export const PLAN_STREAM = 1;
@@ -158,6 +161,7 @@ export function buildPlan(options: Required<SynthOptions>, model: SynthModel): S
   };
   for (let r = 0; r < roots; r += 1) plan.start[r] = rng.next() * options.duration;
   plan.start.sort();
+  if (options.arrivals !== 'uniform') drawOpenLoopStarts(plan.start, { ...options, process: options.arrivals });
   drawSessions(rng, total, model, plan);
   assignSystemPrefix(rng, plan, options.systemPrefixShare);
   assignForks(rng, plan, model);
