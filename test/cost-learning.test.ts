@@ -279,6 +279,48 @@ describe.each(IMPLEMENTATIONS)('CostLearner on a Router ($impl)', ({ native }) =
     expect(thrown(() => learner.routed(ticket))).toMatchObject({ code: 'ERR_KVROUTE_UNKNOWN_TICKET' });
   });
 
+  it('steers: pushes each estimate that fits, and the prior for an instance its model does not fit', () => {
+    const router = new Router({ instances: ['fast', 'noisy'], native, clock: 'manual', policy: 'min_ttft' });
+    let now = 0;
+    const learner = new CostLearner(router, { now: () => now, steer: true });
+    const prior = {
+      prefillSecondsPerToken: DEFAULT_COST_PRIOR.prefillSecondsPerToken,
+      prefillOverheadSeconds: DEFAULT_COST_PRIOR.prefillOverheadSeconds,
+    };
+    // Before any observation the fit is loose (residual scale 0.3): every instance at the prior.
+    expect(router.instanceCosts('fast')).toEqual({ costs: prior, source: 'default' });
+    const truth = { fast: scaled(0.5, 0.2), noisy: scaled(1, 0.2) };
+    const rand = random(3);
+    let observed = 0;
+    for (let i = 0; observed < 600 && i < 5000; i += 1) {
+      // One request at a time on an idle instance, nothing cached: W = own, n = 0.
+      const inputTokens = 200 + Math.floor(rand() * 8_000);
+      const ticket = router.route({ hashIds: [i], inputTokens });
+      const instance = router.decision.instance as 'fast' | 'noisy';
+      learner.routed(ticket, now);
+      const own = inputTokens * (1 + router.policy.attentionWeight * (inputTokens / 2));
+      const noise = instance === 'noisy' ? noisy(rand, 0.8) : noisy(rand, 0.05);
+      now += predictTtftSeconds(truth[instance], own, 0) * noise * 1000;
+      router.onFirstToken(ticket);
+      learner.firstToken(ticket, now);
+      router.complete(ticket);
+      learner.completed(ticket, { atMs: now + 1 });
+      now += 10;
+      observed += 1;
+    }
+    expect(learner.estimate('fast').ttftObservations).toBeGreaterThan(200);
+    expect(learner.estimate('noisy').ttftObservations).toBeGreaterThan(50);
+    const fast = router.instanceCosts('fast');
+    expect(fast.source).toBe('instance');
+    expect(relativeError(fast.costs!.prefillSecondsPerToken, truth.fast.prefillSecondsPerToken)).toBeLessThan(0.1);
+    expect(fast.costs!.interference).toBeUndefined(); // min_ttft keeps the policy's batchWeight
+    expect(learner.estimate('noisy').ttftResidualScale).toBeGreaterThan(0.1);
+    expect(router.instanceCosts('noisy')).toEqual({ costs: prior, source: 'default' });
+    expect(thrown(() => new CostLearner(router, { steerMaxResidual: -1 })).message).toMatch(
+      /^steerMaxResidual must be/,
+    );
+  });
+
   it('refuses bad options, naming them', () => {
     const router = new Router({ instances: 1, native });
     expect((thrown(() => new CostLearner(router, { forgetting: 1.5 })) as Error).message).toMatch(

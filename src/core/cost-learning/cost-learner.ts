@@ -21,8 +21,11 @@
  * observation pushes that instance's new prefill cost and overhead (Router.setInstanceCosts), so
  * min_ttft scores predicted seconds per instance. The interference it learns is reported, not
  * pushed: min_ttft keeps the policy's batchWeight, a guard of the tail tuned as such (the learned
- * one is lower and gave a worse TTFT p90: docs/policies.md). Without `steer` the learner only
- * watches, and the router keeps its fixed token-equivalent prices.
+ * one is lower and gave a worse TTFT p90: docs/policies.md). It steers with an instance's estimate
+ * only while the model fits that instance (robust residual scale <= `steerMaxResidual`, 0.1): an
+ * overloaded instance, whose first tokens wait for KV and preemptions the model has no term for,
+ * is priced with the prior instead. Without `steer` the learner only watches, and the router
+ * keeps its fixed token-equivalent prices.
  *
  * Invariants: at most `maxOpen` tickets are remembered (the oldest forgotten first, as a ticket
  * whose complete() never comes must not leak); a ticket unknown to the learner is ignored, as
@@ -54,6 +57,11 @@ export interface CostLearnerOptions extends Partial<CostEstimatorOptions> {
   maxOpen?: number;
   /** Push every estimate into the router, so min_ttft prices each instance with it (default false). */
   steer?: boolean;
+  /**
+   * Steer with an instance's estimate only while its TTFT model fits it: the robust scale of its
+   * relative residuals at most this (default 0.1); past it the instance is priced with the prior.
+   */
+  steerMaxResidual?: number;
 }
 
 interface OpenTicket {
@@ -74,6 +82,7 @@ export class CostLearner {
   private skippedCount = 0;
   /** Whether this learner prices the router with its estimates (`steer`). */
   readonly steer: boolean;
+  private readonly steerMaxResidual: number;
 
   constructor(
     private readonly router: Router,
@@ -96,6 +105,8 @@ export class CostLearner {
     if (!(Number.isInteger(this.maxOpen) && this.maxOpen >= 1))
       throw invalidValue('maxOpen', 'an integer >= 1', this.maxOpen);
     this.steer = learnerOptions.steer === true;
+    this.steerMaxResidual = learnerOptions.steerMaxResidual ?? 0.1;
+    if (!(this.steerMaxResidual >= 0)) throw invalidValue('steerMaxResidual', 'a number >= 0', this.steerMaxResidual);
     if (this.steer) {
       router.setDefaultCosts(routingCostsOf(learnerOptions.prior ?? DEFAULT_COST_PRIOR));
       for (const id of router.instances()) this.push(id);
@@ -206,7 +217,11 @@ export class CostLearner {
   /** Prices `instance` in the router with its estimate, when it is still there (it may have left). */
   private push(instance: string): void {
     if (!this.router.hasInstance(instance)) return;
-    this.router.setInstanceCosts(instance, routingCostsOf(this.estimatorOf(instance).estimate()));
+    const estimate = this.estimatorOf(instance).estimate();
+    // A model that does not fit the instance (overload: KV waits and preemptions the TTFT model has
+    // no term for) learns costs that misprice it: the prior prices it then (the fleet default).
+    const fits = estimate.ttftResidualScale <= this.steerMaxResidual;
+    this.router.setInstanceCosts(instance, fits ? routingCostsOf(estimate) : null);
   }
 
   private estimatorOf(instance: string): InstanceCostEstimator {
