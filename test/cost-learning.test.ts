@@ -279,7 +279,7 @@ describe.each(IMPLEMENTATIONS)('CostLearner on a Router ($impl)', ({ native }) =
     expect(thrown(() => learner.routed(ticket))).toMatchObject({ code: 'ERR_KVROUTE_UNKNOWN_TICKET' });
   });
 
-  it('steers: pushes each estimate that fits, and the prior for an instance its model does not fit', () => {
+  it('steers: prices with the estimates that fit, and an instance its model does not fit with the fleet default', () => {
     const router = new Router({ instances: ['fast', 'noisy'], native, clock: 'manual', policy: 'min_ttft' });
     let now = 0;
     const learner = new CostLearner(router, { now: () => now, steer: true });
@@ -310,15 +310,54 @@ describe.each(IMPLEMENTATIONS)('CostLearner on a Router ($impl)', ({ native }) =
     }
     expect(learner.estimate('fast').ttftObservations).toBeGreaterThan(200);
     expect(learner.estimate('noisy').ttftObservations).toBeGreaterThan(50);
+    // The only instance whose model fits is the fleet's median: it is the default, and prices both.
     const fast = router.instanceCosts('fast');
-    expect(fast.source).toBe('instance');
+    expect(fast.source).toBe('default');
     expect(relativeError(fast.costs!.prefillSecondsPerToken, truth.fast.prefillSecondsPerToken)).toBeLessThan(0.1);
     expect(fast.costs!.interference).toBeUndefined(); // min_ttft keeps the policy's batchWeight
-    expect(learner.estimate('noisy').ttftResidualScale).toBeGreaterThan(0.1);
-    expect(router.instanceCosts('noisy')).toEqual({ costs: prior, source: 'default' });
+    const noisyEstimate = learner.estimate('noisy');
+    expect(noisyEstimate.ttftResidualScale).toBeGreaterThan(0.1);
+    expect(router.instanceCosts('noisy')).toEqual(fast);
+    expect(router.instanceCosts('noisy').costs!.prefillSecondsPerToken).not.toBe(noisyEstimate.prefillSecondsPerToken);
     expect(thrown(() => new CostLearner(router, { steerMaxResidual: -1 })).message).toMatch(
       /^steerMaxResidual must be/,
     );
+  });
+
+  it('prices instances within fleetBand of the median alike, and a 2× faster one with its own costs', () => {
+    // round_robin, so every instance is observed alike; the prices pushed are the same under any policy.
+    const router = new Router({ instances: ['a', 'b', 'c', 'fast'], native, clock: 'manual', policy: 'round_robin' });
+    let now = 0;
+    const learner = new CostLearner(router, { now: () => now, steer: true });
+    const truth: Record<string, CostCoefficients> = { a: scaled(1), b: scaled(1), c: scaled(1), fast: scaled(0.5) };
+    const rand = random(11);
+    for (let i = 0; i < 2000; i += 1) {
+      const inputTokens = 200 + Math.floor(rand() * 8_000);
+      const ticket = router.route({ hashIds: [i], inputTokens });
+      const instance = router.decision.instance;
+      learner.routed(ticket, now);
+      const own = inputTokens * (1 + router.policy.attentionWeight * (inputTokens / 2));
+      now += predictTtftSeconds(truth[instance]!, own, 0) * noisy(rand, 0.05) * 1000;
+      router.onFirstToken(ticket);
+      learner.firstToken(ticket, now);
+      router.complete(ticket);
+      learner.completed(ticket, { atMs: now + 1 });
+      now += 10;
+    }
+    // Each uniform instance's own estimate differs a little; the router prices all three alike.
+    const own = ['a', 'b', 'c'].map((id) => learner.estimate(id).prefillSecondsPerToken);
+    expect(new Set(own).size).toBe(3);
+    const priced = ['a', 'b', 'c'].map((id) => router.instanceCosts(id));
+    expect(priced[0]!.source).toBe('default');
+    expect(priced[1]).toEqual(priced[0]);
+    expect(priced[2]).toEqual(priced[0]);
+    // The median instance's, as last pushed: it moves the default only past 1%.
+    for (const estimate of own)
+      expect(relativeError(priced[0]!.costs!.prefillSecondsPerToken, estimate)).toBeLessThan(0.03);
+    expect(router.instanceCosts('fast').source).toBe('instance');
+    const fast = router.instanceCosts('fast').costs!;
+    expect(relativeError(fast.prefillSecondsPerToken, truth.fast!.prefillSecondsPerToken)).toBeLessThan(0.1);
+    expect(thrown(() => new CostLearner(router, { fleetBand: -0.1 })).message).toMatch(/^fleetBand must be/);
   });
 
   it('refuses bad options, naming them', () => {

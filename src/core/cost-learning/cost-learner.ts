@@ -24,7 +24,9 @@
  * one is lower and gave a worse TTFT p90: docs/policies.md). It steers with an instance's estimate
  * only while the model fits that instance (robust residual scale <= `steerMaxResidual`, 0.1): an
  * overloaded instance, whose first tokens wait for KV and preemptions the model has no term for,
- * is priced with the prior instead. Without `steer` the learner only watches, and the router
+ * is priced with the fleet default instead. The default is the prior, then the median of the
+ * fitted instances; an instance within `fleetBand` (±10%) of it is priced with it too, so a
+ * uniform fleet stays uniformly priced and only real differences in speed move decisions. Without `steer` the learner only watches, and the router
  * keeps its fixed token-equivalent prices.
  *
  * Invariants: at most `maxOpen` tickets are remembered (the oldest forgotten first, as a ticket
@@ -62,6 +64,12 @@ export interface CostLearnerOptions extends Partial<CostEstimatorOptions> {
    * relative residuals at most this (default 0.1); past it the instance is priced with the prior.
    */
   steerMaxResidual?: number;
+  /**
+   * An instance whose learned prefill cost is within ± this of the fleet's median (over the
+   * instances steered with their own) is priced with the median instance's costs (default 0.1): a
+   * uniform fleet stays uniformly priced, so estimation noise of a few percent moves no decision.
+   */
+  fleetBand?: number;
 }
 
 interface OpenTicket {
@@ -83,6 +91,11 @@ export class CostLearner {
   /** Whether this learner prices the router with its estimates (`steer`). */
   readonly steer: boolean;
   private readonly steerMaxResidual: number;
+  private readonly fleetBand: number;
+  /** The costs each instance would steer with on its own (those whose model fits it). */
+  private readonly fitted = new Map<string, RoutingCosts>();
+  /** The router's fleet default as last pushed: the prior, then the fitted median. */
+  private fleetDefault: RoutingCosts;
 
   constructor(
     private readonly router: Router,
@@ -106,9 +119,12 @@ export class CostLearner {
       throw invalidValue('maxOpen', 'an integer >= 1', this.maxOpen);
     this.steer = learnerOptions.steer === true;
     this.steerMaxResidual = learnerOptions.steerMaxResidual ?? 0.1;
+    this.fleetBand = learnerOptions.fleetBand ?? 0.1;
+    if (!(this.fleetBand >= 0)) throw invalidValue('fleetBand', 'a number >= 0', this.fleetBand);
     if (!(this.steerMaxResidual >= 0)) throw invalidValue('steerMaxResidual', 'a number >= 0', this.steerMaxResidual);
+    this.fleetDefault = routingCostsOf(learnerOptions.prior ?? DEFAULT_COST_PRIOR);
     if (this.steer) {
-      router.setDefaultCosts(routingCostsOf(learnerOptions.prior ?? DEFAULT_COST_PRIOR));
+      router.setDefaultCosts(this.fleetDefault);
       for (const id of router.instances()) this.push(id);
     }
   }
@@ -220,8 +236,33 @@ export class CostLearner {
     const estimate = this.estimatorOf(instance).estimate();
     // A model that does not fit the instance (overload: KV waits and preemptions the TTFT model has
     // no term for) learns costs that misprice it: the prior prices it then (the fleet default).
-    const fits = estimate.ttftResidualScale <= this.steerMaxResidual;
-    this.router.setInstanceCosts(instance, fits ? routingCostsOf(estimate) : null);
+    if (estimate.ttftResidualScale > this.steerMaxResidual) this.fitted.delete(instance);
+    else this.fitted.set(instance, routingCostsOf(estimate));
+    const median = this.fleetMedian();
+    // The default follows the median, pushed when it moves by more than 1% (an O(fleet) push).
+    if (median !== undefined && relativeChange(median, this.fleetDefault) > 0.01) {
+      this.fleetDefault = median;
+      this.router.setDefaultCosts(median);
+    }
+    const own = this.fitted.get(instance);
+    const inBand =
+      own === undefined ||
+      Math.abs(own.prefillSecondsPerToken / this.fleetDefault.prefillSecondsPerToken - 1) <= this.fleetBand;
+    this.router.setInstanceCosts(instance, inBand ? null : own);
+  }
+
+  /**
+   * The costs of the median instance by prefill cost, over the instances steered with their own
+   * that are still in the router. O(n log n) in the fleet, per observation, off the routing path.
+   */
+  private fleetMedian(): RoutingCosts | undefined {
+    const costs: RoutingCosts[] = [];
+    for (const [id, c] of this.fitted) {
+      if (this.router.hasInstance(id)) costs.push(c);
+      else this.fitted.delete(id);
+    }
+    costs.sort((a, b) => a.prefillSecondsPerToken - b.prefillSecondsPerToken);
+    return costs[(costs.length - 1) >> 1];
   }
 
   private estimatorOf(instance: string): InstanceCostEstimator {
@@ -238,6 +279,15 @@ export class CostLearner {
 /** What the router is told of an estimate: its prefill cost and overhead; interference stays the policy's. */
 function routingCostsOf(c: CostCoefficients): RoutingCosts {
   return { prefillSecondsPerToken: c.prefillSecondsPerToken, prefillOverheadSeconds: c.prefillOverheadSeconds };
+}
+
+/** The larger relative change of the two costs a steering learner pushes. */
+function relativeChange(a: RoutingCosts, b: RoutingCosts): number {
+  const change = (x: number, y: number): number => (y === 0 ? (x === 0 ? 0 : Infinity) : Math.abs(x / y - 1));
+  return Math.max(
+    change(a.prefillSecondsPerToken, b.prefillSecondsPerToken),
+    change(a.prefillOverheadSeconds, b.prefillOverheadSeconds),
+  );
 }
 
 function checkTime(field: string, value: number): void {
