@@ -18,6 +18,13 @@ const MIB = 2 ** 20;
 const HELP: Record<SettingFlag, readonly [string, string]> = {
   backends: ['<URL,…>', withDefault('engines to route to', 'none: 4 simulated engines in this process')],
   policy: ['<NAME>', withDefault(`routing policy: ${POLICY_NAMES_TEXT}; NAME:KEY=VALUE… sets its tunables`, P.policy)],
+  costs: [
+    '<learned|fixed>',
+    withDefault(
+      "min_ttft's prices: learned online per instance, or the preset's fixed token-equivalents (reproducible)",
+      P.costs,
+    ),
+  ],
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
   host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
   'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],

@@ -224,6 +224,9 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
     case 'upstream':
       if (text !== 'undici' && text !== 'h1') fail('undici or h1');
       return text as string;
+    case 'costs':
+      if (text !== 'learned' && text !== 'fixed') fail('learned or fixed');
+      return text as string;
     case 'http':
       if (text !== 'uws' && text !== 'node') fail('uws or node');
       return text as string;
@@ -322,6 +325,7 @@ export function resolveServeConfig(
     accessLog: get<string>('access-log'),
     proxy: {
       policy: get<PolicyName | PolicySpec>('policy') ?? PROXY_DEFAULTS.policy,
+      costs: get<'learned' | 'fixed'>('costs'),
       sessionHeader: get<string>('session-header'),
       stripExtensions: get<boolean>('strip-extensions'),
       retries: get<number>('retries'),

@@ -24,7 +24,8 @@ type Kind =
   | 'secret'
   | 'zmq-urls'
   | 'tokenizers'
-  | 'threads';
+  | 'threads'
+  | 'costs';
 
 export interface Setting {
   flag: string;
@@ -37,6 +38,7 @@ export interface Setting {
 export const SETTINGS = [
   { flag: 'backends', kind: 'urls' },
   { flag: 'policy', kind: 'policy' },
+  { flag: 'costs', kind: 'costs' },
   { flag: 'port', kind: 'port' },
   { flag: 'host', kind: 'host' },
   { flag: 'session-header', kind: 'header' },

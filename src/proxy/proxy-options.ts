@@ -9,6 +9,7 @@
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { ProxyObserver } from './observe/proxy-observer.js';
+import { COST_MODES, type CostMode } from './proxy-costs.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
 import {
@@ -39,6 +40,13 @@ export interface ProxyOptions {
   http?: 'uws' | 'node';
   /** Routing policy (default `min_ttft`). */
   policy?: PolicyName | PolicySpec;
+  /**
+   * `learned` (default): the proxy learns each instance's costs from its own requests and prices
+   * min_ttft with them (predicted seconds per instance); `fixed`: the preset's token-equivalents,
+   * reproducible. The learned estimates are shown (/metrics, dashboard, admin API) either way
+   * (docs/proxy.md "Learned costs").
+   */
+  costs?: CostMode;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
   sessionHeader?: string;
   /** Remove kvroute's body extension fields (`hash_ids`) before forwarding (default false). */
@@ -121,6 +129,7 @@ export type ResolvedProxyOptions = Required<
 
 export const PROXY_DEFAULTS = {
   policy: DEFAULT_POLICY,
+  costs: 'learned' as CostMode,
   sessionHeader: 'x-session-id',
   stripExtensions: false,
   retries: 2,
@@ -194,6 +203,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
   const resolved: ResolvedProxyOptions = {
     backends,
     policy: options.policy ?? d.policy,
+    costs: oneOf('options.costs', options.costs, COST_MODES, d.costs),
     sessionHeader,
     stripExtensions: options.stripExtensions ?? d.stripExtensions,
     retries: positiveInteger('options.retries', options.retries, d.retries, 0),

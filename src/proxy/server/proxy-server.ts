@@ -167,6 +167,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     resolved.backends,
     {
       policy: resolved.policy,
+      costs: resolved.costs,
       blockSize: resolved.blockSize,
       engineState: resolved.engineState,
       onWarning: resolved.onWarning,
