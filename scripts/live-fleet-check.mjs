@@ -17,9 +17,13 @@
  * clock as fast, so wall-clock TTFTs and learned seconds are the engines' divided by the speed;
  * the tables multiply them back. The proxy's own time (a millisecond or so per request) is then
  * `speed` times larger in engine seconds: it lands in the learned overhead, not the per-token cost.
+ * Keep the speed at about 5 or below: faster, the engines' decode steps (~5 ms of engine time)
+ * fall under the event loop's timer granularity on a shared machine, and the live timings stop
+ * being the model's (at 40× the learned prefill costs were off by 3–14×; at 4× within 3% on the
+ * instances with 30+ observations).
  *
- *   node scripts/live-fleet-check.mjs [--sessions 160] [--duration 60] [--seed 11] [--speed 20]
- *                                     [--fleet 2,2:prefill=0.5:decode=0.7] [--budget-s 540]
+ *   node scripts/live-fleet-check.mjs [--sessions 36] [--duration 15] [--seed 11] [--speed 5]
+ *                                     [--fleet 2,2:prefill=0.5:decode=0.7] [--budget-s 600] [--runs POLICY:COSTS,…]
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -34,12 +38,12 @@ const CLI = join(ROOT, 'dist', 'cli.js');
 
 const { values } = parseArgs({
   options: {
-    sessions: { type: 'string', default: '160' },
-    duration: { type: 'string', default: '60' },
+    sessions: { type: 'string', default: '36' },
+    duration: { type: 'string', default: '15' },
     seed: { type: 'string', default: '11' },
-    speed: { type: 'string', default: '20' },
+    speed: { type: 'string', default: '5' },
     fleet: { type: 'string', default: '2,2:prefill=0.5:decode=0.7' },
-    'budget-s': { type: 'string', default: '540' },
+    'budget-s': { type: 'string', default: '600' },
     runs: { type: 'string', default: 'min_ttft:learned,min_ttft:fixed,lmetric:fixed,sticky:fixed' },
   },
 });
