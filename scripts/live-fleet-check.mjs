@@ -17,10 +17,11 @@
  * clock as fast, so wall-clock TTFTs and learned seconds are the engines' divided by the speed;
  * the tables multiply them back. The proxy's own time (a millisecond or so per request) is then
  * `speed` times larger in engine seconds: it lands in the learned overhead, not the per-token cost.
+ * The proxy's prior is the preset's divided by the speed (`serve --cost-prior-scale 1/speed`):
+ * a learned estimate stays within 10× of its prior, and the fast class at 5× is 10× the preset.
  * Keep the speed at about 5 or below: faster, the engines' decode steps (~5 ms of engine time)
  * fall under the event loop's timer granularity on a shared machine, and the live timings stop
- * being the model's (at 40× the learned prefill costs were off by 3–14×; at 4× within 3% on the
- * instances with 30+ observations).
+ * being the model's.
  *
  *   node scripts/live-fleet-check.mjs [--sessions 36] [--duration 15] [--seed 11] [--speed 5]
  *                                     [--fleet 2,2:prefill=0.5:decode=0.7] [--budget-s 600] [--runs POLICY:COSTS,…]
@@ -166,6 +167,9 @@ async function live(trace, policy, costs) {
         policy,
         '--costs',
         costs,
+        // The prior near the engines: the preset's times ÷ the speed (estimates stay within 10× of it).
+        '--cost-prior-scale',
+        String(1 / speed),
         '--reconcile-interval',
         '2000',
       ],

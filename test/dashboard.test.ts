@@ -29,6 +29,7 @@ import { launchBrowser, newPage } from './helpers/browser.js';
 /** The page's DOM, as much as the functions run in the browser below use (tsconfig has no DOM lib). */
 interface PageElement {
   getAttribute(name: string): string | null;
+  readonly textContent: string | null;
 }
 declare const document: {
   querySelector(selector: string): PageElement | null;

@@ -25,6 +25,13 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
       P.costs,
     ),
   ],
+  'cost-prior-scale': [
+    '<X>',
+    withDefault(
+      "multiply the learned costs' prior, the H20 preset's times, by X (0.2: engines 5x faster; estimates stay within 10x of it)",
+      P.costPriorScale,
+    ),
+  ],
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
   host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
   'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],

@@ -25,7 +25,8 @@ type Kind =
   | 'zmq-urls'
   | 'tokenizers'
   | 'threads'
-  | 'costs';
+  | 'costs'
+  | 'scale';
 
 export interface Setting {
   flag: string;
@@ -39,6 +40,7 @@ export const SETTINGS = [
   { flag: 'backends', kind: 'urls' },
   { flag: 'policy', kind: 'policy' },
   { flag: 'costs', kind: 'costs' },
+  { flag: 'cost-prior-scale', kind: 'scale' },
   { flag: 'port', kind: 'port' },
   { flag: 'host', kind: 'host' },
   { flag: 'session-header', kind: 'header' },

@@ -10,6 +10,11 @@
  * - `fixed`: a watching learner. Nothing is pushed; min_ttft keeps the preset's token-equivalents
  *   (reproducible), and the estimates are still shown, to compare.
  *
+ * The prior is the H20 preset's coefficients (DEFAULT_COST_PRIOR), every time multiplied by
+ * `--cost-prior-scale` (default 1): each estimate stays within 10× of its prior (the estimator's
+ * clampRatio), so a fleet far faster or slower than the preset, such as `sim serve --speed 5`
+ * engines, wants a prior near it (0.2 there).
+ *
  * The feed, in the learner's call order (its header): routed() right after route() in
  * exchange/proxy-exchange.ts; firstToken() with the router's onFirstToken (the answer's first
  * body byte: a streamed answer's first chunk, which carries the first token, or a held body);
@@ -27,8 +32,8 @@
  * Hazard: the learner remembers at most 65,536 open tickets (the oldest forgotten first), so a
  * leak cannot grow it; every call here is O(1) and never throws into a request's path.
  */
-import { CostLearner } from '../core/cost-learning/index.js';
-import type { InstanceCostEstimate } from '../core/cost-learning/index.js';
+import { CostLearner, DEFAULT_COST_PRIOR } from '../core/cost-learning/index.js';
+import type { CostCoefficients, InstanceCostEstimate } from '../core/cost-learning/index.js';
 import type { Router } from '../core/router.js';
 
 /** `serve --costs`: learned prices steer min_ttft, or the preset's fixed ones do. */
@@ -39,11 +44,13 @@ export const COST_MODES: readonly CostMode[] = ['learned', 'fixed'];
 export class ProxyCosts {
   private readonly learner: CostLearner;
 
+  /** `priorScale` multiplies the preset's times (`--cost-prior-scale`): 0.5 for engines twice as fast. */
   constructor(
     router: Router,
     readonly mode: CostMode,
+    priorScale = 1,
   ) {
-    this.learner = new CostLearner(router, { steer: mode === 'learned' });
+    this.learner = new CostLearner(router, { steer: mode === 'learned', prior: scaledPrior(priorScale) });
   }
 
   /** Right after router.route() returned `ticket` (before anything else routes). */
@@ -78,4 +85,16 @@ export class ProxyCosts {
   estimates(): Record<string, InstanceCostEstimate> {
     return this.learner.estimates();
   }
+}
+
+/** The H20 preset's coefficients with every time × `scale` (interference is a ratio: kept). */
+export function scaledPrior(scale: number): CostCoefficients {
+  const p = DEFAULT_COST_PRIOR;
+  return {
+    prefillSecondsPerToken: p.prefillSecondsPerToken * scale,
+    prefillOverheadSeconds: p.prefillOverheadSeconds * scale,
+    interference: p.interference,
+    decodeStepSeconds: p.decodeStepSeconds * scale,
+    decodeSecondsPerSequence: p.decodeSecondsPerSequence * scale,
+  };
 }

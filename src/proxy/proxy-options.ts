@@ -47,6 +47,12 @@ export interface ProxyOptions {
    * (docs/proxy.md "Learned costs").
    */
   costs?: CostMode;
+  /**
+   * Multiplies the learned costs' prior (the H20 preset's times) by this (default 1; 0 < X ≤ 100):
+   * a learned estimate stays within 10× of its prior, so a fleet much faster or slower than the
+   * preset wants one near it, e.g. 0.2 for engines 5× faster.
+   */
+  costPriorScale?: number;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
   sessionHeader?: string;
   /** Remove kvroute's body extension fields (`hash_ids`) before forwarding (default false). */
@@ -130,6 +136,7 @@ export type ResolvedProxyOptions = Required<
 export const PROXY_DEFAULTS = {
   policy: DEFAULT_POLICY,
   costs: 'learned' as CostMode,
+  costPriorScale: 1,
   sessionHeader: 'x-session-id',
   stripExtensions: false,
   retries: 2,
@@ -170,6 +177,14 @@ function oneOf<T extends string>(field: string, value: unknown, allowed: readonl
   return value as T;
 }
 
+/** options.costPriorScale checked: a finite number in (0, 100]. */
+function priorScale(value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!(typeof value === 'number' && value > 0 && value <= 100))
+    throw new ProxyOptionError(`options.costPriorScale must be a number in (0, 100], got ${String(value)}`);
+  return value;
+}
+
 /** options.tokenizers checked: a map of non-empty model names to non-empty directories. */
 function tokenizerMap(raw: unknown): Record<string, string> | undefined {
   if (raw === undefined) return undefined;
@@ -204,6 +219,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     backends,
     policy: options.policy ?? d.policy,
     costs: oneOf('options.costs', options.costs, COST_MODES, d.costs),
+    costPriorScale: priorScale(options.costPriorScale, d.costPriorScale),
     sessionHeader,
     stripExtensions: options.stripExtensions ?? d.stripExtensions,
     retries: positiveInteger('options.retries', options.retries, d.retries, 0),

@@ -120,6 +120,7 @@ export class ProxyState {
     routerOptions: {
       policy: PolicyName | PolicySpec;
       costs: CostMode;
+      costPriorScale: number;
       blockSize: number;
       engineState: 'shadow' | { shm: string };
       onWarning: (message: string) => void;
@@ -145,7 +146,7 @@ export class ProxyState {
       ...(this.thread === undefined ? {} : { attach: this.thread.attach }),
     });
     this.policyName = this.router.policy.name;
-    this.costs = new ProxyCosts(this.router, routerOptions.costs);
+    this.costs = new ProxyCosts(this.router, routerOptions.costs, routerOptions.costPriorScale);
     this.monitor = new BackendMonitor(
       options,
       {

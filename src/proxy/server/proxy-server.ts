@@ -168,6 +168,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     {
       policy: resolved.policy,
       costs: resolved.costs,
+      costPriorScale: resolved.costPriorScale,
       blockSize: resolved.blockSize,
       engineState: resolved.engineState,
       onWarning: resolved.onWarning,
