@@ -35,11 +35,7 @@
 import { CostLearner, DEFAULT_COST_PRIOR } from '../core/cost-learning/index.js';
 import type { CostCoefficients, InstanceCostEstimate } from '../core/cost-learning/index.js';
 import type { Router } from '../core/router.js';
-
-/** `serve --costs`: learned prices steer min_ttft, or the preset's fixed ones do. */
-export type CostMode = 'learned' | 'fixed';
-
-export const COST_MODES: readonly CostMode[] = ['learned', 'fixed'];
+import type { CostMode } from './cost-mode.js';
 
 export class ProxyCosts {
   private readonly learner: CostLearner;

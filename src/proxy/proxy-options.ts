@@ -8,8 +8,8 @@
  */
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
+import { COST_MODES, type CostMode } from './cost-mode.js';
 import type { ProxyObserver } from './observe/proxy-observer.js';
-import { COST_MODES, type CostMode } from './proxy-costs.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
 import {
@@ -22,6 +22,8 @@ import {
 } from './upstream/backend-spec.js';
 
 export { normaliseBackend, ProxyOptionError, resolveBackend, zmqEndpoint, type BackendSpec, type ResolvedBackend };
+
+export { COST_MODES, type CostMode };
 
 /**
  * Mounts extra routes (metrics, admin, dashboard) on the proxy's route table, which serves them
