@@ -129,6 +129,10 @@ describe('serve --costs learned, in front of a two-class fleet', () => {
       })
     ).json()) as { explanation: Explanation };
     expect(explained.explanation.candidates[0]!.terms!.prefillSecondsPerToken).toBeLessThan(1);
+    // The last decision (a dry run above replaced it in the router: one more request first).
+    await complete(rig.base, 999, 8, false);
+    const last = (await (await fetch(`${rig.base}/admin/explain`, { headers })).json()) as { explanation: Explanation };
+    expect(last.explanation.candidates).toHaveLength(4);
     const bad = await fetch(`${rig.base}/admin/explain`, {
       method: 'POST',
       headers: { ...headers, 'content-type': 'application/json' },

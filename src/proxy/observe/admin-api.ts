@@ -9,7 +9,7 @@
  *   GET  /admin/policy                 the live policy
  *   POST /admin/policy                 {"policy": "sticky"} or a policy spec → switched live
  *   GET  /admin/costs                  --costs, and per instance its learned estimate and the price in force
- *   GET  /admin/explain                router.explain() of the last decision (candidates, scores, terms)
+ *   GET  /admin/explain                router.explain() of the last decision or dry run (candidates, scores, terms)
  *   POST /admin/explain                {"request": a RouteRequest} → where it would go and why (a dry run)
  *
  * Security: without a token every /admin route answers 403 (the API is off). With one, a request
