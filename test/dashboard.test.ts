@@ -29,6 +29,7 @@ import { launchBrowser, newPage } from './helpers/browser.js';
 /** The page's DOM, as much as the functions run in the browser below use (tsconfig has no DOM lib). */
 interface PageElement {
   getAttribute(name: string): string | null;
+  readonly textContent: string | null;
 }
 declare const document: {
   querySelector(selector: string): PageElement | null;
@@ -304,6 +305,9 @@ describe('the page', () => {
       expect(a!.instances.map((i) => i.id)).toEqual(backends);
       expect(a!).toMatchObject({ policy: 'min_ttft', requestsTotal: 0, ttftP90Ms: null, hitRate: null });
       expect(a!.instances.map((i) => i.engineHitRate)).toEqual([null, null]); // no reconcile round yet
+      // The learned costs start at the preset's prior, with no observation.
+      expect(a!.instances.map((i) => i.costObservations)).toEqual([0, 0]);
+      for (const i of a!.instances) expect(i.prefillTokensPerSecond).toBeGreaterThan(0);
       dashboard.onReconcile([
         { instance: backends[1]!, released: 0, prefixCacheHitRatio: 0.4 },
         { instance: backends[0]!, released: 0, error: 'GET /metrics failed: ECONNREFUSED' },
@@ -446,6 +450,19 @@ describe('the page', () => {
         tds.reduce((n, td) => n + Number(td.getAttribute('data-value')), 0),
       );
       expect(decisions).toBe(6);
+      // The learned costs (serve --costs learned, the default): each row's prefill speed and the
+      // first tokens it rests on, one per request.
+      await page.waitForFunction(
+        () =>
+          [...document.querySelectorAll('#instances td.prefill-speed')].reduce(
+            (n, td) => n + Number(/\((\d+) obs\)/.exec(td.textContent ?? '')?.[1] ?? 0),
+            0,
+          ) === 6,
+      );
+      const speeds = await page.$$eval('#instances td.prefill-speed', (tds) =>
+        tds.map((td) => Number(td.getAttribute('data-value'))),
+      );
+      for (const speed of speeds) expect(speed).toBeGreaterThan(0);
       // The TTFT p90 and the request rate reach the tiles (the rate needs one complete second).
       await page.waitForFunction(() => document.querySelector('#ttft-p90')?.getAttribute('data-value') !== '');
       await page.waitForFunction(() => Number(document.querySelector('#request-rate')?.getAttribute('data-value')) > 0);

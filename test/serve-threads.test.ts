@@ -113,6 +113,12 @@ describe('kvroute serve --threads 2', () => {
     expect(sum(metricValues(metrics, 'kvroute_requests_total'))).toBe(N);
     expect(sum(metricValues(metrics, 'kvroute_router_lock_calls_total'))).toBeGreaterThan(N);
     expect(metrics).toContain('kvroute_router_lock_waits_total');
+    // Each thread learns costs from its own requests; /metrics shows the main thread's learner
+    // (docs/proxy.md "Learned costs"): its first tokens are one thread's requests.
+    const observed = [...metricValues(metrics, 'kvroute_instance_cost_observations')]
+      .filter(([key]) => key.includes('kind="ttft"'))
+      .reduce((n, [, v]) => n + v, 0);
+    expect([...perThread.values()]).toContain(observed);
     const lines = readFileSync(log, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(N);
   });

@@ -18,6 +18,20 @@ const MIB = 2 ** 20;
 const HELP: Record<SettingFlag, readonly [string, string]> = {
   backends: ['<URL,…>', withDefault('engines to route to', 'none: 4 simulated engines in this process')],
   policy: ['<NAME>', withDefault(`routing policy: ${POLICY_NAMES_TEXT}; NAME:KEY=VALUE… sets its tunables`, P.policy)],
+  costs: [
+    '<learned|fixed>',
+    withDefault(
+      "min_ttft's prices: learned online per instance, or the preset's fixed token-equivalents (reproducible)",
+      P.costs,
+    ),
+  ],
+  'cost-prior-scale': [
+    '<X>',
+    withDefault(
+      "multiply the learned costs' prior, the H20 preset's times, by X (0.2: engines 5x faster; estimates stay within 10x of it)",
+      P.costPriorScale,
+    ),
+  ],
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
   host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
   'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],

@@ -224,6 +224,14 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
     case 'upstream':
       if (text !== 'undici' && text !== 'h1') fail('undici or h1');
       return text as string;
+    case 'costs':
+      if (text !== 'learned' && text !== 'fixed') fail('learned or fixed');
+      return text as string;
+    case 'scale': {
+      const x = typeof text === 'string' && /^\s*\d+(\.\d+)?([eE][-+]?\d+)?\s*$/.test(text) ? Number(text) : NaN;
+      if (!(x > 0 && x <= 100)) fail('a number in (0, 100], e.g. 0.2');
+      return x;
+    }
     case 'http':
       if (text !== 'uws' && text !== 'node') fail('uws or node');
       return text as string;
@@ -322,6 +330,8 @@ export function resolveServeConfig(
     accessLog: get<string>('access-log'),
     proxy: {
       policy: get<PolicyName | PolicySpec>('policy') ?? PROXY_DEFAULTS.policy,
+      costs: get<'learned' | 'fixed'>('costs'),
+      costPriorScale: get<number>('cost-prior-scale'),
       sessionHeader: get<string>('session-header'),
       stripExtensions: get<boolean>('strip-extensions'),
       retries: get<number>('retries'),

@@ -24,7 +24,9 @@ type Kind =
   | 'secret'
   | 'zmq-urls'
   | 'tokenizers'
-  | 'threads';
+  | 'threads'
+  | 'costs'
+  | 'scale';
 
 export interface Setting {
   flag: string;
@@ -37,6 +39,8 @@ export interface Setting {
 export const SETTINGS = [
   { flag: 'backends', kind: 'urls' },
   { flag: 'policy', kind: 'policy' },
+  { flag: 'costs', kind: 'costs' },
+  { flag: 'cost-prior-scale', kind: 'scale' },
   { flag: 'port', kind: 'port' },
   { flag: 'host', kind: 'host' },
   { flag: 'session-header', kind: 'header' },

@@ -110,6 +110,10 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
           onRound: (results) => {
             metrics.onReconcile(results);
             dashboard.onReconcile(results);
+            // The engines' inter-token latency deltas: decode samples of the learned costs.
+            for (const r of results)
+              if (r.decode !== undefined)
+                proxy.state.costs.observeDecode(r.instance, r.decode.secondsPerToken, r.decode.batch);
             for (const r of results)
               if (r.released > 0)
                 process.stderr.write(

@@ -8,6 +8,7 @@
  */
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
+import { COST_MODES, type CostMode } from './cost-mode.js';
 import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
@@ -21,6 +22,8 @@ import {
 } from './upstream/backend-spec.js';
 
 export { normaliseBackend, ProxyOptionError, resolveBackend, zmqEndpoint, type BackendSpec, type ResolvedBackend };
+
+export { COST_MODES, type CostMode };
 
 /**
  * Mounts extra routes (metrics, admin, dashboard) on the proxy's route table, which serves them
@@ -39,6 +42,19 @@ export interface ProxyOptions {
   http?: 'uws' | 'node';
   /** Routing policy (default `min_ttft`). */
   policy?: PolicyName | PolicySpec;
+  /**
+   * `learned` (default): the proxy learns each instance's costs from its own requests and prices
+   * min_ttft with them (predicted seconds per instance); `fixed`: the preset's token-equivalents,
+   * reproducible. The learned estimates are shown (/metrics, dashboard, admin API) either way
+   * (docs/proxy.md "Learned costs").
+   */
+  costs?: CostMode;
+  /**
+   * Multiplies the learned costs' prior (the H20 preset's times) by this (default 1; 0 < X ≤ 100):
+   * a learned estimate stays within 10× of its prior, so a fleet much faster or slower than the
+   * preset wants one near it, e.g. 0.2 for engines 5× faster.
+   */
+  costPriorScale?: number;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
   sessionHeader?: string;
   /** Remove kvroute's body extension fields (`hash_ids`) before forwarding (default false). */
@@ -121,6 +137,8 @@ export type ResolvedProxyOptions = Required<
 
 export const PROXY_DEFAULTS = {
   policy: DEFAULT_POLICY,
+  costs: 'learned' as CostMode,
+  costPriorScale: 1,
   sessionHeader: 'x-session-id',
   stripExtensions: false,
   retries: 2,
@@ -161,6 +179,14 @@ function oneOf<T extends string>(field: string, value: unknown, allowed: readonl
   return value as T;
 }
 
+/** options.costPriorScale checked: a finite number in (0, 100]. */
+function priorScale(value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!(typeof value === 'number' && value > 0 && value <= 100))
+    throw new ProxyOptionError(`options.costPriorScale must be a number in (0, 100], got ${String(value)}`);
+  return value;
+}
+
 /** options.tokenizers checked: a map of non-empty model names to non-empty directories. */
 function tokenizerMap(raw: unknown): Record<string, string> | undefined {
   if (raw === undefined) return undefined;
@@ -194,6 +220,8 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
   const resolved: ResolvedProxyOptions = {
     backends,
     policy: options.policy ?? d.policy,
+    costs: oneOf('options.costs', options.costs, COST_MODES, d.costs),
+    costPriorScale: priorScale(options.costPriorScale, d.costPriorScale),
     sessionHeader,
     stripExtensions: options.stripExtensions ?? d.stripExtensions,
     retries: positiveInteger('options.retries', options.retries, d.retries, 0),

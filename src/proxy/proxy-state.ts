@@ -30,6 +30,8 @@ import { Router } from '../core/router.js';
 import { subscribeKvEvents } from '../events/kv-event-subscription.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { Admission, type AdmissionLimits } from './exchange/admission.js';
+import { ProxyCosts } from './proxy-costs.js';
+import type { CostMode } from './cost-mode.js';
 import { Backend, type BackendTimeouts, type ModelCard } from './upstream/backend.js';
 import { BackendMonitor, type MonitorOptions } from './upstream/backend-monitor.js';
 import { BodyBudget } from './exchange/body-budget.js';
@@ -82,6 +84,8 @@ export class ProxyState {
   readonly router: Router;
   /** The policy's name, cached for the hot path (router.policy copies an object). */
   policyName: string;
+  /** The learned per-instance costs (`--costs`, proxy-costs.ts). */
+  readonly costs: ProxyCosts;
   /** --max-in-flight and its queue (admission.ts). */
   readonly admission: Admission;
   /** --max-body-memory (body-budget.ts). */
@@ -116,6 +120,8 @@ export class ProxyState {
     backends: readonly ResolvedBackend[],
     routerOptions: {
       policy: PolicyName | PolicySpec;
+      costs: CostMode;
+      costPriorScale: number;
       blockSize: number;
       engineState: 'shadow' | { shm: string };
       onWarning: (message: string) => void;
@@ -141,6 +147,7 @@ export class ProxyState {
       ...(this.thread === undefined ? {} : { attach: this.thread.attach }),
     });
     this.policyName = this.router.policy.name;
+    this.costs = new ProxyCosts(this.router, routerOptions.costs, routerOptions.costPriorScale);
     this.monitor = new BackendMonitor(
       options,
       {

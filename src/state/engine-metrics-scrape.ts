@@ -106,6 +106,8 @@ export function prefixCacheHitRatio(samples: readonly MetricSample[]): number | 
 /** What one scrape of an engine's `/metrics` gives. */
 export interface EngineScrape {
   counts: EngineCounts;
+  /** Every sample of the text, for readers of other metrics (decode-time-samples.ts). */
+  samples: MetricSample[];
   /** prefixCacheHitRatio() of the same text. */
   prefixCacheHitRatio?: number;
 }
@@ -119,7 +121,7 @@ export async function scrapeEngine(url: string, timeoutMs: number): Promise<Engi
     const counts = countsFromMetrics(samples);
     if (counts === undefined) return 'its /metrics has neither vLLM nor SGLang request gauges';
     const ratio = prefixCacheHitRatio(samples);
-    return ratio === undefined ? { counts } : { counts, prefixCacheHitRatio: ratio };
+    return ratio === undefined ? { counts, samples } : { counts, samples, prefixCacheHitRatio: ratio };
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause?.code;
     return `GET /metrics failed: ${cause ?? (error as Error).name}`;

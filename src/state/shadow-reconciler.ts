@@ -7,10 +7,19 @@
  * no longer has once the excess has persisted across two rounds (the rule and why are in
  * Router.reconcile). An engine that does not answer is skipped for the round and reported; the
  * reconciler keeps going. Each result also carries the engine's own prefix-cache hit ratio,
- * which `kvroute serve` exports as `kvroute_engine_prefix_cache_hit_ratio`. Rounds never overlap: the next starts `intervalMs` after one ends.
+ * which `kvroute serve` exports as `kvroute_engine_prefix_cache_hit_ratio`, and, from the second
+ * round an engine answers, its decode time per token since the previous one (the deltas of its
+ * inter-token latency histogram, decode-time-samples.ts), which serve feeds to its learned costs.
+ * Rounds never overlap: the next starts `intervalMs` after one ends.
  */
 import { rangeError } from '../core/errors.js';
 import type { Router } from '../core/router.js';
+import {
+  decodeTimeCounters,
+  decodeTimeSample,
+  type DecodeTimeCounters,
+  type DecodeTimeSample,
+} from './decode-time-samples.js';
 import { scrapeEngine } from './engine-metrics-scrape.js';
 
 export const DEFAULT_RECONCILE_MS = 30_000;
@@ -39,6 +48,11 @@ export interface ReconcileResult {
   error?: string;
   /** The engine's own prefix-cache hit ratio (engine-metrics-scrape.ts), when it exports one. */
   prefixCacheHitRatio?: number;
+  /**
+   * The engine's mean decode time per token since its previous round (decode-time-samples.ts),
+   * when its inter-token latency histogram grew: a CostLearner's observeDecode sample.
+   */
+  decode?: DecodeTimeSample;
 }
 
 export class ShadowReconciler {
@@ -50,6 +64,8 @@ export class ShadowReconciler {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
   private stopped = true;
+  /** Each engine's decode histogram at its last answered round (decode samples are their deltas). */
+  private readonly decodeCounters = new Map<string, DecodeTimeCounters>();
 
   constructor(options: ReconcilerOptions) {
     this.router = options.router;
@@ -84,6 +100,11 @@ export class ShadowReconciler {
         const ratio = scrape.prefixCacheHitRatio;
         const result: ReconcileResult = { instance, engineRequests, released: 0 };
         if (ratio !== undefined) result.prefixCacheHitRatio = ratio;
+        const counters = decodeTimeCounters(scrape.samples);
+        const previous = this.decodeCounters.get(instance);
+        this.decodeCounters.set(instance, counters);
+        const decode = previous === undefined ? undefined : decodeTimeSample(previous, counters);
+        if (decode !== undefined) result.decode = decode;
         // The instance may have been removed while the scrape was out.
         if (this.router.instances().includes(instance))
           result.released = this.router.reconcile(instance, engineRequests);

@@ -63,6 +63,7 @@ import type { ResolvedProxyOptions } from '../proxy-options.js';
 import type { ProxyState } from '../proxy-state.js';
 import type { Backend } from '../upstream/backend.js';
 import { REQUEST_ID, relayedResponseHeaders } from './forward-headers.js';
+import { completionTokensIn, StreamedTokenCounter } from './output-tokens.js';
 import { classifyUpstreamError } from './upstream-errors.js';
 import { SseUsageScanner, usageIn } from './usage-scan.js';
 
@@ -156,6 +157,10 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
   private held: Buffer[] = [];
   private heldBytes = 0;
   private sse: SseUsageScanner | undefined;
+  /** A streamed 2xx answer's output tokens, for the learned decode cost (proxy-costs.ts). */
+  private tokens: StreamedTokenCounter | undefined;
+  /** A held 2xx answer's usage.completion_tokens, read at its end. */
+  private heldTokens: number | undefined;
 
   /** Takes the decision's ticket and the backend's in-flight slot. */
   constructor(
@@ -231,15 +236,21 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     backend.upstream.dispatch({ path: backend.basePath + path, method: 'POST', headers, body }, this);
   }
 
-  /** Closes the attempt's ticket and in-flight slot, and a running prefill's (idempotent). */
+  /**
+   * Closes the attempt's ticket and in-flight slot, and a running prefill's (idempotent). The
+   * learned costs observe only a whole 2xx answer (proxy-costs.ts).
+   */
   private settle(completed: boolean): void {
     this.offload?.cancel();
     if (this.ticket < 0) return;
     const ticket = this.ticket;
     this.ticket = -1;
     this.backend.inFlight--;
-    if (completed) this.request.state.router.complete(ticket);
-    else this.request.state.router.abort(ticket);
+    const { router, costs } = this.request.state;
+    if (completed) router.complete(ticket);
+    else router.abort(ticket);
+    const success = completed && this.status >= 200 && this.status < 300;
+    costs.ended(ticket, success, this.tokens?.tokens ?? this.heldTokens);
   }
 
   /** A 2xx answer to a streaming request is written through; anything else is held. */
@@ -275,6 +286,7 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     this.phase = 'head';
     const streams = this.streams();
     if (streams && this.request.observers.any) this.sse = new SseUsageScanner();
+    if (streams) this.tokens = new StreamedTokenCounter();
     // An offload's decode: its answer may carry kv_transfer_params (not in a coded body, left alone).
     if (this.transferParams === 'sent')
       this.transferParams = statusCode < 300 && !hasCoding(this.responseHeaders) ? 'strip' : 'none';
@@ -298,6 +310,7 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
       this.held = [];
     }
     this.sse?.feed(chunk);
+    this.tokens?.feed(chunk);
     let ok = true;
     const res = this.request.res;
     res.cork(() => {
@@ -312,7 +325,10 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
   onComplete(): void {
     if (this.phase === 'done') return;
     const { res, state, observers } = this.request;
-    if (this.phase === 'sent' || this.phase === 'head') state.router.onFirstToken(this.ticket);
+    if (this.phase === 'sent' || this.phase === 'head') {
+      state.router.onFirstToken(this.ticket);
+      state.costs.firstToken(this.ticket);
+    }
     const status = this.status;
     let usage = this.sse?.usage;
     const close = state.closing;
@@ -321,6 +337,7 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
       this.held = [];
       if (this.transferParams === 'strip') body = withoutTransferParams(body);
       if (observers.any && status < 300) usage = usageIn(body);
+      if (status >= 200 && status < 300) this.heldTokens = completionTokensIn(body);
       res.cork(() => {
         this.commit(false);
         res.end(body, close);
@@ -329,7 +346,10 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
       // Streamed: a closing proxy's `connection: close` went out with the head (commit()); uWS
       // must not be asked to add it at end(), which would land inside the chunked body.
       const rest = this.stripper?.flush();
-      if (rest !== undefined) this.sse?.feed(rest);
+      if (rest !== undefined) {
+        this.sse?.feed(rest);
+        this.tokens?.feed(rest);
+      }
       res.cork(() => {
         if (this.phase !== 'streaming' && this.phase !== 'paused') this.commit(true);
         if (rest !== undefined) res.write(rest);
@@ -377,6 +397,7 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     const { state, observers, t0 } = this.request;
     this.phase = this.streams() ? 'received' : 'holding';
     state.router.onFirstToken(this.ticket);
+    state.costs.firstToken(this.ticket);
     this.ttft = performance.now() - t0;
     if (observers.any) {
       observers.onFirstByte(this.backend.id, this.ttft);

@@ -325,6 +325,8 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
       return;
     }
     const decision = router.decision;
+    // The learned costs read the decision in place too, before anything else routes.
+    state.costs.routed(ticket);
     // Read in place: valid until the next route(), so copied now.
     const offload = decision.offload;
     const relay = new AttemptRelay(this, this.relayedRequest(parsed), {

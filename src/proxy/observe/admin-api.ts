@@ -2,12 +2,15 @@
  * The admin API: a ProxyMount serving /admin/*.
  *
  *   GET  /admin/state                  policy, every backend (health, drain, in-flight) and router stats
- *   GET  /admin/instances              the backends
+ *   GET  /admin/instances              the backends, each with its learned costs (`costs`)
  *   POST /admin/instances/add          {"url": "http://h:8000", "models"?: […]} → 201, in routing once its probe passes
  *   POST /admin/instances/drain        {"url": …}                 → no new requests; in-flight ones finish
  *   POST /admin/instances/remove       {"url": …}                 → forgotten; in-flight ones finish
  *   GET  /admin/policy                 the live policy
  *   POST /admin/policy                 {"policy": "sticky"} or a policy spec → switched live
+ *   GET  /admin/costs                  --costs, and per instance its learned estimate and the price in force
+ *   GET  /admin/explain                router.explain() of the last decision or dry run (candidates, scores, terms)
+ *   POST /admin/explain                {"request": a RouteRequest} → where it would go and why (a dry run)
  *
  * Security: without a token every /admin route answers 403 (the API is off). With one, a request
  * must carry `Authorization: Bearer <token>`; anything else gets 401 with `WWW-Authenticate`.
@@ -25,7 +28,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 
 import { isKvrouteError } from '../../core/errors.js';
 import { POLICY_NAMES } from '../../core/policy-spec.js';
-import type { PolicyName, PolicySpec } from '../../core/types.js';
+import type { PolicyName, PolicySpec, RouteRequest } from '../../core/types.js';
 import type { ClientResponse } from '../server/client-io.js';
 import { errorJson } from '../server/error-body.js';
 import { normaliseBackend, resolveBackend, type ProxyMount, type ResolvedBackend } from '../proxy-options.js';
@@ -89,7 +92,10 @@ export function adminMount(token: string | undefined): ProxyMount {
     route('get', '/admin/state', () =>
       ok({ policy: state.router.policy, backends: state.snapshot(), router: state.router.stats() }),
     );
-    route('get', '/admin/instances', () => ok({ instances: state.snapshot() }));
+    route('get', '/admin/instances', () => ok({ instances: withCosts(state) }));
+    route('get', '/admin/costs', () => ok(costsOf(state)));
+    route('get', '/admin/explain', () => ok({ explanation: state.router.explain() }));
+    route('post', '/admin/explain', (body) => ok({ explanation: state.router.explain(requestField(body)) }));
     route('post', '/admin/instances/add', (body) => {
       const { id, models } = backendSpec(body);
       if (state.backend(id) !== undefined) return refuse('409 Conflict', `backend ${id} already exists`);
@@ -191,6 +197,28 @@ function policyField(body: unknown): PolicyName | PolicySpec {
   throw new AdminInputError(
     `the body must be {"policy": NAME or {"name": NAME, …}}; names: ${POLICY_NAMES.join(', ')}`,
   );
+}
+
+/** The backends, each with its learned cost estimate (proxy-costs.ts). */
+function withCosts(state: ProxyState): unknown[] {
+  const estimates = state.costs.estimates();
+  return state.snapshot().map((b) => (estimates[b.id] === undefined ? b : { ...b, costs: estimates[b.id] }));
+}
+
+/** GET /admin/costs: the mode, and per instance what was learned and what min_ttft prices it with. */
+function costsOf(state: ProxyState): Record<string, unknown> {
+  const instances: Record<string, unknown> = {};
+  for (const [id, learned] of Object.entries(state.costs.estimates()))
+    instances[id] = { learned, inForce: state.router.instanceCosts(id) };
+  return { costs: state.costs.mode, instances };
+}
+
+/** The body of POST /admin/explain: `{request: RouteRequest}`. */
+function requestField(body: unknown): RouteRequest {
+  const request = (body as { request?: unknown } | null)?.request;
+  if (typeof request !== 'object' || request === null || Array.isArray(request))
+    throw new AdminInputError('the body must be {"request": {"prompt" | "hashIds" | "tokens" | "messages", …}}');
+  return request as RouteRequest;
 }
 
 /** A failed admin operation: the caller's mistake (bad field, unknown policy) is 400, anything else 500. */

@@ -18,6 +18,7 @@
  */
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
+import { registerCostMetrics } from './cost-metrics.js';
 import { registerKvEventMetrics } from './kv-event-metrics.js';
 
 import { hotCounter, hotHistogram } from './hot-metrics.js';
@@ -193,6 +194,7 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     },
   });
   registerKvEventMetrics(registry, () => state);
+  registerCostMetrics(registry, () => state);
   const engineHitRatios = new Map<string, number>();
   stateGauge(
     'kvroute_engine_prefix_cache_hit_ratio',

@@ -167,6 +167,8 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     resolved.backends,
     {
       policy: resolved.policy,
+      costs: resolved.costs,
+      costPriorScale: resolved.costPriorScale,
       blockSize: resolved.blockSize,
       engineState: resolved.engineState,
       onWarning: resolved.onWarning,

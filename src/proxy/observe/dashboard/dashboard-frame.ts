@@ -12,12 +12,14 @@
  *   proxy's first-byte times);
  * - offloads, fallbacks, prefill and transfer p90: the DashboardObserver (the exchanges' offload
  *   phases);
- * - engine hit rate: the engines' own /metrics, handed over by Dashboard.onReconcile.
+ * - engine hit rate: the engines' own /metrics, handed over by Dashboard.onReconcile;
+ * - prefill speed and its observations: the proxy's learned costs (ProxyState.costs, proxy-costs.ts).
  *
  * Cost: router.stats() walks every instance once (µs at fleet sizes kvroute targets); the TTFT
  * quantile merges W × 420 bins. Fine once a second, not per request.
  */
 import type { Router } from '../../../core/router.js';
+import type { ProxyCosts } from '../../proxy-costs.js';
 import type { ProxyState } from '../../proxy-state.js';
 import { hitRate, type DashboardObserver } from './dashboard-observer.js';
 
@@ -25,6 +27,8 @@ import { hitRate, type DashboardObserver } from './dashboard-observer.js';
 export interface DashboardSource {
   readonly router: Pick<Router, 'stats'>;
   snapshot: ProxyState['snapshot'];
+  /** The learned costs; absent: the column shows none. */
+  readonly costs?: Pick<ProxyCosts, 'estimates'>;
 }
 
 export interface InstanceFrame {
@@ -44,6 +48,10 @@ export interface InstanceFrame {
    * traffic, streams without usage included); null before one gave it.
    */
   engineHitRate: number | null;
+  /** The learned prefill speed, token-equivalents per second; null without learned costs. */
+  prefillTokensPerSecond: number | null;
+  /** First tokens the learned costs rest on (0: the preset's prior). */
+  costObservations: number;
   requests: number;
   errors: number;
   upstreamErrors: number;
@@ -87,8 +95,10 @@ export function buildFrame(
   const stats = state.router.stats();
   const kvUsage = new Map<string, number>();
   for (const s of stats.instances) kvUsage.set(s.instance, s.effective.kvUsage);
+  const estimates = state.costs?.estimates() ?? {};
   const instances = state.snapshot().map((b): InstanceFrame => {
     const totals = observer.totals(b.id);
+    const learned = estimates[b.id];
     return {
       id: b.id,
       healthy: b.healthy,
@@ -98,6 +108,8 @@ export function buildFrame(
       kvUsage: kvUsage.get(b.id) ?? null,
       hitRate: hitRate(totals),
       engineHitRate: observer.engineHitRatio(b.id),
+      prefillTokensPerSecond: learned?.prefillTokensPerSecond ?? null,
+      costObservations: learned?.ttftObservations ?? 0,
       requests: totals.requests,
       errors: totals.errors,
       upstreamErrors: totals.upstreamErrors,

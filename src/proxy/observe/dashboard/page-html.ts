@@ -56,7 +56,7 @@ export function pageHtml(paths: PagePaths): string {
   <section class="card">
     <h2>Instances</h2>
     <table class="instances">
-      <thead><tr><th>instance</th><th title="the models it serves (from its /v1/models, or pinned); any: not known yet">models</th><th>health</th><th class="num">in flight</th><th>KV usage</th><th>cache hit rate</th><th title="the engine's own prefix-cache hit ratio, from its /metrics every reconcile round">engine hit rate</th><th class="num">requests</th><th class="num">errors</th></tr></thead>
+      <thead><tr><th>instance</th><th title="the models it serves (from its /v1/models, or pinned); any: not known yet">models</th><th>health</th><th class="num">in flight</th><th>KV usage</th><th>cache hit rate</th><th title="the engine's own prefix-cache hit ratio, from its /metrics every reconcile round">engine hit rate</th><th class="num" title="the learned prefill speed (kvroute serve --costs) and the first tokens it rests on; 0 obs: the preset's prior">prefill speed</th><th class="num">requests</th><th class="num">errors</th></tr></thead>
       <tbody id="instances"><tr class="empty"><td colspan="7">waiting for the first frame…</td></tr></tbody>
     </table>
   </section>

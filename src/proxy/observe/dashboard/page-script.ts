@@ -143,7 +143,7 @@ export const PAGE_SCRIPT = String.raw`'use strict';
     tr.dataset.instance = id;
     var r = { tr: tr, id: cell(tr, 'id'), models: cell(tr, 'models'), health: cell(tr, 'health'), inFlight: cell(tr, 'in-flight'),
       kv: meterCell(tr, 'kv-usage'), hit: meterCell(tr, 'hit-rate'), engineHit: meterCell(tr, 'engine-hit-rate'),
-      requests: cell(tr, 'requests'), errors: cell(tr, 'errors') };
+      prefill: cell(tr, 'prefill-speed'), requests: cell(tr, 'requests'), errors: cell(tr, 'errors') };
     r.id.textContent = id;
     r.id.title = id;
     return r;
@@ -165,6 +165,9 @@ export const PAGE_SCRIPT = String.raw`'use strict';
       setMeter(r.kv, inst.kvUsage, fmtPct(inst.kvUsage));
       setMeter(r.hit, inst.hitRate, fmtPct(inst.hitRate));
       setMeter(r.engineHit, inst.engineHitRate, fmtPct(inst.engineHitRate));
+      // The learned prefill speed, and the first tokens it rests on (0: still the preset's prior).
+      setValue(r.prefill, inst.prefillTokensPerSecond, inst.prefillTokensPerSecond === null ? '–' :
+        (inst.prefillTokensPerSecond / 1000).toFixed(1) + ' k tok/s (' + fmtInt(inst.costObservations) + ' obs)');
       setValue(r.requests, inst.requests, fmtInt(inst.requests));
       setValue(r.errors, inst.errors + inst.upstreamErrors, fmtInt(inst.errors) +
         (inst.upstreamErrors > 0 ? ' (+' + fmtInt(inst.upstreamErrors) + ' upstream)' : ''));
@@ -175,7 +178,7 @@ export const PAGE_SCRIPT = String.raw`'use strict';
       var tr = document.createElement('tr');
       tr.className = 'empty';
       var td = cell(tr, 'none');
-      td.colSpan = 9;
+      td.colSpan = 10;
       td.textContent = 'no backends';
       instancesBody.appendChild(tr);
       return;

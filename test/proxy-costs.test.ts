@@ -1,0 +1,293 @@
+/**
+ * The proxy's learned costs (`serve --costs`, src/proxy/proxy-costs.ts): the proxy learns each
+ * instance's prefill speed from its own requests in front of a two-class simulated fleet (the
+ * fast class's gauge about 2× the slow one's); `fixed` pushes nothing into the router; a bad
+ * value is refused naming its source; aborted, failed, retried and refused attempts are never
+ * observations.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { DEFAULT_COST_PRIOR, type InstanceCostEstimate } from '../src/core/cost-learning/index.js';
+import { Router } from '../src/core/router.js';
+import type { Explanation } from '../src/core/types.js';
+import { resolveServeConfig } from '../src/cli/serve-config.js';
+import { adminMount } from '../src/proxy/observe/admin-api.js';
+import { createProxyMetrics, type ProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
+import { ProxyCosts } from '../src/proxy/proxy-costs.js';
+import { resolveProxyOptions } from '../src/proxy/proxy-options.js';
+import { parseFleet } from '../src/sim/fleet-spec.js';
+import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
+import { parseExposition } from '../src/state/engine-metrics-scrape.js';
+import { MODEL, post, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
+import { Rng } from './helpers/random.js';
+
+const BLOCK = 16;
+
+interface CostsBody {
+  costs: string;
+  instances: Record<string, { learned: InstanceCostEstimate; inForce: { source: string } }>;
+}
+const TOKEN = 'test-admin-token-costs-77';
+
+/** One completion over `blocks` fresh blocks (nothing cached), read to its end. */
+async function complete(base: string, id: number, blocks: number, stream: boolean): Promise<Response> {
+  const response = await post(base, '/v1/completions', {
+    model: MODEL,
+    prompt: `request ${id}`,
+    hash_ids: Array.from({ length: blocks }, (_, i) => id * 100_000 + i),
+    input_tokens: blocks * BLOCK,
+    max_tokens: 3,
+    stream,
+    ...(stream ? { stream_options: { include_usage: true } } : {}),
+  });
+  await response.text();
+  return response;
+}
+
+/** `name{instance=…}` of a /metrics text, by instance. */
+function gauge(text: string, name: string, kind?: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const s of parseExposition(text))
+    if (s.name === name && (kind === undefined || s.labels.kind === kind)) out.set(s.labels.instance!, s.value);
+  return out;
+}
+
+describe('serve --costs learned, in front of a two-class fleet', () => {
+  let fleet: SimFleet;
+  let rig: ProxyRig;
+  let metrics: ProxyMetrics;
+  beforeAll(async () => {
+    // Two preset engines, then two whose prefill costs half: twice as fast.
+    fleet = await startSimFleet({ fleet: parseFleet('2,2:prefill=0.5'), port: 0, speed: 5 });
+    metrics = createProxyMetrics({ defaultMetrics: false });
+    // round_robin: every instance gets its share of observations whatever it learns.
+    rig = await startProxy({
+      backends: fleet.urls,
+      policy: 'round_robin',
+      costs: 'learned',
+      // The engines run 5× faster than the preset: a prior near them (estimates stay within 10× of it).
+      costPriorScale: 0.2,
+      blockSize: BLOCK,
+      observers: [metrics.observer],
+      mounts: [metrics.mount, adminMount(TOKEN)],
+    });
+  }, 30_000);
+  afterAll(async () => {
+    await rig?.close();
+    await fleet?.close();
+  });
+
+  it('learns the fast instances at about twice the slow ones’ prefill speed', async () => {
+    const rng = new Rng(28);
+    for (let id = 1; id <= 160; id++) await complete(rig.base, id, rng.int(40, 440), id % 2 === 0);
+    const text = await (await fetch(`${rig.base}/metrics`)).text();
+    const speed = gauge(text, 'kvroute_instance_prefill_tokens_per_second');
+    const observations = gauge(text, 'kvroute_instance_cost_observations', 'ttft');
+    const [slowA, slowB, fastA, fastB] = fleet.urls.map((url) => speed.get(url)!);
+    for (const url of fleet.urls) expect(observations.get(url)).toBeGreaterThanOrEqual(35);
+    const ratio = (fastA! + fastB!) / (slowA! + slowB!);
+    expect(ratio).toBeGreaterThan(1.6);
+    expect(ratio).toBeLessThan(2.5);
+    for (const name of [
+      'kvroute_instance_prefill_overhead_seconds',
+      'kvroute_instance_interference',
+      'kvroute_instance_decode_step_seconds',
+      'kvroute_instance_decode_seconds_per_sequence',
+    ])
+      expect(gauge(text, name).size).toBe(4);
+    // Completed answers with ≥ 2 output tokens are decode samples too.
+    for (const url of fleet.urls)
+      expect(gauge(text, 'kvroute_instance_cost_observations', 'decode').get(url)).toBeGreaterThan(0);
+    // The router prices each instance with what was learned (explain's terms), slow ones dearer.
+    const terms = new Map(
+      rig.proxy.router.explain({ hashIds: [1, 2, 3] }).candidates.map((c) => [c.instance, c.terms!]),
+    );
+    expect(terms.get(fleet.urls[0]!)!.prefillSecondsPerToken).toBeGreaterThan(
+      1.5 * terms.get(fleet.urls[2]!)!.prefillSecondsPerToken,
+    );
+    expect(rig.proxy.router.instanceCosts(fleet.urls[0]!).source).toBe('instance');
+  }, 60_000);
+
+  it('lists the learned costs in the admin API', async () => {
+    const headers = { authorization: `Bearer ${TOKEN}` };
+    const costs = (await (await fetch(`${rig.base}/admin/costs`, { headers })).json()) as CostsBody;
+    expect(costs.costs).toBe('learned');
+    expect(costs.instances[fleet.urls[2]!]!.learned.ttftObservations).toBeGreaterThan(0);
+    expect(costs.instances[fleet.urls[2]!]!.inForce.source).toBe('instance');
+    const { instances } = (await (await fetch(`${rig.base}/admin/instances`, { headers })).json()) as {
+      instances: Array<{ costs: InstanceCostEstimate }>;
+    };
+    expect(instances[0]!.costs.prefillTokensPerSecond).toBeGreaterThan(0);
+    const explained = (await (
+      await fetch(`${rig.base}/admin/explain`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ request: { hashIds: [1, 2, 3] } }),
+      })
+    ).json()) as { explanation: Explanation };
+    expect(explained.explanation.candidates[0]!.terms!.prefillSecondsPerToken).toBeLessThan(1);
+    // The last decision (a dry run above replaced it in the router: one more request first).
+    await complete(rig.base, 999, 8, false);
+    const last = (await (await fetch(`${rig.base}/admin/explain`, { headers })).json()) as { explanation: Explanation };
+    expect(last.explanation.candidates).toHaveLength(4);
+    const bad = await fetch(`${rig.base}/admin/explain`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: 'no request field' }),
+    });
+    expect(bad.status).toBe(400);
+  });
+});
+
+describe('serve --costs fixed', () => {
+  it('watches without pushing: the router keeps token-equivalents (prefillSecondsPerToken 1)', async () => {
+    const fleet = await startSimFleet({ instances: 2, port: 0, speed: 50 });
+    const metrics = createProxyMetrics({ defaultMetrics: false });
+    const rig = await startProxy({
+      backends: fleet.urls,
+      costs: 'fixed',
+      blockSize: BLOCK,
+      observers: [metrics.observer],
+      mounts: [metrics.mount],
+    });
+    try {
+      for (let id = 1; id <= 8; id++) await complete(rig.base, id, 64, id % 2 === 0);
+      for (const candidate of rig.proxy.router.explain({ hashIds: [1, 2, 3] }).candidates) {
+        expect(candidate.terms!.prefillSecondsPerToken).toBe(1);
+        expect(candidate.terms!.prefillOverheadSeconds).toBe(0);
+      }
+      for (const url of fleet.urls) expect(rig.proxy.router.instanceCosts(url).source).toBe('none');
+      // The learner still watched: the gauges are there, with observations.
+      const text = await (await fetch(`${rig.base}/metrics`)).text();
+      const observed = [...gauge(text, 'kvroute_instance_cost_observations', 'ttft').values()];
+      expect(observed.reduce((a, b) => a + b, 0)).toBe(8);
+    } finally {
+      await rig.close();
+      await fleet.close();
+    }
+  }, 30_000);
+});
+
+describe('a bad --costs', () => {
+  it('is refused naming its source', () => {
+    expect(() => resolveServeConfig({ costs: 'fast' }, {})).toThrow(/^--costs must be learned or fixed, got "fast"/);
+    expect(() => resolveServeConfig({}, { KVROUTE_COSTS: 'cheap' })).toThrow(/^KVROUTE_COSTS must be learned or fixed/);
+    expect(resolveServeConfig({ costs: 'fixed' }, {}).proxy.costs).toBe('fixed');
+    expect(resolveServeConfig({}, {}).proxy.costs).toBeUndefined();
+    expect(() => resolveProxyOptions({ backends: ['http://127.0.0.1:1'], costs: 'x' as 'fixed' })).toThrow(
+      /options\.costs must be 'learned' or 'fixed', got x/,
+    );
+    expect(resolveProxyOptions({ backends: ['http://127.0.0.1:1'] }).costs).toBe('learned');
+  });
+
+  it('and a bad --cost-prior-scale too; a good one scales the prior', () => {
+    for (const bad of ['0', '-1', '101', 'fast', ''])
+      expect(() => resolveServeConfig({ 'cost-prior-scale': bad }, {})).toThrow(
+        /^--cost-prior-scale must be a number in \(0, 100\]/,
+      );
+    expect(resolveServeConfig({ 'cost-prior-scale': '0.2' }, {}).proxy.costPriorScale).toBe(0.2);
+    expect(() => resolveProxyOptions({ backends: ['http://127.0.0.1:1'], costPriorScale: 0 })).toThrow(
+      /options\.costPriorScale must be a number in \(0, 100\], got 0/,
+    );
+    const router = new Router({ instances: ['a'] });
+    const half = new ProxyCosts(router, 'learned', 0.5).estimates().a!;
+    expect(half.prefillTokensPerSecond).toBeCloseTo(2 / DEFAULT_COST_PRIOR.prefillSecondsPerToken, 6);
+    expect(half.decodeStepSeconds).toBeCloseTo(DEFAULT_COST_PRIOR.decodeStepSeconds / 2, 12);
+    expect(router.instanceCosts('a').costs!.prefillSecondsPerToken).toBeCloseTo(
+      DEFAULT_COST_PRIOR.prefillSecondsPerToken / 2,
+      12,
+    );
+  });
+
+  it.skipIf(!existsSync('dist/cli.js'))('exits 2 from the command line', () => {
+    const run = spawnSync(process.execPath, ['dist/cli.js', 'serve', '--costs', 'fast'], { encoding: 'utf8' });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(/--costs must be learned or fixed/);
+  });
+});
+
+describe('what is not an observation', () => {
+  const ANSWER = JSON.stringify({
+    id: 'x',
+    object: 'text_completion',
+    choices: [{ index: 0, text: 'ok', finish_reason: 'stop' }],
+    usage: { prompt_tokens: 16, completion_tokens: 2, total_tokens: 18 },
+  });
+  let good: StubUpstream;
+  let refusing: StubUpstream;
+  let stalled: StubUpstream;
+  let reset: StubUpstream;
+  let stalledArrived: () => void = () => {};
+  beforeAll(async () => {
+    // Resets the connection before any byte: the attempt fails and is retried elsewhere.
+    reset = await startStub((req) => req.socket.destroy());
+    good = await startStub((_req, res) => {
+      setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(ANSWER), 5);
+    });
+    refusing = await startStub((_req, res) => res.writeHead(500, { 'content-type': 'application/json' }).end('{}'));
+    // Sends its head and never a body byte: the client gives up.
+    stalled = await startStub((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' }).flushHeaders();
+      stalledArrived();
+    });
+  });
+  afterAll(async () => {
+    await Promise.all([good, refusing, stalled, reset].map((s) => s?.close()));
+  });
+
+  const observations = (rig: ProxyRig, id: string): number =>
+    rig.proxy.state.costs.estimates()[id]?.ttftObservations ?? -1;
+
+  it('a retry’s failed attempt is not; its successful attempt is', async () => {
+    const rig = await startProxy({ backends: [reset.url, good.url], policy: 'round_robin', retries: 2 });
+    try {
+      await rig.proxy.state.start();
+      for (let id = 1; id <= 4; id++) expect((await complete(rig.base, id, 4, false)).status).toBe(200);
+      expect(reset.requests.length).toBeGreaterThan(0);
+      expect(rig.observer.named('retry').length).toBe(reset.requests.length);
+      expect(observations(rig, reset.url)).toBe(0);
+      expect(observations(rig, good.url)).toBe(4);
+      expect(rig.proxy.state.costs.estimates()[good.url]!.decodeObservations).toBe(4);
+    } finally {
+      await rig.close();
+    }
+  });
+
+  it('an engine’s error answer is not', async () => {
+    const rig = await startProxy({ backends: [refusing.url] });
+    try {
+      await rig.proxy.state.start();
+      for (let id = 1; id <= 3; id++) expect((await complete(rig.base, id, 4, false)).status).toBe(500);
+      expect(observations(rig, refusing.url)).toBe(0);
+    } finally {
+      await rig.close();
+    }
+  });
+
+  it('an aborted request is not', async () => {
+    const rig = await startProxy({ backends: [stalled.url] });
+    try {
+      await rig.proxy.state.start();
+      const arrived = new Promise<void>((resolve) => (stalledArrived = resolve));
+      const abort = new AbortController();
+      const pending = fetch(`${rig.base}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: MODEL, prompt: 'x', max_tokens: 2, stream: true }),
+        signal: abort.signal,
+      }).catch(() => undefined);
+      await arrived;
+      abort.abort();
+      await pending;
+      await rig.observer.until(() => rig.observer.named('finished').length === 1, 5_000, 'the abort');
+      expect(rig.observer.named('finished')[0]![5]).toBe('client_abort');
+      expect(observations(rig, stalled.url)).toBe(0);
+      expect(rig.proxy.state.costs.estimates()[stalled.url]!.decodeObservations).toBe(0);
+    } finally {
+      await rig.close();
+    }
+  });
+});
