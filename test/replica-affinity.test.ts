@@ -39,11 +39,13 @@ afterEach(async () => {
 async function startReplicas(policy: PolicyName | PolicySpec): Promise<Replicas> {
   const fleet = await startSimFleet({ instances: ENGINES, port: 0, speed: 50 });
   running = { fleet } as Replicas;
-  // Each replica learns its own per-instance prices from its own traffic (serve --costs learned),
-  // and on these short prompts their differences outweigh a turn's cache: a session could then
-  // move. This test is about the ring and the cache, so both price with the preset's fixed costs.
-  running.a = await startProxy({ backends: fleet.urls, policy, costs: 'fixed' });
-  running.b = await startProxy({ backends: fleet.urls, policy, costs: 'fixed' });
+  // Each replica learns its own per-instance prices and its own sessions between turns from its
+  // own traffic (docs/scale-out.md), and on these short prompts their differences outweigh a
+  // turn's cache: a session could then move. This test is about the ring and the cache, so both
+  // price with the preset's fixed costs and count no returning sessions.
+  const options = { backends: fleet.urls, policy, costs: 'fixed', sessionReturns: false } as const;
+  running.a = await startProxy(options);
+  running.b = await startProxy(options);
   return running;
 }
 

@@ -32,6 +32,10 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
       P.costPriorScale,
     ),
   ],
+  'session-returns': [
+    '<on|off>',
+    withDefault('min_ttft counts the expected prefill of sessions idle between turns on their instance', 'on'),
+  ],
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
   host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
   'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],

@@ -332,6 +332,7 @@ export function resolveServeConfig(
       policy: get<PolicyName | PolicySpec>('policy') ?? PROXY_DEFAULTS.policy,
       costs: get<'learned' | 'fixed'>('costs'),
       costPriorScale: get<number>('cost-prior-scale'),
+      sessionReturns: get<boolean>('session-returns'),
       sessionHeader: get<string>('session-header'),
       stripExtensions: get<boolean>('strip-extensions'),
       retries: get<number>('retries'),

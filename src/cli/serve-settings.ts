@@ -41,6 +41,7 @@ export const SETTINGS = [
   { flag: 'policy', kind: 'policy' },
   { flag: 'costs', kind: 'costs' },
   { flag: 'cost-prior-scale', kind: 'scale' },
+  { flag: 'session-returns', kind: 'bool' },
   { flag: 'port', kind: 'port' },
   { flag: 'host', kind: 'host' },
   { flag: 'session-header', kind: 'header' },

@@ -11,7 +11,7 @@ import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { CACHE_STATES } from '../sim/event-fed-cache.js';
 import { interferenceTable } from '../sim/interference-bench.js';
 import { simulateStream, type SimulationOptions } from '../sim/simulator.js';
-import { COST_MODES } from '../sim/cost-mode.js';
+import { COST_MODES } from '../core/cost-learning/cost-mode.js';
 import { readTrace } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';

@@ -10,7 +10,7 @@ import { parsePolicyArg } from '../core/policy-arg.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { EngineScaling } from '../sim/engine-preset.js';
 import type { FleetGroup } from '../sim/fleet-spec.js';
-import type { CostMode } from '../sim/cost-mode.js';
+import type { CostMode } from '../core/cost-learning/cost-mode.js';
 import { simulateStream, type SimulationResult } from '../sim/simulator.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';

@@ -35,7 +35,7 @@ import { ioError } from '../trace/trace-errors.js';
 import { scalingRecord } from './engine-options.js';
 import { fleetFields, fleetRecord } from './fleet-options.js';
 import { fleetPresets, type FleetGroup } from '../sim/fleet-spec.js';
-import type { CostMode } from '../sim/cost-mode.js';
+import type { CostMode } from '../core/cost-learning/cost-mode.js';
 import { kvrouteVersion } from '../trace/run-header.js';
 import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
 import {

@@ -7,7 +7,7 @@ import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type Optio
 import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { engineScalingFlags } from './engine-options.js';
 import { fleetFlags } from './fleet-options.js';
-import { COST_MODES } from '../sim/cost-mode.js';
+import { COST_MODES } from '../core/cost-learning/cost-mode.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
 import type { LiveOptions } from './sweep-live.js';

@@ -1,7 +1,9 @@
 /**
- * The proxy's learned per-instance costs (`serve --costs`, docs/proxy.md "Learned costs"): one
- * CostLearner (src/core/cost-learning/) on the proxy's router, fed by the exchange, read by
- * /metrics, the dashboard and the admin API.
+ * What prices each instance in the proxy beyond the router's own counters, fed by the exchange:
+ * the learned per-instance costs (`serve --costs`, docs/proxy.md "Learned costs"), one
+ * CostLearner (src/core/cost-learning/) on the proxy's router, read by /metrics, the dashboard
+ * and the admin API; and the expected return of sessions idle between turns (a SessionReturns,
+ * src/core/session-returns.ts; off with `serve --no-session-returns`).
  *
  * The learner always watches; the mode says whether it also prices the router:
  * - `learned` (default): a steering learner. Its prior becomes the fleet default and each
@@ -35,23 +37,33 @@
 import { CostLearner, DEFAULT_COST_PRIOR } from '../core/cost-learning/index.js';
 import type { CostCoefficients, InstanceCostEstimate } from '../core/cost-learning/index.js';
 import type { Router } from '../core/router.js';
-import type { CostMode } from './cost-mode.js';
+import { SessionReturns } from '../core/session-returns.js';
+import type { CostMode } from '../core/cost-learning/cost-mode.js';
 
 export class ProxyCosts {
   private readonly learner: CostLearner;
+  private readonly returns: SessionReturns | undefined;
+  readonly mode: CostMode;
 
-  /** `priorScale` multiplies the preset's times (`--cost-prior-scale`): 0.5 for engines twice as fast. */
-  constructor(
-    router: Router,
-    readonly mode: CostMode,
-    priorScale = 1,
-  ) {
-    this.learner = new CostLearner(router, { steer: mode === 'learned', prior: scaledPrior(priorScale) });
+  /** `costPriorScale` multiplies the preset's times (`--cost-prior-scale`): 0.5 for engines twice as fast. */
+  constructor(router: Router, options: { costs: CostMode; costPriorScale?: number; sessionReturns?: boolean }) {
+    this.mode = options.costs;
+    this.learner = new CostLearner(router, {
+      steer: options.costs === 'learned',
+      prior: scaledPrior(options.costPriorScale ?? 1),
+    });
+    if (options.sessionReturns !== false) this.returns = new SessionReturns(router);
+  }
+
+  /** Right before router.route() of a request of `session` ('' for none): its own return leaves its instance. */
+  arriving(session: string): void {
+    this.returns?.arriving(session === '' ? undefined : session);
   }
 
   /** Right after router.route() returned `ticket` (before anything else routes). */
-  routed(ticket: number): void {
+  routed(ticket: number, session: string): void {
     this.learner.routed(ticket);
+    this.returns?.routed(ticket, session === '' ? undefined : session);
   }
 
   /** The ticket's first token (its answer's first body byte). */
@@ -63,9 +75,11 @@ export class ProxyCosts {
   ended(ticket: number, success: boolean, outputTokens: number | undefined): void {
     if (!success) {
       this.learner.aborted(ticket);
+      this.returns?.aborted(ticket);
       return;
     }
     this.learner.completed(ticket, outputTokens === undefined ? {} : { outputTokens });
+    this.returns?.completed(ticket);
   }
 
   /** A decode sample from an engine's /metrics (state/decode-time-samples.ts); an unknown instance is skipped. */

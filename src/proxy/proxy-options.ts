@@ -8,7 +8,7 @@
  */
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
-import { COST_MODES, type CostMode } from './cost-mode.js';
+import { COST_MODES, type CostMode } from '../core/cost-learning/cost-mode.js';
 import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
@@ -55,6 +55,11 @@ export interface ProxyOptions {
    * preset wants one near it, e.g. 0.2 for engines 5× faster.
    */
   costPriorScale?: number;
+  /**
+   * min_ttft counts the expected prefill of sessions idle between turns on their instance
+   * (docs/policies.md "Sessions between turns"; default true).
+   */
+  sessionReturns?: boolean;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
   sessionHeader?: string;
   /** Remove kvroute's body extension fields (`hash_ids`) before forwarding (default false). */
@@ -139,6 +144,7 @@ export const PROXY_DEFAULTS = {
   policy: DEFAULT_POLICY,
   costs: 'learned' as CostMode,
   costPriorScale: 1,
+  sessionReturns: true,
   sessionHeader: 'x-session-id',
   stripExtensions: false,
   retries: 2,
@@ -180,6 +186,13 @@ function oneOf<T extends string>(field: string, value: unknown, allowed: readonl
 }
 
 /** options.costPriorScale checked: a finite number in (0, 100]. */
+/** A boolean option, or its default when absent; anything else is refused, naming the field. */
+function booleanOption(field: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new ProxyOptionError(`${field} must be true or false, got ${String(value)}`);
+  return value;
+}
+
 function priorScale(value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!(typeof value === 'number' && value > 0 && value <= 100))
@@ -222,6 +235,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     policy: options.policy ?? d.policy,
     costs: oneOf('options.costs', options.costs, COST_MODES, d.costs),
     costPriorScale: priorScale(options.costPriorScale, d.costPriorScale),
+    sessionReturns: booleanOption('options.sessionReturns', options.sessionReturns, d.sessionReturns),
     sessionHeader,
     stripExtensions: options.stripExtensions ?? d.stripExtensions,
     retries: positiveInteger('options.retries', options.retries, d.retries, 0),

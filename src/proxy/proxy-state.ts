@@ -31,7 +31,7 @@ import { subscribeKvEvents } from '../events/kv-event-subscription.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { Admission, type AdmissionLimits } from './exchange/admission.js';
 import { ProxyCosts } from './proxy-costs.js';
-import type { CostMode } from './cost-mode.js';
+import type { CostMode } from '../core/cost-learning/cost-mode.js';
 import { Backend, type BackendTimeouts, type ModelCard } from './upstream/backend.js';
 import { BackendMonitor, type MonitorOptions } from './upstream/backend-monitor.js';
 import { BodyBudget } from './exchange/body-budget.js';
@@ -122,6 +122,7 @@ export class ProxyState {
       policy: PolicyName | PolicySpec;
       costs: CostMode;
       costPriorScale: number;
+      sessionReturns: boolean;
       blockSize: number;
       engineState: 'shadow' | { shm: string };
       onWarning: (message: string) => void;
@@ -147,7 +148,7 @@ export class ProxyState {
       ...(this.thread === undefined ? {} : { attach: this.thread.attach }),
     });
     this.policyName = this.router.policy.name;
-    this.costs = new ProxyCosts(this.router, routerOptions.costs, routerOptions.costPriorScale);
+    this.costs = new ProxyCosts(this.router, routerOptions);
     this.monitor = new BackendMonitor(
       options,
       {

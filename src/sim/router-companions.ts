@@ -15,7 +15,7 @@ import type { EnginePreset } from './engine-preset.js';
 import { SimCostLearning, type InstanceLearnedCost } from './sim-cost-learning.js';
 
 export { checkCostMode } from './sim-cost-learning.js';
-import type { CostMode } from './cost-mode.js';
+import type { CostMode } from '../core/cost-learning/cost-mode.js';
 
 export class RouterCompanions {
   private readonly learning: SimCostLearning | undefined;

@@ -24,7 +24,7 @@ import {
 } from '../core/cost-learning/instance-cost-estimator.js';
 import { invalidValue } from '../core/errors.js';
 import type { Router } from '../core/router.js';
-import { COST_MODES, type CostMode } from './cost-mode.js';
+import { COST_MODES, type CostMode } from '../core/cost-learning/cost-mode.js';
 import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS, type EnginePreset } from './engine-preset.js';
 
 /** An engine's true coefficients, as the estimator models them; interference has no preset value. */

@@ -9,7 +9,7 @@ import type { EngineScaling } from './engine-preset.js';
 import type { CacheState } from './event-fed-cache.js';
 import type { FleetGroup } from './fleet-spec.js';
 import type { ReplicaAssign } from './replica-assign.js';
-import type { CostMode } from './cost-mode.js';
+import type { CostMode } from '../core/cost-learning/cost-mode.js';
 import type { InstanceLearnedCost } from './sim-cost-learning.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };

@@ -308,6 +308,8 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     const parsed = this.parsed!;
     const started = observers.any ? performance.now() : 0;
     let ticket: number;
+    const session = parsed.route.session === undefined ? '' : String(parsed.route.session);
+    state.costs.arriving(session);
     try {
       ticket = router.route(parsed.route);
     } catch (error) {
@@ -326,7 +328,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     }
     const decision = router.decision;
     // The learned costs read the decision in place too, before anything else routes.
-    state.costs.routed(ticket);
+    state.costs.routed(ticket, session);
     // Read in place: valid until the next route(), so copied now.
     const offload = decision.offload;
     const relay = new AttemptRelay(this, this.relayedRequest(parsed), {

@@ -169,6 +169,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
       policy: resolved.policy,
       costs: resolved.costs,
       costPriorScale: resolved.costPriorScale,
+      sessionReturns: resolved.sessionReturns,
       blockSize: resolved.blockSize,
       engineState: resolved.engineState,
       onWarning: resolved.onWarning,
