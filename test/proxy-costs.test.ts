@@ -294,3 +294,50 @@ describe('what is not an observation', () => {
     }
   });
 });
+
+describe('serve counts sessions between turns (docs/policies.md "Sessions between turns")', () => {
+  /** Two turns of `session` (the second extends the first), each read to its end. */
+  async function twoTurns(base: string, session: string): Promise<void> {
+    for (const blocks of [40, 60]) {
+      const body = {
+        model: MODEL,
+        prompt: 'x',
+        hash_ids: Array.from({ length: blocks }, (_, i) => i + 1000 * session.length),
+        input_tokens: blocks * BLOCK,
+        max_tokens: 2,
+      };
+      await (await post(base, '/v1/completions', body, { 'x-session-id': session })).text();
+    }
+  }
+  const returning = (rig: ProxyRig) =>
+    rig.proxy.router.explain({ hashIds: [1] }).candidates.reduce((sum, c) => sum + c.terms!.returningTokens, 0);
+
+  it('an idle session counts its next turn on its instance; --session-returns off counts none', async () => {
+    const fleet = await startSimFleet({ instances: 2, port: 0, speed: 20 });
+    try {
+      const on = await startProxy({ backends: fleet.urls, blockSize: BLOCK });
+      try {
+        await twoTurns(on.base, 'agent-1');
+        // Its later turn added 20 blocks: 320 tokens expected back on its instance.
+        expect(returning(on)).toBe(320);
+      } finally {
+        await on.close();
+      }
+      const off = await startProxy({ backends: fleet.urls, blockSize: BLOCK, sessionReturns: false });
+      try {
+        await twoTurns(off.base, 'agent-2');
+        expect(returning(off)).toBe(0);
+      } finally {
+        await off.close();
+      }
+    } finally {
+      await fleet.close();
+    }
+    expect(resolveServeConfig({ 'session-returns': 'off' }, {}).proxy.sessionReturns).toBe(false);
+    expect(resolveServeConfig({}, {}).proxy.sessionReturns).toBeUndefined();
+    expect(() => resolveServeConfig({ 'session-returns': 'maybe' }, {})).toThrow(/--session-returns/);
+    expect(() => resolveProxyOptions({ backends: ['http://127.0.0.1:1'], sessionReturns: 1 as never })).toThrow(
+      /options\.sessionReturns must be true or false, got 1/,
+    );
+  }, 30_000);
+});
