@@ -26,14 +26,17 @@
  * overloaded instance, whose first tokens wait for KV and preemptions the model has no term for,
  * is priced with the fleet default instead. The default is the prior, then the median of the
  * fitted instances; an instance within `fleetBand` (±10%) of it is priced with it too, so a
- * uniform fleet stays uniformly priced and only real differences in speed move decisions. Without `steer` the learner only watches, and the router
- * keeps its fixed token-equivalent prices.
+ * uniform fleet stays uniformly priced and only real differences in speed move decisions.
+ * Without `steer` the learner only watches, and the router keeps its fixed token-equivalent
+ * prices.
  *
  * Invariants: at most `maxOpen` tickets are remembered (the oldest forgotten first, as a ticket
  * whose complete() never comes must not leak); a ticket unknown to the learner is ignored, as
  * the router ignores repeats. Times are ms on the learner's clock (`now`, default
  * performance.now()); a simulator passes its virtual times instead.
- * Complexity: O(1) per call; estimates() is O(instances).
+ * Complexity: O(1) per call, but a steering completed() is O(instances × log instances) (the
+ * fleet median) plus, when the median moves by more than 1%, one push per instance; estimates()
+ * is O(instances).
  */
 import { invalidValue, rangeError } from '../errors.js';
 import type { RoutingCosts } from '../instance-costs.js';
@@ -61,13 +64,14 @@ export interface CostLearnerOptions extends Partial<CostEstimatorOptions> {
   steer?: boolean;
   /**
    * Steer with an instance's estimate only while its TTFT model fits it: the robust scale of its
-   * relative residuals at most this (default 0.1); past it the instance is priced with the prior.
+   * relative residuals at most this (default 0.1); past it the instance is priced with the fleet default.
    */
   steerMaxResidual?: number;
   /**
    * An instance whose learned prefill cost is within ± this of the fleet's median (over the
-   * instances steered with their own) is priced with the median instance's costs (default 0.1): a
-   * uniform fleet stays uniformly priced, so estimation noise of a few percent moves no decision.
+   * instances whose model fits) is priced with the median instance's costs, the router's fleet
+   * default (default 0.1): a uniform fleet stays uniformly priced, so estimation noise of a few
+   * percent moves no decision.
    */
   fleetBand?: number;
 }
@@ -235,7 +239,7 @@ export class CostLearner {
     if (!this.router.hasInstance(instance)) return;
     const estimate = this.estimatorOf(instance).estimate();
     // A model that does not fit the instance (overload: KV waits and preemptions the TTFT model has
-    // no term for) learns costs that misprice it: the prior prices it then (the fleet default).
+    // no term for) learns costs that misprice it: the fleet default prices it then.
     if (estimate.ttftResidualScale > this.steerMaxResidual) this.fitted.delete(instance);
     else this.fitted.set(instance, routingCostsOf(estimate));
     const median = this.fleetMedian();
@@ -252,8 +256,8 @@ export class CostLearner {
   }
 
   /**
-   * The costs of the median instance by prefill cost, over the instances steered with their own
-   * that are still in the router. O(n log n) in the fleet, per observation, off the routing path.
+   * The costs of the median instance by prefill cost, over the instances whose model fits that
+   * are still in the router. O(n log n) in the fleet, per observation, off the routing path.
    */
   private fleetMedian(): RoutingCosts | undefined {
     const costs: RoutingCosts[] = [];
