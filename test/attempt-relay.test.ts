@@ -82,6 +82,8 @@ function rig(stream = true) {
       complete: (t: number) => router.push(`complete ${t}`),
       abort: (t: number) => router.push(`abort ${t}`),
     },
+    // The learned costs' feed (proxy-costs.ts): what it observes is test/proxy-costs.test.ts's.
+    costs: { firstToken: () => {}, ended: () => {} },
   } as unknown as ProxyState;
   const request: RelayedRequest = {
     res,
