@@ -8,10 +8,10 @@
  * between two upstream reads is missed (engines write an event per write, so this is rare); the
  * count then reads one low, never high, and a missed completion_tokens falls back to the count.
  */
+import { integerAfter } from './usage-scan.js';
+
 const COMPLETION_TOKENS = Buffer.from('"completion_tokens"');
 const DELTA = Buffer.from('"delta"');
-const COLON = 0x3a;
-const ZERO = 0x30;
 /** Bytes after the key the integer is looked for in. */
 const WINDOW = 32;
 
@@ -19,22 +19,10 @@ const WINDOW = 32;
 export function completionTokensIn(buf: Buffer): number | undefined {
   const key = buf.lastIndexOf(COMPLETION_TOKENS);
   if (key < 0) return undefined;
-  let i = key + COMPLETION_TOKENS.length;
-  const end = Math.min(buf.length, i + WINDOW);
-  while (i < end && isSpace(buf[i]!)) i++;
-  if (i >= end || buf[i] !== COLON) return undefined;
-  i++;
-  while (i < end && isSpace(buf[i]!)) i++;
-  let value = -1;
-  for (; i < end; i++) {
-    const d = buf[i]! - ZERO;
-    if (d < 0 || d > 9) break;
-    value = (value < 0 ? 0 : value * 10) + d;
-  }
+  const start = key + COMPLETION_TOKENS.length;
+  const value = integerAfter(buf, start, Math.min(buf.length, start + WINDOW));
   return value < 0 ? undefined : value;
 }
-
-const isSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 
 /** Follows a streamed answer chunk by chunk. */
 export class StreamedTokenCounter {

@@ -40,7 +40,7 @@ export function usageIn(buf: Buffer, from = 0, to = buf.length): UsageCounts | u
 }
 
 /** The non-negative integer after `"key"` at buf[i]: optional space, ':', optional space, digits; -1 if not there. */
-function integerAfter(buf: Buffer, i: number, end: number): number {
+export function integerAfter(buf: Buffer, i: number, end: number): number {
   while (i < end && isSpace(buf[i]!)) i++;
   if (i >= end || buf[i] !== COLON) return -1;
   i++;
