@@ -199,7 +199,7 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       const t = typeof text === 'string' ? text.toLowerCase() : '';
       if (['1', 'true', 'yes', 'on'].includes(t)) return true;
       if (['0', 'false', 'no', 'off'].includes(t)) return false;
-      return fail('true or false (1/0, yes/no)');
+      return fail('true or false (on/off, 1/0, yes/no)');
     }
     case 'count':
     case 'ms': {
