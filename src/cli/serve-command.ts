@@ -75,6 +75,13 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
     '<S>',
     withDefault('the HTTP server: uws (fastest) or node (also HTTP/1.0, Host-less requests, many headers)', P.http),
   ],
+  'header-timeout': [
+    '<MS>',
+    withDefault(
+      "a client's whole request head, then 408 and closed (--http node; uws: fixed, ~10 s)",
+      P.headerTimeoutMs,
+    ),
+  ],
   'health-interval': ['<MS>', withDefault("probe each backend's /health this often (0: off)", P.healthIntervalMs)],
   'health-timeout': ['<MS>', withDefault("a probe's timeout", P.healthTimeoutMs)],
   'health-failures': ['<N>', withDefault('failed probes in a row that take a backend out', P.healthFailures)],

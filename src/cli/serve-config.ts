@@ -348,6 +348,7 @@ export function resolveServeConfig(
       queueSize: get<number>('queue-size'),
       queueTimeoutMs: get<number>('queue-timeout'),
       http: get<'uws' | 'node'>('http'),
+      headerTimeoutMs: get<number>('header-timeout'),
       healthIntervalMs: get<number>('health-interval'),
       healthTimeoutMs: get<number>('health-timeout'),
       healthFailures: get<number>('health-failures'),

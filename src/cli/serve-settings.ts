@@ -62,6 +62,7 @@ export const SETTINGS = [
   { flag: 'queue-size', kind: 'count', min: 0 },
   { flag: 'queue-timeout', kind: 'ms', min: 1 },
   { flag: 'http', kind: 'http' },
+  { flag: 'header-timeout', kind: 'ms', min: 1 },
   { flag: 'health-interval', kind: 'ms', min: 0 },
   { flag: 'health-timeout', kind: 'ms', min: 1 },
   { flag: 'health-failures', kind: 'count', min: 1 },

@@ -18,7 +18,8 @@ import { adminMount } from '../proxy/observe/admin-api.js';
 import { createDashboard } from '../proxy/observe/dashboard/dashboard.js';
 import { createProxyMetrics } from '../proxy/observe/proxy-metrics.js';
 import { ObserverList } from '../proxy/observe/proxy-observer.js';
-import { createProxy, type Proxy } from '../proxy/server/proxy-server.js';
+import { createProxy, describeListenError, type Proxy } from '../proxy/server/proxy-server.js';
+import { claimPort, type PortClaim } from '../proxy/threads/port-claim.js';
 import { perThreadLimits } from '../proxy/threads/thread-limits.js';
 import { ProxyThreads } from '../proxy/threads/proxy-threads.js';
 import { ThreadMetrics } from '../proxy/threads/thread-metrics.js';
@@ -124,6 +125,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
       : undefined;
   let port: number;
   let threads: ProxyThreads | undefined;
+  let claim: PortClaim | undefined;
   try {
     if (threadCount > 1 && !proxy.router.native)
       throw new Error(
@@ -131,6 +133,11 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
       );
     // uWS does not share a port it picked itself (port 0) with other listeners: pick one first.
     const wanted = threadCount > 1 && config.port === 0 ? await freePort(config.host) : config.port;
+    // Threads share the port (SO_REUSEPORT), which another threaded serve could join: claim it first.
+    if (threadCount > 1)
+      claim = await claimPort(config.host, wanted).catch((error: NodeJS.ErrnoException) => {
+        throw describeListenError(error, config.host, wanted);
+      });
     ({ port } = await proxy.listen(wanted, config.host, { reusePort: threadCount > 1 }));
     if (threadCount > 1) {
       const { port: controlPort } = await proxy.listenControl();
@@ -148,6 +155,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
     }
   } catch (error) {
     await proxy.close({ graceMs: 0 });
+    await claim?.release();
     await accessLog?.close();
     await fleet?.close();
     throw new UsageError((error as Error).message);
@@ -192,6 +200,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   process.off('SIGHUP', reopenLog);
   await reconciler?.stop();
   await Promise.all([threads?.close(10_000), proxy.close({ graceMs: 10_000 })]);
+  await claim?.release();
   await accessLog?.close(); // after the proxy: the last requests' lines are written too
   await fleet?.close();
   // Idle keep-alive client connections may hold uWS's loop open for its idle timeout; the work is

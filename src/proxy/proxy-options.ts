@@ -40,6 +40,12 @@ export interface ProxyOptions {
    * which also answers HTTP/1.0, Host-less HTTP/1.1 and requests with many headers; docs/proxy.md).
    */
   http?: 'uws' | 'node';
+  /**
+   * `http: 'node'`: a client's request head must arrive whole within this many ms from its first
+   * byte (default 10,000, the timeout uWS applies itself), else 408 and the connection closed; it
+   * bounds how long a slowloris client holds a socket. uWS mode has its own, fixed (~10 s).
+   */
+  headerTimeoutMs?: number;
   /** Routing policy (default `min_ttft`). */
   policy?: PolicyName | PolicySpec;
   /**
@@ -162,6 +168,7 @@ export const PROXY_DEFAULTS = {
   queueSize: 1024,
   queueTimeoutMs: 30_000,
   http: 'uws' as 'uws' | 'node',
+  headerTimeoutMs: 10_000,
   healthIntervalMs: 2_000,
   healthTimeoutMs: 2_000,
   healthFailures: 2,
@@ -250,6 +257,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     healthMaxBackoffMs: positiveInteger('options.healthMaxBackoffMs', options.healthMaxBackoffMs, d.healthMaxBackoffMs),
     upstream: oneOf('options.upstream', options.upstream, ['undici', 'h1'], d.upstream),
     http: oneOf('options.http', options.http, ['uws', 'node'], d.http),
+    headerTimeoutMs: positiveInteger('options.headerTimeoutMs', options.headerTimeoutMs, d.headerTimeoutMs),
     healthIntervalMs: positiveInteger('options.healthIntervalMs', options.healthIntervalMs, d.healthIntervalMs, 0),
     healthTimeoutMs: positiveInteger('options.healthTimeoutMs', options.healthTimeoutMs, d.healthTimeoutMs),
     healthFailures: positiveInteger('options.healthFailures', options.healthFailures, d.healthFailures),

@@ -9,10 +9,17 @@
  * - 400 for HTTP/1.1 without Host (RFC 9112 §3.2) and for bytes that are not HTTP;
  * - 431 when the head exceeds Node's header size limit (16 KiB by default, `--max-http-header-size`);
  * - 505 for a major version other than 1 (an HTTP/2 preface is not HTTP/1 at all: 400);
- * - 408 when a client takes longer than Node's request timeout to send its request.
+ * - 408 when a client takes longer than `headerTimeoutMs` (`--header-timeout`, 10 s) to send its
+ *   request head, or longer than REQUEST_TIMEOUT_MS (5 min) to send the whole request.
  *
- * Keep-alive: idle client connections are kept 65 s, longer than common load balancers' idle
- * timeouts (60 s), so a balancer never sends a request into a connection the proxy is closing.
+ * Timeouts, and what each bounds (a slowloris client trickles its head to hold a socket):
+ * - the head: `headerTimeoutMs` from its first byte (Node's headersTimeout). Node checks its
+ *   timeouts on a timer (connectionsCheckingInterval, 30 s by default, which let a slow head hold a
+ *   socket ~90 s): it runs every quarter of the head timeout here, at most every second, so a head
+ *   is cut within 1.25x its timeout;
+ * - the whole request, body included: REQUEST_TIMEOUT_MS (a large prompt on a slow link must fit);
+ * - keep-alive: idle client connections are kept 65 s, longer than common load balancers' idle
+ *   timeouts (60 s), so a balancer never sends a request into a connection the proxy is closing.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -22,6 +29,9 @@ import { NodeClientResponse, NodeRequestHead } from './node-shims.js';
 import type { RouteHandler, RouteTable } from './route-table.js';
 
 const KEEP_ALIVE_MS = 65_000;
+const REQUEST_TIMEOUT_MS = 300_000;
+/** The longest period of Node's timeout check (its default, 30 s, holds a slow head ~90 s). */
+const MAX_CHECK_INTERVAL_MS = 1_000;
 
 /** What the Node server needs besides the table: the 405 and 404 answers, and whether the proxy is closing. */
 export interface NodeServerHooks {
@@ -49,8 +59,16 @@ export function dispatchNode(
   else hooks.wrongMethod(found.allow)(client, head);
 }
 
-export function createNodeServer(table: RouteTable, hooks: NodeServerHooks): Server {
-  const server = createServer({ requireHostHeader: false, keepAliveTimeout: KEEP_ALIVE_MS }, (req, res) => {
+export function createNodeServer(table: RouteTable, hooks: NodeServerHooks, headerTimeoutMs: number): Server {
+  const options = {
+    requireHostHeader: false,
+    keepAliveTimeout: KEEP_ALIVE_MS,
+    headersTimeout: headerTimeoutMs,
+    // Node refuses a head timeout longer than the request's.
+    requestTimeout: Math.max(REQUEST_TIMEOUT_MS, headerTimeoutMs),
+    connectionsCheckingInterval: Math.min(MAX_CHECK_INTERVAL_MS, Math.max(1, Math.floor(headerTimeoutMs / 4))),
+  };
+  const server = createServer(options, (req, res) => {
     const refusal = protocolRefusal(req);
     if (refusal !== undefined) {
       const body = refusal.body();
@@ -62,7 +80,6 @@ export function createNodeServer(table: RouteTable, hooks: NodeServerHooks): Ser
     }
     dispatchNode(table, hooks, req, res);
   });
-  server.headersTimeout = KEEP_ALIVE_MS + 1_000;
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => answerClientError(error, socket));
   return server;
 }

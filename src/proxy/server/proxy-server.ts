@@ -34,6 +34,7 @@ import { ObserverList } from '../observe/proxy-observer.js';
 import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from '../proxy-options.js';
 import { ProxyState, type ThreadRole } from '../proxy-state.js';
 import { RouteTable, type RouteHandler } from './route-table.js';
+import { framingGuard } from './uws-framing.js';
 import { closeListenSocket, createUwsApp, listenSocketPort, listenUws, type ListenSocket, type UwsApp } from './uws.js';
 import { ControlRelay } from '../threads/control-relay.js';
 
@@ -147,7 +148,8 @@ function listenError(host: string, port: number): Promise<NodeJS.ErrnoException>
   });
 }
 
-function describeListenError(error: NodeJS.ErrnoException, host: string, port: number): Error {
+/** A failed listen's error, in words (the `code` kept): what `kvroute serve` prints and exits 2 with. */
+export function describeListenError(error: NodeJS.ErrnoException, host: string, port: number): Error {
   const where = `${host}:${port}`;
   const message =
     error.code === 'EADDRINUSE'
@@ -210,7 +212,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
   };
 
   const app = resolved.http === 'uws' ? createUwsApp() : undefined;
-  if (app !== undefined) table.applyTo(app, hooks.wrongMethod, hooks.fallback);
+  if (app !== undefined) table.applyTo(app, hooks.wrongMethod, hooks.fallback, framingGuard);
   const handleNode: NodeHandler = (req, res, next) => dispatchNode(table, hooks, req, res, next);
 
   let listenSocket: ListenSocket | undefined;
@@ -232,7 +234,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
 
   const listenNode = (port: number, host: string) =>
     new Promise<{ port: number }>((resolve, reject) => {
-      const server = createNodeServer(table, hooks);
+      const server = createNodeServer(table, hooks, resolved.headerTimeoutMs);
       server.once('error', (error: NodeJS.ErrnoException) => reject(describeListenError(error, host, port)));
       server.listen({ host, port, exclusive: true }, () => {
         nodeServer = server;

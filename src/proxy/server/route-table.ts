@@ -14,11 +14,16 @@
  * - anything else goes to the fallback (404).
  */
 import type { ClientRequestHead, ClientResponse } from './client-io.js';
-import type { RecognizedString, UwsApp, UwsRequest, UwsResponse } from './uws.js';
+import type { RecognizedString, UwsApp, UwsResponse } from './uws.js';
 
 export type RouteHandler = (res: ClientResponse, req: ClientRequestHead) => void;
 
 export type RouteMethod = 'GET' | 'HEAD' | 'POST';
+
+/** Wraps a uWS route handler (for a check every request passes first). */
+export type UwsGuard = <Res extends ClientResponse>(
+  handler: (res: Res, req: ClientRequestHead) => void,
+) => (res: Res, req: ClientRequestHead) => void;
 
 /** What a ProxyMount registers its routes on. */
 export interface MountApp {
@@ -34,7 +39,7 @@ interface PathRoutes {
 }
 
 /** A uWS handler for the HEAD of a GET route: the body is never written (see HeadResponse). */
-function headOf(handler: RouteHandler): (res: UwsResponse, req: UwsRequest) => void {
+function headOf(handler: RouteHandler): (res: UwsResponse, req: ClientRequestHead) => void {
   return (res, req) => handler(new HeadResponse(res), req);
 }
 
@@ -68,17 +73,25 @@ export class RouteTable implements MountApp {
     return { allow: allowHeader(routes) };
   }
 
-  /** Registers every route into a uWS app, each known path's other methods as 405, and `fallback` for everything else. */
-  applyTo(app: UwsApp, wrongMethod: (allow: string) => RouteHandler, fallback: RouteHandler): void {
+  /**
+   * Registers every route into a uWS app, each known path's other methods as 405, and `fallback`
+   * for everything else; each handler behind `guard` (the framing check, uws-framing.ts).
+   */
+  applyTo(
+    app: UwsApp,
+    wrongMethod: (allow: string) => RouteHandler,
+    fallback: RouteHandler,
+    guard: UwsGuard = (handler) => handler,
+  ): void {
     for (const routes of this.byPath.values()) {
       for (const [method, handler] of routes.methods) {
-        if (method === 'GET') app.get(routes.path, handler);
-        else if (method === 'POST') app.post(routes.path, handler);
-        else app.head(routes.path, headOf(handler));
+        if (method === 'GET') app.get(routes.path, guard(handler));
+        else if (method === 'POST') app.post(routes.path, guard(handler));
+        else app.head(routes.path, guard(headOf(handler)));
       }
-      app.any(routes.path, wrongMethod(allowHeader(routes)));
+      app.any(routes.path, guard(wrongMethod(allowHeader(routes))));
     }
-    app.any('/*', fallback);
+    app.any('/*', guard(fallback));
   }
 
   private add(method: RouteMethod, path: string, handler: RouteHandler): void {
