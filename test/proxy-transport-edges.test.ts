@@ -4,13 +4,15 @@
  * limit gets 413 before the body is read, and one past uWS's parser (10 digits) closes the
  * connection in uWS mode while the process keeps serving; pipelined requests are answered in
  * order by the node server, and by uWS only while each is answered at once (a completion behind
- * them closes the connection). And `--http node`'s head timeout cuts a slowloris client.
+ * them closes the connection). And `--http node`'s head timeout (`serve --header-timeout`) cuts a
+ * slowloris client.
  */
 import { connect } from 'node:net';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { MODEL, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
+import { startServe } from './helpers/proxy-serve-child.js';
 import { rawExchange } from './helpers/raw-exchange.js';
 
 const OK = '{"id":"x","object":"text_completion","choices":[]}';
@@ -195,5 +197,29 @@ describe('--http node: the request head timeout', () => {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     idle.destroy();
+  });
+});
+
+describe('kvroute serve --header-timeout', () => {
+  it('reaches the node server: an idle new connection gets 408 after it', async () => {
+    const serve = await startServe([
+      '--port',
+      '0',
+      '--backends',
+      upstream.url,
+      '--http',
+      'node',
+      '--header-timeout',
+      '300',
+    ]);
+    try {
+      // Nothing sent: the head's timeout runs from the connection's start.
+      const got = await rawExchange(Number(new URL(serve.base).port), '', { timeoutMs: 3_000 });
+      expect(got.responses.map((r) => r.status)).toEqual([408]);
+      expect(got.closed).toBe(true);
+      expect(got.ms).toBeGreaterThanOrEqual(250);
+    } finally {
+      expect(await serve.stop()).toBe(0);
+    }
   });
 });
