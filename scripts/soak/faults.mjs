@@ -249,7 +249,7 @@ export function faultActions(rig) {
     },
     slowloris: async () => {
       const completedBefore = rig.ctx.outcomes.completed;
-      const r = await slowloris(rig.base, 4, holdMs(8000), 500);
+      const r = await slowloris(rig.base, 4, holdMs(15_000), 500);
       const served = rig.ctx.outcomes.completed > completedBefore;
       return [
         {
@@ -265,8 +265,9 @@ export function faultActions(rig) {
 
 /**
  * Runs rounds of every scheduled fault in a seeded order from `from` (ms epoch), one at a time,
- * starting them `spacingMs` apart, and starts no new round after `until`: a round once begun is
- * finished, so every kind is injected at least once however short the run.
+ * starting them `spacingMs` apart, and starts no round that would not fit before `until`; a round
+ * once begun is finished, and the first always runs, so every kind is injected at least once
+ * however short the run.
  * @param {ReturnType<typeof faultActions>} actions
  * @param {{ random: () => number, from: number, until: number, spacingMs: number, proxyAlive: () => boolean, log: (line: string) => void }} plan
  */
@@ -275,7 +276,8 @@ export async function runFaults(actions, plan) {
   const injected = [];
   await sleep(Math.max(0, plan.from - Date.now()));
   let next = Date.now();
-  while (Date.now() < plan.until) {
+  // A new round starts only if it fits before `until` at the planned spacing (the first always runs).
+  for (let round = 0; round === 0 || Date.now() + plan.spacingMs * SCHEDULED.length <= plan.until; round++) {
     for (const name of shuffled(SCHEDULED, plan.random)) {
       await sleep(Math.max(0, next - Date.now()));
       if (!plan.proxyAlive()) return injected;

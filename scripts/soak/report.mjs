@@ -7,9 +7,11 @@
  * - any lost request (no answer at all; outcomes.mjs);
  * - any failed request that overlaps no fault window (unexplained);
  * - the proxy exiting before the soak stops it, or not exiting 0 on SIGTERM (a crash);
- * - an RSS leak: the end RSS (after the load, settled) above the RSS at the start of the load
- *   (after warm-up) by more than `rssSlackMiB`, or an upward trend over the load's last half
- *   (the least-squares slope times that half's length) above `rssSlackMiB / 2`;
+ * - an RSS leak, judged on the lower envelope (the lowest RSS of a stretch of samples, so V8's
+ *   sawtooth of heap growth and major collections does not read as one): the end (the last third
+ *   of the load and the settled sample) above the start (the load's first third, after warm-up) by
+ *   more than `rssSlackMiB`, or a rise over the load's last half (its last third's lowest against
+ *   its first third's) above `rssSlackMiB / 2`;
  * - a descriptor leak: file descriptors (or sockets) at the end above those before the load by
  *   more than `fdSlack`, once idle keep-alive connections had time to close;
  * - a fault kind never injected, or one the proxy did not survive (faults.mjs says what that means).
@@ -22,24 +24,6 @@ export const ATTRIBUTION_GRACE_MS = 5_000;
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted.length === 0 ? NaN : /** @type {number} */ (sorted[Math.floor(sorted.length / 2)]);
-}
-
-/**
- * Least-squares slope of y over x.
- * @param {{ x: number, y: number }[]} points
- */
-function slope(points) {
-  const n = points.length;
-  if (n < 3) return 0;
-  const mx = points.reduce((s, p) => s + p.x, 0) / n;
-  const my = points.reduce((s, p) => s + p.y, 0) / n;
-  let num = 0;
-  let den = 0;
-  for (const p of points) {
-    num += (p.x - mx) * (p.y - my);
-    den += (p.x - mx) ** 2;
-  }
-  return den === 0 ? 0 : num / den;
 }
 
 /**
@@ -68,13 +52,16 @@ export function buildReport(run) {
   const start = samples.find((s) => s.phase === 'start');
   const load = samples.filter((s) => s.phase === 'load');
   const settled = samples.filter((s) => s.phase === 'settled').at(-1);
-  const rssStart = median(load.slice(0, 3).map((s) => s.rssMiB));
+  // Memory: V8 grows its heaps in a sawtooth (the RSS of the 2-minute run swung by 60 MiB as major
+  // collections came), so a leak is judged on the lower envelope: the lowest RSS of each stretch.
+  const rss = (/** @type {typeof samples} */ of) => Math.min(...of.map((s) => s.rssMiB));
+  const third = Math.max(1, Math.floor(load.length / 3));
+  const rssStart = rss(load.slice(0, third));
   const rssPeak = Math.max(...samples.map((s) => s.rssMiB));
-  const rssEnd = settled?.rssMiB ?? NaN;
+  const rssEnd = settled === undefined ? NaN : rss([...load.slice(-third), settled]);
   const lastHalf = load.slice(Math.floor(load.length / 2));
-  const slopePerS = slope(lastHalf.map((s) => ({ x: s.t, y: s.rssMiB })));
-  const halfS = lastHalf.length > 1 ? /** @type {any} */ (lastHalf.at(-1)).t - /** @type {any} */ (lastHalf[0]).t : 0;
-  const trendMiB = slopePerS * halfS;
+  const sixth = Math.max(1, Math.floor(lastHalf.length / 3));
+  const trendMiB = lastHalf.length < 3 ? 0 : rss(lastHalf.slice(-sixth)) - rss(lastHalf.slice(0, sixth));
   const heap = load.map((s) => s.heapMiB).filter(Number.isFinite);
   const loopP99 = load.map((s) => s.loopP99Ms).filter(Number.isFinite);
 
@@ -90,7 +77,9 @@ export function buildReport(run) {
   if (run.proxy.crashed !== null) reasons.push(`the proxy crashed: ${run.proxy.crashed}`);
   else if (run.proxy.exitCode !== 0) reasons.push(`the proxy exited ${run.proxy.exitCode} on SIGTERM`);
   if (!(rssEnd <= rssStart + limits.rssSlackMiB))
-    reasons.push(`RSS end ${rssEnd.toFixed(1)} MiB > start ${rssStart.toFixed(1)} + ${limits.rssSlackMiB} MiB`);
+    reasons.push(
+      `RSS end ${rssEnd.toFixed(1)} MiB > start ${rssStart.toFixed(1)} + ${limits.rssSlackMiB} MiB (lowest of each)`,
+    );
   if (trendMiB > limits.rssSlackMiB / 2)
     reasons.push(`RSS grew ${trendMiB.toFixed(1)} MiB over the load's last half (bound ${limits.rssSlackMiB / 2})`);
   if (start === undefined || settled === undefined) reasons.push('no descriptor samples before and after the load');
@@ -179,7 +168,7 @@ export function reportTable(r) {
       'RSS start / peak / end (MiB)',
       `${fmt(r.memory.rssStartMiB)} / ${fmt(r.memory.rssPeakMiB)} / ${fmt(r.memory.rssEndMiB)}`,
     ],
-    ["RSS trend over the load's last half (MiB)", fmt(r.memory.rssTrendLastHalfMiB)],
+    ["RSS rise over the load's last half (MiB, lowest to lowest)", fmt(r.memory.rssTrendLastHalfMiB)],
     ['main-thread V8 heap median / max (MiB)', `${fmt(r.memory.heapMedianMiB)} / ${fmt(r.memory.heapMaxMiB)}`],
     ['file descriptors start / end', `${r.descriptors.fdStart} / ${r.descriptors.fdEnd}`],
     ['sockets start / end', `${r.descriptors.socketsStart} / ${r.descriptors.socketsEnd}`],
