@@ -10,10 +10,10 @@
  *
  *   npm run soak -- [--duration 600] [--seed 1] [--engines 3] [--concurrency 6] [--speed 10]
  *                   [--threads 2] [--tokenizer qwen3] [--json bench/out/soak-report.json]
- *                   [--rss-slack-mib 64] [--fd-slack 8]
+ *                   [--rss-slack-mib 128] [--rss-rise-mib 32] [--fd-slack 8]
  *
  * Timeline of a run of D seconds: warm-up (10% of D, at most 30 s), then faults one at a time,
- * spaced so every kind comes once per round, until 10% of D before the end; the load stops at D
+ * about one round of every kind per 2 minutes, until 10% of D before the end; the load stops at D
  * (or when the last fault ends, if later), then the proxy is left idle until its descriptors are
  * back (at most 30 s). Fault hold times scale with D/300 (between 0.25× and 1×), so a short run
  * still sees every kind. Everything runs on 127.0.0.1 as children of this process, stopped by pid
@@ -45,7 +45,8 @@ const { values } = parseArgs({
     threads: { type: 'string', default: '2' },
     tokenizer: { type: 'string' },
     json: { type: 'string', default: join(ROOT, 'bench', 'out', 'soak-report.json') },
-    'rss-slack-mib': { type: 'string', default: '64' },
+    'rss-slack-mib': { type: 'string', default: '128' },
+    'rss-rise-mib': { type: 'string', default: '32' },
     'fd-slack': { type: 'string', default: '8' },
   },
 });
@@ -70,7 +71,11 @@ const engineCount = Math.floor(numberFlag('engines', 2));
 const concurrency = Math.floor(numberFlag('concurrency', 1));
 const speed = numberFlag('speed', 0.1);
 const threads = Math.floor(numberFlag('threads', 1));
-const limits = { rssSlackMiB: numberFlag('rss-slack-mib', 0), fdSlack: Math.floor(numberFlag('fd-slack', 0)) };
+const limits = {
+  rssSlackMiB: numberFlag('rss-slack-mib', 0),
+  rssRiseMiB: numberFlag('rss-rise-mib', 0),
+  fdSlack: Math.floor(numberFlag('fd-slack', 0)),
+};
 const MAX_BODY = '1MiB';
 const MAX_BODY_BYTES = 2 ** 20;
 const MAX_REQUESTS = 2_000_000;
@@ -162,7 +167,8 @@ async function main() {
     random: seededRandom(seed + 1),
     from: t0 + warmupMs,
     until: t0 + endMs - warmupMs,
-    spacingMs: Math.min(30_000, faultWindowMs / 10),
+    // About one round of every kind per 2 minutes of the fault window (at least one round).
+    spacingMs: faultWindowMs / (10 * Math.max(1, Math.floor(faultWindowMs / 120_000))),
     proxyAlive,
     log,
   });

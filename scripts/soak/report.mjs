@@ -11,7 +11,7 @@
  *   sawtooth of heap growth and major collections does not read as one): the end (the last third
  *   of the load and the settled sample) above the start (the load's first third, after warm-up) by
  *   more than `rssSlackMiB`, or a rise over the load's last half (its last third's lowest against
- *   its first third's) above `rssSlackMiB / 2`;
+ *   its first third's) above `rssRiseMiB`;
  * - a descriptor leak: file descriptors (or sockets) at the end above those before the load by
  *   more than `fdSlack`, once idle keep-alive connections had time to close;
  * - a fault kind never injected, or one the proxy did not survive (faults.mjs says what that means).
@@ -29,7 +29,7 @@ function median(values) {
 /**
  * @param {{ outcomes: import('./outcomes.mjs').Outcomes, injected: { kind: string, start: number, end: number, survived: boolean, detail: string }[],
  *   samples: import('./monitor.mjs').Monitor['samples'], proxy: { crashed: string | null, exitCode: number | null },
- *   kv: Record<string, number>, limits: { rssSlackMiB: number, fdSlack: number }, settings: Record<string, unknown> }} run
+ *   kv: Record<string, number>, limits: { rssSlackMiB: number, rssRiseMiB: number, fdSlack: number }, settings: Record<string, unknown> }} run
  */
 export function buildReport(run) {
   const { outcomes, injected, samples, limits } = run;
@@ -80,8 +80,10 @@ export function buildReport(run) {
     reasons.push(
       `RSS end ${rssEnd.toFixed(1)} MiB > start ${rssStart.toFixed(1)} + ${limits.rssSlackMiB} MiB (lowest of each)`,
     );
-  if (trendMiB > limits.rssSlackMiB / 2)
-    reasons.push(`RSS grew ${trendMiB.toFixed(1)} MiB over the load's last half (bound ${limits.rssSlackMiB / 2})`);
+  if (trendMiB > limits.rssRiseMiB)
+    reasons.push(
+      `RSS rose ${trendMiB.toFixed(1)} MiB over the load's last half (bound ${limits.rssRiseMiB} MiB, lowest to lowest)`,
+    );
   if (start === undefined || settled === undefined) reasons.push('no descriptor samples before and after the load');
   else {
     if (settled.fds > start.fds + limits.fdSlack)
