@@ -2,12 +2,16 @@
 /**
  * Samples the proxy process over time: VmRSS from /proc/PID/status, its open file descriptors and
  * sockets from /proc/PID/fd, and from its /metrics the process and Node.js gauges (RSS, the main
- * thread's V8 heap, event-loop delay p99) and the KV event feed counters.
+ * thread's V8 heap, event-loop delay p99), and from /admin/state the router's native index size
+ * (its instances' index bytes plus the fleet index) and its session count: memory that grows with
+ * the distinct prompts seen, up to each instance's KV capacity, and is no leak.
  */
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { clearInterval, setInterval } from 'node:timers';
 
 import { request } from 'undici';
+
+import { ADMIN_TOKEN } from './fleet.mjs';
 
 const MIB = 2 ** 20;
 
@@ -71,7 +75,7 @@ export class Monitor {
     this.pid = pid;
     this.base = base;
     this.t0 = t0;
-    /** @type {{ t: number, phase: string, rssMiB: number, fds: number, sockets: number, heapMiB: number, loopP99Ms: number }[]} */
+    /** @type {{ t: number, phase: string, rssMiB: number, fds: number, sockets: number, heapMiB: number, loopP99Ms: number, indexMiB: number, indexBlocks: number, sessions: number }[]} */
     this.samples = [];
     this.phase = 'start';
     /** @type {ReturnType<typeof setInterval> | null} */
@@ -89,7 +93,33 @@ export class Monitor {
     } catch {
       // a scrape that fails under a fault leaves the gauges out of this sample
     }
-    const sample = { t: (Date.now() - this.t0) / 1000, phase: this.phase, ...proc, heapMiB, loopP99Ms };
+    let indexMiB = NaN;
+    let indexBlocks = NaN;
+    let sessions = NaN;
+    try {
+      const res = await request(`${this.base}/admin/state`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+        headersTimeout: 10_000,
+        bodyTimeout: 10_000,
+      });
+      const router = /** @type {any} */ (await res.body.json()).router;
+      const instances = /** @type {{ bytes: number | null, blocks: number }[]} */ (router.instances);
+      indexMiB = (instances.reduce((sum, i) => sum + (i.bytes ?? 0), 0) + (router.fleetBytes ?? 0)) / MIB;
+      indexBlocks = instances.reduce((sum, i) => sum + i.blocks, 0);
+      sessions = router.sessions;
+    } catch {
+      // as above
+    }
+    const sample = {
+      t: (Date.now() - this.t0) / 1000,
+      phase: this.phase,
+      ...proc,
+      heapMiB,
+      loopP99Ms,
+      indexMiB,
+      indexBlocks,
+      sessions,
+    };
     this.samples.push(sample);
     return sample;
   }

@@ -121,6 +121,9 @@ export function buildReport(run) {
       rssEndMiB: rssEnd,
       rssTrendLastHalfMiB: trendMiB,
       heapMedianMiB: median(heap),
+      routerIndexStartMiB: load[0]?.indexMiB ?? NaN,
+      routerIndexEndMiB: settled?.indexMiB ?? NaN,
+      routerIndexEndBlocks: settled?.indexBlocks ?? NaN,
       heapMaxMiB: Math.max(...heap),
     },
     descriptors: {
@@ -172,6 +175,10 @@ export function reportTable(r) {
     ],
     ["RSS rise over the load's last half (MiB, lowest to lowest)", fmt(r.memory.rssTrendLastHalfMiB)],
     ['main-thread V8 heap median / max (MiB)', `${fmt(r.memory.heapMedianMiB)} / ${fmt(r.memory.heapMaxMiB)}`],
+    [
+      "router's native index, load start / end (MiB)",
+      `${fmt(r.memory.routerIndexStartMiB)} / ${fmt(r.memory.routerIndexEndMiB)} (${r.memory.routerIndexEndBlocks} blocks at the end)`,
+    ],
     ['file descriptors start / end', `${r.descriptors.fdStart} / ${r.descriptors.fdEnd}`],
     ['sockets start / end', `${r.descriptors.socketsStart} / ${r.descriptors.socketsEnd}`],
     [
