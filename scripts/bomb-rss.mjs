@@ -35,7 +35,12 @@ const MODEL = 'qwen3-coder-30b-a3b';
 const MIB = 2 ** 20;
 const { AbortSignal } = globalThis;
 
-/** Starts `node dist/cli.js ...args`; resolves with the child and the first stdout match of `pattern`. */
+/**
+ * Starts `node dist/cli.js ...args`; resolves with the child and the first stdout match of `pattern`.
+ * @param {string[]} args
+ * @param {RegExp} pattern
+ * @returns {Promise<{ child: import('node:child_process').ChildProcess, found: RegExpMatchArray }>}
+ */
 function start(args, pattern, timeoutMs = 30_000) {
   const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -43,7 +48,7 @@ function start(args, pattern, timeoutMs = 30_000) {
   child.stderr.on('data', (c) => (err += c));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => fail(new Error(`no ${pattern} within ${timeoutMs} ms: ${out}${err}`)), timeoutMs);
-    const fail = (error) => {
+    const fail = (/** @type {Error} */ error) => {
       clearTimeout(timer);
       child.kill('SIGKILL');
       reject(error);
@@ -60,10 +65,14 @@ function start(args, pattern, timeoutMs = 30_000) {
   });
 }
 
-/** Stops a child by pid: SIGTERM, then SIGKILL after 5 s. */
+/**
+ * Stops a child by pid: SIGTERM, then SIGKILL after 5 s.
+ * @param {import('node:child_process').ChildProcess} child
+ * @returns {Promise<void>}
+ */
 function stop(child) {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
+  return new Promise((/** @type {(value?: void) => void} */ resolve) => {
     const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
     child.once('exit', () => {
       clearTimeout(timer);
@@ -73,13 +82,13 @@ function stop(child) {
   });
 }
 
-const rssMiB = (pid) => {
+const rssMiB = (/** @type {number} */ pid) => {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^VmRSS:\s+(\d+) kB/m);
   return line === null ? NaN : Number(line[1]) / 1024;
 };
 
 /** The lowest RSS seen over `ms` after a burst (sampled every 100 ms): what stays resident. */
-async function settledRss(pid, ms) {
+async function settledRss(/** @type {number} */ pid, /** @type {number} */ ms) {
   let low = rssMiB(pid);
   for (const end = Date.now() + ms; Date.now() < end;) {
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -112,7 +121,7 @@ try {
     /listening on (http:\/\/[\d.]+:\d+)/,
   );
   const base = proxy.found[1];
-  const pid = proxy.child.pid;
+  const pid = /** @type {number} */ (proxy.child.pid);
   // One plain request first: the proxy is warm and its backends healthy before the baseline.
   for (let tries = 0; ; tries++) {
     const r = await fetch(`${base}/v1/chat/completions`, {
@@ -160,6 +169,7 @@ try {
     clearInterval(sampler);
     peak = Math.max(peak, rssMiB(pid));
     const after = await settledRss(pid, settleMs);
+    /** @type {Record<string, number>} */
     const counts = {};
     for (const s of statuses) counts[s] = (counts[s] ?? 0) + 1;
     const answers = Object.entries(counts)
