@@ -108,11 +108,6 @@ export class RequestBodyReader {
     this.reserved = 0;
   }
 
-  /** Bytes reserved now (tests). */
-  get reservedBytes(): number {
-    return this.reserved;
-  }
-
   /**
    * The decoder produced `bytes` more: reserved before they are kept. The budget's 503 when they
    * do not fit; null when the request is over (the decoder stops and nothing more is reserved).
