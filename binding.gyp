@@ -13,6 +13,7 @@
         "native/bindings/js-router-stats.cc",
         "native/bindings/js-router-events.cc",
         "native/bindings/js-hash.cc",
+        "native/bindings/js-memory.cc",
         "native/bindings/js-shm-feed.cc",
         "native/bindings/js-request-scan.cc",
         "native/bindings/js-prefix-trie.cc",

@@ -7,6 +7,7 @@
 
 #include "bindings/js-hash.h"
 #include "bindings/js-layout.h"
+#include "bindings/js-memory.h"
 #include "bindings/js-prefix-trie.h"
 #include "bindings/js-request-scan.h"
 #include "bindings/js-router.h"
@@ -29,6 +30,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("policyKindCount", Napi::Number::New(env, kPolicyKindCount));
   exports.Set("offloadOutcomeCount", Napi::Number::New(env, kOffloadOutcomeCount));
   exports.Set("layout", layout::layoutObject(env));
+  exports.Set("trimHeap", Napi::Function::New(env, JsTrimHeap, "trimHeap"));
   return exports;
 }
 

@@ -93,6 +93,8 @@ export interface NativeAddon {
   offloadOutcomeCount: number;
   /** The typed-array layouts, by their names in src/core/core-router.ts (CORE_LAYOUT). */
   layout: Record<string, number | Record<string, number>>;
+  /** malloc_trim(0) on the threadpool: the C heap's free pages back to the system; false where there is none (not glibc). */
+  trimHeap(): Promise<boolean>;
 }
 
 let loaded: { addon: NativeAddon; path: string } | KvrouteError | undefined;

@@ -64,7 +64,7 @@ import type { ProxyState } from '../proxy-state.js';
 import type { Backend } from '../upstream/backend.js';
 import { REQUEST_ID, relayedResponseHeaders } from './forward-headers.js';
 import { completionTokensIn, StreamedTokenCounter } from './output-tokens.js';
-import { classifyUpstreamError } from './upstream-errors.js';
+import { classifyUpstreamError, upstreamFailure } from './upstream-errors.js';
 import { SseUsageScanner, usageIn } from './usage-scan.js';
 
 /** A held (non-streaming) body past this many bytes is written through instead. */
@@ -382,14 +382,7 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
       this.owner.attemptFailed(backend, kind, error, retryable);
       return;
     }
-    this.failMidResponse(
-      new ClientError(
-        502,
-        `upstream ${backend.id} failed mid-response (${kind}: ${error.message})`,
-        'upstream_interrupted',
-      ),
-      was,
-    );
+    this.failMidResponse(upstreamFailure(502, 'upstream_interrupted', backend.id, 'mid-response', kind, error), was);
   }
 
   /** The answer's first body byte: the router's first token, the time to first byte. */
@@ -412,7 +405,7 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
    * yet, so it becomes a clean error status instead.
    */
   private failMidResponse(error: ClientError, was: RelayPhase): void {
-    const what = `${error.code}: ${error.message}`;
+    const what = `${error.code}: ${error.logMessage}`;
     const { res, state, stream, requestId } = this.request;
     if (was !== 'streaming' && was !== 'paused') {
       this.held = [];

@@ -89,6 +89,7 @@ import { REQUEST_ID, readIncomingHead } from './forward-headers.js';
 import { RequestBodyReader, type BodySink } from './request-body.js';
 import type { Endpoint, ParsedRequest } from './request-inputs.js';
 import { scanRequest, scanRequestAsync, SYNC_SCAN_MAX_BYTES } from './request-scan.js';
+import { upstreamFailure } from './upstream-errors.js';
 
 /** What a finished exchange's body is replaced with (see finished()). */
 const RELEASED = Buffer.alloc(0);
@@ -375,11 +376,14 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     const timeout = kind.endsWith('timeout');
     const retries = this.attempts;
     this.refuse(
-      new ClientError(
+      upstreamFailure(
         timeout ? 504 : 502,
-        `upstream ${backend.id} failed before responding (${kind}: ${error.message})` +
-          (retries > 0 ? ` after ${retries} retr${retries === 1 ? 'y' : 'ies'}` : ''),
         timeout ? 'upstream_timeout' : 'upstream_error',
+        backend.id,
+        'before responding',
+        kind,
+        error,
+        retries > 0 ? ` after ${retries} retr${retries === 1 ? 'y' : 'ies'}` : '',
       ),
     );
   }
@@ -415,7 +419,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     this.phase = 'ended';
     const close = closeConnection || this.ctx.state.closing;
     sendClientError(this.res, error, close, [REQUEST_ID, this.requestId, ...headers]);
-    this.finished(error.status, 'error', undefined, `${error.code}: ${error.message}`);
+    this.finished(error.status, 'error', undefined, `${error.code}: ${error.logMessage}`);
   }
 
   private clientAborted(): void {

@@ -9,9 +9,14 @@
  *   length is reserved whole and read into one buffer of that size (the reservation bounds what
  *   declared lengths can allocate); a body without one (chunked) reserves chunk by chunk.
  * - data() copies each chunk (uWS neuters it when its callback returns) and, at the last one,
- *   hands the bytes to `whole`, after decoding them off the event loop when compressed (the
- *   decoded size capped at --max-body, the extra bytes reserved).
- * - release() gives the reservation back, once, when the request ends, however it ends.
+ *   hands the bytes to `whole`, after decoding them off the event loop when compressed.
+ * - Decoding (request-encoding.ts) pays for each decoded chunk as zlib produces it: the chunk is
+ *   reserved in the budget before it is kept, so a compression bomb meets --max-body-memory (503)
+ *   or --max-body (413) within one chunk, and its decoder is destroyed there. While decoding, the
+ *   reservation is the compressed bytes plus the decoded ones so far; once decoded, it is the
+ *   decoded body alone (the compressed bytes are dropped and their share given back).
+ * - release() gives the reservation back, once, when the request ends, however it ends; a
+ *   decoder still running then is stopped at its next chunk, which is not reserved.
  *
  * Failures go to the sink's `bodyFailed(error, closeConnection)`; after one, the reader does nothing more.
  */
@@ -21,6 +26,7 @@ import {
   ACCEPT_ENCODING,
   bodyEncoding,
   decodeBody,
+  DecodeAbandoned,
   unsupportedEncoding,
   type BodyEncoding,
 } from './request-encoding.js';
@@ -41,6 +47,8 @@ export class RequestBodyReader {
   private body: Buffer | undefined;
   private chunks: Buffer[] | undefined;
   private received = 0;
+  /** release() ran: nothing is reserved any more, whatever arrives late. */
+  private released = false;
 
   constructor(
     private readonly maxBytes: number,
@@ -84,28 +92,40 @@ export class RequestBodyReader {
     this.chunks = undefined;
     this.body = undefined;
     if (this.encoding === 'identity') return this.sink.whole(bytes);
-    decodeBody(bytes, this.encoding, this.maxBytes).then(
-      (decoded) => this.decoded(decoded, bytes.length),
+    decodeBody(bytes, this.encoding, this.maxBytes, (decoded) => this.chargeDecoded(decoded)).then(
+      (decoded) => this.decoded(decoded),
       (error: unknown) => {
-        if (this.sink.live()) this.sink.bodyFailed(error, false);
+        if (!(error instanceof DecodeAbandoned) && this.sink.live()) this.sink.bodyFailed(error, false);
       },
     );
   }
 
   /** Gives the reservation back (idempotent). */
   release(): void {
+    this.released = true;
     if (this.reserved === 0) return;
     this.budget.release(this.reserved);
     this.reserved = 0;
   }
 
-  /** A compressed body came back decoded: its extra bytes join the reservation. */
-  private decoded(bytes: Buffer, encodedBytes: number): void {
-    if (!this.sink.live()) return;
-    const extra = bytes.length - encodedBytes;
-    if (extra > 0) {
-      if (!this.budget.reserve(extra)) return void this.fail(this.budget.refusal(), false);
-      this.reserved += extra;
+  /**
+   * The decoder produced `bytes` more: reserved before they are kept. The budget's 503 when they
+   * do not fit; null when the request is over (the decoder stops and nothing more is reserved).
+   */
+  private chargeDecoded(bytes: number): ClientError | null | undefined {
+    if (this.released || !this.sink.live()) return null;
+    if (!this.budget.reserve(bytes)) return this.budget.refusal();
+    this.reserved += bytes;
+    return undefined;
+  }
+
+  /** A compressed body came back decoded: the reservation shrinks to the decoded bytes alone. */
+  private decoded(bytes: Buffer): void {
+    if (this.released || !this.sink.live()) return;
+    const encoded = this.reserved - bytes.length;
+    if (encoded > 0) {
+      this.budget.release(encoded);
+      this.reserved -= encoded;
     }
     this.sink.whole(bytes);
   }

@@ -19,25 +19,33 @@
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
 
+import { echo } from '../server/error-body.js';
 import type { ProxyObserver, RequestRecord } from './proxy-observer.js';
 
 /** Lines queued in memory past this many bytes are dropped, not buffered. */
 const MAX_QUEUED_BYTES = 16 * 2 ** 20;
 
-/** The line for one request (with its newline); keys are absent when the proxy does not know them. */
+/** The most of a request's error message a line carries. */
+const MAX_ERROR_CHARS = 1024;
+
+/**
+ * The line for one request (with its newline); keys are absent when the proxy does not know them.
+ * What the client chose (request id, path, model, session, and the error that may quote them) is
+ * capped through echo(), so one request with a 60 MB model name writes a short line.
+ */
 export function formatRecord(r: RequestRecord): string {
   const line: Record<string, string | number | boolean> = {
     time: new Date(r.startedAt).toISOString(),
-    request_id: r.requestId,
-    path: r.path,
+    request_id: echo(r.requestId),
+    path: echo(r.path),
     status: r.status,
     outcome: r.outcome,
   };
-  if (r.error !== undefined) line.error = r.error;
-  if (r.model !== undefined) line.model = r.model;
+  if (r.error !== undefined) line.error = echo(r.error, MAX_ERROR_CHARS);
+  if (r.model !== undefined) line.model = echo(r.model);
   if (r.instance !== undefined) line.instance = r.instance;
   if (r.reason !== undefined) line.reason = r.reason;
-  if (r.session !== undefined) line.session = r.session;
+  if (r.session !== undefined) line.session = echo(r.session);
   if (r.stream !== undefined) line.stream = r.stream;
   line.attempts = r.attempts;
   if (r.ttftMs !== undefined) line.ttft_ms = round3(r.ttftMs);

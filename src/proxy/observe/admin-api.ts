@@ -20,6 +20,14 @@
  *
  * A known /admin path with the wrong method gets 405 with Allow (the route table's rule).
  *
+ * Input: a body over MAX_ADMIN_BODY gets 413 naming the limit, at once, and the connection is
+ * closed (its unread rest is never buffered); a body that is not JSON 400. A policy spec with a
+ * key that is no policy field (`bogusKey`) gets 400 naming it and listing the known ones, rather
+ * than a 200 that silently ignored it. Messages quote client values through echo().
+ *
+ * Each backend in a reply carries `name` beside its `id` (its URL): the name client error bodies
+ * use for it (exchange/upstream-errors.ts), so an operator can tell which one a client meant.
+ *
  * Hazard (uWS): the request object is valid only inside the handler, so the Authorization header
  * is read before any await; a body arrives in onData chunks that are copied before the callback
  * returns; after onAborted nothing touches the response.
@@ -27,16 +35,20 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 import { isKvrouteError } from '../../core/errors.js';
-import { POLICY_NAMES } from '../../core/policy-spec.js';
+import { POLICY_NAMES, TUNABLE_NAMES } from '../../core/policy-spec.js';
 import type { PolicyName, PolicySpec, RouteRequest } from '../../core/types.js';
 import type { ClientResponse } from '../server/client-io.js';
-import { errorJson } from '../server/error-body.js';
+import { backendName } from '../exchange/upstream-errors.js';
+import { echo, errorJson } from '../server/error-body.js';
 import { normaliseBackend, resolveBackend, type ProxyMount, type ResolvedBackend } from '../proxy-options.js';
-import type { ProxyState } from '../proxy-state.js';
+import type { BackendSnapshot, ProxyState } from '../proxy-state.js';
 import type { MountApp } from '../server/route-table.js';
 
 /** Admin request bodies are a URL or a policy: this is generous. */
-const MAX_ADMIN_BODY = 64 * 1024;
+export const MAX_ADMIN_BODY = 64 * 1024;
+
+/** The keys a policy spec may have: its name, the offload layer, and the tunables. */
+const POLICY_SPEC_KEYS: readonly string[] = ['name', 'offload', ...TUNABLE_NAMES];
 
 interface Reply {
   /** The status line, e.g. `201 Created`. */
@@ -44,6 +56,13 @@ interface Reply {
   /** The serialized JSON body. */
   json: string;
   headers?: Record<string, string>;
+  /** Close the connection after it (a body left unread). */
+  close?: boolean;
+}
+
+/** A body the admin API refuses before it is parsed: its reply. */
+class RefusedBody {
+  constructor(readonly reply: Reply) {}
 }
 
 const ok = (body: unknown): Reply => ({ status: '200 OK', json: JSON.stringify(body) });
@@ -66,7 +85,7 @@ export function adminMount(token: string | undefined): ProxyMount {
           res.cork(() => {
             res.writeStatus(reply.status).writeHeader('content-type', 'application/json');
             for (const [name, value] of Object.entries(reply.headers ?? {})) res.writeHeader(name, value);
-            res.end(reply.json);
+            res.end(reply.json, reply.close === true);
           });
         };
         const refused = authorize(expected, req.getHeader('authorization'));
@@ -83,14 +102,12 @@ export function adminMount(token: string | undefined): ProxyMount {
           void run(undefined);
           return;
         }
-        readJson(res, (body) =>
-          body instanceof Error ? send(refuse('400 Bad Request', body.message)) : void run(body),
-        );
+        readJson(res, (body) => (body instanceof RefusedBody ? send(body.reply) : void run(body)));
       });
     };
 
     route('get', '/admin/state', () =>
-      ok({ policy: state.router.policy, backends: state.snapshot(), router: state.router.stats() }),
+      ok({ policy: state.router.policy, backends: named(state), router: state.router.stats() }),
     );
     route('get', '/admin/instances', () => ok({ instances: withCosts(state) }));
     route('get', '/admin/costs', () => ok(costsOf(state)));
@@ -98,22 +115,22 @@ export function adminMount(token: string | undefined): ProxyMount {
     route('post', '/admin/explain', (body) => ok({ explanation: state.router.explain(requestField(body)) }));
     route('post', '/admin/instances/add', (body) => {
       const { id, models } = backendSpec(body);
-      if (state.backend(id) !== undefined) return refuse('409 Conflict', `backend ${id} already exists`);
+      if (state.backend(id) !== undefined) return refuse('409 Conflict', `backend ${echo(id)} already exists`);
       void state.addBackend(id, models); // it takes requests once its first health probe passes
-      return { ...ok({ added: id, instances: state.snapshot() }), status: '201 Created' };
+      return { ...ok({ added: id, instances: named(state) }), status: '201 Created' };
     });
     route('post', '/admin/instances/drain', (body) => {
       const id = knownBackend(state, body);
       if (typeof id !== 'string') return id;
       state.drainBackend(id);
-      return ok({ drained: id, instances: state.snapshot() });
+      return ok({ drained: id, instances: named(state) });
     });
     route('post', '/admin/instances/remove', (body) => {
       const id = knownBackend(state, body);
       if (typeof id !== 'string') return id;
       // Answer once the backend is out of routing; its in-flight requests finish in the background.
       state.removeBackend(id).catch(() => {});
-      return ok({ removed: id, instances: state.snapshot() });
+      return ok({ removed: id, instances: named(state) });
     });
     route('get', '/admin/policy', () => ok({ policy: state.router.policy }));
     route('post', '/admin/policy', (body) => {
@@ -141,23 +158,37 @@ function authorize(expected: Buffer | undefined, header: string): Reply | undefi
   );
 }
 
-/** Reads a JSON body (at most MAX_ADMIN_BODY bytes); hands an Error for anything else. */
+/**
+ * Reads a JSON body (at most MAX_ADMIN_BODY bytes); hands a RefusedBody for anything else: 413 as
+ * soon as the body passes the limit (the rest is not read: the reply closes the connection), 400
+ * when it is not JSON.
+ */
 function readJson(res: ClientResponse, done: (body: unknown) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
-  let over = false;
+  let refused = false;
   res.onData((chunk, isLast) => {
+    if (refused) return;
     size += chunk.byteLength;
-    if (size > MAX_ADMIN_BODY) over = true;
-    else chunks.push(Buffer.from(chunk.slice(0))); // copy: uWS reuses the chunk after this returns
+    if (size > MAX_ADMIN_BODY) {
+      refused = true;
+      chunks.length = 0;
+      const message = `the admin request body is over its limit of ${MAX_ADMIN_BODY} bytes`;
+      return done(new RefusedBody({ ...refuse('413 Payload Too Large', message), close: true }));
+    }
+    chunks.push(Buffer.from(chunk.slice(0))); // copy: uWS reuses the chunk after this returns
     if (!isLast) return;
-    if (over) return done(new Error(`the admin request body is over ${MAX_ADMIN_BODY} bytes`));
     try {
       done(JSON.parse(Buffer.concat(chunks).toString('utf8')));
     } catch {
-      done(new Error('the admin request body is not valid JSON'));
+      done(new RefusedBody(refuse('400 Bad Request', 'the admin request body is not valid JSON')));
     }
   });
+}
+
+/** The backends as replies show them: each with its client-facing name. */
+function named(state: ProxyState): Array<BackendSnapshot & { name: string }> {
+  return state.snapshot().map((b) => ({ ...b, name: backendName(b.id) }));
 }
 
 class AdminInputError extends Error {}
@@ -187,13 +218,20 @@ function backendSpec(body: unknown): ResolvedBackend {
 /** The body's backend id, or a 404 reply when the proxy has no such backend. */
 function knownBackend(state: ProxyState, body: unknown): string | Reply {
   const id = backendField(body);
-  return state.backend(id) === undefined ? refuse('404 Not Found', `backend ${id} is not known`) : id;
+  return state.backend(id) === undefined ? refuse('404 Not Found', `backend ${echo(id)} is not known`) : id;
 }
 
 function policyField(body: unknown): PolicyName | PolicySpec {
   const policy = (body as { policy?: unknown } | null)?.policy;
-  if (typeof policy === 'string' || (typeof policy === 'object' && policy !== null))
-    return policy as PolicyName | PolicySpec;
+  if (typeof policy === 'string') return policy as PolicyName;
+  if (typeof policy === 'object' && policy !== null && !Array.isArray(policy)) {
+    const unknown = Object.keys(policy).find((key) => !POLICY_SPEC_KEYS.includes(key));
+    if (unknown !== undefined)
+      throw new AdminInputError(
+        `policy has an unknown key ${JSON.stringify(echo(unknown))}; known: ${POLICY_SPEC_KEYS.join(', ')}`,
+      );
+    return policy as PolicySpec;
+  }
   throw new AdminInputError(
     `the body must be {"policy": NAME or {"name": NAME, …}}; names: ${POLICY_NAMES.join(', ')}`,
   );
@@ -202,7 +240,7 @@ function policyField(body: unknown): PolicyName | PolicySpec {
 /** The backends, each with its learned cost estimate (proxy-costs.ts). */
 function withCosts(state: ProxyState): unknown[] {
   const estimates = state.costs.estimates();
-  return state.snapshot().map((b) => (estimates[b.id] === undefined ? b : { ...b, costs: estimates[b.id] }));
+  return named(state).map((b) => (estimates[b.id] === undefined ? b : { ...b, costs: estimates[b.id] }));
 }
 
 /** GET /admin/costs: the mode, and per instance what was learned and what min_ttft prices it with. */

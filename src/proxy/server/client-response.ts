@@ -5,7 +5,7 @@
  */
 
 import type { ClientResponse } from './client-io.js';
-import { ClientError, errorJson, statusLine, type ProxyErrorCode } from './error-body.js';
+import { ClientError, echo, errorJson, statusLine, type ProxyErrorCode } from './error-body.js';
 
 /** Writes a complete JSON response. `closeConnection` for refusals whose body was never read. */
 export function sendJson(
@@ -39,7 +39,7 @@ export const RETRY_AFTER = ['retry-after', '1'] as const;
 
 /** The 503 the proxy sends when no backend (serving `model`, when given) can take a request. */
 export function noBackendError(model?: string): ClientError {
-  const which = model === undefined ? 'no healthy backend' : `no healthy backend serving ${model}`;
+  const which = model === undefined ? 'no healthy backend' : `no healthy backend serving ${echo(model)}`;
   return new ClientError(503, `${which} can take the request; retry shortly`, 'no_healthy_backend');
 }
 

@@ -4,6 +4,11 @@
  * Client mistakes (4xx) are `invalid_request_error`; the proxy's and the fleet's failures (5xx,
  * and 429 when the fleet is at its admission limit) are `server_error` with a stable `code`
  * clients can branch on.
+ *
+ * Client input in messages: anything the client sent (a model name, a header value, a path, a
+ * field) is quoted through echo(), which keeps its first ECHO_CHARS characters and says how long
+ * the rest was, so a 60 MB model name gets a short 404, not a 60 MB one. errorJson() caps the
+ * whole message at MAX_MESSAGE_CHARS as well, for any message that quotes input another way.
  */
 
 export type ErrorType = 'invalid_request_error' | 'server_error';
@@ -31,13 +36,30 @@ export type ProxyErrorCode =
   | 'shutting_down'
   | 'body_budget_exceeded';
 
+/** The most echo() quotes of one client value. */
+export const ECHO_CHARS = 200;
+
+/** The most an error message carries, however it was made. */
+export const MAX_MESSAGE_CHARS = 2048;
+
+/**
+ * A client's value as messages and log lines quote it: as is up to `max` characters, else its
+ * first `max` characters, `…` and its whole length (`… (60000000 bytes)`, UTF-8 bytes).
+ */
+export function echo(value: string, max = ECHO_CHARS): string {
+  if (value.length <= max) return value;
+  // Never end on the first half of a surrogate pair (a lone surrogate is not text).
+  const cut = value.charCodeAt(max - 1) >= 0xd800 && value.charCodeAt(max - 1) <= 0xdbff ? max - 1 : max;
+  return `${value.slice(0, cut)}… (${Buffer.byteLength(value, 'utf8')} bytes)`;
+}
+
 export function errorJson(
   message: string,
   type: ErrorType,
   code: ProxyErrorCode | null,
   param: string | null = null,
 ): string {
-  return JSON.stringify({ error: { message, type, param, code } });
+  return JSON.stringify({ error: { message: echo(message, MAX_MESSAGE_CHARS), type, param, code } });
 }
 
 /** HTTP status lines uWS wants verbatim ("413 Payload Too Large"). */
@@ -65,13 +87,18 @@ export function statusLine(status: number, text?: string): string {
   return STATUS_LINES[status] ?? String(status);
 }
 
-/** A request the proxy refuses, with its status and OpenAI error body. */
+/**
+ * A request the proxy refuses, with its status and OpenAI error body. `logMessage` is what the
+ * operator's log records instead of the message, when it may say more than a client should see
+ * (a backend's URL: exchange/upstream-errors.ts).
+ */
 export class ClientError extends Error {
   constructor(
     readonly status: number,
     message: string,
     readonly code: ProxyErrorCode,
     readonly param: string | null = null,
+    readonly logMessage: string = message,
   ) {
     super(message);
   }

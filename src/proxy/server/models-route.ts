@@ -11,7 +11,7 @@
  */
 import type { ClientRequestHead, ClientResponse } from './client-io.js';
 import { noBackendError, sendClientError, sendJson } from './client-response.js';
-import { ClientError } from './error-body.js';
+import { ClientError, echo } from './error-body.js';
 import type { ProxyState } from '../proxy-state.js';
 
 const MODEL_PATH_PREFIX = '/v1/models/';
@@ -46,7 +46,7 @@ export function handleModel(res: ClientResponse, req: ClientRequestHead, state: 
 export function modelNotFound(model: string): ClientError {
   return new ClientError(
     404,
-    `The model \`${model}\` does not exist or is not served by any backend of this proxy.`,
+    `The model \`${echo(model)}\` does not exist or is not served by any backend of this proxy.`,
     'model_not_found',
     'model',
   );

@@ -26,7 +26,7 @@ import { createServer as createNetServer, Server as NetServer } from 'node:net';
 
 import type { Router } from '../../core/router.js';
 import { RETRY_AFTER, sendClientError, sendJson } from './client-response.js';
-import { ClientError } from './error-body.js';
+import { ClientError, echo } from './error-body.js';
 import { handleModel, handleModels } from './models-route.js';
 import { createNodeServer, dispatchNode, type NodeServerHooks } from './node-server.js';
 import { ProxyExchange, type ExchangeContext } from '../exchange/proxy-exchange.js';
@@ -200,12 +200,20 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     wrongMethod: (allow) => (res, req) => {
       if (relay !== undefined) return relay.handle(res, req);
       const got = req.getCaseSensitiveMethod();
-      const error = new ClientError(405, `${got} ${req.getUrl()} is not allowed; use ${allow}`, 'method_not_allowed');
+      const error = new ClientError(
+        405,
+        `${echo(got)} ${echo(req.getUrl())} is not allowed; use ${allow}`,
+        'method_not_allowed',
+      );
       sendJson(res, 405, error.body(), ['allow', allow]);
     },
     fallback: (res, req) => {
       if (relay !== undefined) return relay.handle(res, req);
-      const error = new ClientError(404, `Invalid URL (${req.getCaseSensitiveMethod()} ${req.getUrl()})`, 'not_found');
+      const error = new ClientError(
+        404,
+        `Invalid URL (${echo(req.getCaseSensitiveMethod())} ${echo(req.getUrl())})`,
+        'not_found',
+      );
       sendJson(res, 404, error.body());
     },
     closing: () => state.closing,
