@@ -166,6 +166,19 @@ describe.each(IMPLEMENTATIONS)('bad input ($impl)', ({ native }) => {
     expect(error.message).toContain(`options.policy.${field}`);
   });
 
+  it('an unknown policy key (a misspelt tunable) is refused, naming it and the known keys', () => {
+    for (const attempt of [
+      () => make({ policy: { name: 'unified', bogusKey: 3 } as never }),
+      () => make().setPolicy({ name: 'min_ttft', batchweight: 0.5 } as never),
+    ]) {
+      const error = thrown(attempt);
+      expect(error).toMatchObject(VALUE);
+      expect(error.message).toMatch(
+        /policy has an unknown key "(bogusKey|batchweight)"; known: name, offload, .*batchWeight/,
+      );
+    }
+  });
+
   it.each([0, -5, 1.5, NaN, Infinity])('a capacity of %s is a RangeError naming the field', (capacityBlocks) => {
     expect(thrown(() => make({ capacityBlocks }))).toMatchObject(VALUE);
     expect(thrown(() => make({ capacityBlocks })).message).toContain('options.capacityBlocks');

@@ -132,6 +132,9 @@ export const TUNABLES: Readonly<Record<TunableName, Tunable>> = {
 
 export const TUNABLE_NAMES = Object.keys(TUNABLES) as TunableName[];
 
+/** Every key a PolicySpec may have. */
+export const POLICY_SPEC_KEYS: readonly string[] = ['name', 'offload', ...TUNABLE_NAMES];
+
 /** Named presets: a kind plus tunables. `unified+A+B` is the B3 sweep's tuned champion. */
 const PRESETS: Record<BasePolicyName, { kind: PolicyKindName } & Partial<Record<TunableName, number>>> = {
   round_robin: { kind: 'round_robin' },
@@ -194,6 +197,14 @@ export function resolvePolicy(input: PolicyName | PolicySpec | undefined, field 
   if (input === undefined) input = DEFAULT_POLICY;
   if (typeof input === 'string') input = { name: input };
   if (typeof input !== 'object' || input === null) throw invalidType(field, 'a policy name or spec', input);
+  // A misspelt tunable must not be dropped in silence: the router would run on the default.
+  // `kind` is allowed so that a ResolvedPolicy resolves again (its kind follows from its name).
+  const unknown = Object.keys(input).find((key) => !POLICY_SPEC_KEYS.includes(key) && key !== 'kind');
+  if (unknown !== undefined)
+    throw rangeError(
+      'ERR_KVROUTE_INVALID_ARG_VALUE',
+      `${field} has an unknown key ${JSON.stringify(unknown.slice(0, 200))}; known: ${POLICY_SPEC_KEYS.join(', ')}`,
+    );
   const parsed = parsePolicyName(`${field}.name`, input.name);
   const preset = PRESETS[parsed.base];
   const offload = offloadOf(`${field}.offload`, parsed.offload, (input as { offload?: unknown }).offload);

@@ -35,7 +35,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 
 import { isKvrouteError } from '../../core/errors.js';
-import { POLICY_NAMES, TUNABLE_NAMES } from '../../core/policy-spec.js';
+import { POLICY_NAMES, POLICY_SPEC_KEYS } from '../../core/policy-spec.js';
 import type { PolicyName, PolicySpec, RouteRequest } from '../../core/types.js';
 import type { ClientResponse } from '../server/client-io.js';
 import { backendName } from '../exchange/upstream-errors.js';
@@ -48,7 +48,6 @@ import type { MountApp } from '../server/route-table.js';
 export const MAX_ADMIN_BODY = 64 * 1024;
 
 /** The keys a policy spec may have: its name, the offload layer, and the tunables. */
-const POLICY_SPEC_KEYS: readonly string[] = ['name', 'offload', ...TUNABLE_NAMES];
 
 interface Reply {
   /** The status line, e.g. `201 Created`. */
