@@ -37,6 +37,7 @@
         "native/core/policies/unified.cc",
         "native/core/policies/min-ttft.cc",
         "native/core/shared-core.cc",
+        "native/core/route-call.cc",
         "native/feed/shm-feed.cc",
         "native/scan/json-text.cc",
         "native/scan/json-bytes.cc",
