@@ -45,9 +45,13 @@ void bindRequestToRouter(const Router& router, double group, RouteInput& in);
 template <typename ReadRequest, typename Locked>
 auto runRouteCall(SharedCore& core, uint64_t& lastOpSeq, double group, ReadRequest&& readRequest, Locked&& locked) {
   RouteInput in;
-  bindRequestToRouter(core.router, group, in);
   std::forward<ReadRequest>(readRequest)(in);
   const auto lock = core.exclusive(lastOpSeq);
+  // Under the lock: groupCount() changes when another thread's
+  // setInstanceGroups() grows the router's groups (resizing the vector it
+  // reads). Checked before the lock, it was a data race, and a group declared
+  // between the check and the lock was refused though the call came after it.
+  bindRequestToRouter(core.router, group, in);
   return std::forward<Locked>(locked)(core.router, in);
 }
 

@@ -129,6 +129,15 @@ class Worker {
     const bool session = rng_.percent(60);
     const uint64_t sessionKey = rng_.below(256);
     const bool dryRun = rng_.percent(10);
+    // Whether the call took the lock is told by its number, not assumed: a
+    // refused group is refused under the lock, or before it.
+    const uint64_t before = lastOpSeq_;
+    struct Counted {
+      const uint64_t& seq;
+      uint64_t before;
+      uint64_t& locked;
+      ~Counted() { locked += seq != before ? 1 : 0; }
+    } counted{lastOpSeq_, before, t_.locked};
     try {
       const RouteOutput out = kvroute::runRouteCall(
           *s_.core, lastOpSeq_, group,
@@ -144,7 +153,6 @@ class Worker {
             in.tokenKeys = rng_.percent(30);
           },
           [&](Router& router, const RouteInput& in) {
-            ++t_.locked;
             for (const auto& [ticket, event] : queued_) router.onTicket(ticket, event);
             queued_.clear();
             const size_t slots = router.slotCount();
