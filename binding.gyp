@@ -39,6 +39,7 @@
         "native/core/shared-core.cc",
         "native/core/route-call.cc",
         "native/feed/shm-feed.cc",
+        "native/feed/bus-guard.cc",
         "native/scan/json-text.cc",
         "native/scan/json-bytes.cc",
         "native/scan/dom-text.cc",
