@@ -79,9 +79,22 @@ Napi::Value stringOrUndefined(Napi::Env env, bool present, const std::string& s)
 
 class ScanWorker : public Napi::AsyncWorker {
  public:
-  ScanWorker(Napi::Env env, const Napi::Value& bytes, const ScanArgs& args)
-      : Napi::AsyncWorker(env, "kvroute.scanRequest"), deferred_(Napi::Promise::Deferred::New(env)), args_(args) {
-    bytesRef_ = Napi::Persistent(bytes.As<Napi::Object>());
+  // Copies the caller's bytes, here on the JavaScript thread, before the scan
+  // is queued. A reference to the typed array would keep it from being
+  // collected, but not its memory from moving or changing: a transfer
+  // (postMessage, structuredClone with `transfer`, ArrayBuffer.transfer)
+  // detaches the buffer and hands its memory to another ArrayBuffer, which may
+  // be freed while the threadpool reads it, and JavaScript may write the bytes
+  // meanwhile (a data race). A private copy makes the scan's input the bytes
+  // as they were at the call, whatever the caller does next; it costs one
+  // memcpy of the body, small beside the scan (which copies it again, into
+  // simdjson's padded buffer).
+  ScanWorker(Napi::Env env, const ScanArgs& args)
+      : Napi::AsyncWorker(env, "kvroute.scanRequest"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        bytes_(args.data, args.data + args.length),
+        args_(args) {
+    args_.data = bytes_.data();
   }
 
   Napi::Promise promise() const { return deferred_.Promise(); }
@@ -135,7 +148,7 @@ class ScanWorker : public Napi::AsyncWorker {
 
  private:
   Napi::Promise::Deferred deferred_;
-  Napi::ObjectReference bytesRef_;  // keeps the caller's bytes alive until settled
+  std::vector<uint8_t> bytes_;  // the caller's bytes, copied; args_.data points here
   ScanArgs args_;
   ScanResult result_;
   std::vector<uint8_t> forward_;
@@ -192,7 +205,7 @@ Napi::Value JsRequestScanner::Scan(const Napi::CallbackInfo& info) {
 
 Napi::Value JsRequestScanner::ScanAsync(const Napi::CallbackInfo& info) {
   const ScanArgs args = readArgs(info);
-  auto* worker = new ScanWorker(info.Env(), info[0], args);
+  auto* worker = new ScanWorker(info.Env(), args);
   Napi::Promise promise = worker->promise();
   worker->Queue();  // the worker deletes itself once settled
   return promise;

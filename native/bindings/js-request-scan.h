@@ -21,8 +21,9 @@
 //   touches no JavaScript, with a parser of its own): the promise resolves to
 //   { outcome, code, param, fallback, message, model, user, stream, idsKind,
 //   ids, inputTokens, blockTokens, forward }, where ids and forward (a
-//   Uint8Array) wrap the worker's memory without a copy. The bytes are held
-//   (a reference) until it settles; the caller must not change them.
+//   Uint8Array) wrap the worker's memory without a copy. The bytes are copied
+//   at the call (why: ScanWorker's constructor), so the caller may change,
+//   transfer or drop them at once.
 #pragma once
 
 #include <napi.h>

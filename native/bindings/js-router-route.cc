@@ -10,6 +10,7 @@
 #include "bindings/js-router-limits.h"
 #include "bindings/js-router.h"
 #include "bindings/napi-util.h"
+#include "core/route-call.h"
 #include "hash/prompt-hash.h"
 #include "util/xxhash64.h"
 
@@ -19,6 +20,17 @@ using jsrouter::elementError;
 using jsrouter::kBytesPerToken;
 using jsrouter::kMaxBlockTokens;
 using jsrouter::kMaxSafeInteger;
+
+namespace {
+
+// The plain C++ checks' error (core/route-call.h) as the RangeError the other checks throw.
+Napi::Error requestError(Napi::Env env, const RequestRangeError& error) {
+  Napi::Error js = Napi::RangeError::New(env, error.what());
+  js.Set("code", Napi::String::New(env, kErrArgValue));
+  return js;
+}
+
+}  // namespace
 
 napi_value JsRouter::RouteCallback(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -40,6 +52,8 @@ napi_value JsRouter::RouteCallback(napi_env env, napi_callback_info info) {
     return handle->router->route(env, argv[0], argv[1]);
   } catch (const Napi::Error& error) {
     error.ThrowAsJavaScriptException();
+  } catch (const RequestRangeError& error) {
+    requestError(env, error).ThrowAsJavaScriptException();
   } catch (const std::exception& error) {
     Napi::Error::New(env, error.what()).ThrowAsJavaScriptException();
   } catch (...) {
@@ -132,23 +146,13 @@ void JsRouter::readTypedIds(Napi::Env env, napi_typedarray_type arrayType, size_
   in.n = static_cast<uint32_t>(n);
 }
 
-void JsRouter::readRequestOptions(Napi::Env env, double group, double requestBlockTokens, RouteInput& in,
-                                  double& blockTokens) {
-  if (!std::isnan(requestBlockTokens)) {
-    if (!(requestBlockTokens >= 1 && requestBlockTokens <= kMaxBlockTokens &&
-          requestBlockTokens == std::floor(requestBlockTokens))) {
-      throwRangeError(env, kErrArgValue,
-                      "blockTokens must be an integer in [1, 16777216], got " + formatNumber(requestBlockTokens));
-    }
-    blockTokens = requestBlockTokens;
-  }
-  if (group == -1) return;
-  if (!(group >= 0 && group < static_cast<double>(router_->groupCount()) && group == std::floor(group))) {
+void JsRouter::readRequestOptions(Napi::Env env, double requestBlockTokens, double& blockTokens) {
+  if (!(requestBlockTokens >= 1 && requestBlockTokens <= kMaxBlockTokens &&
+        requestBlockTokens == std::floor(requestBlockTokens))) {
     throwRangeError(env, kErrArgValue,
-                    "group must be -1 or a known group id below " + std::to_string(router_->groupCount()) + ", got " +
-                        formatNumber(group));
+                    "blockTokens must be an integer in [1, 16777216], got " + formatNumber(requestBlockTokens));
   }
-  in.group = static_cast<int32_t>(group);
+  blockTokens = requestBlockTokens;
 }
 
 void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
@@ -159,14 +163,12 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   void* data = nullptr;
   napi_valuetype type = napi_undefined;
   const double kind = request_[layout::kRequestIdsKind];
-  // The model group and tokens per block of this request's ids; without
-  // either (the common case) one test.
+  // The tokens per block of this request's ids; without one (the common
+  // case) one test. The model group is not read here: it is checked against
+  // the router's groups under the lock (core/route-call.h).
   const double requestBlockTokens = request_[layout::kRequestBlockTokens];
-  const double group = request_[layout::kRequestGroup];
   double blockTokens = blockTokens_;
-  in.group = -1;
-  if (group != -1 || !std::isnan(requestBlockTokens))
-    readRequestOptions(env, group, requestBlockTokens, in, blockTokens);
+  if (!std::isnan(requestBlockTokens)) readRequestOptions(env, requestBlockTokens, blockTokens);
   size_t byteLength = 0;
   if ((kind == layout::kIdsU64 || kind == layout::kIdsF64 || kind == layout::kIdsU32) &&
       napi_get_buffer_info(env, ids, &data, &byteLength) == napi_ok) {
@@ -224,14 +226,8 @@ void JsRouter::readRequest(const Napi::Value& ids, RouteInput& in) {
   in.tokenKeys = (bits & layout::kFlagTokenKeys) != 0;
 }
 
-napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSession) {
-  Napi::Env env(rawEnv);
-  // The request's keys are read and hashed before the lock: they touch only
-  // this wrapper's slabs and scratch, and a long prompt's hashing would
-  // otherwise hold every other thread's route.
-  RouteInput in;
-  readRequest(Napi::Value(env, ids), in);
-  const Napi::Value session(env, rawSession);
+void JsRouter::readSession(const Napi::Value& session, RouteInput& in) {
+  Napi::Env env = session.Env();
   napi_valuetype sessionType = napi_undefined;
   if (napi_typeof(env, session, &sessionType) != napi_ok) throwTypeError(env, kErrArgType, "session is unreadable");
   if (sessionType == napi_string) {
@@ -241,34 +237,59 @@ napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSessio
   } else if (sessionType != napi_undefined) {
     throwTypeError(env, kErrArgType, "session must be a string");
   }
-  const auto lock = exclusive();
-  Router& router = core();
-  if (explainCapacity_ < router.slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
-  const RouteOutput out = router.route(in, matched_, scores_, terms_);
-  decision_[layout::kDecisionSlot] = out.slot;
-  decision_[layout::kDecisionReason] = static_cast<int32_t>(out.reason);
-  const OffloadResult& o = router.lastOffload();
-  decision_[layout::kDecisionOffload] = static_cast<int32_t>(o.outcome);
-  if (o.outcome != OffloadOutcome::kOff) {
-    decision_[layout::kDecisionPrefillSlot] = o.prefillSlot;
-    decision_[layout::kDecisionColdPair] = o.coldPair ? 1 : 0;
-    offload_[layout::kOffloadPrefillTicket] = o.prefillTicket;
-    offload_[layout::kOffloadInterferenceMs] = o.interferenceMs;
-    offload_[layout::kOffloadTransferMs] = o.transferMs;
-    offload_[layout::kOffloadExtraPrefillMs] = o.extraPrefillMs;
-  }
+}
+
+napi_value JsRouter::route(napi_env rawEnv, napi_value ids, napi_value rawSession) {
+  Napi::Env env(rawEnv);
+  // The request's keys are read and hashed before the lock, its group checked
+  // under it (the order and why: core/route-call.h).
+  const RouteOutput out = runRouteCall(
+      *shared_, lastOpSeq_, request_[layout::kRequestGroup],
+      [&](RouteInput& in) {
+        readRequest(Napi::Value(env, ids), in);
+        readSession(Napi::Value(env, rawSession), in);
+      },
+      [&](Router&, const RouteInput& in) {
+        Router& router = core();
+        if (explainCapacity_ < router.slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
+        const RouteOutput decided = router.route(in, matched_, scores_, terms_);
+        writeDecision(router, decided);
+        return decided;
+      });
   napi_value ticket = nullptr;
   if (napi_create_double(env, out.ticket, &ticket) != napi_ok) return nullptr;  // environment shutting down
   return ticket;
 }
 
+void JsRouter::writeDecision(const Router& router, const RouteOutput& out) {
+  decision_[layout::kDecisionSlot] = out.slot;
+  decision_[layout::kDecisionReason] = static_cast<int32_t>(out.reason);
+  const OffloadResult& o = router.lastOffload();
+  decision_[layout::kDecisionOffload] = static_cast<int32_t>(o.outcome);
+  if (o.outcome == OffloadOutcome::kOff) return;
+  decision_[layout::kDecisionPrefillSlot] = o.prefillSlot;
+  decision_[layout::kDecisionColdPair] = o.coldPair ? 1 : 0;
+  offload_[layout::kOffloadPrefillTicket] = o.prefillTicket;
+  offload_[layout::kOffloadInterferenceMs] = o.interferenceMs;
+  offload_[layout::kOffloadTransferMs] = o.transferMs;
+  offload_[layout::kOffloadExtraPrefillMs] = o.extraPrefillMs;
+}
+
 Napi::Value JsRouter::Match(const Napi::CallbackInfo& info) {
-  const auto lock = exclusive();
   Napi::Env env = info.Env();
-  if (explainCapacity_ < core().slotCount()) throwRangeError(env, kErrArgValue, "explain buffers are too small");
-  RouteInput in;
-  readRequest(info[0], in);
-  core().matchRequest(in, matched_);
+  try {
+    runRouteCall(
+        *shared_, lastOpSeq_, request_[layout::kRequestGroup], [&](RouteInput& in) { readRequest(info[0], in); },
+        [&](Router&, const RouteInput& in) {
+          Router& router = core();
+          if (explainCapacity_ < router.slotCount())
+            throwRangeError(env, kErrArgValue, "explain buffers are too small");
+          router.matchRequest(in, matched_);
+          return 0;
+        });
+  } catch (const RequestRangeError& error) {
+    throw requestError(env, error);
+  }
   return env.Undefined();
 }
 

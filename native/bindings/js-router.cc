@@ -130,16 +130,7 @@ Router& JsRouter::core() {
   return *router_;
 }
 
-std::unique_lock<std::mutex> JsRouter::exclusive() {
-  if (!shared_->locking.load(std::memory_order_acquire)) return {};
-  std::unique_lock<std::mutex> lock(shared_->mutex, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    lock.lock();
-    ++shared_->contended;
-  }
-  lastOpSeq_ = ++shared_->ops;
-  return lock;
-}
+std::unique_lock<std::mutex> JsRouter::exclusive() { return shared_->exclusive(lastOpSeq_); }
 
 Napi::Value JsRouter::ShareCore(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), shareCore(shared_));

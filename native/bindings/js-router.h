@@ -95,11 +95,15 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value DrainEvents(const Napi::CallbackInfo& info);
   Napi::Value FeedStatus(const Napi::CallbackInfo& info);
   // Resolves the ids argument (typed array, prompt string or undefined) into
-  // `in.ids`/`in.n`, filling defaults for the token fields.
+  // `in.ids`/`in.n`, filling defaults for the token fields. Thread-private: it
+  // reads nothing of the router (its group is bound under the lock).
   void readRequest(const Napi::Value& ids, RouteInput& in);
-  // Checks the slab's model group and blockTokens (when either is not the
-  // default) into `in.group` and `blockTokens`.
-  void readRequestOptions(Napi::Env env, double group, double requestBlockTokens, RouteInput& in, double& blockTokens);
+  // Checks the slab's blockTokens (when it is not the default) into `blockTokens`.
+  void readRequestOptions(Napi::Env env, double requestBlockTokens, double& blockTokens);
+  // The session argument (a string or undefined) into in.hasSession/sessionKey.
+  void readSession(const Napi::Value& session, RouteInput& in);
+  // route()'s decision into the caller's decision and offload slabs.
+  void writeDecision(const Router& router, const RouteOutput& out);
   void readIds(const Napi::Value& ids, RouteInput& in, const char* field);
   void readTypedIds(Napi::Env env, napi_typedarray_type type, size_t n, void* data, RouteInput& in, const char* field);
   Napi::Value onTicket(const Napi::CallbackInfo& info, TicketEvent event);

@@ -9,6 +9,9 @@
 
 namespace kvroute {
 
+// The largest timestamp (ms) whose nanoseconds an int64 holds, rounded down.
+constexpr double kMaxTimestampMs = 9223372036854.0;
+
 namespace {
 
 constexpr const char* kErrFeedClosed = "ERR_KVROUTE_FEED_CLOSED";
@@ -51,6 +54,11 @@ Napi::Value JsFeedWriter::Publish(const Napi::CallbackInfo& info) {
   const double* f = typedArrayData<double>(info[1], napi_float64_array, kFeedFields, "values");
   if (!info[2].IsString()) throwTypeError(env, kErrArgType, "instance must be a string");
   shm::SlotValues v;
+  // The cast is defined only within int64's range (nanoseconds until 2262).
+  if (!std::isnan(f[0]) && !(f[0] > 0 && f[0] < kMaxTimestampMs))
+    throwRangeError(env, kErrArgValue,
+                    "timestampMs must be a positive number of ms below " + formatNumber(kMaxTimestampMs) + ", got " +
+                        formatNumber(f[0]));
   v.timestampNs = std::isnan(f[0]) ? shm::realtimeNs() : static_cast<int64_t>(f[0] * 1e6);
   v.running = toCount32(f[1]);
   v.waiting = toCount32(f[2]);

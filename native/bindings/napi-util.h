@@ -24,24 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "util/format-number.h"
+
 namespace kvroute {
 
 constexpr const char* kErrArgType = "ERR_KVROUTE_INVALID_ARG_TYPE";
 constexpr const char* kErrArgValue = "ERR_KVROUTE_INVALID_ARG_VALUE";
 constexpr const char* kErrUnknownInstance = "ERR_KVROUTE_UNKNOWN_INSTANCE";
-
-// Shortest decimal that round-trips, like JavaScript's String(number): how a
-// bad number is shown in an error message.
-inline std::string formatNumber(double x) {
-  if (std::isnan(x)) return "NaN";
-  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
-    if (std::strtod(buf, nullptr) == x) break;
-  }
-  return buf;
-}
 
 [[noreturn]] inline void throwTypeError(Napi::Env env, const char* code, const std::string& message) {
   Napi::Error error = Napi::TypeError::New(env, message);

@@ -41,7 +41,9 @@ const ObservedState* Router::readFeed(uint32_t s, int64_t nowNs) {
     o.maxPrefillRemaining = static_cast<double>(v.maxPrefillRemaining);
     o.decodeBatch = v.decodeBatch;
   }
-  if (!c.usable || nowNs - c.timestampNs > feedStaleNs_) return nullptr;
+  // The timestamp came from shared memory: snapshotFresh() cannot overflow on
+  // any value, and one from the future (beyond a small skew) is not fresh.
+  if (!c.usable || !shm::snapshotFresh(c.timestampNs, nowNs, feedStaleNs_)) return nullptr;
   return &c.observed;
 }
 
@@ -199,8 +201,11 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
   const double nowMs = observedCount_ > 0 ? now() : 0;
   int64_t feedNowNs = 0;
   if (feed_) {
-    feedNowNs = shm::realtimeCoarseNs();  // ms resolution is plenty against a staleness of seconds
-    feed_->refreshAt(feedNowNs);          // a stat at most every feedRecheckMs
+    // The snapshots' ages are on the wall clock (their writers stamp them with
+    // it; ms resolution is plenty against a staleness of seconds); the re-check
+    // schedule is on the monotonic clock, which no clock step can stop.
+    feedNowNs = shm::realtimeCoarseNs();
+    feed_->refreshAt(shm::monotonicCoarseNs());  // a stat at most every feedRecheckMs
   }
   matchRequest(in, matched);
   std::fill(scores, scores + instances_.size(), NAN);

@@ -67,7 +67,8 @@ struct RouterConfig {
   bool manualClock = false;  // time only moves through setTime() (simulation)
   // The shared-memory engine-state feed (docs/shm-layout.md); empty = shadow only.
   // Feed slot i is the instance in router slot i. Freshness is judged on the
-  // wall clock (CLOCK_REALTIME), whatever `manualClock` says.
+  // wall clock (CLOCK_REALTIME), whatever `manualClock` says; a timestamp more
+  // than shm::kMaxFutureNs ahead of it is not fresh (shm::snapshotFresh).
   std::string feedPath;
   double feedRecheckMs = 100;
 };

@@ -14,6 +14,17 @@ uint32_t lastHandle = 0;
 
 }  // namespace
 
+std::unique_lock<std::mutex> SharedCore::exclusive(uint64_t& lastOpSeq) {
+  if (!locking.load(std::memory_order_acquire)) return {};
+  std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    lock.lock();
+    ++contended;
+  }
+  lastOpSeq = ++ops;
+  return lock;
+}
+
 uint32_t shareCore(const std::shared_ptr<SharedCore>& core) {
   std::lock_guard<std::mutex> guard(registryMutex);
   for (auto it = registry.begin(); it != registry.end();) {

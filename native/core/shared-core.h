@@ -43,6 +43,11 @@ struct SharedCore {
   const double chunkBytes;
   const double blockTokens;
 
+  // Takes the mutex when the core is shared (else returns an empty lock) and
+  // numbers the call: `lastOpSeq` (the caller's own) gets its `ops` number.
+  // Every call of every wrapper takes it once, first; not re-entrant.
+  std::unique_lock<std::mutex> exclusive(uint64_t& lastOpSeq);
+
   std::mutex mutex;
   std::atomic<bool> locking{false};
   uint64_t ops = 0;        // guarded by mutex

@@ -11,6 +11,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "feed/bus-guard.h"
+
 namespace kvroute::shm {
 
 namespace {
@@ -84,6 +86,12 @@ int64_t realtimeCoarseNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+int64_t monotonicCoarseNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 int64_t realtimeNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -99,6 +107,8 @@ FeedReader::FeedReader(std::string path, double recheckMs) : path_(std::move(pat
 FeedReader::~FeedReader() { unmap(); }
 
 void FeedReader::unmap() {
+  unguardMapping(guard_);  // before munmap: the range may be reused at once
+  guard_ = -1;
   if (base_ != nullptr) munmap(base_, mappedBytes_);
   base_ = nullptr;
   mappedBytes_ = 0;
@@ -108,7 +118,9 @@ void FeedReader::unmap() {
 int64_t FeedReader::monotonicNow() { return monotonicNs(); }
 
 FeedStatus FeedReader::refreshAt(int64_t now, bool force) {
-  if (!force && static_cast<double>(now - lastCheckNs_) < recheckMs_ * 1e6) return status_;
+  // A mapping whose file shrank under it (bus-guard.h) is re-checked at once.
+  const bool faulted = mappingFaulted(guard_);
+  if (!force && !faulted && static_cast<double>(now - lastCheckNs_) < recheckMs_ * 1e6) return status_;
   lastCheckNs_ = now;
   struct stat st {};
   if (stat(path_.c_str(), &st) != 0) {
@@ -118,7 +130,8 @@ FeedStatus FeedReader::refreshAt(int64_t now, bool force) {
   const bool sameFile = base_ != nullptr && static_cast<uint64_t>(st.st_ino) == inode_ &&
                         static_cast<uint64_t>(st.st_dev) == device_ && static_cast<size_t>(st.st_size) == mappedBytes_;
   // The mapping covers the whole file (checked just now), so reading the header is safe.
-  if (sameFile && loadRelaxed<uint64_t>(base_, 24) == generation_ && status_ == FeedStatus::kOk) return status_;
+  if (sameFile && !faulted && loadRelaxed<uint64_t>(base_, 24) == generation_ && status_ == FeedStatus::kOk)
+    return status_;
   unmap();
   return status_ = mapFile();
 }
@@ -148,6 +161,7 @@ FeedStatus FeedReader::mapFile() {
       device_ = static_cast<uint64_t>(st.st_dev);
       slotCount_ = slots;
       generation_ = generation;
+      guard_ = guardMapping(base_, mappedBytes_);
       ++mapEpoch_;
     }
   }
@@ -210,6 +224,7 @@ FeedWriter::FeedWriter(const std::string& path, uint32_t slots, bool recreate) {
         bytes_ = bytes;
         slotCount_ = slots;
         generation_ = generation;
+        guard_ = guardMapping(base_, bytes_, true);  // another process may truncate the joined file
         return;
       }
       close(fd);
@@ -251,9 +266,11 @@ FeedWriter::FeedWriter(const std::string& path, uint32_t slots, bool recreate) {
     unlink(temp.c_str());
     throw error;
   }
+  guard_ = guardMapping(base_, bytes_, true);  // once named, anyone may truncate it
 }
 
 FeedWriter::~FeedWriter() {
+  unguardMapping(guard_);  // before munmap: the range may be reused at once
   if (base_ != nullptr) munmap(base_, bytes_);
 }
 

@@ -7,10 +7,13 @@
 //
 // Hazards:
 // - Reading a mapped page past the end of its file raises SIGBUS. The reader
-//   therefore checks the file (path identity and size) before every map, and
-//   again at most every `recheckMs` (a stat, never per read). A writer must not
-//   truncate a live file in place: re-create it by renaming a new file over it,
-//   which leaves the old mapping valid until the reader re-maps.
+//   checks the file (path identity and size) before every map, and again at
+//   most every `recheckMs` (a stat, never per read). A file truncated in place
+//   between two checks is survived: bus-guard.h replaces the mapping with zero
+//   pages at the first fault (slots read as never published) and the next
+//   refresh, at once, re-checks the file. Writers should still re-create a
+//   file by renaming a new one over it, which leaves the old mapping valid
+//   until the reader re-maps.
 // - One writer per slot. Two writers on one slot break the seqlock.
 // - The ordering uses the GCC/Clang __atomic builtins (C++17 has no
 //   atomic_ref); every field access in the slot is an atomic access, so
@@ -68,10 +71,32 @@ enum class FeedStatus : int {
 const char* statusName(FeedStatus status);
 
 // Nanoseconds since the Unix epoch (CLOCK_REALTIME; vDSO, no system call).
+// The feed's timestamps are on this clock: writers in other processes stamp
+// their snapshots with it, so only the wall clock can tell their age.
 int64_t realtimeNs();
 // The same at the kernel tick's resolution (CLOCK_REALTIME_COARSE, a few ms):
 // several times cheaper, and plenty for a staleness of seconds.
 int64_t realtimeCoarseNs();
+// CLOCK_MONOTONIC_COARSE: for scheduling the reader's re-checks (refreshAt),
+// which a wall clock stepped backwards would stop.
+int64_t monotonicCoarseNs();
+
+// How far in the future (on the reader's wall clock) a snapshot's timestamp
+// may be and still count as fresh: the coarse clock's tick (a few ms) and
+// scheduling between a writer's clock reading and the reader's, with a wide
+// margin. Writer and reader share the host's clock; a timestamp further ahead
+// is corrupt or hostile and the snapshot is treated as stale. The TypeScript
+// reference router uses the same figure (FEED_MAX_FUTURE_MS).
+constexpr int64_t kMaxFutureNs = 100 * 1000000LL;
+
+// Whether a snapshot stamped `timestampNs` is fresh at `nowNs`: at most
+// `staleNs` old and at most kMaxFutureNs ahead. Exact for every int64 input
+// (the difference is taken in unsigned arithmetic on the ordered pair, so a
+// hostile timestamp cannot overflow it).
+inline bool snapshotFresh(int64_t timestampNs, int64_t nowNs, int64_t staleNs) {
+  if (timestampNs >= nowNs) return static_cast<uint64_t>(timestampNs) - static_cast<uint64_t>(nowNs) <= kMaxFutureNs;
+  return static_cast<uint64_t>(nowNs) - static_cast<uint64_t>(timestampNs) <= static_cast<uint64_t>(staleNs);
+}
 
 class FeedReader {
  public:
@@ -83,9 +108,10 @@ class FeedReader {
   // Re-checks the file if `recheckMs` passed since the last check (or `force`),
   // re-mapping when it was replaced, resized or re-generated. Cheap otherwise.
   FeedStatus refresh(bool force = false) { return refreshAt(monotonicNow(), force); }
-  // refresh() at a caller's clock reading (any monotonic-enough ns clock; the
-  // router passes its CLOCK_REALTIME reading to save a second clock call).
-  FeedStatus refreshAt(int64_t nowNs, bool force = false);
+  // refresh() at a caller's reading of CLOCK_MONOTONIC (or its coarse twin,
+  // monotonicCoarseNs()): the re-check interval is measured on it, so it must
+  // never step backwards.
+  FeedStatus refreshAt(int64_t monotonicNs, bool force = false);
   FeedStatus status() const { return status_; }
   uint32_t slotCount() const { return status_ == FeedStatus::kOk ? slotCount_ : 0; }
   uint64_t generation() const { return generation_; }
@@ -122,6 +148,7 @@ class FeedReader {
   uint32_t slotCount_ = 0;
   uint64_t generation_ = 0;
   uint64_t mapEpoch_ = 0;
+  int guard_ = -1;  // bus-guard.h's token for the mapping
 };
 
 class FeedWriter {
@@ -144,6 +171,7 @@ class FeedWriter {
   size_t bytes_ = 0;
   uint32_t slotCount_ = 0;
   uint64_t generation_ = 0;
+  int guard_ = -1;  // bus-guard.h's token for the mapping
 };
 
 }  // namespace kvroute::shm

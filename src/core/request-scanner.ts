@@ -103,7 +103,7 @@ export function scanBody(endpoint: ScanEndpoint, bytes: Uint8Array, chunkBytes: 
   };
 }
 
-/** scanBody() on the libuv threadpool; `bytes` must not change until the promise settles. */
+/** scanBody() on the libuv threadpool, of a copy of `bytes` taken at the call: the caller may reuse, transfer or drop them at once. */
 export async function scanBodyAsync(
   endpoint: ScanEndpoint,
   bytes: Uint8Array,

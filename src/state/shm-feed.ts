@@ -58,6 +58,9 @@ export { feedPath, FEED_STATUS_REASONS, type FeedStatus };
 const FLAG_UNREACHABLE = 1;
 const U32_MAX = 2 ** 32 - 1;
 
+/** The slots hold int64 nanoseconds: the largest timestamp (ms) they can (kMaxTimestampMs in js-shm-feed.cc). */
+const MAX_TIMESTAMP_MS = 9_223_372_036_854;
+
 export class StateFeedWriter {
   private native: NativeFeedWriter | undefined;
   private readonly values = new Float64Array(FEED_FIELDS.length);
@@ -90,8 +93,11 @@ export class StateFeedWriter {
     const writer = this.writer();
     if (typeof instance !== 'string') throw invalidType('instance', 'a string', instance);
     this.values[0] = options.timestampMs ?? Number.NaN;
-    if (options.timestampMs !== undefined && !(Number.isFinite(options.timestampMs) && options.timestampMs > 0))
-      throw invalidValue('timestampMs', 'a positive number of ms since the epoch', options.timestampMs);
+    if (
+      options.timestampMs !== undefined &&
+      !(Number.isFinite(options.timestampMs) && options.timestampMs > 0 && options.timestampMs < MAX_TIMESTAMP_MS)
+    )
+      throw invalidValue('timestampMs', 'a positive number of ms since the epoch, before 2262', options.timestampMs);
     for (let i = 1; i < FEED_FIELDS.length; i++) {
       const field = FEED_FIELDS[i]!;
       if (field === 'flags') {

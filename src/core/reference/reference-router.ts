@@ -76,6 +76,13 @@ interface Instance {
   returningTokens: number;
 }
 
+/**
+ * How far ahead of the wall clock a feed snapshot's timestamp may be and still count as fresh
+ * (shm::kMaxFutureNs in native/feed/shm-feed.h, the same figure): further ahead it is corrupt or
+ * hostile, and the snapshot is stale.
+ */
+export const FEED_MAX_FUTURE_MS = 100;
+
 const emptyShadow = (): ShadowCounters => ({ running: 0, waiting: 0, prefillTokens: 0, activeBlocks: 0 });
 
 export class ReferenceRouter implements CoreRouter {
@@ -116,11 +123,15 @@ export class ReferenceRouter implements CoreRouter {
     return this.feed === undefined ? -1 : this.feed.info()[0];
   }
 
-  /** Slot `s` of the feed as an observed snapshot, when fresh on the wall clock at `nowMs`. */
+  /**
+   * Slot `s` of the feed as an observed snapshot, when fresh on the wall clock at `nowMs`: at most
+   * stalenessMs old and at most FEED_MAX_FUTURE_MS ahead (shm::snapshotFresh in the native core).
+   */
   private fromFeed(s: number, nowMs: number): Observed | null {
     const v = this.feedValues;
     if (this.feed!.read(s, v) === null || (v[8]! & 1) !== 0) return null; // flags bit 0: unreachable
-    if (nowMs - v[0]! > this.config.stalenessMs) return null;
+    const age = nowMs - v[0]!;
+    if (!(age <= this.config.stalenessMs && age >= -FEED_MAX_FUTURE_MS)) return null;
     return {
       timestampMs: v[0]!,
       running: v[1]!,
