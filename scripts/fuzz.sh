@@ -51,12 +51,13 @@ for target in "${targets[@]}"; do
     [ -d "native/fuzz/$kind/$target" ] && seeds+=("native/fuzz/$kind/$target")
   done
   status=0
+  began=$(date +%s)
   "$build_dir/fuzz-$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" "${seeds[@]}" >"$log" 2>&1 || status=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
   runs=${runs:-0}
   total=$((total + runs))
-  printf 'fuzz: %-13s %10d executions in %s s, corpus %s files\n' "$target" "$runs" "$seconds" \
+  printf 'fuzz: %-13s %10d executions in %s s, corpus %s files\n' "$target" "$runs" "$(($(date +%s) - began))" \
     "$(find "$corpus" -type f | wc -l)"
   if [ "$status" -ne 0 ]; then
     failed+=("$target")
