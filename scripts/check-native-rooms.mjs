@@ -22,6 +22,7 @@ const allowed = {
   bindings: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
   test: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
   bench: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
+  fuzz: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
 };
 
 /** @param {string} dir @returns {Generator<string>} */

@@ -43,6 +43,8 @@ void ScanResult::clear() {
 
 struct RequestScanner::Impl {
   simdjson::dom::parser parser;
+  // The body with SIMDJSON_PADDING zero bytes after it, reused (see scan()).
+  std::vector<uint8_t> padded;
   std::vector<DomTextWriter::Member> members;  // DomTextWriter's stack of object members
 
   void scan(const uint8_t* bytes, size_t len, const ScanOptions& options, ScanResult& out);
@@ -242,8 +244,16 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
     syntax(out, "a byte-order mark before the value");
     return;
   }
+  // The parser is handed a copy of our own, zero-padded on every call: simdjson's copy
+  // (parse(bytes, len) reallocating) reuses its buffer without clearing what lies past the body,
+  // and on an unbalanced document its stage 2 reads the bytes at the body's end, so a longer body
+  // scanned before could turn a syntax error into a number-range fallback (found by
+  // native/fuzz/request-scan-fuzz.cc; native/fuzz/regressions/request-scan/).
+  if (padded.size() < len + simdjson::SIMDJSON_PADDING) padded.resize(len + simdjson::SIMDJSON_PADDING);
+  if (len > 0) std::memcpy(padded.data(), bytes, len);
+  std::memset(padded.data() + len, 0, simdjson::SIMDJSON_PADDING);
   element root;
-  const simdjson::error_code error = parser.parse(bytes, len).get(root);
+  const simdjson::error_code error = parser.parse(padded.data(), len, false).get(root);
   if (error != simdjson::SUCCESS) {
     parseFailed(bytes, len, error, out);
     return;
@@ -382,6 +392,7 @@ void RequestScanner::scan(const uint8_t* bytes, size_t len, const ScanOptions& o
 
 void RequestScanner::release() {
   impl_->parser = simdjson::dom::parser();
+  impl_->padded = std::vector<uint8_t>();
   impl_->members = std::vector<DomTextWriter::Member>();
 }
 
