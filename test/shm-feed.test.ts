@@ -335,11 +335,15 @@ describe('kvroute state watch and sim serve --shm', () => {
       });
       const { reader } = silentReader(path, 0);
       let seen: ReturnType<StateFeedReader['read']>;
-      for (let i = 0; i < 200 && !(seen?.running === 1); i++) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        reader.refresh(true);
-        seen = reader.read(1);
-      }
+      await waitFor(
+        'engine 1 to publish its running request',
+        () => {
+          reader.refresh(true);
+          seen = reader.read(1);
+          return seen?.running === 1;
+        },
+        { intervalMs: 20, detail: () => seen },
+      );
       expect(seen).toMatchObject({ instance: new URL(urls[1]!).host, running: 1 });
       expect(reader.read(0)).toMatchObject({ instance: new URL(urls[0]!).host, running: 0 });
       expect(Date.now() - seen!.timestampMs).toBeLessThan(2_000);
