@@ -88,11 +88,14 @@ describe('against simulated engines behind the proxy', () => {
       .split('\n')
       .map((l) => JSON.parse(l));
     expect(lines.length).toBeGreaterThanOrEqual(2);
-    expect(lines[0]).toMatchObject({
-      engine: expect.any(Number),
-      running: expect.any(Number),
-      kv_usage: expect.any(Number),
-    });
+    // A scrape that timed out (a loaded machine) is a line with its error instead of the counts.
+    for (const line of lines)
+      expect(line).toMatchObject(
+        'error' in line
+          ? { engine: expect.any(Number), error: expect.any(String) }
+          : { engine: expect.any(Number), running: expect.any(Number), kv_usage: expect.any(Number) },
+      );
+    expect(lines.some((l: object) => !('error' in l))).toBe(true);
     expect(new Set(lines.map((l: { url: string }) => l.url))).toEqual(new Set(rig.fleet.urls));
   });
 });
@@ -131,9 +134,11 @@ describe('against stubs', () => {
     const dispatched = readRecordFile(out)
       .records.map((r) => r.dispatch)
       .sort((a, b) => a - b);
+    // Trace time / 10: never early (a timer never fires early), and far earlier than at trace
+    // time (i × 0.5 s); the bound on lateness is loose, for a loaded machine, not a target.
     for (const [i, at] of dispatched.entries()) {
       expect(at).toBeGreaterThanOrEqual(i * 0.05 - 0.002);
-      expect(at).toBeLessThan(i * 0.05 + 0.04);
+      expect(at).toBeLessThan(i * 0.05 + 0.2);
     }
     // 100 requests 0.1 s apart, stopped after 0.25 s: three sent (0, 0.1, 0.2), the rest never.
     const bounded = await replay({
