@@ -15,6 +15,7 @@ import { resolveServeConfig, ConfigError } from '../src/cli/serve-config.js';
 
 import { MODEL, post, refusingUrl, startProxy, startStub } from './helpers/proxy-harness.js';
 import { Rng } from './helpers/random.js';
+import { waitFor } from './helpers/wait-for.js';
 
 class Waiter implements Admittable {
   admitted = 0;
@@ -103,7 +104,7 @@ describe('Admission', () => {
     expect(admission.enter(new Waiter(0))).toBe('go');
     const late = new Waiter(1);
     expect(admission.enter(late)).toBe('queued');
-    await new Promise((r) => setTimeout(r, 60));
+    await waitFor("the queued waiter's 20 ms to run out", () => late.expired !== undefined);
     expect(late.expired).toMatchObject({ status: 429, code: 'queue_timeout' });
     expect(admission.refused).toEqual({ queue_full: 0, queue_timeout: 1 });
     admission.leave(); // no waiter left: the slot is just freed
@@ -140,9 +141,9 @@ describe('the proxy with --max-in-flight', () => {
           messages: [{ role: 'user', content: `request ${n}` }],
         });
       const first = [send(0), send(1)];
-      await waitFor(() => held.length === 2);
+      await waitFor('two requests held upstream', () => held.length === 2);
       const queued = [send(2), send(3)];
-      await waitFor(() => rig.proxy.state.admission.queued === 2);
+      await waitFor('two requests queued', () => rig.proxy.state.admission.queued === 2);
       const refused = await send(4);
       expect(refused.status).toBe(429);
       expect(refused.headers.get('retry-after')).toBe('1');
@@ -153,10 +154,10 @@ describe('the proxy with --max-in-flight', () => {
       expect(scraped).toContain('\nkvroute_admission_refused_total{reason="queue_full"} 1\n');
 
       answer(); // a slot frees: the longest waiter (request 2) goes
-      await waitFor(() => upstream.requests.length === 3);
+      await waitFor('the upstream to see 3 requests', () => upstream.requests.length === 3);
       expect(upstream.requests[2]!.body.toString()).toContain('request 2');
       answer();
-      await waitFor(() => upstream.requests.length === 4);
+      await waitFor('the upstream to see 4 requests', () => upstream.requests.length === 4);
       expect(upstream.requests[3]!.body.toString()).toContain('request 3');
       while (held.length > 0) answer();
       for (const response of [...(await Promise.all(first)), ...(await Promise.all(queued))])
@@ -176,13 +177,13 @@ describe('the proxy with --max-in-flight', () => {
     const body = { model: MODEL, messages: [{ role: 'user', content: 'hi' }] };
     try {
       const first = post(rig.base, '/v1/chat/completions', body);
-      await waitFor(() => held.length === 1);
+      await waitFor('one request held upstream', () => held.length === 1);
       const controller = new AbortController();
       const leaving = post(rig.base, '/v1/chat/completions', body, {}, controller.signal).catch((e: Error) => e);
-      await waitFor(() => rig.proxy.state.admission.queued === 1);
+      await waitFor('one request queued', () => rig.proxy.state.admission.queued === 1);
       controller.abort();
       await leaving;
-      await waitFor(() => rig.proxy.state.admission.queued === 0);
+      await waitFor('the queue to empty', () => rig.proxy.state.admission.queued === 0);
       const started = Date.now();
       const timedOut = await post(rig.base, '/v1/chat/completions', body);
       expect(timedOut.status).toBe(429);
@@ -208,13 +209,13 @@ describe('the proxy with --max-in-flight', () => {
     try {
       // Whichever backend the first request tries first, it ends on the live one holding one slot.
       const first = post(rig.base, '/v1/chat/completions', body(0));
-      await waitFor(() => held.length === 1);
+      await waitFor('one request held upstream', () => held.length === 1);
       expect(rig.proxy.state.admission.active).toBe(1);
       const second = post(rig.base, '/v1/chat/completions', body(1));
-      await waitFor(() => rig.proxy.state.admission.queued === 1);
+      await waitFor('one request queued', () => rig.proxy.state.admission.queued === 1);
       held.shift()!.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
       expect((await first).status).toBe(200);
-      await waitFor(() => held.length === 1); // the second got the slot
+      await waitFor('the second request to get the slot', () => held.length === 1);
       upstream.requests.length = 0;
       // With the live backend drained, requests fail at once (503, or 502 after trying the dead
       // one if no request tripped it yet) and each frees its slot for the next.
@@ -239,12 +240,3 @@ describe('the proxy with --max-in-flight', () => {
     expect(() => resolveServeConfig({}, { KVROUTE_QUEUE_TIMEOUT: '0' })).toThrow(/KVROUTE_QUEUE_TIMEOUT/);
   });
 });
-
-/** Polls `predicate` every 5 ms for up to 5 s. */
-async function waitFor(predicate: () => boolean): Promise<void> {
-  const until = Date.now() + 5_000;
-  while (!predicate()) {
-    if (Date.now() > until) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}

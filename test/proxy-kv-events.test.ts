@@ -13,6 +13,7 @@ import { createProxy } from '../src/proxy/server/proxy-server.js';
 import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';
+import { waitFor } from './helpers/wait-for.js';
 
 let fleet: SimFleet;
 const metrics = createProxyMetrics({ defaultMetrics: false });
@@ -20,12 +21,36 @@ let enginePool: TokenizerPool;
 let rig: ProxyRig;
 const warnings: string[] = [];
 
-async function until(what: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/** Every instance of `proxy` routes on its engine's events (its subscription is live). */
+const allFed = (proxy: ProxyRig) => () => proxy.proxy.router.stats().instances.every((i) => i.kvEvents?.fed === true);
+
+/** Per engine: KV event messages it has published, and how many of them `proxy` has received. */
+function eventCounts(proxy: ProxyRig): Array<{ published: number; received: number }> {
+  const instances = proxy.proxy.router.stats().instances;
+  return fleet.engines.map((engine, k) => ({
+    published: engine.kvEventPublisher!.seq,
+    received: instances.find((i) => i.instance === fleet.urls[k])?.kvEvents?.messages ?? 0,
+  }));
+}
+
+/**
+ * Waits until `proxy` has received every message the engines published since `since` (an
+ * eventCounts() taken before the request). An engine publishes the blocks it stores at the end
+ * of the event-loop turn that stored them, so when its response reaches the client (a later turn
+ * of this process), `seq` counts them; once they are received, the next turn can be predicted.
+ * The feed applies what it received in a setImmediate, which runs before the next timer: the
+ * poll that sees the count sees the events applied.
+ */
+async function eventsIn(proxy: ProxyRig, since: ReturnType<typeof eventCounts>): Promise<void> {
+  const behind = () =>
+    eventCounts(proxy).flatMap(({ published, received }, engine) =>
+      received - since[engine]!.received >= published - since[engine]!.published
+        ? []
+        : [{ engine, published, received, since: since[engine] }],
+    );
+  await waitFor("the proxy to receive the engines' KV events of the last request", () => behind().length === 0, {
+    detail: behind,
+  });
 }
 
 beforeAll(async () => {
@@ -46,7 +71,7 @@ beforeAll(async () => {
     onWarning: (w) => warnings.push(w),
     mounts: [metrics.mount],
   });
-  await until(() => rig.proxy.router.stats().instances.every((i) => i.kvEvents?.fed === true));
+  await waitFor("every engine's KV events subscription to be live", allFed(rig));
 }, 60_000);
 afterAll(async () => {
   await rig?.close();
@@ -62,6 +87,7 @@ describe('proxy: event-fed index with token-exact keys', () => {
     const seen: Array<{ predicted: number; cached: number; reason: string }> = [];
     for (let turn = 0; turn < 4; turn++) {
       messages.push({ role: 'user', content: text(turn) });
+      const before = eventCounts(rig);
       const { data, response } = await rig.client.chat.completions
         .create({ model: MODEL, messages, max_tokens: 8 }, { headers: { 'x-session-id': 'session-1' } })
         .withResponse();
@@ -72,7 +98,7 @@ describe('proxy: event-fed index with token-exact keys', () => {
         reason: response.headers.get('x-kvroute-reason')!,
       });
       // The next turn must see this one's blocks: wait until the engine's events are in.
-      await new Promise((r) => setTimeout(r, 100));
+      await eventsIn(rig, before);
     }
     expect(seen.every((s) => !s.reason.includes('keys='))).toBe(true);
     expect(seen.slice(1).every((s) => s.cached > 0)).toBe(true);
@@ -94,7 +120,7 @@ describe('proxy: event-fed index with token-exact keys', () => {
       onWarning: (w) => warnings.push(w),
     });
     try {
-      await until(() => bare.proxy.router.stats().instances.every((i) => i.kvEvents?.fed === true));
+      await waitFor("the second proxy's KV events subscriptions to be live", allFed(bare));
       await tokenIdsAndFallback(bare);
     } finally {
       await bare.close();
@@ -104,7 +130,10 @@ describe('proxy: event-fed index with token-exact keys', () => {
   it("falls back to the belief index when an engine's event endpoint dies, with a warning and a metric", async () => {
     await fleet.engines[0]!.kvEventPublisher!.close();
     const url = fleet.urls[0]!;
-    await until(() => rig.proxy.router.stats().instances.find((i) => i.instance === url)!.kvEvents!.fed === false);
+    await waitFor(
+      `${url}'s subscription to be down`,
+      () => rig.proxy.router.stats().instances.find((i) => i.instance === url)!.kvEvents!.fed === false,
+    );
     expect(warnings.join('\n')).toMatch(/disconnected; routing on the belief index until it returns/);
     const scrape = await (await fetch(`${rig.base}/metrics`)).text();
     expect(scrape).toContain(`kvroute_kv_events_fed{instance="${url}"} 0`);
@@ -121,6 +150,7 @@ async function tokenIdsAndFallback(rig: ProxyRig): Promise<void> {
   {
     const ids = Array.from({ length: 100 }, (_, i) => 100 + i);
     for (let k = 0; k < 2; k++) {
+      const before = eventCounts(rig);
       const { data, response } = await rig.client.completions
         .create({ model: MODEL, prompt: ids, max_tokens: 2 })
         .withResponse();
@@ -130,7 +160,7 @@ async function tokenIdsAndFallback(rig: ProxyRig): Promise<void> {
         expect(data.usage!.prompt_tokens_details!.cached_tokens).toBe(96);
         expect(Number(response.headers.get('x-kvroute-predicted-cached-tokens'))).toBe(96);
       }
-      await new Promise((r) => setTimeout(r, 100));
+      await eventsIn(rig, before);
     }
     const { response } = await rig.client.chat.completions
       .create({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 })

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { serveFailure, startServe, type ServeChild } from './helpers/proxy-serve-child.js';
+import { waitFor } from './helpers/wait-for.js';
 
 const TOKEN = 'threads-test-admin-token';
 
@@ -103,9 +104,22 @@ describe('kvroute serve --threads 2', () => {
       instances.set(session, seen);
     }
     for (const [session, seen] of instances) expect(seen.size, `${session} went to ${[...seen]}`).toBe(1);
-    // Observer batches reach the main thread within tens of milliseconds.
-    await new Promise((r) => setTimeout(r, 300));
-    const metrics = (await call(serve.base, '/metrics')).body;
+    // The other thread's observer batches reach the main thread a little later: wait until
+    // /metrics and the access log hold every request (then check that they hold no more).
+    let seen = { threads: 0, requests: 0, logLines: 0 };
+    const metrics = await waitFor(
+      `/metrics and the access log to count all ${N} requests`,
+      async () => {
+        const text = (await call(serve.base, '/metrics')).body;
+        seen = {
+          threads: sum(metricValues(text, 'kvroute_thread_requests_total')),
+          requests: sum(metricValues(text, 'kvroute_requests_total')),
+          logLines: readFileSync(log, 'utf8').split('\n').length - 1,
+        };
+        return seen.threads >= N && seen.requests >= N && seen.logLines >= N && text;
+      },
+      { detail: () => seen },
+    );
     const perThread = metricValues(metrics, 'kvroute_thread_requests_total');
     expect(perThread.get('kvroute_thread_requests_total{thread="0"}')).toBeGreaterThan(0);
     expect(perThread.get('kvroute_thread_requests_total{thread="1"}')).toBeGreaterThan(0);

@@ -14,6 +14,7 @@ import { Router } from '../src/core/router.js';
 import { StateFeedReader, StateFeedWriter, feedPath } from '../src/state/shm-feed.js';
 import { Rng } from './helpers/random.js';
 import { startSimServe } from './helpers/sim-serve-child.js';
+import { waitFor } from './helpers/wait-for.js';
 
 const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'kvroute-feed-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -334,11 +335,15 @@ describe('kvroute state watch and sim serve --shm', () => {
       });
       const { reader } = silentReader(path, 0);
       let seen: ReturnType<StateFeedReader['read']>;
-      for (let i = 0; i < 200 && !(seen?.running === 1); i++) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        reader.refresh(true);
-        seen = reader.read(1);
-      }
+      await waitFor(
+        'engine 1 to publish its running request',
+        () => {
+          reader.refresh(true);
+          seen = reader.read(1);
+          return seen?.running === 1;
+        },
+        { intervalMs: 20, detail: () => seen },
+      );
       expect(seen).toMatchObject({ instance: new URL(urls[1]!).host, running: 1 });
       expect(reader.read(0)).toMatchObject({ instance: new URL(urls[0]!).host, running: 0 });
       expect(Date.now() - seen!.timestampMs).toBeLessThan(2_000);
@@ -446,13 +451,25 @@ describe('the router reads the feed', () => {
       }
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toMatch(/does not exist.*using shadow state/);
-      // The feed appears: picked up at the reader's next check (at most 100 ms later).
+      // The feed appears: this router's reader picks it up at its next re-check (every 100 ms).
+      // It says one engine is idle and the others are swamped; on shadow state alone the
+      // routers send a new prompt elsewhere, so only a router that reads the feed picks it.
+      const pick = (r: Router) => {
+        const ticket = r.route({ hashIds: ids(3, 7) });
+        r.complete(ticket);
+        return r.decision.index;
+      };
+      const idle = (pick(shadow) + 1) % 3;
+      expect(pick(router)).not.toBe(idle);
       const writer = new StateFeedWriter(path, { slots: 3 });
-      for (const slot of [0, 1]) writer.publish(slot, `e${slot}`, { ...COUNTS, running: 50 });
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      const loadOnly = new Router({ instances: 3, policy: 'load_only', native, engineState: { shm: path } });
-      loadOnly.route({ hashIds: ids(3, 7) });
-      expect(loadOnly.decision.index).toBe(2);
+      const nothing = { running: 0, waiting: 0, kvBlocksUsed: 0, pendingPrefillTokens: 0, maxPrefillRemaining: 0 };
+      for (const slot of [0, 1, 2])
+        writer.publish(slot, `e${slot}`, slot === idle ? { ...COUNTS, ...nothing } : { ...COUNTS, running: 5_000 });
+      await waitFor(
+        `the existing router to read the feed that appeared and pick idle engine ${idle}`,
+        () => pick(router) === idle,
+      );
+      expect(warnings).toHaveLength(1); // the reader recovered silently
       writer.close();
       writeFileSync(join(dir, 'garbage'), Buffer.alloc(64 + 128));
       const garbage: string[] = [];

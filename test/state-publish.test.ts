@@ -21,6 +21,7 @@ import {
 } from '../src/state/engine-metrics-scrape.js';
 import { publishEngineMetrics } from '../src/state/metrics-publisher.js';
 import { StateFeedReader } from '../src/state/shm-feed.js';
+import { waitFor } from './helpers/wait-for.js';
 
 const dir = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : tmpdir(), 'kvroute-publish-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -120,7 +121,7 @@ describe('the publisher', () => {
       headers: { 'content-type': 'application/json' },
     });
     try {
-      await new Promise((resolve) => setTimeout(resolve, 100)); // the request is running
+      await waitFor('engine 0 to run the request', () => fleet.engines[0]!.engine.state().running === 1);
       const changes: string[] = [];
       await publishEngineMetrics({
         engines: [...fleet.urls, deadUrl],

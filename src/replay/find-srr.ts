@@ -77,6 +77,8 @@ export interface SrrOptions {
   trialRequests: number;
   tolerance?: number;
   maxErrorFraction?: number;
+  /** Called as trial `n` (1-based) starts, with its rate. */
+  onTrialStart?: (n: number, rate: number) => void;
   onTrial?: (trial: Trial) => void;
   /** Replay the same block ids in every trial (later trials find earlier trials' caches). */
   warm?: boolean;
@@ -126,6 +128,7 @@ export async function findSrr(options: SrrOptions): Promise<SrrResult> {
   const run = async (rate: number): Promise<boolean | undefined> => {
     const n = trials.length + 1;
     const records = options.records === undefined ? undefined : `${options.records}.trial${n}`;
+    options.onTrialStart?.(n, rate);
     const result = await replay({
       ...options.replay,
       requests: options.warm === true ? base : saltBlocks(base, n - 1),

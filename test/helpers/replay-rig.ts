@@ -1,7 +1,7 @@
 /**
  * Plumbing for the replay tests: small session traces written to a temporary directory, and
- * node:http stubs that answer /v1/completions with an OpenAI SSE stream (fast, queued like a
- * single busy server, failing on purpose, or slow).
+ * node:http stubs that answer /v1/completions with an OpenAI SSE stream (fast, slow past a
+ * capacity, failing on purpose, or slow).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -70,17 +70,15 @@ export function fastStub(): Promise<StubUpstream> {
 }
 
 /**
- * One server, first come first served, `serviceMs` per request: latency grows with the offered
- * rate, and without bound past 1000 / serviceMs requests per second.
+ * A server with a capacity, its latency a function of the offered rate rather than of the wall
+ * clock: while `offered()` is below `capacity` req/s it answers at once; at or above it every
+ * answer comes `slowMs` late (its queue would grow without bound). An SLO limit well between the
+ * two makes a trial's verdict depend on its rate alone, however busy the machine is.
  */
-export function queueStub(serviceMs: number): Promise<StubUpstream> {
-  let busyUntil = 0;
+export function capacityStub(capacity: number, slowMs: number, offered: () => number): Promise<StubUpstream> {
   return startStub((_req, res, body) => {
-    const now = performance.now();
-    busyUntil = Math.max(now, busyUntil) + serviceMs;
-    setTimeout(
-      () => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(sseBody(maxTokens(body), 10)),
-      busyUntil - now,
-    );
+    const answer = () => res.writeHead(200, { 'content-type': 'text/event-stream' }).end(sseBody(maxTokens(body), 10));
+    if (offered() < capacity) answer();
+    else setTimeout(answer, slowMs);
   });
 }
