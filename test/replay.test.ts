@@ -117,8 +117,10 @@ describe('against stubs', () => {
     const records = readRecordFile(files.path('poisson.rec')).records.sort((a, b) => a.dispatch - b.dispatch);
     const span = records[records.length - 1]!.dispatch - records[0]!.dispatch;
     const rate = (records.length - 1) / span;
-    expect(rate).toBeGreaterThan(200 * 0.75);
+    // Never faster than asked; a loaded machine can only send later, so the lower bound is loose
+    // (test/replay-dispatcher.test.ts holds the exact schedule on a virtual clock).
     expect(rate).toBeLessThan(200 * 1.25);
+    expect(rate).toBeGreaterThan(200 * 0.3);
     // Open loop in trace order: session s<i> is the i-th sent.
     expect(records.map((r) => Number(r.session.slice(1)))).toEqual(Array.from({ length: 300 }, (_, i) => i));
     expect(records.every((r) => r.instance === 0)).toBe(true);
