@@ -10,6 +10,7 @@ export default tseslint.config(
       'build-cmake/',
       'build-bench/',
       'build-test/',
+      'build-asan/',
       'node_modules/',
       'coverage/',
       '.scratch/',

@@ -242,6 +242,10 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
     syntax(out, "a byte-order mark before the value");
     return;
   }
+  // An empty typed array's data pointer is null (a zero-length Uint8Array from JavaScript), and
+  // simdjson copies its input with memcpy, whose source must never be null, even for 0 bytes.
+  static constexpr uint8_t kNoBytes[1] = {0};
+  if (len == 0) bytes = kNoBytes;
   element root;
   const simdjson::error_code error = parser.parse(bytes, len).get(root);
   if (error != simdjson::SUCCESS) {
