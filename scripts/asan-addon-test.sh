@@ -40,11 +40,15 @@ fi
 built=$(date +%s)
 
 # The test files: those that drive the native router, the scanner, the KV-event index and the
-# proxy (which routes and scans natively by default).
+# proxy (which routes and scans natively by default). Not proxy-costs: its learned-cost tests
+# assert speed ratios measured live, which the sanitized build shifts (three runs out of three
+# failed its ratio checks here with no sanitizer report).
 if [ $# -gt 0 ]; then
   files=("$@")
 else
-  mapfile -t files < <(ls test/*.test.ts | grep -E '/(router-|request-scan|packed-kv-events|event-index|kv-event|kv-events|proxy-|shm-feed|shared-core-threads|native-layout|block-index|hashing|token-keys|prefix-trie|bad-input)')
+  mapfile -t files < <(ls test/*.test.ts |
+    grep -E '/(router-|request-scan|packed-kv-events|event-index|kv-event|kv-events|proxy-|shm-feed|shared-core-threads|native-layout|block-index|hashing|token-keys|prefix-trie|bad-input)' |
+    grep -v '/proxy-costs\.')
 fi
 
 rm -rf "$reports"
