@@ -11,6 +11,7 @@ export default tseslint.config(
       'build-bench/',
       'build-test/',
       'build-fuzz/',
+      'build-asan/',
       'node_modules/',
       'coverage/',
       '.scratch/',

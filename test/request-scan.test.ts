@@ -305,6 +305,15 @@ describe('request scanner: rules both paths share', () => {
     expect((await both('chat', limit)).ok).toBe(true);
   });
 
+  it('an empty body, whose bytes have no memory at all, is a 400 invalid_json in both', async () => {
+    // A zero-length array's data pointer is null; the scanner handed it to memcpy, undefined
+    // behaviour that the ASan/UBSan addon leg (scripts/asan-addon-test.sh) stops on.
+    for (const empty of [Buffer.alloc(0), Buffer.from(new Uint8Array(0).buffer), Buffer.from('')]) {
+      expect(errorOf(await both('chat', empty))).toMatchObject({ status: 400, code: 'invalid_json' });
+      expect(errorOf(await both('completions', empty))).toMatchObject({ status: 400, code: 'invalid_json' });
+    }
+  });
+
   it('a UTF-8 byte-order mark is invalid JSON in both (simdjson alone would skip it)', async () => {
     const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"model":"m","messages":[]}')]);
     expect(errorOf(await both('chat', body)).code).toBe('invalid_json');

@@ -244,6 +244,10 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
     syntax(out, "a byte-order mark before the value");
     return;
   }
+  // An empty typed array's data pointer is null (a zero-length Uint8Array from JavaScript), and a
+  // memcpy's source (the copy below, parseFailed's) must never be null, even for 0 bytes.
+  static constexpr uint8_t kNoBytes[1] = {0};
+  if (len == 0) bytes = kNoBytes;
   // The parser is handed a copy of our own, zero-padded on every call: simdjson's copy
   // (parse(bytes, len) reallocating) reuses its buffer without clearing what lies past the body,
   // and on an unbalanced document its stage 2 reads the bytes at the body's end, so a longer body
