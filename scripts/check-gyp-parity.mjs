@@ -8,11 +8,11 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-// The two source lists: every native/*.cc named in CMakeLists.txt (but the plain C++ test and
-// benchmark, which only cmake builds), and binding.gyp's "sources".
+// The two source lists: every native/*.cc named in CMakeLists.txt (but the plain C++ test,
+// benchmark and fuzz targets, which only cmake builds), and binding.gyp's "sources".
 const cmakeSources = new Set(
   (readFileSync(`${root}CMakeLists.txt`, 'utf8').match(/native\/[\w/.-]+\.cc/g) ?? []).filter(
-    (s) => !s.startsWith('native/test/') && !s.startsWith('native/bench/'),
+    (s) => !['native/test/', 'native/bench/', 'native/fuzz/'].some((room) => s.startsWith(room)),
   ),
 );
 /** @type {{ targets: { sources: string[] }[] }} */

@@ -79,7 +79,7 @@ import type {
 import type { ResolvedProxyOptions } from '../proxy-options.js';
 import { shuttingDown, type ProxyState } from '../proxy-state.js';
 import type { ClientRequestHead, ClientResponse } from '../server/client-io.js';
-import { noBackendError, sendClientError } from '../server/client-response.js';
+import { noBackendError, sendClientError, sendClientErrorThenDrain } from '../server/client-response.js';
 import { ClientError } from '../server/error-body.js';
 import { modelNotFound } from '../server/models-route.js';
 import type { Backend } from '../upstream/backend.js';
@@ -146,8 +146,8 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     // Counted from here to finished(), which every path below reaches exactly once.
     ctx.state.exchangeStarted();
     this.reader = new RequestBodyReader(ctx.options.maxBodyBytes, ctx.state.bodies, this);
-    // Refusals before the body is read close the connection: its unread bytes must not be taken
-    // for the next request.
+    // Refusals before the body is read close the connection (its unread bytes must not be taken
+    // for the next request), after draining it: see refuse().
     if (ctx.state.closed) {
       this.refuse(shuttingDown(), true);
       return;
@@ -417,8 +417,11 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
   private refuse(error: ClientError, closeConnection = false, headers: readonly string[] = []): void {
     if (this.over()) return;
     this.phase = 'ended';
-    const close = closeConnection || this.ctx.state.closing;
-    sendClientError(this.res, error, close, [REQUEST_ID, this.requestId, ...headers]);
+    const extra = [REQUEST_ID, this.requestId, ...headers];
+    // closeConnection: the body is unread; drained (bounded) after the answer, which a close
+    // under the arriving bytes would lose to a reset.
+    if (closeConnection) sendClientErrorThenDrain(this.res, error, extra);
+    else sendClientError(this.res, error, this.ctx.state.closing, extra);
     this.finished(error.status, 'error', undefined, `${error.code}: ${error.logMessage}`);
   }
 

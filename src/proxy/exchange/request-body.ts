@@ -74,9 +74,10 @@ export class RequestBodyReader {
   data(chunk: ArrayBuffer, isLast: boolean): void {
     if (!this.sink.live()) return;
     const size = chunk.byteLength;
-    if (this.received + size > this.maxBytes) return void this.fail(this.tooLarge(), true);
+    // A refusal at the last chunk leaves no unread body: the connection can stay open.
+    if (this.received + size > this.maxBytes) return void this.fail(this.tooLarge(), !isLast);
     if (!this.reservedUpFront && size > 0) {
-      if (!this.budget.reserve(size)) return void this.fail(this.budget.refusal(), true);
+      if (!this.budget.reserve(size)) return void this.fail(this.budget.refusal(), !isLast);
       this.reserved += size;
     }
     if (this.body !== undefined && this.received + size <= this.body.length) {

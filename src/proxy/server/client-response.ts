@@ -6,6 +6,7 @@
 
 import type { ClientResponse } from './client-io.js';
 import { ClientError, echo, errorJson, statusLine, type ProxyErrorCode } from './error-body.js';
+import { sendJsonThenDrain } from './lingering-close.js';
 
 /** Writes a complete JSON response. `closeConnection` for refusals whose body was never read. */
 export function sendJson(
@@ -30,8 +31,19 @@ export function sendClientError(
   closeConnection = false,
   headers?: readonly string[],
 ): void {
-  const extra = error.status === 503 || error.status === 429 ? [...RETRY_AFTER, ...(headers ?? [])] : headers;
-  sendJson(res, error.status, error.body(), extra, closeConnection);
+  sendJson(res, error.status, error.body(), errorHeaders(error, headers), closeConnection);
+}
+
+/**
+ * Sends a ClientError refusing a request whose body is still unread, then reads and discards that
+ * body (bounded) and closes the connection (lingering-close.ts), so the client gets the answer.
+ */
+export function sendClientErrorThenDrain(res: ClientResponse, error: ClientError, headers?: readonly string[]): void {
+  sendJsonThenDrain(res, error.status, error.body(), errorHeaders(error, headers));
+}
+
+function errorHeaders(error: ClientError, headers: readonly string[] | undefined): readonly string[] | undefined {
+  return error.status === 503 || error.status === 429 ? [...RETRY_AFTER, ...(headers ?? [])] : headers;
 }
 
 /** Sent with every 503 and 429: clients (and the openai SDK) wait this many seconds before retrying. */
