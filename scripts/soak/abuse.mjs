@@ -145,9 +145,10 @@ export async function oversizedBodies(ctx, maxBodyBytes) {
     const at = Date.now();
     ctx.outcomes.sent++;
     const { status, closed } = await rawRequest(ctx.base, shape.head, shape.pieces, 15_000);
-    if ('closesSilently' in shape && status === 0 && closed)
+    const documented = 'closesSilently' in shape ? status === 0 && closed : status === 413;
+    if (documented && status === 0)
       ctx.outcomes.record('rejected', { kind: 'oversized', at, cause: `closed, no status (${shape.name})` });
-    else if (!('closesSilently' in shape) && status === 413)
+    else if (documented)
       ctx.outcomes.record('rejected', { kind: 'oversized', at, cause: `413 oversized (${shape.name})` });
     else
       ctx.outcomes.record('lost', {
@@ -155,7 +156,7 @@ export async function oversizedBodies(ctx, maxBodyBytes) {
         at,
         cause: `oversized (${shape.name}) answered ${status || 'nothing'}${closed ? ', closed' : ''}, not as documented`,
       });
-    results.push({ shape: shape.name, status });
+    results.push({ shape: shape.name, status, documented });
   }
   return results;
 }
