@@ -60,16 +60,18 @@ describe('serve --costs learned, in front of a two-class fleet', () => {
   let rig: ProxyRig;
   let metrics: ProxyMetrics;
   beforeAll(async () => {
-    // Two preset engines, then two whose prefill costs half: twice as fast.
-    fleet = await startSimFleet({ fleet: parseFleet('2,2:prefill=0.5'), port: 0, speed: 5 });
+    // Two preset engines, then two whose prefill costs half: twice as fast. At speed 2 a request's
+    // prefill (1,600 to 7,000 tokens) takes tens to hundreds of ms, so the engines' time, not a
+    // loaded machine's scheduling jitter, dominates each first token.
+    fleet = await startSimFleet({ fleet: parseFleet('2,2:prefill=0.5'), port: 0, speed: 2 });
     metrics = createProxyMetrics({ defaultMetrics: false });
     // round_robin: every instance gets its share of observations whatever it learns.
     rig = await startProxy({
       backends: fleet.urls,
       policy: 'round_robin',
       costs: 'learned',
-      // The engines run 5× faster than the preset: a prior near them (estimates stay within 10× of it).
-      costPriorScale: 0.2,
+      // The engines run 2× faster than the preset: a prior near them (estimates stay within 10× of it).
+      costPriorScale: 0.5,
       blockSize: BLOCK,
       observers: [metrics.observer],
       mounts: [metrics.mount, adminMount(TOKEN)],
@@ -80,14 +82,18 @@ describe('serve --costs learned, in front of a two-class fleet', () => {
     await fleet?.close();
   });
 
+  /** What min_ttft prices `url` with, per token: the instance's own estimate or the fleet default. */
+  const pricedSecondsPerToken = (url: string): number => rig.proxy.router.instanceCosts(url).costs!.prefillSecondsPerToken;
+
   it('learns the fast instances at about twice the slow ones’ prefill speed', async () => {
     const rng = new Rng(28);
-    for (let id = 1; id <= 160; id++) await complete(rig.base, id, rng.int(40, 440), id % 2 === 0);
+    for (let id = 1; id <= 120; id++) await complete(rig.base, id, rng.int(100, 440), id % 2 === 0);
     const text = await (await fetch(`${rig.base}/metrics`)).text();
     const speed = gauge(text, 'kvroute_instance_prefill_tokens_per_second');
     const observations = gauge(text, 'kvroute_instance_cost_observations', 'ttft');
     const [slowA, slowB, fastA, fastB] = fleet.urls.map((url) => speed.get(url)!);
-    for (const url of fleet.urls) expect(observations.get(url)).toBeGreaterThanOrEqual(35);
+    // Round robin gives each instance 30; an answer is an observation only when it completed whole.
+    for (const url of fleet.urls) expect(observations.get(url)).toBeGreaterThanOrEqual(25);
     const ratio = (fastA! + fastB!) / (slowA! + slowB!);
     // The truth is 2; wall-clock first tokens on a loaded machine carry jitter the robust fit mostly removes.
     expect(ratio).toBeGreaterThan(1.4);
@@ -102,24 +108,34 @@ describe('serve --costs learned, in front of a two-class fleet', () => {
     // Completed answers with ≥ 2 output tokens are decode samples too.
     for (const url of fleet.urls)
       expect(gauge(text, 'kvroute_instance_cost_observations', 'decode').get(url)).toBeGreaterThan(0);
-    // The router prices each instance with what was learned (explain's terms), slow ones dearer.
+    // The router prices every instance with learned seconds (explain's terms are what it priced),
+    // the slow ones never cheaper. Whether an instance steers with its own estimate or the fleet
+    // default depends on how well its model fits this run's timings; that choice is
+    // test/cost-learning.test.ts's, on a deterministic clock. Here: the proxy pushed what it learned.
     const terms = new Map(
       rig.proxy.router.explain({ hashIds: [1, 2, 3] }).candidates.map((c) => [c.instance, c.terms!]),
     );
-    expect(terms.get(fleet.urls[0]!)!.prefillSecondsPerToken).toBeGreaterThan(
-      1.5 * terms.get(fleet.urls[2]!)!.prefillSecondsPerToken,
-    );
-    expect(rig.proxy.router.instanceCosts(fleet.urls[0]!).source).toBe('instance');
+    for (const url of fleet.urls) {
+      expect(terms.get(url)!.prefillSecondsPerToken).toBeCloseTo(pricedSecondsPerToken(url), 15);
+      expect(['instance', 'default']).toContain(rig.proxy.router.instanceCosts(url).source);
+    }
+    const slowest = Math.min(pricedSecondsPerToken(fleet.urls[0]!), pricedSecondsPerToken(fleet.urls[1]!));
+    const fastest = Math.max(pricedSecondsPerToken(fleet.urls[2]!), pricedSecondsPerToken(fleet.urls[3]!));
+    expect(slowest).toBeGreaterThanOrEqual(fastest);
   }, 60_000);
 
-  it('lists the learned costs in the admin API', async () => {
+  it('lists the learned costs in the admin API, and what prices each instance', async () => {
     const headers = { authorization: `Bearer ${TOKEN}` };
     const costs = (await (await fetch(`${rig.base}/admin/costs`, { headers })).json()) as CostsBody;
     expect(costs.costs).toBe('learned');
-    expect(costs.instances[fleet.urls[2]!]!.learned.ttftObservations).toBeGreaterThan(0);
-    // The fast half is the fleet's median, so it prices by the fleet default; the slow half by its own.
-    expect(costs.instances[fleet.urls[2]!]!.inForce.source).toBe('default');
-    expect(costs.instances[fleet.urls[0]!]!.inForce.source).toBe('instance');
+    for (const url of fleet.urls) {
+      const { learned, inForce } = costs.instances[url]!;
+      expect(learned.ttftObservations).toBeGreaterThan(0);
+      // The admin API shows exactly the router's costs in force: the instance's own are its learned ones.
+      expect(inForce.source).toBe(rig.proxy.router.instanceCosts(url).source);
+      if (inForce.source === 'instance')
+        expect(pricedSecondsPerToken(url)).toBeCloseTo(learned.prefillSecondsPerToken, 15);
+    }
     const { instances } = (await (await fetch(`${rig.base}/admin/instances`, { headers })).json()) as {
       instances: Array<{ costs: InstanceCostEstimate }>;
     };
