@@ -83,7 +83,8 @@ describe('serve --costs learned, in front of a two-class fleet', () => {
   });
 
   /** What min_ttft prices `url` with, per token: the instance's own estimate or the fleet default. */
-  const pricedSecondsPerToken = (url: string): number => rig.proxy.router.instanceCosts(url).costs!.prefillSecondsPerToken;
+  const pricedSecondsPerToken = (url: string): number =>
+    rig.proxy.router.instanceCosts(url).costs!.prefillSecondsPerToken;
 
   it('learns the fast instances at about twice the slow ones’ prefill speed', async () => {
     const rng = new Rng(28);
