@@ -9,9 +9,10 @@ const allowed = {
   events: ['core'],
   state: ['core'],
   tokenize: ['core'],
+  flow: ['core'],
   sim: ['core', 'trace', 'events', 'state', 'tokenize'],
   replay: ['core', 'trace', 'analysis', 'state'],
-  proxy: ['core', 'events', 'state', 'tokenize'],
+  proxy: ['core', 'events', 'state', 'tokenize', 'flow'],
   live: ['core', 'trace', 'analysis', 'replay', 'sim', 'state'],
   report: ['core', 'trace', 'analysis', 'sim'],
 };

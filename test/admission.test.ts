@@ -8,7 +8,8 @@ import type { ServerResponse } from 'node:http';
 
 import { describe, expect, it } from 'vitest';
 
-import { Admission, type Admittable } from '../src/proxy/exchange/admission.js';
+import { Admission, type AdmissionLimits, type Admittable } from '../src/proxy/exchange/admission.js';
+import { resolveFlowConfig } from '../src/flow/flow-config.js';
 import { ClientError } from '../src/proxy/server/error-body.js';
 import { createProxyMetrics } from '../src/proxy/observe/proxy-metrics.js';
 import { resolveServeConfig, ConfigError } from '../src/cli/serve-config.js';
@@ -33,6 +34,19 @@ class Waiter implements Admittable {
   }
 }
 
+/** One tenant, one class: flow control's queue is the plain FIFO the model below keeps. */
+const ENTRY = { tenant: 'default', classRank: 1, cost: 1, inputTokens: 1 };
+
+function admissionOf(limits: AdmissionLimits): Admission {
+  return new Admission(limits, resolveFlowConfig(undefined));
+}
+
+/** enter() as 'go', 'queued' or 'full' (the queue_full refusal). */
+function enter(admission: Admission, who: Admittable): string {
+  const got = admission.enter(who, ENTRY);
+  return got instanceof ClientError ? (got.code === 'queue_full' ? 'full' : got.code) : got;
+}
+
 describe('Admission', () => {
   for (const seed of [1, 2, 3, 4, 5, 6])
     it(`matches a FIFO model under random enter/leave/cancel (seed ${seed})`, () => {
@@ -40,7 +54,7 @@ describe('Admission', () => {
       const random = () => rng.next();
       const max = 1 + Math.floor(random() * 4);
       const queueSize = Math.floor(random() * 5);
-      const admission = new Admission({ maxInFlight: max, queueSize, queueTimeoutMs: 60_000 });
+      const admission = admissionOf({ maxInFlight: max, queueSize, queueTimeoutMs: 60_000 });
       // The model: who holds a slot, who waits (in order), who was refused.
       const holding: Waiter[] = [];
       const waiting: Waiter[] = [];
@@ -49,7 +63,7 @@ describe('Admission', () => {
         const r = random();
         if (r < 0.5) {
           const w = new Waiter(next++);
-          const got = admission.enter(w);
+          const got = enter(admission, w);
           if (holding.length < max) {
             expect(got).toBe('go');
             holding.push(w);
@@ -69,10 +83,10 @@ describe('Admission', () => {
           const [gone] = waiting.splice(Math.floor(random() * waiting.length), 1);
           admission.cancel(gone!);
         }
-        expect(admission.active).toBe(holding.length);
+        expect(admission.flow.active).toBe(holding.length);
         expect(admission.queued).toBe(waiting.length);
-        expect(admission.active).toBeLessThanOrEqual(max);
-        if (admission.active < max) expect(admission.queued).toBe(0);
+        expect(admission.flow.active).toBeLessThanOrEqual(max);
+        if (admission.flow.active < max) expect(admission.queued).toBe(0);
       }
       for (const w of waiting) expect(w.admitted).toBe(0);
       admission.close(new ClientError(503, 'closing', 'no_healthy_backend')); // clears the timers
@@ -80,7 +94,7 @@ describe('Admission', () => {
     });
 
   it('drains a long queue of requests that finish at once without recursing', () => {
-    const admission = new Admission({ maxInFlight: 1, queueSize: 100_000, queueTimeoutMs: 60_000 });
+    const admission = admissionOf({ maxInFlight: 1, queueSize: 100_000, queueTimeoutMs: 60_000 });
     const order: number[] = [];
     // Each admitted waiter finishes inside admit() (no healthy backend: an immediate 503).
     const waiters = Array.from(
@@ -91,31 +105,31 @@ describe('Admission', () => {
           admission.leave();
         }),
     );
-    expect(admission.enter(new Waiter(-1))).toBe('go');
-    for (const w of waiters) expect(admission.enter(w)).toBe('queued');
+    expect(enter(admission, new Waiter(-1))).toBe('go');
+    for (const w of waiters) expect(enter(admission, w)).toBe('queued');
     admission.leave();
     expect(order).toEqual(waiters.map((w) => w.id));
-    expect(admission.active).toBe(0);
+    expect(admission.flow.active).toBe(0);
     expect(admission.queued).toBe(0);
   });
 
   it('refuses a waiter whose wait runs out, with 429 queue_timeout', async () => {
-    const admission = new Admission({ maxInFlight: 1, queueSize: 1, queueTimeoutMs: 20 });
-    expect(admission.enter(new Waiter(0))).toBe('go');
+    const admission = admissionOf({ maxInFlight: 1, queueSize: 1, queueTimeoutMs: 20 });
+    expect(enter(admission, new Waiter(0))).toBe('go');
     const late = new Waiter(1);
-    expect(admission.enter(late)).toBe('queued');
+    expect(enter(admission, late)).toBe('queued');
     await waitFor("the queued waiter's 20 ms to run out", () => late.expired !== undefined);
     expect(late.expired).toMatchObject({ status: 429, code: 'queue_timeout' });
-    expect(admission.refused).toEqual({ queue_full: 0, queue_timeout: 1 });
+    expect(admission.refused).toEqual({ queue_full: 0, queue_timeout: 1, rate_limited: 0 });
     admission.leave(); // no waiter left: the slot is just freed
-    expect(admission.active).toBe(0);
+    expect(admission.flow.active).toBe(0);
   });
 
   it('costs nothing without a limit', () => {
-    const admission = new Admission({ maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 });
-    for (let i = 0; i < 10; i++) expect(admission.enter(new Waiter(i))).toBe('go');
+    const admission = admissionOf({ maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 });
+    for (let i = 0; i < 10; i++) expect(enter(admission, new Waiter(i))).toBe('go');
     admission.leave();
-    expect(admission.active).toBe(0);
+    expect(admission.flow.active).toBe(0);
     expect(admission.limited).toBe(false);
   });
 });
@@ -162,7 +176,7 @@ describe('the proxy with --max-in-flight', () => {
       while (held.length > 0) answer();
       for (const response of [...(await Promise.all(first)), ...(await Promise.all(queued))])
         expect(response.status).toBe(200);
-      expect(rig.proxy.state.admission.active).toBe(0);
+      expect(rig.proxy.state.admission.flow.active).toBe(0);
     } finally {
       while (held.length > 0) answer();
       await rig.close();
@@ -192,7 +206,7 @@ describe('the proxy with --max-in-flight', () => {
       held.shift()!.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
       expect((await first).status).toBe(200);
       expect(upstream.requests).toHaveLength(1); // the aborted and the timed-out never reached it
-      expect(rig.proxy.state.admission.active).toBe(0);
+      expect(rig.proxy.state.admission.flow.active).toBe(0);
     } finally {
       for (const res of held) res.end();
       await rig.close();
@@ -210,7 +224,7 @@ describe('the proxy with --max-in-flight', () => {
       // Whichever backend the first request tries first, it ends on the live one holding one slot.
       const first = post(rig.base, '/v1/chat/completions', body(0));
       await waitFor('one request held upstream', () => held.length === 1);
-      expect(rig.proxy.state.admission.active).toBe(1);
+      expect(rig.proxy.state.admission.flow.active).toBe(1);
       const second = post(rig.base, '/v1/chat/completions', body(1));
       await waitFor('one request queued', () => rig.proxy.state.admission.queued === 1);
       held.shift()!.writeHead(200, { 'content-type': 'application/json' }).end('{"choices":[]}');
@@ -224,7 +238,7 @@ describe('the proxy with --max-in-flight', () => {
       expect((await second).status).toBe(200);
       const failed = await Promise.all([0, 1, 2].map((n) => post(rig.base, '/v1/chat/completions', body(n))));
       for (const r of failed) expect([502, 503]).toContain(r.status);
-      expect(rig.proxy.state.admission.active).toBe(0);
+      expect(rig.proxy.state.admission.flow.active).toBe(0);
       expect(rig.proxy.state.admission.queued).toBe(0);
     } finally {
       for (const res of held) res.end();

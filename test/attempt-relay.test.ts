@@ -101,6 +101,7 @@ function rig(stream = true) {
   const owner: RelayOwner = {
     relayEnded: (status, outcome) => void ends.push(`${status} ${outcome} (wire: ${res.wire.length})`),
     attemptFailed: (b, kind, _error, retryable) => void ends.push(`failed ${b.id} ${kind} retryable=${retryable}`),
+    streamedTokens: () => {},
   };
   const routed: RoutedAttempt = {
     ticket: 7,

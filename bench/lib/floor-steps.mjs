@@ -46,8 +46,9 @@ export async function floorSteps(names, backendCount) {
   const steps = {};
   if (names.includes('headers')) {
     const { readIncomingHead } = await import('../../dist/proxy/exchange/forward-headers.js');
+    const { DEFAULT_FLOW_CONFIG } = await import('../../dist/flow/flow-config.js');
     steps.readHead = (req, state) => {
-      const head = readIncomingHead(req, 'x-session-id');
+      const head = readIncomingHead(req, 'x-session-id', DEFAULT_FLOW_CONFIG);
       let forwarded = '';
       for (let i = 0; i + 1 < head.headers.length; i += 2)
         forwarded += `${head.headers[i]}: ${head.headers[i + 1]}\r\n`;

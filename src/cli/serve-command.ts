@@ -70,7 +70,14 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
     withDefault('route at most N requests at once, queue the rest (0: no limit)', P.maxInFlight),
   ],
   'queue-size': ['<N>', withDefault('requests waiting for --max-in-flight; past it 429', P.queueSize)],
-  'queue-timeout': ['<MS>', withDefault('longest wait in that queue; then 429', P.queueTimeoutMs)],
+  'queue-timeout': [
+    '<MS>',
+    withDefault('longest wait in that queue (a class may set its own); then 429', P.queueTimeoutMs),
+  ],
+  flow: [
+    '<FILE>',
+    'flow control: tenants, priority classes, weights, rate limits (YAML or JSON; docs/flow-control.md)',
+  ],
   http: [
     '<S>',
     withDefault('the HTTP server: uws (fastest) or node (also HTTP/1.0, Host-less requests, many headers)', P.http),

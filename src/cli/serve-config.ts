@@ -27,6 +27,7 @@ import {
   type ProxyOptions,
 } from '../proxy/proxy-options.js';
 import { counted } from './counted.js';
+import { FlowConfigError, resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
 
 /** A configuration value that is wrong; the message names its source. */
 export class ConfigError extends Error {}
@@ -93,7 +94,48 @@ const SIZE_UNITS: Record<string, number> = {
 };
 
 type Value =
-  string | number | boolean | string[] | BackendSpec[] | TokenizerConfig | { shm: string } | PolicySpec | undefined;
+  | string
+  | number
+  | boolean
+  | string[]
+  | BackendSpec[]
+  | TokenizerConfig
+  | { shm: string }
+  | PolicySpec
+  | FlowConfig
+  | undefined;
+
+/**
+ * Flow control (docs/flow-control.md): a YAML `flow:` section inline, or from a flag or variable
+ * the path of a YAML or JSON file holding one. Every error names the file and the key.
+ */
+function parseFlow(raw: unknown, source: string): FlowConfig {
+  let spec = raw;
+  let where = source;
+  if (typeof raw === 'string') {
+    if (raw.trim() === '') throw new ConfigError(`${source} must be the path of a YAML or JSON file`);
+    let text: string;
+    try {
+      text = readFileSync(raw, 'utf8');
+    } catch (error) {
+      throw new ConfigError(
+        `${source}: cannot read ${raw} (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      );
+    }
+    try {
+      spec = parseYaml(text);
+    } catch (error) {
+      throw new ConfigError(`${source}: ${raw} is not YAML or JSON (${(error as Error).message.split('\n')[0]})`);
+    }
+    where = `${source} ${raw}: flow`;
+  }
+  try {
+    return resolveFlowConfig(spec, where);
+  } catch (error) {
+    if (error instanceof FlowConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
 
 /**
  * `--tokenizer DIR` (every model), `MODEL=DIR,…`, or YAML { MODEL: DIR, … } with `*` for every
@@ -170,6 +212,8 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
     }
     case 'tokenizers':
       return parseTokenizers(raw, source);
+    case 'flow':
+      return parseFlow(raw, source);
     case 'policy':
       // NAME or NAME:KEY=VALUE… (a setting `kvroute tune` found); YAML may also give { name, … }.
       try {
@@ -357,6 +401,7 @@ export function resolveServeConfig(
       requestTimeoutMs: get<number>('request-timeout'),
       offloadPrefillTimeoutMs: get<number>('offload-prefill-timeout'),
       maxBodyMemoryBytes: get<number>('max-body-memory'),
+      flow: get<FlowConfig>('flow'),
     },
   };
 }

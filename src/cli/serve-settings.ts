@@ -26,7 +26,8 @@ type Kind =
   | 'tokenizers'
   | 'threads'
   | 'costs'
-  | 'scale';
+  | 'scale'
+  | 'flow';
 
 export interface Setting {
   flag: string;
@@ -75,6 +76,7 @@ export const SETTINGS = [
   { flag: 'kv-replay', kind: 'zmq-urls' },
   { flag: 'tokenizer', kind: 'tokenizers' },
   { flag: 'threads', kind: 'threads' },
+  { flag: 'flow', kind: 'flow' },
 ] as const satisfies readonly Setting[];
 
 /** A setting's flag name, e.g. 'max-body'. */

@@ -9,6 +9,7 @@
 import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { COST_MODES, type CostMode } from '../core/cost-learning/cost-mode.js';
+import { FlowConfigError, resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
 import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
@@ -99,8 +100,19 @@ export interface ProxyOptions {
   maxInFlight?: number;
   /** Requests that may wait for a slot when at maxInFlight (default 1,024); past it, 429. */
   queueSize?: number;
-  /** Longest wait for a slot, ms (default 30,000); then 429. */
+  /** Longest wait for a slot, ms (default 30,000), of a class without its own deadline; then 429. */
   queueTimeoutMs?: number;
+  /**
+   * Flow control (docs/flow-control.md): tenants, priority classes, weights and rate limits, as
+   * a FlowConfig or its raw form (a YAML `flow:` section), validated naming the bad key. Default:
+   * tenants by header or API key, classes high/normal/low, equal weights, no rate limits.
+   */
+  flow?: unknown;
+  /**
+   * This proxy's share of its process's traffic, in (0, 1] (default 1): `serve --threads N` gives
+   * each thread 1/N, and flow control's rate limits are scaled by it (thread-limits.ts).
+   */
+  flowShare?: number;
   /** Hear every request's lifecycle (metrics, logs, the dashboard). */
   observers?: readonly ProxyObserver[];
   /** Extra routes; each is called once with the uWS app before the proxy's own routes. */
@@ -138,8 +150,9 @@ export interface ProxyOptions {
 }
 
 export type ResolvedProxyOptions = Required<
-  Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey' | 'tokenizers'>
+  Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey' | 'tokenizers' | 'flow'>
 > & {
+  flow: FlowConfig;
   backends: ResolvedBackend[];
   backendApiKey: string | undefined;
   tokenizers: Record<string, string> | undefined;
@@ -220,6 +233,22 @@ function tokenizerMap(raw: unknown): Record<string, string> | undefined {
   return { ...(raw as Record<string, string>) };
 }
 
+function share(value: number | undefined): number {
+  if (value === undefined) return 1;
+  if (!(typeof value === 'number' && value > 0 && value <= 1))
+    throw new ProxyOptionError(`options.flowShare must be a number in (0, 1], got ${String(value)}`);
+  return value;
+}
+
+function flowConfig(raw: unknown): FlowConfig {
+  try {
+    return resolveFlowConfig(raw, 'options.flow');
+  } catch (error) {
+    if (error instanceof FlowConfigError) throw new ProxyOptionError(error.message);
+    throw error;
+  }
+}
+
 /** Fills defaults and checks every field. Backend URLs are normalised by normaliseBackend(). */
 export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions {
   if (typeof options !== 'object' || options === null) throw new ProxyOptionError('options must be an object');
@@ -275,6 +304,8 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     maxInFlight: positiveInteger('options.maxInFlight', options.maxInFlight, d.maxInFlight, 0),
     queueSize: positiveInteger('options.queueSize', options.queueSize, d.queueSize, 0),
     queueTimeoutMs: positiveInteger('options.queueTimeoutMs', options.queueTimeoutMs, d.queueTimeoutMs),
+    flow: flowConfig(options.flow),
+    flowShare: share(options.flowShare),
     observers: options.observers ?? [],
     mounts: options.mounts ?? [],
     onWarning: options.onWarning ?? ((message) => process.emitWarning(message, { code: 'KVROUTE_PROXY' })),

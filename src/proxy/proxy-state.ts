@@ -25,11 +25,15 @@
  * pools close once every open exchange has finished (or the grace period ran out, which cuts
  * them), and only then do late requests get 503 `shutting_down` with Retry-After.
  */
+import { isDeepStrictEqual } from 'node:util';
+
 import { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { Router } from '../core/router.js';
 import { subscribeKvEvents } from '../events/kv-event-subscription.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { Admission, type AdmissionLimits } from './exchange/admission.js';
+import type { FlowConfig } from '../flow/flow-config.js';
+import { SessionTurns } from '../flow/session-turns.js';
 import { ProxyCosts } from './proxy-costs.js';
 import type { CostMode } from '../core/cost-learning/cost-mode.js';
 import { Backend, type BackendTimeouts, type ModelCard } from './upstream/backend.js';
@@ -78,6 +82,10 @@ const REMOVE_GRACE_MS = 600_000;
 
 export interface ProxyStateOptions extends BackendTimeouts, MonitorOptions, AdmissionLimits {
   maxBodyMemoryBytes: number;
+  /** Flow control's tenants, classes and limits (src/flow/), for the whole process. */
+  flow: FlowConfig;
+  /** This state's share of the process's traffic (1/N under `--threads N`): rate limits are scaled by it. */
+  flowShare?: number;
 }
 
 export class ProxyState {
@@ -86,8 +94,10 @@ export class ProxyState {
   policyName: string;
   /** The learned per-instance costs (`--costs`, proxy-costs.ts). */
   readonly costs: ProxyCosts;
-  /** --max-in-flight and its queue (admission.ts). */
+  /** Flow control: --max-in-flight, its queue by class and tenant, rate limits (admission.ts). */
   readonly admission: Admission;
+  /** Which arriving requests continue a session whose turn just ended (flow control keeps their place). */
+  readonly sessionTurns = new SessionTurns();
   /** --max-body-memory (body-budget.ts). */
   readonly bodies: BodyBudget;
   /**
@@ -135,7 +145,7 @@ export class ProxyState {
     private readonly observers: ObserverList,
     private readonly warn: (message: string) => void,
   ) {
-    this.admission = new Admission(options);
+    this.admission = new Admission(options, options.flow, options.flowShare ?? 1);
     this.bodies = new BodyBudget(options.maxBodyMemoryBytes);
     this.thread = routerOptions.thread;
     this.router = new Router({
@@ -237,6 +247,7 @@ export class ProxyState {
     return {
       router: this.router.mirror(),
       eventFed: this.eventFed,
+      flow: this.admission.config,
       backends: this.list().map((b) => ({
         id: b.id,
         models: b.models === undefined ? undefined : [...b.models],
@@ -257,6 +268,7 @@ export class ProxyState {
     this.router.adoptMirror(state.router);
     this.policyName = this.router.policy.name;
     this.eventFed = state.eventFed;
+    if (!isDeepStrictEqual(state.flow, this.admission.config)) this.admission.configure(state.flow);
     const listed = new Set<string>();
     for (const b of state.backends) {
       listed.add(b.id);
@@ -396,6 +408,11 @@ export class ProxyState {
   setPolicy(policy: PolicyName | PolicySpec): void {
     this.router.setPolicy(policy);
     this.policyName = this.router.policy.name;
+  }
+
+  /** Flow control's config, changed live (the admin API; threads get it with the next ThreadState). */
+  setFlowConfig(config: FlowConfig): void {
+    this.admission.configure(config);
   }
 
   /** A failure before the first byte: open the breaker and take the backend out of routing. */

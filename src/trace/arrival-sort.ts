@@ -12,7 +12,7 @@
  * The next to leave is the earlier of the run's head and the heap's top. An in-order file never
  * touches the heap, so each line costs O(1); disorder costs O(log n) for the lines involved.
  */
-import { MinHeap } from './min-heap.js';
+import { MinHeap } from '../core/min-heap.js';
 
 export interface Arrival {
   arrival: number;

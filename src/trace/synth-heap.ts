@@ -5,7 +5,7 @@
  * sessions are in memory; each pop gives the session whose next turn arrives first. The plan
  * index breaks ties between equal times, so the order (and the trace) is deterministic.
  */
-import { MinHeap } from './min-heap.js';
+import { MinHeap } from '../core/min-heap.js';
 import type { SynthSession } from './synth-session.js';
 
 function before(a: SynthSession, b: SynthSession): boolean {

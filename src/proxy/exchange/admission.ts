@@ -1,28 +1,33 @@
 /**
- * Admission control (`--max-in-flight`): at most N completion requests are routed and forwarded
- * at once; the next ones wait in a FIFO queue of at most `queueSize`, each for at most
- * `queueTimeoutMs`. A request that finds the queue full, or waits too long, is refused with 429
- * and Retry-After (the openai SDK backs off and retries on that). With no limit (the default) a
- * request costs one comparison.
+ * The proxy's side of flow control (src/flow/, docs/flow-control.md): one FlowController on the
+ * wall clock, the one timer that refuses waiters past their deadline, and the ClientErrors of
+ * every refusal. `--max-in-flight` requests are routed and forwarded at once; the next ones wait
+ * in flow control's queue (priority, fair share between tenants, deadlines), at most
+ * `--queue-size`. Rate limits refuse at once. Every refusal is a 429 with Retry-After (the openai
+ * SDK backs off and retries on that) and an OpenAI-style body.
  *
  * Why queue at the router rather than leave it to the engines: every engine queues on its own,
  * so an overloaded fleet piles requests behind whichever engine the policy picked when they
- * arrived. Held here, a request is routed when a slot frees, against the fleet's state then.
+ * arrived. Held here, a request is routed when a slot frees, against the fleet's state then,
+ * and the slot goes to whoever flow control says is next.
  *
  * Contract with the exchange (the Admittable):
- * - enter() once, after the body is read and valid: 'go' (it holds a slot now), 'queued' (its
- *   admit() runs later, or expire() when its wait runs out) or 'full' (refuse it).
+ * - enter() once, after the body is read and valid: 'go' (it holds a slot now when `limited`),
+ *   'queued' (its admit() runs later, or expire() when its deadline passes) or a ClientError
+ *   (refuse with it).
  * - Whoever holds a slot calls leave() exactly once, when it finishes however it finishes; that
- *   admits the head of the queue (admit() runs synchronously inside leave()).
+ *   admits the next waiter (admit() runs synchronously inside leave()).
  * - A queued request whose client goes away calls cancel(); it never held a slot.
- * Invariant: active ≤ maxInFlight, and the queue is empty whenever active < maxInFlight.
  */
+import { scaleRateLimits, type FlowConfig } from '../../flow/flow-config.js';
+import { FlowController, expiredRefusal, type FlowEntry, type FlowRefusal } from '../../flow/flow-controller.js';
+import type { QueuedRequest } from '../../flow/queued-request.js';
 import { ClientError } from '../server/error-body.js';
 
 export interface Admittable {
   /** A slot is free: route and forward now. */
   admit(): void;
-  /** Waited queueTimeoutMs without a slot: refuse with this error. */
+  /** Its deadline passed without a slot, or the proxy is closing: refuse with this error. */
   expire(error: ClientError): void;
 }
 
@@ -31,74 +36,85 @@ export interface AdmissionLimits {
   maxInFlight: number;
   /** Requests that may wait for a slot; past it, 429 at once. */
   queueSize: number;
-  /** Longest wait for a slot, ms. */
+  /** Longest wait for a slot of a class without its own deadline, ms. */
   queueTimeoutMs: number;
 }
 
+export type AdmissionRefusal = 'queue_full' | 'queue_timeout' | 'rate_limited';
+
 export class Admission {
-  /** Requests holding a slot. */
-  active = 0;
+  readonly flow: FlowController<Admittable>;
   /** Refused since start, by reason. */
-  readonly refused = { queue_full: 0, queue_timeout: 0 };
-  private readonly waiting = new Map<Admittable, NodeJS.Timeout>();
+  readonly refused: Record<AdmissionRefusal, number> = { queue_full: 0, queue_timeout: 0, rate_limited: 0 };
+  private readonly waiting = new Map<Admittable, QueuedRequest<Admittable>>();
   /** Slots given back and not yet passed on (leave() inside admit()). */
   private leaving = 0;
   private releasing = false;
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = Infinity;
 
-  constructor(private readonly limits: AdmissionLimits) {}
+  /**
+   * `config` holds whole-process limits; this admission enforces `share` of its rate limits (a
+   * thread of `serve --threads N` takes 1/N; thread-limits.ts).
+   */
+  constructor(
+    private readonly limits: AdmissionLimits,
+    private flowConfig: FlowConfig,
+    private readonly share = 1,
+  ) {
+    this.flow = new FlowController<Admittable>(scaleRateLimits(flowConfig, share), limits);
+  }
+
+  /** Flow control's config as set: whole-process limits (the admin API shows it, threads copy it). */
+  get config(): FlowConfig {
+    return this.flowConfig;
+  }
+
+  /** A live change: weights, bounds and limits from the next decision; the class list must stay (FlowController.configure). */
+  configure(config: FlowConfig): void {
+    this.flow.configure(scaleRateLimits(config, this.share), performance.now());
+    this.flowConfig = config;
+  }
 
   /** Requests waiting for a slot now. */
   get queued(): number {
-    return this.waiting.size;
+    return this.flow.queued;
   }
 
+  /** Requests hold slots (and so must leave()). */
   get limited(): boolean {
     return this.limits.maxInFlight > 0;
   }
 
-  enter(who: Admittable): 'go' | 'queued' | 'full' {
-    const max = this.limits.maxInFlight;
-    if (max === 0) return 'go';
-    if (this.active < max) {
-      this.active++;
-      return 'go';
+  enter(who: Admittable, entry: FlowEntry): 'go' | 'queued' | ClientError {
+    const decision = this.flow.enter(who, entry, performance.now());
+    if (decision.kind === 'go') return 'go';
+    if (decision.kind === 'refused') {
+      this.refused[decision.refusal.cause]++;
+      return refusalError(decision.refusal, entry.tenant, this.limits);
     }
-    if (this.waiting.size >= this.limits.queueSize) {
-      this.refused.queue_full++;
-      return 'full';
-    }
-    const timer = setTimeout(() => {
-      if (!this.waiting.delete(who)) return;
-      this.refused.queue_timeout++;
-      who.expire(queueTimeout(this.limits.queueTimeoutMs));
-    }, this.limits.queueTimeoutMs);
-    this.waiting.set(who, timer);
+    this.waiting.set(who, decision.request);
+    this.armTimer();
     return 'queued';
   }
 
   /**
-   * A slot holder finished: the slot goes to the longest waiter, if any. An admitted waiter may
+   * A slot holder finished: the slot goes to the next waiter, if any. An admitted waiter may
    * finish at once (no healthy backend) and leave() again from inside admit(); that is counted
    * and handled by the outer loop, so a long queue never recurses.
    */
   leave(): void {
-    if (this.limits.maxInFlight === 0) return;
+    if (!this.limited) return;
     this.leaving++;
     if (this.releasing) return;
     this.releasing = true;
     try {
       while (this.leaving > 0) {
         this.leaving--;
-        const next = this.waiting.entries().next();
-        if (next.done === true) {
-          this.active--;
-          continue;
-        }
-        // The slot passes straight to the waiter: `active` stays as it is.
-        const [who, timer] = next.value;
-        clearTimeout(timer);
-        this.waiting.delete(who);
-        who.admit();
+        const next = this.flow.leave(performance.now());
+        if (next === undefined) continue;
+        this.waiting.delete(next.payload);
+        next.payload.admit();
       }
     } finally {
       this.releasing = false;
@@ -107,31 +123,71 @@ export class Admission {
 
   /** A waiter's client went away. */
   cancel(who: Admittable): void {
-    const timer = this.waiting.get(who);
-    if (timer === undefined) return;
-    clearTimeout(timer);
+    const request = this.waiting.get(who);
+    if (request === undefined) return;
     this.waiting.delete(who);
+    this.flow.cancel(request);
   }
 
   /** Refuses every waiter (the proxy is closing). */
   close(error: ClientError): void {
-    for (const [who, timer] of [...this.waiting]) {
-      clearTimeout(timer);
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    for (const [who, request] of [...this.waiting]) {
       this.waiting.delete(who);
+      this.flow.cancel(request);
       who.expire(error);
     }
   }
+
+  /** One timer, at the earliest deadline among waiters (requests share it, so n waiters cost one). */
+  private armTimer(): void {
+    const at = this.flow.nextDeadline();
+    if (at === undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (at >= this.timerAt && this.timer !== undefined) return;
+    clearTimeout(this.timer);
+    this.timerAt = at;
+    this.timer = setTimeout(() => this.expireDue(), Math.max(0, Math.ceil(at - performance.now())));
+  }
+
+  private expireDue(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    for (const request of this.flow.expired(performance.now())) {
+      this.waiting.delete(request.payload);
+      this.refused.queue_timeout++;
+      request.payload.expire(refusalError(expiredRefusal(), request.tenant, this.limits, request));
+    }
+    this.armTimer();
+  }
 }
 
-/** The 429 for a full queue. */
-export function queueFull(limits: AdmissionLimits): ClientError {
-  return new ClientError(
-    429,
-    `the proxy is at --max-in-flight (${limits.maxInFlight}) with ${limits.queueSize} requests waiting; retry shortly`,
-    'queue_full',
-  );
-}
-
-function queueTimeout(ms: number): ClientError {
-  return new ClientError(429, `no slot came free within --queue-timeout (${ms} ms); retry shortly`, 'queue_timeout');
+/** The 429 of a refusal, with its Retry-After; the message names the limit, never the API key. */
+export function refusalError(
+  refusal: FlowRefusal,
+  tenant: string,
+  limits: AdmissionLimits,
+  waited?: QueuedRequest<unknown>,
+): ClientError {
+  let message: string;
+  switch (refusal.cause) {
+    case 'rate_limited':
+      message = `tenant ${tenant} is over its ${refusal.limit === 'rpm' ? 'requests' : 'tokens'} per minute limit; retry after ${Math.ceil(refusal.retryAfterMs / 1000)} s`;
+      break;
+    case 'queue_full':
+      message = `the proxy is at --max-in-flight (${limits.maxInFlight}) with ${limits.queueSize} requests waiting; retry shortly`;
+      break;
+    case 'queue_timeout':
+      message = `no slot came free within the request's deadline (${waited === undefined ? limits.queueTimeoutMs : Math.round(waited.deadline - waited.enqueuedAt)} ms); retry shortly`;
+      break;
+  }
+  const error = new ClientError(429, message, refusal.cause);
+  error.retryAfterSeconds = Math.max(1, Math.ceil(refusal.retryAfterMs / 1000));
+  return error;
 }

@@ -133,6 +133,8 @@ export interface RelayOwner {
    * or answer the failure. The ticket is settled and the breaker told already.
    */
   attemptFailed(backend: Backend, kind: UpstreamErrorKind, error: Error, retryable: boolean): void;
+  /** A streamed answer's output tokens so far (flow control charges them to the tenant as they stream). */
+  streamedTokens(total: number): void;
 }
 
 export class AttemptRelay implements Dispatcher.DispatchHandlers {
@@ -253,6 +255,11 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     costs.ended(ticket, success, this.tokens?.tokens ?? this.heldTokens);
   }
 
+  /** The answer's output tokens as counted so far (streamed chunks, or a held body's usage); undefined: unknown. */
+  get outputTokens(): number | undefined {
+    return this.tokens?.tokens ?? this.heldTokens;
+  }
+
   /** A 2xx answer to a streaming request is written through; anything else is held. */
   private streams(): boolean {
     return this.request.stream && this.status >= 200 && this.status < 300;
@@ -310,7 +317,10 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
       this.held = [];
     }
     this.sse?.feed(chunk);
-    this.tokens?.feed(chunk);
+    if (this.tokens !== undefined) {
+      this.tokens.feed(chunk);
+      this.owner.streamedTokens(this.tokens.tokens);
+    }
     let ok = true;
     const res = this.request.res;
     res.cork(() => {

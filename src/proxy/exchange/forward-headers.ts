@@ -14,6 +14,7 @@
  * The request side runs inside the uWS handler (the HttpRequest is valid only there) and
  * builds one flat [name, value, …] array, the form undici takes without conversion.
  */
+import type { FlowHeaders } from '../../flow/flow-identity.js';
 import type { ClientRequestHead } from '../server/client-io.js';
 
 const DROPPED = new Set([
@@ -52,10 +53,24 @@ export interface IncomingHead {
   requestId: string;
   /** The body's Content-Encoding ('' if absent). */
   contentEncoding: string;
+  /** What flow control reads: tenant, priority and deadline headers, the API key's ('' if absent). */
+  flow: FlowHeaders;
+}
+
+/** The names of flow control's headers (lower case; flow-config.ts). */
+export interface FlowHeaderNames {
+  tenantHeader: string;
+  priorityHeader: string;
+  deadlineHeader: string;
 }
 
 /** Copies what the upstream request needs out of a uWS request (call synchronously in the handler). */
-export function readIncomingHead(req: ClientRequestHead, sessionHeader: string): IncomingHead {
+export function readIncomingHead(
+  req: ClientRequestHead,
+  sessionHeader: string,
+  flowNames: FlowHeaderNames,
+): IncomingHead {
+  const flow: FlowHeaders = { tenant: '', priority: '', deadline: '', authorization: '', apiKey: '' };
   const headers: string[] = [];
   let session = '';
   let contentLength = -1;
@@ -66,6 +81,11 @@ export function readIncomingHead(req: ClientRequestHead, sessionHeader: string):
     if (name === sessionHeader) session = value;
     if (name === REQUEST_ID) requestId = value;
     if (name === 'content-encoding') contentEncoding = value;
+    if (name === flowNames.tenantHeader) flow.tenant = value;
+    else if (name === flowNames.priorityHeader) flow.priority = value;
+    else if (name === flowNames.deadlineHeader) flow.deadline = value;
+    else if (name === 'authorization') flow.authorization = value;
+    else if (name === 'x-api-key') flow.apiKey = value;
     if (name === 'content-length') contentLength = /^\d+$/.test(value) ? Number(value) : -1;
     else if (name === 'connection') connection = value;
     if (!isDropped(name, DROPPED_REQUEST)) headers.push(name, value);
@@ -80,7 +100,7 @@ export function readIncomingHead(req: ClientRequestHead, sessionHeader: string):
     );
     for (let i = headers.length - 2; i >= 0; i -= 2) if (named.has(headers[i]!)) headers.splice(i, 2);
   }
-  return { headers, session, contentLength, requestId, contentEncoding };
+  return { headers, session, contentLength, requestId, contentEncoding, flow };
 }
 
 /**

@@ -1,4 +1,7 @@
 /**
+ * Long file: about 535 lines, one request's life, whose phases read best in one place; the body,
+ * the relay, flow control and the offload are each in their own file.
+ *
  * One completion request through the proxy, from its head to its last byte. Its walk, top to
  * bottom (paths under src/proxy/):
  *
@@ -31,11 +34,12 @@
  * - ended: the proxy ended the response. aborted: the client left first (499); after that
  *   nothing touches the response. Both run finished() once, on entering them.
  *
- * Admission (--max-in-flight, admission.ts). Once the body is read and valid the request enters
- * admission: it goes on at once, waits in the queue (admit() later routes it; expire() refuses
- * it with 429), or is refused with 429. A slot (`slot`) is held from admission to finished(),
- * which gives it back; a queued request whose client leaves is cancelled from the queue and never
- * held one.
+ * Admission (flow control: admission.ts, flow-ticket.ts, src/flow/). Once the body is read and
+ * valid the request is identified (tenant, class; a bad header is a 400) and enters admission: it
+ * goes on at once, waits in the queue (admit() later routes it; expire() refuses it with 429), or
+ * is refused with 429 (queue full, rate limited). A slot (`slot`) is held from admission to
+ * finished(), which gives it back; a queued request whose client leaves is cancelled from the
+ * queue and never held one.
  *
  * Bodies (request-body.ts). The declared Content-Length is checked against --max-body and
  * reserved in the body budget (--max-body-memory, body-budget.ts) before a byte is buffered; a
@@ -83,7 +87,9 @@ import { noBackendError, sendClientError, sendClientErrorThenDrain } from '../se
 import { ClientError } from '../server/error-body.js';
 import { modelNotFound } from '../server/models-route.js';
 import type { Backend } from '../upstream/backend.js';
-import { queueFull, type Admission, type Admittable } from './admission.js';
+import type { Admission, Admittable } from './admission.js';
+import { FlowTicket } from './flow-ticket.js';
+import type { FlowOutcome } from '../observe/proxy-observer.js';
 import { AttemptRelay, type RelayedRequest, type RelayOwner } from './attempt-relay.js';
 import { REQUEST_ID, readIncomingHead } from './forward-headers.js';
 import { RequestBodyReader, type BodySink } from './request-body.js';
@@ -108,6 +114,8 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
   /** The admission whose slot this request holds (--max-in-flight); finished() gives it back. */
   private slot: Admission | undefined;
   private readonly headers: string[];
+  /** Its tenant, class, queue wait and charged tokens (flow control). */
+  private readonly flow: FlowTicket;
   private readonly path: string;
   private readonly session: string;
   /** The client's x-request-id, else one made here; sent upstream and back to the client. */
@@ -136,10 +144,11 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     private readonly ctx: ExchangeContext,
   ) {
     res.onAborted(() => this.clientAborted());
-    const head = readIncomingHead(req, ctx.options.sessionHeader);
+    const head = readIncomingHead(req, ctx.options.sessionHeader, ctx.state.admission.flow.flowConfig);
     const query = req.getQuery();
     this.path = query === undefined || query === '' ? req.getUrl() : `${req.getUrl()}?${query}`;
     this.headers = head.headers;
+    this.flow = new FlowTicket(head.flow, ctx.state, ctx.observers);
     this.session = head.session;
     this.requestId = head.requestId;
     if (this.requestId === '') this.headers.push(REQUEST_ID, (this.requestId = randomUUID()));
@@ -268,27 +277,48 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     else this.internalError(error);
   }
 
-  // ---- exchange: admission (--max-in-flight) ------------------------------------------------------
+  // ---- exchange: flow control (admission.ts, src/flow/) ----------------------------------------
 
   private enterAdmission(): void {
     const admission = this.ctx.state.admission;
-    const entry = admission.enter(this);
-    if (entry === 'go') {
+    const now = performance.now();
+    let entry;
+    try {
+      entry = this.flow.entry(this.parsed!, this.ctx.options.blockSize, now);
+    } catch (error) {
+      this.refuseOrFail(error);
+      return;
+    }
+    const result = admission.enter(this, entry);
+    if (result === 'go') {
       if (admission.limited) this.slot = admission;
+      this.flow.decided('admitted');
       this.dispatch();
-    } else if (entry === 'queued') this.phase = 'queued';
-    else this.refuse(queueFull(this.ctx.options));
+    } else if (result === 'queued') {
+      this.phase = 'queued';
+      this.flow.queued(now);
+    } else {
+      this.flow.decided(result.code as FlowOutcome);
+      this.refuse(result);
+    }
   }
 
   /** Admittable: a slot came free (runs inside another request's finish). */
   admit(): void {
     this.slot = this.ctx.state.admission;
+    this.flow.decided('admitted');
     this.dispatch();
   }
 
-  /** Admittable: the wait ran out, or the proxy is closing. */
+  /** Admittable: the deadline passed, or the proxy is closing. */
   expire(error: ClientError): void {
+    if (error.code === 'queue_timeout') this.flow.decided('queue_timeout');
     this.refuse(error);
+  }
+
+  /** RelayOwner: a streamed answer's output tokens so far (flow control charges its tenant). */
+  streamedTokens(total: number): void {
+    this.flow.streamed(total);
   }
 
   // ---- router: one decision per attempt, then upstream and relay ---------------------------------
@@ -452,6 +482,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     const slot = this.slot;
     this.slot = undefined;
     slot?.leave();
+    this.flow.settled(outcome, this.relay?.outputTokens, this.parsed?.route.session);
     this.reader.release();
     if (this.deadline !== undefined) clearTimeout(this.deadline);
     state.exchangeEnded();
@@ -500,6 +531,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     if (this.parsed !== undefined) record.stream = this.parsed.stream;
     if (relay !== undefined && relay.ttftMs >= 0) record.ttftMs = relay.ttftMs;
     if (usage !== undefined) record.usage = usage;
+    this.flow.annotate(record);
     const offload = relay?.offloadRecord;
     if (offload !== undefined) record.offload = offload;
     return record;

@@ -8,6 +8,8 @@
  *   POST /admin/instances/remove       {"url": …}                 → forgotten; in-flight ones finish
  *   GET  /admin/policy                 the live policy
  *   POST /admin/policy                 {"policy": "sticky"} or a policy spec → switched live
+ *   GET  /admin/flow                   flow control: its config, and per tenant what waits and what its limits hold
+ *   POST /admin/flow                   {"flow": a flow config} → validated (400 naming the key), applied live on every thread
  *   GET  /admin/costs                  --costs, and per instance its learned estimate and the price in force
  *   GET  /admin/explain                router.explain() of the last decision or dry run (candidates, scores, terms)
  *   POST /admin/explain                {"request": a RouteRequest} → where it would go and why (a dry run)
@@ -40,6 +42,7 @@ import type { PolicyName, PolicySpec, RouteRequest } from '../../core/types.js';
 import type { ClientResponse } from '../server/client-io.js';
 import { backendName } from '../exchange/upstream-errors.js';
 import { echo, errorJson } from '../server/error-body.js';
+import { FlowConfigError, resolveFlowConfig } from '../../flow/flow-config.js';
 import { normaliseBackend, resolveBackend, type ProxyMount, type ResolvedBackend } from '../proxy-options.js';
 import type { BackendSnapshot, ProxyState } from '../proxy-state.js';
 import type { MountApp } from '../server/route-table.js';
@@ -130,6 +133,13 @@ export function adminMount(token: string | undefined): ProxyMount {
       // Answer once the backend is out of routing; its in-flight requests finish in the background.
       state.removeBackend(id).catch(() => {});
       return ok({ removed: id, instances: named(state) });
+    });
+    route('get', '/admin/flow', () => ok(flowOf(state)));
+    route('post', '/admin/flow', (body) => {
+      const raw = (body as { flow?: unknown } | null)?.flow;
+      if (raw === undefined) throw new AdminInputError('the body must be {"flow": {…}} (docs/flow-control.md)');
+      state.setFlowConfig(resolveFlowConfig(raw, 'flow'));
+      return ok(flowOf(state));
     });
     route('get', '/admin/policy', () => ok({ policy: state.router.policy }));
     route('post', '/admin/policy', (body) => {
@@ -250,6 +260,29 @@ function costsOf(state: ProxyState): Record<string, unknown> {
   return { costs: state.costs.mode, instances };
 }
 
+/** GET /admin/flow: the config (whole-process limits), the queue, and per tenant what waits and what is left. */
+function flowOf(state: ProxyState): Record<string, unknown> {
+  const flow = state.admission.flow;
+  const now = performance.now();
+  const classes = flow.flowConfig.classes.map((c) => c.name);
+  const tenants: Record<string, { waiting: Record<string, number>; remaining?: unknown }> = {};
+  for (const [tenant, rank, waiting] of flow.depths()) {
+    tenants[tenant] ??= { waiting: {} };
+    tenants[tenant].waiting[classes[rank]!] = waiting;
+  }
+  for (const tenant of Object.keys(flow.flowConfig.tenants)) {
+    tenants[tenant] ??= { waiting: {} };
+    tenants[tenant].remaining = flow.remaining(tenant, now);
+  }
+  return {
+    flow: state.admission.config,
+    active: flow.active,
+    queued: flow.queued,
+    refused: state.admission.refused,
+    tenants,
+  };
+}
+
 /** The body of POST /admin/explain: `{request: RouteRequest}`. */
 function requestField(body: unknown): RouteRequest {
   const request = (body as { request?: unknown } | null)?.request;
@@ -261,7 +294,12 @@ function requestField(body: unknown): RouteRequest {
 /** A failed admin operation: the caller's mistake (bad field, unknown policy) is 400, anything else 500. */
 function failure(error: unknown): Reply {
   const message = error instanceof Error ? error.message : String(error);
-  if (error instanceof AdminInputError || isKvrouteError(error) || error instanceof RangeError)
+  if (
+    error instanceof AdminInputError ||
+    error instanceof FlowConfigError ||
+    isKvrouteError(error) ||
+    error instanceof RangeError
+  )
     return refuse('400 Bad Request', message);
   return refuse('500 Internal Server Error', message);
 }

@@ -19,6 +19,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 
 import { registerCostMetrics } from './cost-metrics.js';
+import { registerFlowMetrics } from './flow-metrics.js';
 import { registerKvEventMetrics } from './kv-event-metrics.js';
 
 import { hotCounter, hotHistogram } from './hot-metrics.js';
@@ -184,17 +185,18 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
   });
   new Counter({
     name: 'kvroute_admission_refused_total',
-    help: 'Requests refused with 429 by admission control: queue_full, or queue_timeout after waiting.',
+    help: 'Requests refused with 429 by flow control: queue_full, queue_timeout after waiting, or rate_limited.',
     labelNames: ['reason'] as const,
     registers,
     collect() {
       this.reset();
-      const refused = state?.admission.refused ?? { queue_full: 0, queue_timeout: 0 };
+      const refused = state?.admission.refused ?? { queue_full: 0, queue_timeout: 0, rate_limited: 0 };
       for (const [reason, n] of Object.entries(refused)) this.inc({ reason }, n);
     },
   });
   registerKvEventMetrics(registry, () => state);
   registerCostMetrics(registry, () => state);
+  const flowObserver = registerFlowMetrics(registry, () => state);
   const engineHitRatios = new Map<string, number>();
   stateGauge(
     'kvroute_engine_prefix_cache_hit_ratio',
@@ -263,6 +265,7 @@ export function createProxyMetrics(options: ProxyMetricsOptions = {}): ProxyMetr
     onOffloadTransfer(instance, routedPolicy, ms) {
       transferSeconds.cell(instance, routedPolicy).observe(ms / 1000);
     },
+    ...flowObserver,
   };
   const currentPolicy = () => state?.router.policy.name ?? policy;
 

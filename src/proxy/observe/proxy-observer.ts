@@ -96,6 +96,12 @@ export interface RequestRecord {
   usage?: UsageCounts;
   /** The last attempt was offloaded: its prefill instance, prefill time and fallback, if any. */
   offload?: OffloadRecord;
+  /** Flow control's tenant (docs/flow-control.md), once the request reached admission. */
+  tenant?: string;
+  /** Its priority class, with `tenant`. */
+  priority?: string;
+  /** ms it waited in flow control's queue (0: a slot was free), with `tenant`. */
+  queueMs?: number;
 }
 
 export interface ProxyObserver {
@@ -142,7 +148,18 @@ export interface ProxyObserver {
    * transfer from the prefill instance plus the first decode step, as the proxy sees them.
    */
   onOffloadTransfer?(instance: string, policy: string, ms: number): void;
+  /**
+   * Flow control's decision on a request of `tenant` in class `priority` (docs/flow-control.md):
+   * `admitted` (waitMs 0 when a slot was free) or the cause of its refusal, after waitMs in the
+   * queue; inputTokens is what its tenant's token bucket paid (0 for a refusal).
+   */
+  onFlow?(tenant: string, priority: string, outcome: FlowOutcome, waitMs: number, inputTokens: number): void;
+  /** An admitted request of `tenant` ended having streamed `outputTokens` (charged to its token bucket). */
+  onFlowOutput?(tenant: string, priority: string, outputTokens: number): void;
 }
+
+/** What flow control did with a request: let it through, or why not. */
+export type FlowOutcome = 'admitted' | 'rate_limited' | 'queue_full' | 'queue_timeout';
 
 type Callbacks = Required<ProxyObserver>;
 
@@ -233,6 +250,26 @@ export class ObserverList implements Callbacks {
         o.onBackendHealth?.(instance, healthy);
       } catch (error) {
         this.failed(o, 'onBackendHealth', error);
+      }
+    }
+  }
+
+  onFlow(tenant: string, priority: string, outcome: FlowOutcome, waitMs: number, inputTokens: number): void {
+    for (const o of this.observers) {
+      try {
+        o.onFlow?.(tenant, priority, outcome, waitMs, inputTokens);
+      } catch (error) {
+        this.failed(o, 'onFlow', error);
+      }
+    }
+  }
+
+  onFlowOutput(tenant: string, priority: string, outputTokens: number): void {
+    for (const o of this.observers) {
+      try {
+        o.onFlowOutput?.(tenant, priority, outputTokens);
+      } catch (error) {
+        this.failed(o, 'onFlowOutput', error);
       }
     }
   }

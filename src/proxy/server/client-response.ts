@@ -43,7 +43,10 @@ export function sendClientErrorThenDrain(res: ClientResponse, error: ClientError
 }
 
 function errorHeaders(error: ClientError, headers: readonly string[] | undefined): readonly string[] | undefined {
-  return error.status === 503 || error.status === 429 ? [...RETRY_AFTER, ...(headers ?? [])] : headers;
+  if (error.status !== 503 && error.status !== 429) return headers;
+  return error.retryAfterSeconds === 1
+    ? [...RETRY_AFTER, ...(headers ?? [])]
+    : ['retry-after', String(error.retryAfterSeconds), ...(headers ?? [])];
 }
 
 /** Sent with every 503 and 429: clients (and the openai SDK) wait this many seconds before retrying. */

@@ -27,6 +27,7 @@ export type ProxyErrorCode =
   | 'upstream_interrupted'
   | 'queue_full'
   | 'queue_timeout'
+  | 'rate_limited'
   | 'model_not_found'
   | 'bad_request'
   | 'headers_too_large'
@@ -102,6 +103,9 @@ export class ClientError extends Error {
   ) {
     super(message);
   }
+
+  /** The Retry-After of a 429 or 503, whole seconds (at least 1). */
+  retryAfterSeconds = 1;
 
   body(): string {
     return errorJson(

@@ -26,6 +26,8 @@ const METHODS = [
   'onBackendHealth',
   'onOffload',
   'onOffloadTransfer',
+  'onFlow',
+  'onFlowOutput',
 ] as const;
 
 export class ObserverRelay {

@@ -16,6 +16,7 @@
  * Everything here is structured-clone data.
  */
 import type { RouterMirror } from '../../core/router.js';
+import type { FlowConfig } from '../../flow/flow-config.js';
 import type { ModelCard } from '../upstream/backend.js';
 
 /** One backend as the primary sees it. */
@@ -34,6 +35,8 @@ export interface ThreadState {
   backends: ThreadBackend[];
   /** Some backend has a KV event endpoint: token-id prompts are keyed by tokens too. */
   eventFed: boolean;
+  /** Flow control's config, whole-process limits (each thread enforces its share). */
+  flow: FlowConfig;
 }
 
 /** An observer call: the ProxyObserver method's name and its arguments. */

@@ -49,4 +49,11 @@ export class MinHeap<T> {
     items[at] = last;
     return top;
   }
+
+  /** Keeps only the items `keep` accepts, in heap order again: O(n). */
+  retain(keep: (item: T) => boolean): void {
+    const kept = this.items.filter(keep);
+    this.items.length = 0;
+    for (const item of kept) this.push(item);
+  }
 }

@@ -1,0 +1,203 @@
+/**
+ * Flow control (docs/flow-control.md): who gets a slot when the fleet is full. One
+ * FlowController decides for the proxy (wall clock) and the simulator (virtual time); it holds
+ * no timers, every call takes `now` (ms).
+ *
+ * A request enters with its tenant, class, cost and input tokens:
+ * 1. **rate limits** (rate-limits.ts): past its tenant's requests or tokens per minute it is
+ *    refused at once, `rate_limited` (429, Retry-After when the bucket refills);
+ * 2. **a slot** (`maxInFlight`; 0: no limit): taken at once when one is free and nobody waits;
+ * 3. **the queue** (fair-queue.ts) otherwise: refused `queue_full` (429) past `queueSize`, else it
+ *    waits for a slot in priority, fair-share and deadline order; past its deadline it leaves
+ *    refused `queue_timeout` (429).
+ * Whoever holds a slot gives it back once (leave()), and the slot passes straight to the next
+ * waiter. Invariant: active ≤ maxInFlight, and the queue is empty whenever active < maxInFlight.
+ *
+ * Configuration changes apply live (configure()): weights and starvation bounds from the next
+ * dispatch, rate limits keeping what each bucket holds; the class list itself is fixed for the
+ * controller's life (requests already queued carry their class rank).
+ */
+import { FairQueue } from './fair-queue.js';
+import type { FlowConfig, FlowTenant } from './flow-config.js';
+import type { QueuedRequest } from './queued-request.js';
+import { RateLimits, type RateLimit } from './rate-limits.js';
+
+export interface FlowLimits {
+  /** Requests holding a slot at once; 0: no limit (nothing ever queues). */
+  maxInFlight: number;
+  /** Requests that may wait; past it, queue_full. */
+  queueSize: number;
+  /** Longest wait of a class without its own deadlineMs, ms. */
+  queueTimeoutMs: number;
+}
+
+export interface FlowEntry {
+  tenant: string;
+  classRank: number;
+  /** Token-equivalents fair queueing charges (uncached prefill + expected output). */
+  cost: number;
+  /** Input tokens the tenant's token bucket pays on entry. */
+  inputTokens: number;
+  /** A session's next turn after its previous one ended: it keeps its place (class-queue.ts). */
+  continuation?: boolean;
+  /** The client's own bound on the wait, ms (the deadline header); the class's applies when shorter. */
+  deadlineMs?: number;
+}
+
+export type FlowRefusalCause = 'rate_limited' | 'queue_full' | 'queue_timeout';
+
+export interface FlowRefusal {
+  cause: FlowRefusalCause;
+  /** Which limit, for `rate_limited`. */
+  limit?: RateLimit;
+  /** When the same request could pass, ms from now (Retry-After). */
+  retryAfterMs: number;
+}
+
+export type FlowDecision<T> =
+  { kind: 'go' } | { kind: 'queued'; request: QueuedRequest<T> } | { kind: 'refused'; refusal: FlowRefusal };
+
+export class FlowController<T> {
+  /** Requests holding a slot. */
+  active = 0;
+  private config: FlowConfig;
+  private readonly queue: FairQueue<T>;
+  private readonly rates: RateLimits;
+
+  constructor(
+    config: FlowConfig,
+    private limits: FlowLimits,
+  ) {
+    this.config = config;
+    this.queue = new FairQueue<T>(
+      config.classes.length,
+      (rank) => this.config.classes[rank]!.starveAfterMs,
+      (tenant) => this.tenant(tenant).weight,
+    );
+    this.rates = new RateLimits((tenant) => this.tenant(tenant));
+  }
+
+  get flowConfig(): FlowConfig {
+    return this.config;
+  }
+
+  /** Requests waiting for a slot. */
+  get queued(): number {
+    return this.queue.size;
+  }
+
+  get limited(): boolean {
+    return this.limits.maxInFlight > 0;
+  }
+
+  /** The tenant's settings: its own, else the defaults for unlisted tenants. */
+  tenant(name: string): FlowTenant {
+    return this.config.tenants[name] ?? this.config.tenantDefaults;
+  }
+
+  /** Requests of `tenant` waiting in class `rank` (metrics). */
+  waitingOf(tenant: string, rank: number): number {
+    return this.queue.waitingOf(tenant, rank);
+  }
+
+  /** [tenant, class rank, requests waiting] of every tenant with requests waiting (metrics). */
+  depths(): IterableIterator<[string, number, number]> {
+    return this.queue.depths();
+  }
+
+  /** Requests waiting in class `rank` (metrics). */
+  waitingIn(rank: number): number {
+    return this.queue.waitingIn(rank);
+  }
+
+  /** What the tenant's rate-limit buckets hold now (metrics, admin API). */
+  remaining(tenant: string, now: number): { requests?: number; tokens?: number } {
+    return this.rates.remaining(tenant, now);
+  }
+
+  enter(payload: T, entry: FlowEntry, now: number): FlowDecision<T> {
+    const rate = this.rates.admit(entry.tenant, entry.inputTokens, now);
+    if (rate !== undefined) return { kind: 'refused', refusal: { cause: 'rate_limited', ...rate } };
+    const max = this.limits.maxInFlight;
+    if (max === 0) return { kind: 'go' };
+    if (this.active < max && this.queue.size === 0) {
+      this.active++;
+      return { kind: 'go' };
+    }
+    if (this.queue.size >= this.limits.queueSize)
+      return { kind: 'refused', refusal: { cause: 'queue_full', retryAfterMs: 1_000 } };
+    const classDeadline = this.config.classes[entry.classRank]!.deadlineMs ?? this.limits.queueTimeoutMs;
+    const waitMs = entry.deadlineMs === undefined ? classDeadline : Math.min(entry.deadlineMs, classDeadline);
+    const request = this.queue.push(
+      payload,
+      {
+        tenant: entry.tenant,
+        classRank: entry.classRank,
+        cost: Math.max(1, entry.cost),
+        continuation: entry.continuation,
+        deadline: now + waitMs,
+      },
+      now,
+    );
+    return { kind: 'queued', request };
+  }
+
+  /**
+   * A slot holder finished: its slot passes to the next waiter, returned (the caller admits it),
+   * or is freed when none waits.
+   */
+  leave(now: number): QueuedRequest<T> | undefined {
+    if (this.limits.maxInFlight === 0) return undefined;
+    // A lowered --max-in-flight (a live change) takes effect as slots are given back.
+    if (this.active > this.limits.maxInFlight) {
+      this.active--;
+      return undefined;
+    }
+    const next = this.queue.pop(now);
+    if (next === undefined) this.active--;
+    return next;
+  }
+
+  /** A waiter's client went away; false if it was no longer waiting. */
+  cancel(request: QueuedRequest<T>): boolean {
+    return this.queue.remove(request);
+  }
+
+  /** The earliest deadline among waiters (ms), for the caller's one timer; undefined when none waits. */
+  nextDeadline(): number | undefined {
+    return this.queue.nextDeadline();
+  }
+
+  /** Removes and returns the waiters past their deadline; refuse each with expiredRefusal(). */
+  expired(now: number): Array<QueuedRequest<T>> {
+    return this.queue.expired(now);
+  }
+
+  /** Output tokens streamed to a tenant, charged to its token bucket. */
+  chargeOutput(tenant: string, tokens: number, now: number): void {
+    this.rates.chargeOutput(tenant, tokens, now);
+  }
+
+  /**
+   * A live change (admin API): the new config must keep the class list (names, in order);
+   * weights, bounds, deadlines and tenants apply from the next decision.
+   */
+  configure(config: FlowConfig, now: number): void {
+    const was = this.config.classes.map((c) => c.name).join(',');
+    const is = config.classes.map((c) => c.name).join(',');
+    if (was !== is)
+      throw new RangeError(`flow.classes cannot change while serving (${was} → ${is}); restart with the new list`);
+    this.config = config;
+    this.rates.reconfigure(now);
+  }
+
+  /** New slot and queue limits (a live change); a lower maxInFlight applies as slots are given back. */
+  setLimits(limits: FlowLimits): void {
+    this.limits = limits;
+  }
+}
+
+/** The refusal of a waiter whose deadline passed. */
+export function expiredRefusal(): FlowRefusal {
+  return { cause: 'queue_timeout', retryAfterMs: 1_000 };
+}

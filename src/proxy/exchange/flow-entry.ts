@@ -1,0 +1,48 @@
+/**
+ * What flow control is told about a request at admission (src/flow/flow-controller.ts): its
+ * tenant and class, its input tokens (the tenant's token bucket pays them), whether it continues
+ * a session whose turn just ended, and its cost for fair queueing.
+ *
+ * The cost is the request's uncached prefill (its input tokens less the longest prefix any
+ * instance holds, from router.match()) plus the output it is expected to make. It is a getter:
+ * flow control reads it only for a request that must queue, so a request that finds a free slot
+ * never pays for the match.
+ */
+import type { FlowEntry } from '../../flow/flow-controller.js';
+import type { FlowIdentity } from '../../flow/flow-identity.js';
+import type { ProxyState } from '../proxy-state.js';
+import type { ParsedRequest } from './request-inputs.js';
+
+export function flowEntry(
+  parsed: ParsedRequest,
+  identity: FlowIdentity,
+  state: ProxyState,
+  now: number,
+  blockSize: number,
+): FlowEntry {
+  const route = parsed.route;
+  const session = route.session === undefined ? '' : String(route.session);
+  const blockTokens = route.blockTokens ?? blockSize;
+  const inputTokens = route.inputTokens ?? (route.hashIds?.length ?? 0) * blockTokens;
+  const expectedOutput = state.admission.flow.flowConfig.expectedOutputTokens;
+  return {
+    tenant: identity.tenant,
+    classRank: identity.classRank,
+    inputTokens,
+    continuation: session !== '' && state.sessionTurns.arriving(session, now),
+    deadlineMs: identity.deadlineMs,
+    get cost(): number {
+      return uncachedTokens(parsed, state, inputTokens, blockTokens) + expectedOutput;
+    },
+  };
+}
+
+function uncachedTokens(parsed: ParsedRequest, state: ProxyState, inputTokens: number, blockTokens: number): number {
+  let longest = 0;
+  try {
+    for (const blocks of Object.values(state.router.match(parsed.route))) longest = Math.max(longest, blocks);
+  } catch {
+    return inputTokens; // a request the router cannot match (its model has no instance) costs all of it
+  }
+  return Math.max(0, inputTokens - longest * blockTokens);
+}
