@@ -39,6 +39,7 @@ const WORKLOADS = [
   'replay-driver',
   'tokenize',
   'kv-events',
+  'flow',
 ];
 /** The workloads whose samples are route() + complete() pairs net of the timer's cost. */
 const TIMED_PAIRS = ['mooncake', 'agentic-long', 'feed'];

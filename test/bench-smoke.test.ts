@@ -196,3 +196,29 @@ it('npm run bench -- --quick --only kv-events measures both legs, the reference 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('npm run bench -- --quick --only flow measures flow control beside a plain FIFO, and renders its section', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'flow', '--json', out], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    expect(doc.results).toHaveLength(1);
+    const [flow] = doc.results;
+    expect(flow).toMatchObject({ workload: 'flow', tenants: 1000, limited_tenants: 100, queue_depth: 512 });
+    expect(flow.flow_us).toBeGreaterThan(0);
+    expect(flow.fifo_us).toBeGreaterThan(0);
+    expect(flow.ratio).toBeCloseTo(flow.flow_us / flow.fifo_us, 0);
+    expect(child.stdout).toContain('flow control <= 2 µs CPU per request with 1,000 tenants');
+    const rerender = spawnSync(process.execPath, [run, '--from', out], { encoding: 'utf8' });
+    expect(rerender.stdout).toContain('flow control <= 2 µs CPU per request');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

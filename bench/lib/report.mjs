@@ -6,6 +6,7 @@ import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
 import { importCostChecks, renderImportCostResults } from './import-cost-report.mjs';
 import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
+import { flowChecks, renderFlowResults } from './flow-report.mjs';
 import { renderThreadsResults, threadsTargetChecks } from './threads-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-report.mjs';
@@ -205,6 +206,7 @@ export function targetChecks(allResults) {
     ...replayDriverChecks(allResults),
     ...tokenizeChecks(allResults),
     ...kvEventsChecks(allResults),
+    ...flowChecks(allResults),
     ...threadsTargetChecks(allResults),
   );
   return lines;
@@ -375,6 +377,7 @@ export function renderResults(doc, command) {
     ...renderReplayDriverResults(doc.results),
     ...renderTokenizeResults(doc.results),
     ...renderKvEventsResults(doc.results),
+    ...renderFlowResults(doc.results),
     ...renderThreadsResults(doc.results),
   );
   return out.join('\n');

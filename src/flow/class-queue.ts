@@ -45,6 +45,8 @@ interface AheadEntry<T> {
   seq: number;
 }
 
+const KEEP_IDLE_TENANTS = 4096;
+
 export class ClassQueue<T> {
   /** The class's virtual time V. */
   virtualTime = 0;
@@ -136,12 +138,21 @@ export class ClassQueue<T> {
       const version = ++lanes.version;
       // An idle tenant at or behind V has nothing to remember. One ahead keeps its F (it must not
       // come back at V with its last dispatch unpaid) until V passes it: an entry in `ahead`
-      // forgets it then, so the map holds only tenants with requests waiting or a debt.
-      if (lanes.finish <= this.virtualTime) this.tenants.delete(lanes.name);
+      // forgets it then.
+      if (lanes.finish <= this.virtualTime) this.forget(lanes);
       else this.ahead.push({ tenant: lanes, version, finish: lanes.finish, seq: -1 });
       return;
     }
     this.place(lanes);
+  }
+
+  /**
+   * An idle tenant with no debt: the same as a new one, so it may go. The first KEEP_IDLE_TENANTS
+   * stay (a tenant that comes and goes is not remade each time); past them the map forgets, so it
+   * holds at most that many idle tenants beyond those waiting or in debt.
+   */
+  private forget(lanes: TenantLanes<T>): void {
+    if (this.tenants.size > KEEP_IDLE_TENANTS) this.tenants.delete(lanes.name);
   }
 
   /** Files the tenant under its current key in the heap its F says (a new version). */
@@ -170,7 +181,7 @@ export class ClassQueue<T> {
       if (first.tenant.waiting === 0) {
         // An idle tenant's debt: V is about to pass it (a waiting tenant's F is the larger).
         this.ahead.pop();
-        this.tenants.delete(first.tenant.name);
+        this.forget(first.tenant);
         continue;
       }
       // No tenant eligible: V jumps to the least finish tag, and every tenant at it becomes eligible.
@@ -184,7 +195,7 @@ export class ClassQueue<T> {
     for (let top = this.ahead.peek(); top !== undefined && top.finish <= this.virtualTime; top = this.ahead.peek()) {
       this.ahead.pop();
       if (top.version !== top.tenant.version) continue;
-      if (top.tenant.waiting === 0) this.tenants.delete(top.tenant.name);
+      if (top.tenant.waiting === 0) this.forget(top.tenant);
       else this.place(top.tenant);
     }
   }

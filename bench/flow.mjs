@@ -1,0 +1,133 @@
+// @ts-check
+// Workload (issue #31, flow control): the CPU one request costs flow control on the proxy's hot
+// path with 1,000 tenants: identify() from its headers, FlowController.enter() (rate limits, a
+// slot or the fair queue), leave() handing the slot to the next waiter, and chargeOutput(); the
+// queue kept deep (every request waits), which is the expensive case. Beside it, in the same
+// process, the plain FIFO of a count-and-array admission (what --max-in-flight was before), so
+// the ratio says what fairness costs. CPU time from process.cpuUsage(), per request.
+import { workloadMain } from './lib/cli.mjs';
+import { resolveFlowConfig } from '../dist/flow/flow-config.js';
+import { FlowController } from '../dist/flow/flow-controller.js';
+import { identify } from '../dist/flow/flow-identity.js';
+
+/**
+ * @typedef {{
+ *   workload: 'flow', kind: 'flow', tenants: number, limited_tenants: number, queue_depth: number,
+ *   requests: number, flow_us: number, fifo_us: number, ratio: number, load_avg: string,
+ * }} FlowResult
+ */
+
+/** mulberry32: the same stream every run. */
+function random(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** CPU µs per request of `run(requests)`, the best of `reps` (the machine is shared). */
+function cpuPerRequest(run, requests, reps) {
+  let best = Infinity;
+  for (let r = 0; r < reps; r++) {
+    globalThis.gc?.();
+    const start = process.cpuUsage();
+    run(requests);
+    const used = process.cpuUsage(start);
+    best = Math.min(best, (used.user + used.system) / requests);
+  }
+  return best;
+}
+
+workloadMain('flow', ({ quick }) => {
+  const tenants = 1_000;
+  const depth = 512;
+  const requests = quick ? 100_000 : 400_000;
+  const rng = random(31);
+  const names = Array.from({ length: tenants }, (_, i) => `tenant-${i}`);
+  /** @type {Record<string, object>} */
+  const tenantSpecs = {};
+  // Every tenant weighted, one in ten with generous rate limits (the check runs, never refuses).
+  names.forEach((name, i) => {
+    tenantSpecs[name] = i % 10 === 0 ? { weight: 1 + (i % 4), rpm: 1e9, tpm: 1e12 } : { weight: 1 + (i % 4) };
+  });
+  const config = resolveFlowConfig({ tenants: tenantSpecs });
+  // A Zipf-like mix: a few tenants send most requests, as in a shared fleet.
+  const picks = Array.from({ length: 65_536 }, () => names[Math.floor(tenants * rng() ** 3)]);
+  const classes = ['high', 'normal', 'normal', 'normal', 'low'];
+  const headers = picks.map((tenant, i) => ({
+    tenant,
+    priority: classes[i % classes.length],
+    deadline: '',
+    authorization: '',
+    apiKey: '',
+  }));
+  const costs = Array.from({ length: 65_536 }, () => Math.floor(200 + 20_000 * rng() ** 4));
+
+  const flowRun = (/** @type {number} */ n) => {
+    const flow = new FlowController(config, { maxInFlight: 64, queueSize: 1 << 20, queueTimeoutMs: 1e12 });
+    let now = 0;
+    // Fill the slots and the queue: every request below waits behind `depth` others.
+    for (let i = 0; i < 64 + depth; i++) {
+      const id = identify(headers[i & 65535], config);
+      flow.enter(
+        i,
+        { tenant: id.tenant, classRank: id.classRank, cost: costs[i & 65535], inputTokens: costs[i & 65535] },
+        now,
+      );
+    }
+    for (let i = 0; i < n; i++) {
+      now += 0.01;
+      const k = i & 65535;
+      const id = identify(headers[k], config);
+      flow.enter(i, { tenant: id.tenant, classRank: id.classRank, cost: costs[k], inputTokens: costs[k] }, now);
+      const next = flow.leave(now);
+      if (next !== undefined) flow.chargeOutput(next.tenant, 100, now);
+    }
+    if (flow.queued !== depth) throw new Error(`flow: the queue drifted to ${flow.queued}`);
+  };
+  const fifoRun = (/** @type {number} */ n) => {
+    // The old admission: a count and a FIFO of waiters (a Map in insertion order).
+    const waiting = new Map();
+    let active = 0;
+    for (let i = 0; i < 64 + depth; i++) {
+      if (active < 64) active++;
+      else waiting.set({ i }, i);
+    }
+    for (let i = 0; i < n; i++) {
+      if (active < 64) active++;
+      else waiting.set({ i }, i);
+      const head = waiting.entries().next();
+      if (!head.done) waiting.delete(head.value[0]);
+      else active--;
+    }
+    if (waiting.size !== depth) throw new Error(`fifo: the queue drifted to ${waiting.size}`);
+  };
+  const reps = quick ? 2 : 5;
+  const flowUs = cpuPerRequest(flowRun, requests, reps);
+  const fifoUs = cpuPerRequest(fifoRun, requests, reps);
+  const { loadavg } = /** @type {typeof import('node:os')} */ (
+    process.getBuiltinModule?.('node:os') ?? { loadavg: () => [0] }
+  );
+  /** @type {FlowResult} */
+  const result = {
+    workload: 'flow',
+    kind: 'flow',
+    tenants,
+    limited_tenants: tenants / 10,
+    queue_depth: depth,
+    requests,
+    flow_us: Number(flowUs.toFixed(3)),
+    fifo_us: Number(fifoUs.toFixed(3)),
+    ratio: Number((flowUs / fifoUs).toFixed(1)),
+    load_avg: loadavg()[0].toFixed(2),
+  };
+  console.log(
+    `  ${tenants} tenants (${result.limited_tenants} rate-limited), ${depth} waiting: flow control ${result.flow_us} µs CPU per request ` +
+      `(identify + enter + leave + charge), plain FIFO ${result.fifo_us} µs (${result.ratio}x); load ${result.load_avg}`,
+  );
+  return [result];
+});
