@@ -5,6 +5,8 @@
 // queue kept deep (every request waits), which is the expensive case. Beside it, in the same
 // process, the plain FIFO of a count-and-array admission (what --max-in-flight was before), so
 // the ratio says what fairness costs. CPU time from process.cpuUsage(), per request.
+import { loadavg } from 'node:os';
+
 import { workloadMain } from './lib/cli.mjs';
 import { resolveFlowConfig } from '../dist/flow/flow-config.js';
 import { FlowController } from '../dist/flow/flow-controller.js';
@@ -17,7 +19,10 @@ import { identify } from '../dist/flow/flow-identity.js';
  * }} FlowResult
  */
 
-/** mulberry32: the same stream every run. */
+/**
+ * mulberry32: the same stream every run.
+ * @param {number} seed
+ */
 function random(seed) {
   let a = seed >>> 0;
   return () => {
@@ -29,7 +34,12 @@ function random(seed) {
   };
 }
 
-/** CPU µs per request of `run(requests)`, the best of `reps` (the machine is shared). */
+/**
+ * CPU µs per request of `run(requests)`, the best of `reps` (the machine is shared).
+ * @param {(n: number) => void} run
+ * @param {number} requests
+ * @param {number} reps
+ */
 function cpuPerRequest(run, requests, reps) {
   let best = Infinity;
   for (let r = 0; r < reps; r++) {
@@ -56,34 +66,34 @@ workloadMain('flow', ({ quick }) => {
   });
   const config = resolveFlowConfig({ tenants: tenantSpecs });
   // A Zipf-like mix: a few tenants send most requests, as in a shared fleet.
-  const picks = Array.from({ length: 65_536 }, () => names[Math.floor(tenants * rng() ** 3)]);
+  const picks = Array.from({ length: 65_536 }, () => /** @type {string} */ (names[Math.floor(tenants * rng() ** 3)]));
   const classes = ['high', 'normal', 'normal', 'normal', 'low'];
+  /** @type {import('../dist/flow/flow-identity.js').FlowHeaders[]} */
   const headers = picks.map((tenant, i) => ({
     tenant,
-    priority: classes[i % classes.length],
+    priority: /** @type {string} */ (classes[i % classes.length]),
     deadline: '',
     authorization: '',
     apiKey: '',
   }));
-  const costs = Array.from({ length: 65_536 }, () => Math.floor(200 + 20_000 * rng() ** 4));
+  const costs = Float64Array.from({ length: 65_536 }, () => Math.floor(200 + 20_000 * rng() ** 4));
+  /** @param {number} k */
+  const header = (k) => /** @type {import('../dist/flow/flow-identity.js').FlowHeaders} */ (headers[k & 65535]);
+  /** @param {number} k */
+  const cost = (k) => /** @type {number} */ (costs[k & 65535]);
 
   const flowRun = (/** @type {number} */ n) => {
     const flow = new FlowController(config, { maxInFlight: 64, queueSize: 1 << 20, queueTimeoutMs: 1e12 });
     let now = 0;
     // Fill the slots and the queue: every request below waits behind `depth` others.
     for (let i = 0; i < 64 + depth; i++) {
-      const id = identify(headers[i & 65535], config);
-      flow.enter(
-        i,
-        { tenant: id.tenant, classRank: id.classRank, cost: costs[i & 65535], inputTokens: costs[i & 65535] },
-        now,
-      );
+      const id = identify(header(i), config);
+      flow.enter(i, { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) }, now);
     }
     for (let i = 0; i < n; i++) {
       now += 0.01;
-      const k = i & 65535;
-      const id = identify(headers[k], config);
-      flow.enter(i, { tenant: id.tenant, classRank: id.classRank, cost: costs[k], inputTokens: costs[k] }, now);
+      const id = identify(header(i), config);
+      flow.enter(i, { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) }, now);
       const next = flow.leave(now);
       if (next !== undefined) flow.chargeOutput(next.tenant, 100, now);
     }
@@ -109,9 +119,7 @@ workloadMain('flow', ({ quick }) => {
   const reps = quick ? 2 : 5;
   const flowUs = cpuPerRequest(flowRun, requests, reps);
   const fifoUs = cpuPerRequest(fifoRun, requests, reps);
-  const { loadavg } = /** @type {typeof import('node:os')} */ (
-    process.getBuiltinModule?.('node:os') ?? { loadavg: () => [0] }
-  );
+  const load = loadavg()[0] ?? 0;
   /** @type {FlowResult} */
   const result = {
     workload: 'flow',
@@ -123,7 +131,7 @@ workloadMain('flow', ({ quick }) => {
     flow_us: Number(flowUs.toFixed(3)),
     fifo_us: Number(fifoUs.toFixed(3)),
     ratio: Number((flowUs / fifoUs).toFixed(1)),
-    load_avg: loadavg()[0].toFixed(2),
+    load_avg: load.toFixed(2),
   };
   console.log(
     `  ${tenants} tenants (${result.limited_tenants} rate-limited), ${depth} waiting: flow control ${result.flow_us} µs CPU per request ` +
