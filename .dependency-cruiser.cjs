@@ -10,7 +10,7 @@ const allowed = {
   state: ['core'],
   tokenize: ['core'],
   flow: ['core'],
-  sim: ['core', 'trace', 'events', 'state', 'tokenize'],
+  sim: ['core', 'trace', 'events', 'state', 'tokenize', 'flow'],
   replay: ['core', 'trace', 'analysis', 'state'],
   proxy: ['core', 'events', 'state', 'tokenize', 'flow'],
   live: ['core', 'trace', 'analysis', 'replay', 'sim', 'state'],

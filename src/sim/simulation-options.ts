@@ -11,6 +11,7 @@ import type { FleetGroup } from './fleet-spec.js';
 import type { ReplicaAssign } from './replica-assign.js';
 import type { CostMode } from '../core/cost-learning/cost-mode.js';
 import type { InstanceLearnedCost } from './sim-cost-learning.js';
+import type { SimFlowOptions } from './sim-flow.js';
 
 export type Dispatch = { mode: 'session' } | { mode: 'poisson'; rate: number; seed: number };
 
@@ -83,6 +84,14 @@ export interface SimulationOptions {
    * sees it as prefill queued there. Default true; false for the runs before it existed.
    */
   sessionReturns?: boolean;
+  /**
+   * Flow control between the trace and the routers (sim-flow.ts, docs/flow-control.md): at most
+   * `maxInFlight` requests routed at once fleet-wide, the rest queued by class and tenant (the
+   * trace's `priority` and `tenant`), refused past their deadline or a rate limit. Records then
+   * carry `tenant`, `priority` and `queued_s`, and `dispatch` is the arrival at the router.
+   * Absent (default): every request is routed on arrival.
+   */
+  flow?: SimFlowOptions;
 }
 
 export interface SimulationResult {

@@ -1,4 +1,8 @@
 /**
+ * Long file: about 580 lines, the event loop and its hooks, which read best together; what runs
+ * beside the routers is in router-companions.ts, the fleet's make-up in fleet-spec.ts, flow
+ * control's records in sim-flow.ts.
+ *
  * The discrete-event simulator: replays a trace in virtual time through the routing core (the
  * same `Router` the proxy uses, on a manual clock) and one EngineModel per instance.
  *
@@ -36,8 +40,11 @@
  * (and each session's queued turns), never the trace. Events at the same instant run in the
  * order they were scheduled, and a request is read before any event at or after its arrival, so
  * a run is a pure function of (trace, options).
- * Long file: about 525 lines, the event loop and its hooks, which read best together; what runs
- * beside the routers is in router-companions.ts, the fleet's make-up in fleet-spec.ts.
+ *
+ * Flow control (options.flow, sim-flow.ts): a request's dispatch event is its arrival at the
+ * router; flow control routes it at once, queues it (a `route` event when a completion frees its
+ * slot) or refuses it (a failed record). One `flow-deadline` event, at the earliest waiter's
+ * deadline, refuses the waiters past theirs.
  */
 import { invalidValue } from '../core/errors.js';
 import type { OffloadCostModel } from '../core/offload-cost.js';
@@ -62,6 +69,7 @@ import { KvTransferLink } from './kv-transfer.js';
 import { ReplicaAssigner } from './replica-assign.js';
 import { RouterCompanions, checkCostMode } from './router-companions.js';
 import type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
+import { SimFlow } from './sim-flow.js';
 
 export type { Dispatch, SimulationOptions, SimulationResult } from './simulation-options.js';
 
@@ -95,6 +103,10 @@ export async function simulateStream(
 
 type SimEvent =
   | { kind: 'dispatch'; request: TraceRequest }
+  /** Flow control let a waiting request through: route it (it reached the router at `arrivedAt`). */
+  | { kind: 'route'; request: TraceRequest; arrivedAt: number }
+  /** The earliest deadline among flow control's waiters. */
+  | { kind: 'flow-deadline' }
   | { kind: 'step'; instance: number; outcome: StepOutcome }
   | { kind: 'transfer'; flight: InFlight; prefill: Sequence }
   | { kind: 'publish' };
@@ -110,6 +122,8 @@ interface InFlight {
   predicted: number;
   /** An offloaded request: its prefill phase and transfer. */
   offload?: OffloadFlight;
+  /** With flow control: when it reached the router (`dispatch` is when it was routed). */
+  arrivedAt?: number;
 }
 
 /** The prefill phase of an offloaded request (on `instance`) and its KV transfer. */
@@ -181,6 +195,10 @@ class Simulation {
   private horizon = Infinity;
   /** The largest request the smallest engine's KV cache can hold. */
   private maxRequestTokens = Infinity;
+  /** Flow control between arrival and route (options.flow); undefined: every request routes on arrival. */
+  private readonly flow: SimFlow | undefined;
+  /** When the scheduled flow-deadline event fires (Infinity: none scheduled). */
+  private deadlineAt = Infinity;
 
   constructor(private readonly options: SimulationOptions) {
     const presetName = options.preset ?? DEFAULT_ENGINE_PRESET;
@@ -200,6 +218,7 @@ class Simulation {
     const { replicas = 1, replicaAssign = 'random', replicaSeed = 1 } = options;
     this.replicas = new ReplicaAssigner(replicas, replicaAssign, replicaSeed);
     this.unread = new Array<boolean>(this.replicas.replicas).fill(false);
+    if (options.flow !== undefined) this.flow = new SimFlow(options.flow);
   }
 
   /** When `request` enters the system: its trace time, or the next Poisson arrival. */
@@ -307,13 +326,48 @@ class Simulation {
       for (const router of this.fleet!.routers) router.setTime(now * 1000);
       this.routerTime = now;
     }
-    if (event.kind === 'dispatch') this.dispatchRequest(event.request, now);
+    if (event.kind === 'dispatch') this.arrive(event.request, now);
+    else if (event.kind === 'route') this.dispatchRequest(event.request, now, event.arrivedAt);
+    else if (event.kind === 'flow-deadline') this.expireWaiters(now);
     else if (event.kind === 'step') this.completeStep(event.instance, event.outcome, now);
     else if (event.kind === 'transfer') this.completeTransfer(event.flight, event.prefill, now);
     else this.publish(now);
   }
 
-  private dispatchRequest(request: TraceRequest, now: number): void {
+  /** A request reaches the router: routed at once, or through flow control (queued, refused). */
+  private arrive(request: TraceRequest, now: number): void {
+    const flow = this.flow;
+    if (flow === undefined) return this.dispatchRequest(request, now);
+    const decision = flow.enter(request, this.fleet!.routers[0]!, now);
+    if (decision.kind === 'go') this.dispatchRequest(request, now, now);
+    else if (decision.kind === 'queued') this.armDeadline();
+    else this.refused(request, now, now, decision.refusal.cause);
+  }
+
+  /** Schedules the flow-deadline event at the earliest waiter's deadline, if earlier than the one scheduled. */
+  private armDeadline(): void {
+    const at = this.flow!.nextDeadline();
+    if (at === undefined || at >= this.deadlineAt) return;
+    this.deadlineAt = at;
+    this.schedule(at, { kind: 'flow-deadline' });
+  }
+
+  private expireWaiters(now: number): void {
+    this.deadlineAt = Infinity;
+    for (const waiter of this.flow!.expired(now))
+      this.refused(waiter.payload, waiter.enqueuedAt / 1000, now, 'queue_timeout');
+    this.armDeadline();
+  }
+
+  /** Flow control refused the request at `now`: a failed record (status 429), and its session goes on. */
+  private refused(request: TraceRequest, arrivedAt: number, now: number, cause: string): void {
+    this.records.push(this.flow!.refusalRecord(request, arrivedAt, now, cause));
+    this.first = Math.min(this.first, arrivedAt);
+    this.last = Math.max(this.last, now);
+    this.releaseNextTurn(request, now);
+  }
+
+  private dispatchRequest(request: TraceRequest, now: number, arrivedAt?: number): void {
     const { routers, engines } = this.fleet!;
     const tokens = request.inputLength + Math.max(1, request.outputLength);
     if (tokens > this.maxRequestTokens)
@@ -336,6 +390,7 @@ class Simulation {
     this.companions!.routed(replica, ticket, request.session, now);
     const { index: instance, predictedCachedTokens: predicted, offload } = router.decision;
     const flight: InFlight = { request, replica, ticket, instance, dispatch: now, predicted };
+    if (arrivedAt !== undefined) flight.arrivedAt = arrivedAt;
     const { hashIds, inputLength, outputLength } = request;
     if (offload.outcome === 'offload') {
       // The prefill phase: a one-token request on the prefill instance, its blocks held for the transfer.
@@ -358,7 +413,7 @@ class Simulation {
       this.inFlight.set(sequence, flight);
       this.kick(instance, now);
     }
-    this.first = Math.min(this.first, now);
+    this.first = Math.min(this.first, arrivedAt ?? now);
     if (!this.publishing && this.options.engineState === 'shm') this.schedulePublish(now);
   }
 
@@ -392,6 +447,9 @@ class Simulation {
       this.companions!.completed(flight.replica, flight.ticket, Math.max(1, flight.request.outputLength), now);
       this.record(flight, sequence, now);
       this.releaseNextTurn(flight.request, now);
+      const next = this.flow?.completed(flight.request, now);
+      if (next !== undefined)
+        this.schedule(now, { kind: 'route', request: next.payload, arrivedAt: next.enqueuedAt / 1000 });
     }
     this.kick(instance, now);
   }
@@ -430,7 +488,8 @@ class Simulation {
       session: request.session,
       turn: request.turn,
       instance: flight.instance,
-      dispatch: flight.dispatch,
+      // With flow control: from the arrival at the router, so TTFT counts the wait for a slot.
+      dispatch: flight.arrivedAt ?? flight.dispatch,
       first_token: sequence.firstTokenAt!,
       finish: now,
       input_tokens: request.inputLength,
@@ -441,6 +500,7 @@ class Simulation {
       preemptions: sequence.preemptions,
       predicted_cached_tokens: flight.predicted,
       ...(this.replicas.replicas > 1 ? { replica: flight.replica } : {}),
+      ...this.flow?.recordFields(request, flight.dispatch - (flight.arrivedAt ?? flight.dispatch)),
       ...(offload === undefined
         ? {}
         : {

@@ -295,6 +295,8 @@ export class TraceReader implements AsyncIterable<TraceRequest> {
       if (line.chatId !== undefined) request.chatId = line.chatId;
       if (line.parentChatId !== undefined) request.parentChatId = line.parentChatId;
     }
+    if (line.tenant !== undefined) request.tenant = line.tenant;
+    if (line.priority !== undefined) request.priority = line.priority;
     this.stats.requests++;
     if (request.sessionless) this.stats.sessions = this.stats.requests;
     else this.advanceTurn(fields, request);

@@ -137,6 +137,11 @@ function checkRecord(path: string, index: number, value: unknown): RequestRecord
     !(typeof r.transfer_s === 'number' && Number.isFinite(r.transfer_s) && r.transfer_s >= 0)
   )
     fail('transfer_s', `must be a finite number ≥ 0, got ${describe(r.transfer_s)}`);
+  if (r.queued_s !== undefined && !(typeof r.queued_s === 'number' && Number.isFinite(r.queued_s) && r.queued_s >= 0))
+    fail('queued_s', `must be a finite number ≥ 0, got ${describe(r.queued_s)}`);
+  for (const field of ['tenant', 'priority'] as const)
+    if (r[field] !== undefined && typeof r[field] !== 'string')
+      fail(field, `must be a string, got ${describe(r[field])}`);
   const predicted = r.predicted_cached_tokens;
   if (predicted !== undefined && predicted !== null && (!Number.isSafeInteger(predicted) || (predicted as number) < 0))
     fail('predicted_cached_tokens', `must be a non-negative integer or null, got ${describe(predicted)}`);

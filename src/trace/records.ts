@@ -54,6 +54,15 @@ export interface RequestRecord {
   status?: number;
   /** Why a live request failed; absent when it succeeded. */
   error?: string;
+  /**
+   * Flow control (docs/flow-control.md; the simulator with `flow`, the proxy's access log): the
+   * request's tenant and priority class, and the seconds it waited for a slot before it was routed
+   * (or refused). With flow control `dispatch` is when the request reached the router, so TTFT
+   * counts the wait.
+   */
+  tenant?: string;
+  priority?: string;
+  queued_s?: number;
 }
 
 /** The first value of a record file. */

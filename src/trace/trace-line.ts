@@ -26,6 +26,8 @@ export interface TraceLine {
   turn?: number;
   chatId?: number;
   parentChatId?: number;
+  tenant?: string;
+  priority?: string;
 }
 
 /** Parses `text` (line `line` of `source`) or throws a TraceFormatError naming the line. */
@@ -54,6 +56,11 @@ export function traceLine(fields: LineFields, format: TraceFormat): TraceLine {
     blockSizeField: fields.optionalCount('block_size', 1),
     blockSize: 0,
   };
+  // Flow control's extensions, in either format (docs/trace-formats.md).
+  const tenant = fields.optionalName('tenant');
+  const priority = fields.optionalName('priority');
+  if (tenant !== undefined) line.tenant = tenant;
+  if (priority !== undefined) line.priority = priority;
   if (format === 'mooncake') return line;
   const sessionId = fields.optionalName('session_id');
   const turn = fields.optionalCount('turn', 0);

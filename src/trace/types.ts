@@ -28,6 +28,10 @@ export interface TraceRequest {
   /** Bailian-style ids, kept for round trips. `parentChatId` is -1 for a root. */
   chatId?: number;
   parentChatId?: number;
+  /** Flow control's tenant (docs/flow-control.md): the `tenant` field; absent: the default tenant. */
+  tenant?: string;
+  /** Flow control's priority class by name: the `priority` field; absent: the default class. */
+  priority?: string;
 }
 
 /** The formats kvroute reads and writes. */

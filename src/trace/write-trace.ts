@@ -16,16 +16,19 @@ import { DEFAULT_BLOCK_SIZE, type TraceFormat, type TraceRequest } from './types
  */
 export function formatTraceLine(request: TraceRequest, format: TraceFormat): string {
   const ids = `[${request.hashIds.join(', ')}]`;
+  const flow =
+    (request.tenant === undefined ? '' : `, "tenant": ${JSON.stringify(request.tenant)}`) +
+    (request.priority === undefined ? '' : `, "priority": ${JSON.stringify(request.priority)}`);
   if (format === 'mooncake') {
     const ms = millisecondsOf(request.arrival);
     const block = request.blockSize === DEFAULT_BLOCK_SIZE.mooncake ? '' : `, "block_size": ${request.blockSize}`;
-    return `{"timestamp": ${ms}, "input_length": ${request.inputLength}, "output_length": ${request.outputLength}, "hash_ids": ${ids}${block}}`;
+    return `{"timestamp": ${ms}, "input_length": ${request.inputLength}, "output_length": ${request.outputLength}, "hash_ids": ${ids}${block}${flow}}`;
   }
   const chat =
     request.chatId === undefined
       ? ''
       : `, "chat_id": ${request.chatId}, "parent_chat_id": ${request.parentChatId ?? -1}`;
-  return `{"session_id": ${JSON.stringify(request.session)}, "turn": ${request.turn}${chat}, "timestamp": ${request.arrival}, "input_length": ${request.inputLength}, "output_length": ${request.outputLength}, "block_size": ${request.blockSize}, "hash_ids": ${ids}}`;
+  return `{"session_id": ${JSON.stringify(request.session)}, "turn": ${request.turn}${chat}${flow}, "timestamp": ${request.arrival}, "input_length": ${request.inputLength}, "output_length": ${request.outputLength}, "block_size": ${request.blockSize}, "hash_ids": ${ids}}`;
 }
 
 /**

@@ -1,0 +1,134 @@
+/**
+ * Flow control in the simulator (docs/flow-control.md "In the simulator"): the proxy's own
+ * FlowController (src/flow/), on the virtual clock, between a request's arrival at the router
+ * and its route. The simulator asks `enter()` at arrival; a request that must wait is handed back
+ * by `leave()` when a request that held a slot completes, or by `expired()` past its deadline.
+ *
+ * A request's tenant and class are its trace fields (`tenant`, `priority`; absent: the config's
+ * default tenant and class; an unknown class is an error naming the session and turn). Its cost
+ * is its uncached prefill as the router would match it now plus the config's expected output,
+ * read only when it must queue, as in the proxy (exchange/flow-entry.ts). A session's turn after
+ * its previous one ended within a minute is a continuation (SessionTurns), as in the proxy.
+ * Times here are seconds (the simulator's); the controller is given ms.
+ */
+import { invalidValue } from '../core/errors.js';
+import type { Router } from '../core/router.js';
+import { resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
+import { FlowController, type FlowDecision } from '../flow/flow-controller.js';
+import type { QueuedRequest } from '../flow/queued-request.js';
+import { SessionTurns } from '../flow/session-turns.js';
+import type { RequestRecord } from '../trace/records.js';
+import type { TraceRequest } from '../trace/types.js';
+
+export interface SimFlowOptions {
+  /** A FlowConfig or its raw form (a YAML `flow:` section); default: every default. */
+  config?: unknown;
+  /** Requests routed and not yet complete, fleet-wide; past it they queue. At least 1. */
+  maxInFlight: number;
+  /** Requests that may wait (default 1,000,000: the simulator refuses only on deadlines). */
+  queueSize?: number;
+  /** A class's deadline without its own deadlineMs, ms (default 30,000, the proxy's). */
+  queueTimeoutMs?: number;
+}
+
+export class SimFlow {
+  readonly config: FlowConfig;
+  private readonly controller: FlowController<TraceRequest>;
+  private readonly turns = new SessionTurns();
+  private readonly ranks = new Map<string, number>();
+
+  constructor(options: SimFlowOptions) {
+    if (!Number.isSafeInteger(options.maxInFlight) || options.maxInFlight < 1)
+      throw invalidValue('flow.maxInFlight', 'an integer >= 1', options.maxInFlight);
+    this.config = resolveFlowConfig(options.config);
+    this.config.classes.forEach((c, rank) => this.ranks.set(c.name, rank));
+    this.controller = new FlowController(this.config, {
+      maxInFlight: options.maxInFlight,
+      queueSize: options.queueSize ?? 1_000_000,
+      queueTimeoutMs: options.queueTimeoutMs ?? 30_000,
+    });
+  }
+
+  /** The request arrives at the router at `now` (s): route it at once, queue it, or refuse it. */
+  enter(request: TraceRequest, router: Router, now: number): FlowDecision<TraceRequest> {
+    const name = request.priority ?? this.config.defaultClass;
+    const classRank = this.ranks.get(name);
+    if (classRank === undefined)
+      throw invalidValue(
+        `priority of session ${request.session} turn ${request.turn}`,
+        `one of ${[...this.ranks.keys()].join(', ')}`,
+        name,
+      );
+    const expectedOutput = this.config.expectedOutputTokens;
+    const continuation = !request.sessionless && this.turns.arriving(request.session, now * 1000);
+    return this.controller.enter(
+      request,
+      {
+        tenant: request.tenant ?? this.config.defaultTenant,
+        classRank,
+        inputTokens: request.inputLength,
+        continuation,
+        get cost(): number {
+          const matched = Math.max(0, ...Object.values(router.match({ hashIds: request.hashIds })));
+          return Math.max(0, request.inputLength - matched * request.blockSize) + expectedOutput;
+        },
+      },
+      now * 1000,
+    );
+  }
+
+  /** A request that held a slot completed at `now` (s): the next one to route, if any waits. */
+  completed(request: TraceRequest, now: number): QueuedRequest<TraceRequest> | undefined {
+    if (!request.sessionless) this.turns.ended(request.session, now * 1000);
+    this.controller.chargeOutput(
+      request.tenant ?? this.config.defaultTenant,
+      Math.max(1, request.outputLength),
+      now * 1000,
+    );
+    return this.controller.leave(now * 1000);
+  }
+
+  /** The earliest deadline among waiters, s; undefined when none waits. */
+  nextDeadline(): number | undefined {
+    const ms = this.controller.nextDeadline();
+    return ms === undefined ? undefined : ms / 1000;
+  }
+
+  /**
+   * The waiters past their deadline at `now` (s), removed. Hazard: `now` comes back from
+   * nextDeadline()'s ms / 1000, and (d / 1000) × 1000 may fall an ulp short of d, so the
+   * comparison allows a nanosecond; without it the deadline event would re-arm itself forever.
+   */
+  expired(now: number): Array<QueuedRequest<TraceRequest>> {
+    return this.controller.expired(now * 1000 + 1e-6);
+  }
+
+  /** What flow control adds to a routed request's record: its tenant, class and wait (s). */
+  recordFields(request: TraceRequest, queuedS: number): Pick<RequestRecord, 'tenant' | 'priority' | 'queued_s'> {
+    return {
+      tenant: request.tenant ?? this.config.defaultTenant,
+      priority: request.priority ?? this.config.defaultClass,
+      queued_s: queuedS,
+    };
+  }
+
+  /** The record of a request flow control refused at `now` (s): failed (429, `cause`), never routed. */
+  refusalRecord(request: TraceRequest, arrivedAt: number, now: number, cause: string): RequestRecord {
+    return {
+      session: request.session,
+      turn: request.turn,
+      instance: -1,
+      dispatch: arrivedAt,
+      first_token: now,
+      finish: now,
+      input_tokens: request.inputLength,
+      cached_tokens: 0,
+      output_tokens: 0,
+      overlapped: false,
+      preemptions: 0,
+      status: 429,
+      error: cause,
+      ...this.recordFields(request, now - arrivedAt),
+    };
+  }
+}
