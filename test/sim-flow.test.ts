@@ -5,9 +5,11 @@
  * the others (where a FIFO does not), the high class goes first, and requests past their deadline
  * are refused and recorded, never lost.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
@@ -128,5 +130,45 @@ describe('a trace’s tenant and priority fields', () => {
     await expect(async () => {
       for await (const _ of readTrace(bad)) void _;
     }).rejects.toThrow(/line 1: tenant: must be a non-empty string or an integer, got ""/);
+  });
+});
+
+describe('kvroute sim run --max-in-flight --flow', () => {
+  const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+  const run = (...args: string[]) =>
+    spawnSync(process.execPath, [cli, 'sim', 'run', ...args], { encoding: 'utf8', timeout: 60_000 });
+
+  it('prints the per-tenant table and writes it in --json; a bad flow file is a usage error naming the key', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvroute-sim-flow-'));
+    const trace = join(dir, 'tenants.jsonl');
+    writeFileSync(
+      trace,
+      `${tenantTrace({ noisy: 20, quiet: 2 }, 20)
+        .map((r) => formatTraceLine(r, 'session'))
+        .join('\n')}\n`,
+    );
+    const flow = join(dir, 'flow.yaml');
+    writeFileSync(flow, 'tenants:\n  quiet: { weight: 2 }\n');
+    const table = run('--trace', trace, '--instances', '4', '--max-in-flight', '16', '--flow', flow);
+    expect(table.status).toBe(0);
+    expect(table.stdout).toMatch(/^ {2}tenant noisy +400 /m);
+    expect(table.stdout).toMatch(/^ {2}tenant quiet +40 +0 /m);
+    expect(table.stdout).toContain("Jain's fairness index of tokens served over the tenants");
+    const json = JSON.parse(run('--trace', trace, '--instances', '4', '--max-in-flight', '16', '--json').stdout) as {
+      flow: { max_in_flight: number };
+      flow_metrics: { tenants: Array<{ name: string; requests: number }> };
+    };
+    expect(json.flow).toEqual({ max_in_flight: 16 });
+    expect(json.flow_metrics.tenants.map((t) => [t.name, t.requests])).toEqual([
+      ['noisy', 400],
+      ['quiet', 40],
+    ]);
+    writeFileSync(flow, 'tenants:\n  quiet: { weight: 0 }\n');
+    const bad = run('--trace', trace, '--max-in-flight', '16', '--flow', flow);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain(`--flow ${flow}: flow.tenants.quiet.weight must be a number > 0, got 0`);
+    const alone = run('--trace', trace, '--flow', flow);
+    expect(alone.status).toBe(2);
+    expect(alone.stderr).toContain('--flow and --queue-timeout need --max-in-flight N');
   });
 });

@@ -27,7 +27,8 @@ import {
   type ProxyOptions,
 } from '../proxy/proxy-options.js';
 import { counted } from './counted.js';
-import { FlowConfigError, resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
+import type { FlowConfig } from '../flow/flow-config.js';
+import { flowConfigFrom } from './flow-file.js';
 
 /** A configuration value that is wrong; the message names its source. */
 export class ConfigError extends Error {}
@@ -105,36 +106,9 @@ type Value =
   | FlowConfig
   | undefined;
 
-/**
- * Flow control (docs/flow-control.md): a YAML `flow:` section inline, or from a flag or variable
- * the path of a YAML or JSON file holding one. Every error names the file and the key.
- */
+/** Flow control (docs/flow-control.md): a YAML `flow:` section inline, or a file's path from a flag or variable. */
 function parseFlow(raw: unknown, source: string): FlowConfig {
-  let spec = raw;
-  let where = source;
-  if (typeof raw === 'string') {
-    if (raw.trim() === '') throw new ConfigError(`${source} must be the path of a YAML or JSON file`);
-    let text: string;
-    try {
-      text = readFileSync(raw, 'utf8');
-    } catch (error) {
-      throw new ConfigError(
-        `${source}: cannot read ${raw} (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
-      );
-    }
-    try {
-      spec = parseYaml(text);
-    } catch (error) {
-      throw new ConfigError(`${source}: ${raw} is not YAML or JSON (${(error as Error).message.split('\n')[0]})`);
-    }
-    where = `${source} ${raw}: flow`;
-  }
-  try {
-    return resolveFlowConfig(spec, where);
-  } catch (error) {
-    if (error instanceof FlowConfigError) throw new ConfigError(error.message);
-    throw error;
-  }
+  return flowConfigFrom(raw, source, (message) => new ConfigError(message));
 }
 
 /**

@@ -91,6 +91,15 @@ function addRun(sim: Command): void {
       '--no-session-returns',
       'min_ttft does not count the expected prefill of sessions idle between turns on their instance (default: it does)',
     )
+    .option(
+      '--max-in-flight <N>',
+      'flow control: route at most N requests at once fleet-wide, queue the rest by class and tenant (docs/flow-control.md)',
+    )
+    .option(
+      '--flow <FILE>',
+      "flow control's tenants, classes, weights and limits (YAML or JSON; needs --max-in-flight)",
+    )
+    .option('--queue-timeout <MS>', "with --max-in-flight: a class's deadline when it sets none (default 30000)")
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
   addFleetOption(run);
@@ -101,6 +110,7 @@ function addRun(sim: Command): void {
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8',
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --replicas 4 --cache-state events',
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --fleet 4,4:prefill=0.5:decode=0.7',
+    'kvroute sim run --trace tenants.jsonl --max-in-flight 16 --flow flow.yaml',
   );
   runs(run, async () => (await import('./sim-verb.js')).simRunVerb);
 }

@@ -5,6 +5,7 @@
  */
 import { durationScale, formatDuration, formatIn, formatTotal } from '../analysis/format-units.js';
 import type { OffloadMetrics } from '../analysis/offload-metrics.js';
+import type { FlowMetrics } from '../analysis/flow-metrics.js';
 import type { Quantiles, RunMetrics } from '../analysis/run-metrics.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { describeScaling, isUnscaled } from '../sim/engine-preset.js';
@@ -74,4 +75,28 @@ export function renderInterference(cells: readonly InterferenceCell[]): string {
       ]),
     ),
   ].join('\n');
+}
+
+/** Flow control's table: per tenant, then per class; TTFT from arrival at the router. */
+export function renderFlowMetrics(flow: FlowMetrics): string[] {
+  const header = ['', 'requests', 'refused', 'TTFT p90', 'queued p90', 'tokens'];
+  const rows = (groups: FlowMetrics['tenants'], label: string) =>
+    groups.map((g) => [
+      `${label} ${g.name}`,
+      String(g.requests),
+      String(g.refused),
+      formatDuration(g.ttft_p90_s),
+      formatDuration(g.queued_p90_s),
+      g.tokens.toLocaleString('en-US'),
+    ]);
+  const table = [header, ...rows(flow.tenants, 'tenant'), ...rows(flow.classes, 'class')];
+  const widths = header.map((_, column) => Math.max(...table.map((row) => row[column]!.length)));
+  return [
+    'flow control (TTFT from arrival at the router, so it counts the wait for a slot):',
+    ...table.map(
+      (row) =>
+        `  ${row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ')}`,
+    ),
+    `  Jain's fairness index of tokens served over the tenants: ${flow.jain_tokens.toFixed(3)}`,
+  ];
 }

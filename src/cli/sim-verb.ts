@@ -6,6 +6,8 @@ import { formatCount, formatDuration } from '../analysis/format-units.js';
 import { offloadMetrics } from '../analysis/offload-metrics.js';
 import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
+import { flowMetrics } from '../analysis/flow-metrics.js';
+import { flowConfigFrom } from './flow-file.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { CACHE_STATES } from '../sim/event-fed-cache.js';
@@ -32,7 +34,7 @@ import { replicaFlags } from './replica-options.js';
 import { withProgress } from './progress.js';
 import { runHeader } from '../trace/run-header.js';
 import { SIM_RUN_DEFAULTS } from './defaults/sim-defaults.js';
-import { renderInterference, renderMetrics } from './sim-tables.js';
+import { renderFlowMetrics, renderInterference, renderMetrics } from './sim-tables.js';
 import { checkInputFile, TRACE_FILE, traceOperand } from './input-file.js';
 import { readerOptions, reportWarnings } from './trace-input.js';
 import { readerProgress } from './work-progress.js';
@@ -63,6 +65,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   options.costs = choiceFlag(values, 'costs', COST_MODES) ?? d.costs;
   options.sessionReturns = values['no-session-returns'] !== false;
   const returnsFields = { session_returns: options.sessionReturns };
+  const flowFields = simFlowFlags(values, options);
   const started = performance.now();
   const startedAt = new Date();
   const reader = readTrace(trace, readerOptions(values));
@@ -94,6 +97,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
         ...cacheFields,
         costs: options.costs,
         ...returnsFields,
+        ...flowFields,
         ...engine,
       },
       startedAt,
@@ -103,13 +107,15 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   const groups = fleetGroupMetrics(fleet, result.records);
   const groupFields = groups.length === 0 ? {} : { fleet_groups: groups };
   const learnedCosts = learnedCostFields(result.learnedCosts, fleet);
+  const flow = flowMetrics(result.records);
   if (values.json) {
     process.stdout.write(
-      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, costs: options.costs, ...returnsFields, prediction: predictionAccuracy(result.records), learned_costs: learnedCosts })}\n`,
+      `${JSON.stringify({ ...metrics, makespan_s: result.makespan, preemptions: result.preemptions, evictions: result.evictions, ...offload, ...engine, ...groupFields, ...replicas.fields, ...cacheFields, costs: options.costs, ...returnsFields, ...flowFields, prediction: predictionAccuracy(result.records), learned_costs: learnedCosts, ...(flow === undefined ? {} : { flow_metrics: flow }) })}\n`,
     );
     return;
   }
   process.stdout.write(`${renderMetrics(options, metrics, result.makespan, offload)}\n`);
+  if (flow !== undefined) process.stdout.write(`${renderFlowMetrics(flow).join('\n')}\n`);
   if (groups.length > 0) process.stdout.write(`by group:\n${renderFleetGroups(groups).join('\n')}\n`);
   if (learnedCosts.length > 0)
     process.stdout.write(
@@ -118,6 +124,31 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   process.stderr.write(
     `(${formatDuration((performance.now() - started) / 1000)} wall, ${formatCount(result.steps)} engine steps)\n`,
   );
+}
+
+/** --max-in-flight, --flow, --queue-timeout: flow control between arrival and route; the run header's fields. */
+function simFlowFlags(values: OptionValues, options: SimulationOptions): { flow?: Record<string, unknown> } {
+  const maxInFlight = integerFlag(values, 'max-in-flight', 1);
+  const file = stringFlag(values, 'flow');
+  const queueTimeoutMs = integerFlag(values, 'queue-timeout', 1);
+  if (maxInFlight === undefined) {
+    if (file !== undefined || queueTimeoutMs !== undefined)
+      throw new UsageError('--flow and --queue-timeout need --max-in-flight N: flow control queues only past a limit');
+    return {};
+  }
+  const config = file === undefined ? undefined : flowConfigFrom(file, '--flow', (message) => new UsageError(message));
+  options.flow = {
+    maxInFlight,
+    ...(config === undefined ? {} : { config }),
+    ...(queueTimeoutMs === undefined ? {} : { queueTimeoutMs }),
+  };
+  return {
+    flow: {
+      max_in_flight: maxInFlight,
+      ...(file === undefined ? {} : { file }),
+      ...(queueTimeoutMs === undefined ? {} : { queue_timeout_ms: queueTimeoutMs }),
+    },
+  };
 }
 
 export function interferenceVerb(values: OptionValues): void {
