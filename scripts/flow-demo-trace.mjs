@@ -1,0 +1,40 @@
+#!/usr/bin/env node
+// Writes the flow-control demo trace of docs/flow-control.md: sessionless requests of 2,048 fresh
+// tokens (no prefix shared) and 64 output tokens, per tenant at its own steady rate for a minute.
+//   node scripts/flow-demo-trace.mjs OUT.jsonl [TENANT=RATE[:CLASS] ...]
+// Default tenants: noisy=20 q1=2 q2=2 q3=2 (req/s; the noisy one sends 10x each quiet one).
+import { writeFileSync } from 'node:fs';
+
+const [out, ...specs] = process.argv.slice(2);
+if (out === undefined) {
+  console.error('usage: node scripts/flow-demo-trace.mjs OUT.jsonl [TENANT=RATE[:CLASS] ...]');
+  process.exit(2);
+}
+const tenants = (specs.length > 0 ? specs : ['noisy=20', 'q1=2', 'q2=2', 'q3=2']).map((spec) => {
+  const match = /^([A-Za-z0-9_.:-]+)=(\d+(?:\.\d+)?)(?::([A-Za-z0-9_.:-]+))?$/.exec(spec);
+  if (match === null) {
+    console.error(`bad tenant ${JSON.stringify(spec)}: expected TENANT=RATE or TENANT=RATE:CLASS`);
+    process.exit(2);
+  }
+  return { tenant: match[1], rate: Number(match[2]), priority: match[3] };
+});
+const lines = [];
+let id = 1;
+for (const { tenant, rate, priority } of tenants)
+  for (let k = 0; k < 60 * rate; k++) {
+    const hashIds = Array.from({ length: 128 }, () => id++);
+    lines.push({
+      session_id: `${tenant}-${k}`,
+      turn: 1,
+      tenant,
+      ...(priority === undefined ? {} : { priority }),
+      timestamp: k / rate,
+      input_length: 2048,
+      output_length: 64,
+      block_size: 16,
+      hash_ids: hashIds,
+    });
+  }
+lines.sort((a, b) => a.timestamp - b.timestamp || a.session_id.localeCompare(b.session_id));
+writeFileSync(out, `${lines.map((line) => JSON.stringify(line)).join('\n')}\n`);
+console.log(`wrote ${lines.length} requests of ${tenants.length} tenants to ${out}`);
