@@ -1,7 +1,8 @@
-/** Streaming transforms: window, session sampling, turn cap, time scaling, re-blocking. */
+/** Streaming transforms: window, session sampling, turn cap, time scaling, re-blocking, tenants. */
 import { describe, expect, it } from 'vitest';
 
 import { reblock, sessionDraw, transformTrace, type TransformOptions } from '../src/trace/transforms.js';
+import { parseTenantSpec } from '../src/trace/tenant-spec.js';
 import type { TraceRequest } from '../src/trace/types.js';
 import { Rng } from './helpers/random.js';
 
@@ -119,5 +120,43 @@ describe('transformTrace', () => {
       [{ blockSize: 0 }, /blockSize must be a positive integer/],
     ];
     for (const [options, message] of bad) await expect(run(input, options)).rejects.toThrow(message);
+  });
+});
+
+describe('--tenants', () => {
+  it('gives each session one tenant by share and class, the same on every run', async () => {
+    const tenants = parseTenantSpec('noisy=8:low, q1=1, q2=1');
+    expect(tenants).toEqual([
+      { name: 'noisy', share: 8, priority: 'low' },
+      { name: 'q1', share: 1 },
+      { name: 'q2', share: 1 },
+    ]);
+    const input = trace().map((r) => ({ ...r, tenant: 'old', priority: 'high' }));
+    const out = await run(input, { tenants });
+    expect(await run(input, { tenants })).toEqual(out);
+    const bySession = new Map<string, string>();
+    for (const r of out) {
+      expect(bySession.get(r.session) ?? r.tenant).toBe(r.tenant);
+      bySession.set(r.session, r.tenant!);
+      expect(r.priority).toBe(r.tenant === 'noisy' ? 'low' : undefined);
+    }
+    const sessions = [...bySession.values()];
+    const noisy = sessions.filter((t) => t === 'noisy').length / sessions.length;
+    expect(noisy).toBeGreaterThan(0.6);
+    expect(noisy).toBeLessThan(0.95);
+    expect(new Set(sessions)).toEqual(new Set(['noisy', 'q1', 'q2']));
+    // Everything else is as read.
+    const rest = (r: TraceRequest) => ({ ...r, tenant: undefined, priority: undefined });
+    expect(out.map(rest)).toEqual(input.map(rest));
+  });
+
+  it.each([
+    ['noisy', /^tenants must be NAME=SHARE\[:CLASS\]/],
+    ['a=0', /^tenants a=0 must be a share > 0, got "0"$/],
+    ['a=1,a=2', /^tenants must be each tenant once, got "a"$/],
+    ['a b=1', /^tenants a b=1 must be a name of 1 to 128/],
+    ['a=1:bad class', /^tenants a=1:bad class must be a class of 1 to 64/],
+  ])('refuses %s, naming the entry', (spec, message) => {
+    expect(() => parseTenantSpec(spec)).toThrow(message);
   });
 });

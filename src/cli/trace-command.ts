@@ -35,7 +35,11 @@ export function addTraceCommand(program: Command): void {
   );
   runs(synth, async () => (await import('./trace-verb.js')).synthVerb);
 
-  const transform = subcommand(trace, 'transform', 'window, sample, cap, rescale or re-block a trace, streaming')
+  const transform = subcommand(
+    trace,
+    'transform',
+    'window, sample, cap, rescale, re-block or assign tenants to a trace, streaming',
+  )
     .argument('<IN>', 'the trace file, or - for stdin')
     .option('--window <S>', 'keep arrivals in [T, T+S) of --window-start T, re-based to 0')
     .option('--window-start <T>', withDefault('where the window starts, in seconds', 'the first arrival'))
@@ -43,12 +47,17 @@ export function addTraceCommand(program: Command): void {
     .option('--seed <K>', withDefault("--sample-sessions' seed", 0))
     .option('--cap-turns <N>', "keep each session's first N requests")
     .option('--time-scale <F>', 'multiply arrival times by F')
-    .option('--reblock <B>', "merge blocks into B-token blocks (a multiple of the input's)");
+    .option('--reblock <B>', "merge blocks into B-token blocks (a multiple of the input's)")
+    .option(
+      '--tenants <SPEC>',
+      'give each session a tenant (and class) by share, NAME=SHARE[:CLASS],… e.g. noisy=10:low,q1=1,q2=1 (docs/flow-control.md)',
+    );
   addTraceOutputOptions(transform, "the input's");
   addTraceInputOptions(transform);
   example(
     transform,
     'kvroute trace transform data/mooncake_synthetic_trace.jsonl --window 600 --cap-turns 20 -o window.jsonl',
+    'kvroute trace transform data/mooncake_synthetic_trace.jsonl --tenants noisy=10,q1=1,q2=1,q3=1 -o tenants.jsonl',
   );
   runs(transform, async () => (await import('./trace-verb.js')).transformVerb);
 

@@ -1,4 +1,5 @@
 /** `kvroute trace synth | transform | validate` (declared in trace-command.ts). */
+import { parseTenantSpec } from '../trace/tenant-spec.js';
 import { formatTotal } from '../analysis/format-units.js';
 import { readTrace } from '../trace/read-trace.js';
 import { synthesizeTrace, type SynthOptions, type SynthProgress } from '../trace/synth.js';
@@ -67,7 +68,7 @@ function synthesizeWithFlagNames(options: SynthOptions, progress: SynthProgress)
 
 export async function transformVerb(values: OptionValues, [input]: string[]): Promise<void> {
   const transform: TransformOptions = {};
-  const set = <K extends keyof TransformOptions>(key: K, value: number | undefined): void => {
+  const set = (key: Exclude<keyof TransformOptions, 'tenants'>, value: number | undefined): void => {
     if (value !== undefined) transform[key] = value;
   };
   set('window', numberFlag(values, 'window'));
@@ -77,6 +78,14 @@ export async function transformVerb(values: OptionValues, [input]: string[]): Pr
   set('capTurns', integerFlag(values, 'cap-turns', 1));
   set('timeScale', numberFlag(values, 'time-scale'));
   set('blockSize', integerFlag(values, 'reblock', 1));
+  const tenants = stringFlag(values, 'tenants');
+  if (tenants !== undefined) {
+    try {
+      transform.tenants = parseTenantSpec(tenants);
+    } catch (error) {
+      throw new UsageError(`--${(error as Error).message}`);
+    }
+  }
   if (transform.sampleSessions !== undefined && transform.sampleSessions > 1)
     throw new UsageError(`--sample-sessions must be a fraction in (0, 1], got ${values['sample-sessions']}`);
   const reader = readTrace(input!, readerOptions(values));

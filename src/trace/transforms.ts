@@ -7,10 +7,12 @@
  *                       session is kept or dropped whole, with no memory of earlier lines;
  *   3. turn cap         keep each session's first `capTurns` requests (the reference experiments' `capped`);
  *   4. time scaling     multiply arrivals by `timeScale` (0.5 replays twice as fast);
- *   5. re-blocking      merge every k = blockSize / current blocks into one (see reblock).
+ *   5. re-blocking      merge every k = blockSize / current blocks into one (see reblock);
+ *   6. tenants          give each session a tenant and class by a seeded draw (tenant-spec.ts).
  * Memory: one counter per session for the turn cap, nothing otherwise.
  */
 import { invalidValue } from '../core/errors.js';
+import { tenantFor, type TenantShare } from './tenant-spec.js';
 import type { TraceRequest } from './types.js';
 
 export interface TransformOptions {
@@ -21,6 +23,8 @@ export interface TransformOptions {
   capTurns?: number;
   timeScale?: number;
   blockSize?: number;
+  /** Sessions to tenants (and classes) by share; replaces any tenant and priority the trace had. */
+  tenants?: TenantShare[];
 }
 
 export function validateTransformOptions(options: TransformOptions): void {
@@ -76,7 +80,15 @@ export async function* transformTrace(
     const arrival = (request.arrival - start) * scale;
     const hashIds = options.blockSize === undefined ? request.hashIds : reblock(request, options.blockSize);
     const blockSize = options.blockSize ?? request.blockSize;
-    yield { ...request, arrival, hashIds, blockSize };
+    const out: TraceRequest = { ...request, arrival, hashIds, blockSize };
+    if (options.tenants !== undefined) {
+      // Its own salt: which sessions are kept and which tenant each gets are independent draws.
+      const tenant = tenantFor(options.tenants, sessionDraw(request.session, seed + TENANT_SALT));
+      out.tenant = tenant.name;
+      if (tenant.priority === undefined) delete out.priority;
+      else out.priority = tenant.priority;
+    }
+    yield out;
   }
 }
 
@@ -95,6 +107,8 @@ export function reblock(request: TraceRequest, blockSize: number): number[] {
     merged[block] = ids[Math.min((block + 1) * factor, ids.length) - 1]!;
   return merged;
 }
+
+const TENANT_SALT = 0x5bd1e995;
 
 /** A uniform draw in [0, 1) fixed by the session id and the seed (FNV-1a, then a murmur finish). */
 export function sessionDraw(session: string, seed: number): number {
