@@ -11,6 +11,7 @@ import { workloadMain } from './lib/cli.mjs';
 import { resolveFlowConfig } from '../dist/flow/flow-config.js';
 import { FlowController } from '../dist/flow/flow-controller.js';
 import { identify } from '../dist/flow/flow-identity.js';
+import { SynthRandom } from '../dist/trace/synth-random.js';
 
 /**
  * @typedef {{
@@ -18,21 +19,6 @@ import { identify } from '../dist/flow/flow-identity.js';
  *   requests: number, flow_us: number, fifo_us: number, ratio: number, load_avg: string,
  * }} FlowResult
  */
-
-/**
- * mulberry32: the same stream every run.
- * @param {number} seed
- */
-function random(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * CPU µs per request of `run(requests)`, the best of `reps` (the machine is shared).
@@ -56,7 +42,8 @@ workloadMain('flow', ({ quick }) => {
   const tenants = 1_000;
   const depth = 512;
   const requests = quick ? 100_000 : 400_000;
-  const rng = random(31);
+  const source = new SynthRandom(31);
+  const rng = () => source.next();
   const names = Array.from({ length: tenants }, (_, i) => `tenant-${i}`);
   /** @type {Record<string, object>} */
   const tenantSpecs = {};
