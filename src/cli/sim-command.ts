@@ -110,7 +110,8 @@ function addRun(sim: Command): void {
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --policy unified --instances 8',
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --replicas 4 --cache-state events',
     'kvroute sim run --trace data/mooncake_synthetic_trace.jsonl --fleet 4,4:prefill=0.5:decode=0.7',
-    'kvroute sim run --trace tenants.jsonl --max-in-flight 16 --flow flow.yaml',
+    'kvroute trace transform data/mooncake_synthetic_trace.jsonl --infer-sessions --tenants noisy=10,q1=1,q2=1 -o tenants.jsonl',
+    'kvroute sim run --trace tenants.jsonl --instances 8 --max-in-flight 32',
   );
   runs(run, async () => (await import('./sim-verb.js')).simRunVerb);
 }
