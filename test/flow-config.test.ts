@@ -98,6 +98,12 @@ describe('identify', () => {
     );
     expect(() => identify({ ...NO_HEADERS, tenant: 'a b' }, config)).toThrow(/^x-kvroute-tenant must be 1 to 128/);
   });
+
+  it('matches class names in any case, the default class too', () => {
+    const gold = resolveFlowConfig({ classes: [{ name: 'Gold' }, { name: 'Tin' }], defaultClass: 'Gold' });
+    expect(identify(NO_HEADERS, gold).classRank).toBe(0);
+    expect(identify({ ...NO_HEADERS, priority: ' tin ' }, gold).classRank).toBe(1);
+  });
 });
 
 describe('TokenBucket and RateLimits', () => {

@@ -88,11 +88,6 @@ export class ClassQueue<T> {
     this.place(lanes);
   }
 
-  /** Requests of `tenant` waiting in this class. */
-  waitingOf(tenant: string): number {
-    return this.tenants.get(tenant)?.waiting ?? 0;
-  }
-
   /** [tenant, requests waiting] of every tenant with requests waiting. */
   *depths(): IterableIterator<[string, number]> {
     for (const lanes of this.tenants.values()) if (lanes.waiting > 0) yield [lanes.name, lanes.waiting];

@@ -104,25 +104,10 @@ export class FairQueue<T> {
     return out;
   }
 
-  /** Requests waiting in class `rank`. */
-  waitingIn(rank: number): number {
-    return this.classes[rank]!.waiting;
-  }
-
-  /** Requests of `tenant` waiting in class `rank`. */
-  waitingOf(tenant: string, rank: number): number {
-    return this.classes[rank]!.waitingOf(tenant);
-  }
-
   /** [tenant, class rank, requests waiting] of every tenant with requests waiting (metrics). */
   *depths(): IterableIterator<[string, number, number]> {
     for (let rank = 0; rank < this.classes.length; rank++)
       for (const [tenant, waiting] of this.classes[rank]!.depths()) yield [tenant, rank, waiting];
-  }
-
-  /** The class's virtual time (its fair queue's V; test and metrics only). */
-  virtualTime(rank: number): number {
-    return this.classes[rank]!.virtualTime;
   }
 
   private liveDeadline(): QueuedRequest<T> | undefined {

@@ -137,6 +137,19 @@ export function scaleRateLimits(config: FlowConfig, share: number): FlowConfig {
   return { ...config, tenants, tenantDefaults: scale(config.tenantDefaults) };
 }
 
+/** Each config's class ranks by lower-cased name, made once per config object (configs are replaced, never mutated). */
+const ranksByConfig = new WeakMap<FlowConfig, Map<string, number>>();
+
+/** The rank of the class named `name` (any case) in `config`, or undefined for none. */
+export function classRank(config: FlowConfig, name: string): number | undefined {
+  let ranks = ranksByConfig.get(config);
+  if (ranks === undefined) {
+    ranks = new Map(config.classes.map((c, rank) => [c.name.toLowerCase(), rank]));
+    ranksByConfig.set(config, ranks);
+  }
+  return ranks.get(name.toLowerCase());
+}
+
 export function classNames(classes: readonly FlowClass[]): string {
   return classes.map((c) => c.name).join(', ');
 }

@@ -66,7 +66,7 @@ export class FlowController<T> {
 
   constructor(
     config: FlowConfig,
-    private limits: FlowLimits,
+    private readonly limits: FlowLimits,
   ) {
     this.config = config;
     this.queue = new FairQueue<T>(
@@ -95,19 +95,9 @@ export class FlowController<T> {
     return this.config.tenants[name] ?? this.config.tenantDefaults;
   }
 
-  /** Requests of `tenant` waiting in class `rank` (metrics). */
-  waitingOf(tenant: string, rank: number): number {
-    return this.queue.waitingOf(tenant, rank);
-  }
-
   /** [tenant, class rank, requests waiting] of every tenant with requests waiting (metrics). */
   depths(): IterableIterator<[string, number, number]> {
     return this.queue.depths();
-  }
-
-  /** Requests waiting in class `rank` (metrics). */
-  waitingIn(rank: number): number {
-    return this.queue.waitingIn(rank);
   }
 
   /** What the tenant's rate-limit buckets hold now (metrics, admin API). */
@@ -148,11 +138,6 @@ export class FlowController<T> {
    */
   leave(now: number): QueuedRequest<T> | undefined {
     if (this.limits.maxInFlight === 0) return undefined;
-    // A lowered --max-in-flight (a live change) takes effect as slots are given back.
-    if (this.active > this.limits.maxInFlight) {
-      this.active--;
-      return undefined;
-    }
     const next = this.queue.pop(now);
     if (next === undefined) this.active--;
     return next;
@@ -190,11 +175,23 @@ export class FlowController<T> {
     this.config = config;
     this.rates.reconfigure(now);
   }
+}
 
-  /** New slot and queue limits (a live change); a lower maxInFlight applies as slots are given back. */
-  setLimits(limits: FlowLimits): void {
-    this.limits = limits;
-  }
+/**
+ * The cost fair queueing charges a request (FlowEntry.cost): its prefill the best-placed instance
+ * lacks, from the router's match (`matchedBlocks`: leading blocks held, by instance; null when
+ * the router could not match it, which costs the whole prompt), plus the output it is expected to
+ * make. The proxy and the simulator both price with it.
+ */
+export function queueCost(
+  inputTokens: number,
+  matchedBlocks: Readonly<Record<string, number>> | null,
+  blockTokens: number,
+  expectedOutput: number,
+): number {
+  let longest = 0;
+  if (matchedBlocks !== null) for (const blocks of Object.values(matchedBlocks)) longest = Math.max(longest, blocks);
+  return Math.max(0, inputTokens - longest * blockTokens) + expectedOutput;
 }
 
 /** The refusal of a waiter whose deadline passed. */

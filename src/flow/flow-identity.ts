@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 
-import { classNames, type FlowConfig } from './flow-config.js';
+import { classNames, classRank, type FlowConfig } from './flow-config.js';
 
 export class FlowRequestError extends Error {
   constructor(
@@ -84,9 +84,8 @@ function bearer(authorization: string): string {
 }
 
 function classOf(priority: string, config: FlowConfig): number {
-  const name = priority === '' ? config.defaultClass : priority.trim().toLowerCase();
-  const rank = config.classes.findIndex((c) => c.name.toLowerCase() === name);
-  if (rank < 0)
+  const rank = classRank(config, priority === '' ? config.defaultClass : priority.trim());
+  if (rank === undefined)
     throw new FlowRequestError(
       config.priorityHeader,
       `${config.priorityHeader} must be one of ${classNames(config.classes)}, got "${priority.slice(0, 64)}"`,

@@ -410,11 +410,6 @@ export class ProxyState {
     this.policyName = this.router.policy.name;
   }
 
-  /** Flow control's config, changed live (the admin API; threads get it with the next ThreadState). */
-  setFlowConfig(config: FlowConfig): void {
-    this.admission.configure(config);
-  }
-
   /** A failure before the first byte: open the breaker and take the backend out of routing. */
   reportFailure(backend: Backend, why: string): void {
     if (backend.removed) return;

@@ -13,8 +13,8 @@
  */
 import { invalidValue } from '../core/errors.js';
 import type { Router } from '../core/router.js';
-import { resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
-import { FlowController, type FlowDecision } from '../flow/flow-controller.js';
+import { classNames, classRank, resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
+import { FlowController, queueCost, type FlowDecision } from '../flow/flow-controller.js';
 import type { QueuedRequest } from '../flow/queued-request.js';
 import { SessionTurns } from '../flow/session-turns.js';
 import type { RequestRecord } from '../trace/records.js';
@@ -35,13 +35,11 @@ export class SimFlow {
   readonly config: FlowConfig;
   private readonly controller: FlowController<TraceRequest>;
   private readonly turns = new SessionTurns();
-  private readonly ranks = new Map<string, number>();
 
   constructor(options: SimFlowOptions) {
     if (!Number.isSafeInteger(options.maxInFlight) || options.maxInFlight < 1)
       throw invalidValue('flow.maxInFlight', 'an integer >= 1', options.maxInFlight);
     this.config = resolveFlowConfig(options.config);
-    this.config.classes.forEach((c, rank) => this.ranks.set(c.name, rank));
     this.controller = new FlowController(this.config, {
       maxInFlight: options.maxInFlight,
       queueSize: options.queueSize ?? 1_000_000,
@@ -52,11 +50,11 @@ export class SimFlow {
   /** The request arrives at the router at `now` (s): route it at once, queue it, or refuse it. */
   enter(request: TraceRequest, router: Router, now: number): FlowDecision<TraceRequest> {
     const name = request.priority ?? this.config.defaultClass;
-    const classRank = this.ranks.get(name);
-    if (classRank === undefined)
+    const rank = classRank(this.config, name);
+    if (rank === undefined)
       throw invalidValue(
         `priority of session ${request.session} turn ${request.turn}`,
-        `one of ${[...this.ranks.keys()].join(', ')}`,
+        `one of ${classNames(this.config.classes)}`,
         name,
       );
     const expectedOutput = this.config.expectedOutputTokens;
@@ -65,12 +63,12 @@ export class SimFlow {
       request,
       {
         tenant: request.tenant ?? this.config.defaultTenant,
-        classRank,
+        classRank: rank,
         inputTokens: request.inputLength,
         continuation,
         get cost(): number {
-          const matched = Math.max(0, ...Object.values(router.match({ hashIds: request.hashIds })));
-          return Math.max(0, request.inputLength - matched * request.blockSize) + expectedOutput;
+          const matched = router.match({ hashIds: request.hashIds });
+          return queueCost(request.inputLength, matched, request.blockSize, expectedOutput);
         },
       },
       now * 1000,

@@ -8,7 +8,7 @@
  * flow control reads it only for a request that must queue, so a request that finds a free slot
  * never pays for the match.
  */
-import type { FlowEntry } from '../../flow/flow-controller.js';
+import { queueCost, type FlowEntry } from '../../flow/flow-controller.js';
 import type { FlowIdentity } from '../../flow/flow-identity.js';
 import type { ProxyState } from '../proxy-state.js';
 import type { ParsedRequest } from './request-inputs.js';
@@ -32,17 +32,16 @@ export function flowEntry(
     continuation: session !== '' && state.sessionTurns.arriving(session, now),
     deadlineMs: identity.deadlineMs,
     get cost(): number {
-      return uncachedTokens(parsed, state, inputTokens, blockTokens) + expectedOutput;
+      return queueCost(inputTokens, matched(parsed, state), blockTokens, expectedOutput);
     },
   };
 }
 
-function uncachedTokens(parsed: ParsedRequest, state: ProxyState, inputTokens: number, blockTokens: number): number {
-  let longest = 0;
+/** The router's match of the request, or null when it cannot match it (its model has no instance). */
+function matched(parsed: ParsedRequest, state: ProxyState): Record<string, number> | null {
   try {
-    for (const blocks of Object.values(state.router.match(parsed.route))) longest = Math.max(longest, blocks);
+    return state.router.match(parsed.route);
   } catch {
-    return inputTokens; // a request the router cannot match (its model has no instance) costs all of it
+    return null;
   }
-  return Math.max(0, inputTokens - longest * blockTokens);
 }

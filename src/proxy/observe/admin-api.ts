@@ -138,7 +138,8 @@ export function adminMount(token: string | undefined): ProxyMount {
     route('post', '/admin/flow', (body) => {
       const raw = (body as { flow?: unknown } | null)?.flow;
       if (raw === undefined) throw new AdminInputError('the body must be {"flow": {…}} (docs/flow-control.md)');
-      state.setFlowConfig(resolveFlowConfig(raw, 'flow'));
+      // Applied here at once; the other threads take it with the next ThreadState.
+      state.admission.configure(resolveFlowConfig(raw, 'flow'));
       return ok(flowOf(state));
     });
     route('get', '/admin/policy', () => ok({ policy: state.router.policy }));
