@@ -116,6 +116,11 @@ export class FlowController<T> {
     return this.rates.remaining(tenant, now);
   }
 
+  /** Tenants whose rate-limit buckets are not full now, and what they hold (RateLimits.drawn). */
+  drawn(now: number): IterableIterator<[string, number | undefined, number | undefined]> {
+    return this.rates.drawn(now);
+  }
+
   enter(payload: T, entry: FlowEntry, now: number): FlowDecision<T> {
     const rate = this.rates.admit(entry.tenant, entry.inputTokens, now);
     if (rate !== undefined) return { kind: 'refused', refusal: { cause: 'rate_limited', ...rate } };
