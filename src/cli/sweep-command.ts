@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions, addFleetOption } from './engine-options.js';
+import { addFlowOptions } from './flow-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 
@@ -49,6 +50,7 @@ export function addSweepCommand(program: Command): void {
     .option('--json', 'print sweep.json, the cell summaries and the ES ablation pairs instead of the tables');
   addFleetOption(sweep);
   addEngineScalingOptions(sweep, "every simulated engine's");
+  addFlowOptions(sweep, "each simulated cell's");
   addTraceInputOptions(sweep);
   example(
     sweep,

@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { POLICY_NAMES, POLICY_NAMES_TEXT, resolvePolicy, TUNABLE_NAMES, TUNABLES } from '../core/policy-spec.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { addFlowOptions } from './flow-options.js';
 import { AGGREGATES, OBJECTIVE_NAMES } from './tune-objectives.js';
 import { addTraceInputOptions } from './trace-options.js';
 import { TUNE_DEFAULTS } from './defaults/tune-defaults.js';
@@ -28,7 +29,13 @@ export function addTuneCommand(program: Command): void {
       withDefault("of --samples, points of the second round, around the first round's best", `⌊N ÷ ${d.refineShare}⌋`),
     )
     .option('--seed <K>', withDefault('seed of the search', d.seed))
-    .option('--objective <M>', withDefault(`minimized: ${OBJECTIVE_NAMES.join(', ')}`, d.objective))
+    .option(
+      '--objective <M>',
+      withDefault(
+        `minimized: ${OBJECTIVE_NAMES.join(', ')} (worst_tenant_ttft_p90 and refused_pct need --max-in-flight)`,
+        d.objective,
+      ),
+    )
     .option(
       '--aggregate <A>',
       withDefault(`a point's objective over the traces: ${AGGREGATES.join(', ')}`, d.aggregate),
@@ -44,6 +51,7 @@ export function addTuneCommand(program: Command): void {
     .option('--workers <N>', withDefault('simulations run at once, one thread each', 'one per core'))
     .option('--json', 'print the result as JSON instead of the tables')
     .option('--out <FILE>', 'also write the JSON result to FILE (atomically)');
+  addFlowOptions(tune, 'every');
   addTraceInputOptions(tune);
   tune.addHelpText('after', `\nTunable parameters (--param NAME=LO:HI):\n${tunableLines()}`);
   example(
