@@ -62,5 +62,11 @@ export function addSweepCommand(program: Command): void {
     'kvroute trace synth --sessions 30 -o synth.jsonl',
     'kvroute sweep synth.jsonl --policies unified,min_ttft --engine-state shadow --fleet 4,4:prefill=0.5:decode=0.7 --out sweep-fleet',
   );
+  example(
+    sweep,
+    'kvroute trace synth --sessions 30 -o synth.jsonl',
+    'kvroute trace transform synth.jsonl --tenants noisy=10,q1=1,q2=1 -o tenants.jsonl',
+    'kvroute sweep tenants.jsonl --policies unified,min_ttft --engine-state shadow --max-in-flight 16 --out sweep-flow',
+  );
   runs(sweep, async () => (await import('./sweep-verb.js')).sweepVerb);
 }

@@ -64,6 +64,12 @@ export function addTuneCommand(program: Command): void {
     'kvroute trace synth --sessions 20 --seed 1 -o seed1.jsonl',
     'kvroute tune seed1.jsonl --policy unified --param overloadFactor=1:3 --samples 4 --fleet 2:prefill=0.5:decode=0.7,2',
   );
+  example(
+    tune,
+    'kvroute trace synth --sessions 20 --seed 1 -o seed1.jsonl',
+    'kvroute trace transform seed1.jsonl --tenants noisy=10,q1=1 -o tenants1.jsonl',
+    'kvroute tune tenants1.jsonl --policy unified --param overloadFactor=1:3 --samples 4 --max-in-flight 8 --objective worst_tenant_ttft_p90',
+  );
   runs(tune, async () => (await import('./tune-verb.js')).tuneVerb);
 }
 
