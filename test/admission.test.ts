@@ -120,7 +120,7 @@ describe('Admission', () => {
     expect(enter(admission, late)).toBe('queued');
     await waitFor("the queued waiter's 20 ms to run out", () => late.expired !== undefined);
     expect(late.expired).toMatchObject({ status: 429, code: 'queue_timeout' });
-    expect(admission.refused).toEqual({ queue_full: 0, queue_timeout: 1, rate_limited: 0 });
+    expect(admission.refused).toEqual({ queue_full: 0, queue_timeout: 1, rate_limited: 0, shed: 0 });
     admission.leave(ENTRY.tenant); // no waiter left: the slot is just freed
     expect(admission.flow.active).toBe(0);
   });

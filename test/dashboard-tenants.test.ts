@@ -58,10 +58,10 @@ describe('tenant windows', () => {
     o.onFlow('acme', 'normal', 'admitted', 0, 1_000);
 
     const f = buildTenantsFrame(o.tenants, noFlow, now);
-    expect(f.outcomes).toEqual(['admitted', 'rate_limited', 'queue_full', 'queue_timeout']);
+    expect(f.outcomes).toEqual(['admitted', 'rate_limited', 'queue_full', 'queue_timeout', 'shed']);
     expect(f.rows.map((r) => `${r.tenant}/${r.priority}`)).toEqual(['acme/high', 'acme/normal', 'beta/normal']);
     const acme = rowOf(f.rows, 'acme', 'normal')!;
-    expect(acme.outcomes).toEqual({ admitted: 11, rate_limited: 0, queue_full: 0, queue_timeout: 1 });
+    expect(acme.outcomes).toEqual({ admitted: 11, rate_limited: 0, queue_full: 0, queue_timeout: 1, shed: 0 });
     // 12 waits: 0, 100..1,000, 30,000; nearest rank ceil(0.9 × 12) = 11: the 1,000 ms one.
     within(acme.waitP90Ms, 1_000, 0.12);
     expect(acme.inputTokensPerMinute).toBe((11_000 * 60) / 10);
@@ -82,11 +82,18 @@ describe('tenant windows', () => {
 
   it('a new outcome becomes a column without a code change', () => {
     const w = new TenantWindows(30);
-    w.decided(5_000, 'acme', 'low', 'shed' as FlowOutcome, 0, 0);
-    w.decided(5_000, 'acme', 'low', 'shed' as FlowOutcome, 0, 0);
+    w.decided(5_000, 'acme', 'low', 'evicted' as FlowOutcome, 0, 0);
+    w.decided(5_000, 'acme', 'low', 'evicted' as FlowOutcome, 0, 0);
     const f = buildTenantsFrame(w, noFlow, 5_500);
-    expect(f.outcomes).toEqual(['admitted', 'rate_limited', 'queue_full', 'queue_timeout', 'shed']);
-    expect(f.rows[0]!.outcomes).toEqual({ admitted: 0, rate_limited: 0, queue_full: 0, queue_timeout: 0, shed: 2 });
+    expect(f.outcomes).toEqual(['admitted', 'rate_limited', 'queue_full', 'queue_timeout', 'shed', 'evicted']);
+    expect(f.rows[0]!.outcomes).toEqual({
+      admitted: 0,
+      rate_limited: 0,
+      queue_full: 0,
+      queue_timeout: 0,
+      shed: 0,
+      evicted: 2,
+    });
   });
 
   it('tracks at most MAX_TENANTS tenants; later ones count as other', () => {

@@ -540,17 +540,17 @@ describe('the page', () => {
         {
           tenant: 'default',
           priority: 'normal',
-          outcomes: { admitted: 6, rate_limited: 0, queue_full: 0, queue_timeout: 0 },
+          outcomes: { admitted: 6, rate_limited: 0, queue_full: 0, queue_timeout: 0, shed: 0 },
         },
         {
           tenant: 'metered',
           priority: 'normal',
-          outcomes: { admitted: 2, rate_limited: 1, queue_full: 0, queue_timeout: 0 },
+          outcomes: { admitted: 2, rate_limited: 1, queue_full: 0, queue_timeout: 0, shed: 0 },
         },
         {
           tenant: 'acme',
           priority: 'normal',
-          outcomes: { admitted: 2, rate_limited: 0, queue_full: 0, queue_timeout: 0 },
+          outcomes: { admitted: 2, rate_limited: 0, queue_full: 0, queue_timeout: 0, shed: 0 },
         },
       ]);
       expect(await page.textContent(`${tenantRow('acme')} .waiting`)).toBe('0');

@@ -175,3 +175,48 @@ describe('FlowController: the headroom', () => {
     expect(flow.active).toBe(16);
   });
 });
+
+describe('FlowController: load shedding', () => {
+  const entry = (classRank: number) => ({ tenant: 't', classRank, cost: 100, inputTokens: 100 });
+  const config = resolveFlowConfig({ shedding: { sloMs: 3_000, intervalMs: 10 } });
+
+  it('sheds the lowest class first as the predicted TTFT rises, with 503-style refusals naming the bound', () => {
+    let predicted: number | undefined = 500;
+    const asked: number[] = [];
+    const flow = new FlowController<string>(config, { maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 }, (tokens) => {
+      asked.push(tokens);
+      return predicted;
+    });
+    const kinds = (now: number): string[] => [0, 1, 2].map((rank) => flow.enter('r', entry(rank), now).kind);
+    expect(kinds(0)).toEqual(['go', 'go', 'go']);
+    predicted = 1_500; // past low's 1 s, within normal's 2 s
+    expect(kinds(5)).toEqual(['go', 'go', 'go']); // the prediction is kept for intervalMs
+    expect(kinds(10)).toEqual(['go', 'go', 'refused']);
+    predicted = 2_500;
+    expect(kinds(20)).toEqual(['go', 'refused', 'refused']);
+    predicted = 4_000;
+    const refusal = flow.enter('r', entry(0), 30);
+    expect(refusal).toEqual({
+      kind: 'refused',
+      refusal: { cause: 'shed', predictedMs: 4_000, boundMs: 3_000, retryAfterMs: 1_000 },
+    });
+    predicted = undefined; // no instance priced in seconds: nothing is shed
+    expect(kinds(40)).toEqual(['go', 'go', 'go']);
+    expect(new Set(asked)).toEqual(new Set([1024])); // the typical request's size, the default
+    expect(asked).toHaveLength(5); // once per interval, not per request
+  });
+
+  it('takes a class its own bound, and validates the section naming the key', () => {
+    const own = resolveFlowConfig({
+      classes: [{ name: 'high' }, { name: 'normal', shedAtMs: 100 }],
+      shedding: { sloMs: 1_000, typicalTokens: 4096 },
+    });
+    const flow = new FlowController<string>(own, { maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 }, () => 500);
+    expect(flow.enter('r', entry(0), 0).kind).toBe('go');
+    expect(flow.enter('r', entry(1), 0)).toMatchObject({ refusal: { cause: 'shed', boundMs: 100 } });
+    expect(() => resolveFlowConfig({ shedding: {} })).toThrow('flow.shedding.sloMs is required');
+    expect(() => resolveFlowConfig({ shedding: { sloMs: 1000, slo: 1 } })).toThrow('flow.shedding: unknown key "slo"');
+    expect(() => resolveFlowConfig({ shedding: { sloMs: -1 } })).toThrow('flow.shedding.sloMs must be an integer >= 1');
+    expect(() => resolveFlowConfig({ headroom: 0.9 })).toThrow('flow.headroom must be a number from 0 to 0.5, got 0.9');
+  });
+});

@@ -172,6 +172,40 @@ describe('flow control in the proxy', () => {
     expect(flow.tenants.metered!.remaining.requests).toBeLessThan(1);
   });
 
+  it('sheds a class past its bound on the predicted TTFT with 503 shed and Retry-After; a higher class passes', async () => {
+    const r = await holdingProxy({
+      flow: {
+        classes: [
+          { name: 'high', shedAtMs: 3_600_000 },
+          { name: 'normal', shedAtMs: 1 },
+        ],
+        shedding: { sloMs: 3_600_000 },
+      },
+    });
+    const shed = await send(r.rig.base, 'normal');
+    expect(shed.status).toBe(503);
+    expect(Number(shed.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await shed.json()).toMatchObject({
+      error: { type: 'server_error', code: 'shed', message: expect.stringContaining('the fleet is overloaded') },
+    });
+    const high = send(r.rig.base, 'high', { 'x-kvroute-priority': 'high' });
+    await waitFor('the high request upstream', () => r.held.length > 0);
+    r.answer();
+    expect((await high).status).toBe(200);
+    expect(r.seen()).toEqual(['high']);
+    const headers = { authorization: `Bearer ${TOKEN}` };
+    const flow = (await (await fetch(`${r.rig.base}/admin/flow`, { headers })).json()) as {
+      refused: { shed: number };
+      shedding: { predictedTtftMs: number; boundsMs: Record<string, number> };
+    };
+    expect(flow.refused.shed).toBe(1);
+    expect(flow.shedding.predictedTtftMs).toBeGreaterThan(1);
+    expect(flow.shedding.boundsMs).toEqual({ high: 3_600_000, normal: 1 });
+    const metrics = await (await fetch(`${r.rig.base}/metrics`)).text();
+    expect(metrics).toMatch(/kvroute_flow_requests_total\{tenant="default",priority="normal",outcome="shed"\} 1/);
+    expect(metrics).toMatch(/kvroute_admission_refused_total\{reason="shed"\} 1/);
+  });
+
   it('keys a tenant by its API key’s hash, never the key itself', async () => {
     const lines: string[] = [];
     const r = await holdingProxy({

@@ -26,16 +26,19 @@ export interface FlowFlags {
   fields: FlowFields;
 }
 
-/** The flags as flow options; undefined without --max-in-flight (then --flow and --queue-timeout are refused). */
+/**
+ * The flags as flow options; undefined with neither --max-in-flight nor --flow. --flow alone is
+ * flow control without a slot limit (its rate limits and load shedding); --queue-timeout needs
+ * --max-in-flight (only a limit makes requests wait).
+ */
 export function flowFlags(values: OptionValues): FlowFlags | undefined {
-  const maxInFlight = integerFlag(values, 'max-in-flight', 1);
+  const limit = integerFlag(values, 'max-in-flight', 1);
   const file = stringFlag(values, 'flow');
   const queueTimeoutMs = integerFlag(values, 'queue-timeout', 1);
-  if (maxInFlight === undefined) {
-    if (file !== undefined || queueTimeoutMs !== undefined)
-      throw new UsageError('--flow and --queue-timeout need --max-in-flight N: flow control queues only past a limit');
-    return undefined;
-  }
+  if (limit === undefined && queueTimeoutMs !== undefined)
+    throw new UsageError('--queue-timeout needs --max-in-flight N: requests wait only past a limit');
+  if (limit === undefined && file === undefined) return undefined;
+  const maxInFlight = limit ?? 0;
   const config = file === undefined ? undefined : flowConfigFrom(file, '--flow', (message) => new UsageError(message));
   return {
     options: {

@@ -17,7 +17,10 @@ export function addFlowOptions(command: Command, what = 'the'): Command {
       '--max-in-flight <N>',
       `route at most N requests at once fleet-wide in ${what} simulation, queue the rest by class and tenant (the trace's priority and tenant)`,
     ],
-    ['--flow <FILE>', "flow control's tenants, classes, weights and limits (YAML or JSON; needs --max-in-flight)"],
+    [
+      '--flow <FILE>',
+      "flow control's tenants, classes, weights and limits (YAML or JSON); alone, without a slot limit: rate limits and shedding",
+    ],
     ['--queue-timeout <MS>', "with --max-in-flight: a class's deadline when it sets none (default 30000)"],
   ]);
 }

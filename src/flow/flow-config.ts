@@ -18,6 +18,18 @@ export interface FlowClass {
   deadlineMs?: number;
   /** A request at the head of the class waits at most this long behind higher classes; Infinity: no bound. */
   starveAfterMs: number;
+  /** Shed the class's requests past this predicted TTFT, ms; undefined: its share of the SLO (load-shedder.ts). */
+  shedAtMs?: number;
+}
+
+/** Load shedding on the fleet's predicted TTFT (load-shedder.ts). */
+export interface SheddingConfig {
+  /** The highest class's bound, ms; a lower class k of n is shed past sloMs × (n − k) ÷ n. */
+  sloMs: number;
+  /** The uncached prompt tokens of the typical request the fleet's TTFT is predicted for. */
+  typicalTokens: number;
+  /** How long one prediction is used, ms. */
+  intervalMs: number;
 }
 
 export interface FlowTenant extends TenantRateLimits {
@@ -50,6 +62,8 @@ export interface FlowConfig {
    * (flow-controller.ts, the headroom rule): floor(maxInFlight × headroom) slots; 0: none.
    */
   headroom: number;
+  /** Load shedding; undefined: off. */
+  shedding?: SheddingConfig;
 }
 
 export const DEFAULT_FLOW_CONFIG: Readonly<FlowConfig> = Object.freeze({
@@ -82,8 +96,10 @@ const TOP_KEYS = [
   'tenantDefaults',
   'expectedOutputTokens',
   'headroom',
+  'shedding',
 ];
-const CLASS_KEYS = ['name', 'deadlineMs', 'starveAfterMs'];
+const CLASS_KEYS = ['name', 'deadlineMs', 'starveAfterMs', 'shedAtMs'];
+const SHEDDING_KEYS = ['sloMs', 'typicalTokens', 'intervalMs'];
 const TENANT_KEYS = ['weight', 'rpm', 'rpmBurst', 'tpm', 'tpmBurst'];
 const NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 const HEADER = /^[a-z0-9-]{1,64}$/;
@@ -125,6 +141,9 @@ export function resolveFlowConfig(raw: unknown, where = 'flow'): FlowConfig {
         ? d.expectedOutputTokens
         : count(o.expectedOutputTokens, `${where}.expectedOutputTokens`, 0),
     headroom: o.headroom === undefined ? d.headroom : fraction(o.headroom, `${where}.headroom`, 0.5),
+    ...(o.shedding === undefined || o.shedding === null
+      ? {}
+      : { shedding: sheddingSpec(o.shedding, `${where}.shedding`) }),
   };
 }
 
@@ -184,8 +203,19 @@ function classList(raw: unknown, where: string): FlowClass[] {
         o.starveAfterMs === undefined || o.starveAfterMs === null || o.starveAfterMs === Infinity
           ? Infinity
           : count(o.starveAfterMs, `${at}.starveAfterMs`, 1),
+      ...(o.shedAtMs === undefined ? {} : { shedAtMs: count(o.shedAtMs, `${at}.shedAtMs`, 1) }),
     };
   });
+}
+
+function sheddingSpec(raw: unknown, where: string): SheddingConfig {
+  const o = object(raw, where, SHEDDING_KEYS);
+  if (o.sloMs === undefined) throw new FlowConfigError(`${where}.sloMs is required: the TTFT bound, ms`);
+  return {
+    sloMs: count(o.sloMs, `${where}.sloMs`, 1),
+    typicalTokens: o.typicalTokens === undefined ? 1024 : count(o.typicalTokens, `${where}.typicalTokens`, 1),
+    intervalMs: o.intervalMs === undefined ? 20 : count(o.intervalMs, `${where}.intervalMs`, 0),
+  };
 }
 
 function tenantSpec(raw: unknown, where: string): FlowTenant {

@@ -4,6 +4,8 @@
  * no timers, every call takes `now` (ms).
  *
  * A request enters with its tenant, class, cost and input tokens:
+ * 0. **shedding** (load-shedder.ts, when configured): past its class's bound on the fleet's
+ *    predicted TTFT it is refused at once, `shed` (503, Retry-After);
  * 1. **rate limits** (rate-limits.ts): past its tenant's requests or tokens per minute it is
  *    refused at once, `rate_limited` (429, Retry-After when the bucket refills);
  * 2. **a slot** (`maxInFlight`; 0: no limit): taken at once when one is free and nobody waits,
@@ -26,6 +28,7 @@
  * controller's life (requests already queued carry their class rank).
  */
 import { FairQueue } from './fair-queue.js';
+import { LoadShedder, type ShedRefusal } from './load-shedder.js';
 import type { FlowConfig, FlowTenant } from './flow-config.js';
 import type { QueuedRequest } from './queued-request.js';
 import { RateLimits, type RateLimit } from './rate-limits.js';
@@ -53,10 +56,12 @@ export interface FlowEntry {
   deadlineMs?: number;
 }
 
-export type FlowRefusalCause = 'rate_limited' | 'queue_full' | 'queue_timeout';
+export type FlowRefusalCause = 'rate_limited' | 'queue_full' | 'queue_timeout' | 'shed';
 
-export interface FlowRefusal {
-  cause: FlowRefusalCause;
+export type FlowRefusal = ShedRefusal | QueueRefusal;
+
+export interface QueueRefusal {
+  cause: Exclude<FlowRefusalCause, 'shed'>;
   /** Which limit, for `rate_limited`. */
   limit?: RateLimit;
   /** When the same request could pass, ms from now (Retry-After). */
@@ -73,10 +78,16 @@ export class FlowController<T> {
   private readonly queue: FairQueue<T>;
   private readonly rates: RateLimits;
   private readonly shares: SlotShares;
+  private readonly shedder: LoadShedder | undefined;
 
+  /**
+   * `predictTtftMs(typicalTokens)`: the fleet's predicted TTFT for load shedding
+   * (src/core/fleet-ttft.ts); without it nothing is shed, whatever the config says.
+   */
   constructor(
     config: FlowConfig,
     private readonly limits: FlowLimits,
+    predictTtftMs?: (typicalTokens: number) => number | undefined,
   ) {
     this.config = config;
     this.queue = new FairQueue<T>(
@@ -86,6 +97,7 @@ export class FlowController<T> {
     );
     this.rates = new RateLimits((tenant) => this.tenant(tenant));
     this.shares = new SlotShares((tenant) => this.tenant(tenant).weight);
+    this.shedder = predictTtftMs === undefined ? undefined : new LoadShedder(predictTtftMs);
   }
 
   get flowConfig(): FlowConfig {
@@ -121,7 +133,15 @@ export class FlowController<T> {
     return this.rates.drawn(now);
   }
 
+  /** The fleet's predicted TTFT shedding decides on now, ms (admin API); undefined: shedding off or no prediction. */
+  predictedTtftMs(now: number): number | undefined {
+    const shedding = this.config.shedding;
+    return shedding === undefined ? undefined : this.shedder?.predictedTtftMs(shedding, now);
+  }
+
   enter(payload: T, entry: FlowEntry, now: number): FlowDecision<T> {
+    const shed = this.shedder?.check(this.config, entry.classRank, now);
+    if (shed !== undefined) return { kind: 'refused', refusal: shed };
     const rate = this.rates.admit(entry.tenant, entry.inputTokens, now);
     if (rate !== undefined) return { kind: 'refused', refusal: { cause: 'rate_limited', ...rate } };
     if (this.limits.maxInFlight === 0) return { kind: 'go' };

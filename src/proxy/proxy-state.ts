@@ -148,7 +148,7 @@ export class ProxyState {
     private readonly observers: ObserverList,
     private readonly warn: (message: string) => void,
   ) {
-    this.admission = new Admission(options, options.flow, options.flowShare ?? 1);
+    this.admission = new Admission(options, options.flow, options.flowShare ?? 1, () => this.router);
     this.threadFlow = new ThreadFlowReports(this.admission);
     this.bodies = new BodyBudget(options.maxBodyMemoryBytes);
     this.thread = routerOptions.thread;

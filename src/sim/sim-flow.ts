@@ -13,6 +13,7 @@
  * Times here are seconds (the simulator's); the controller is given ms.
  */
 import { invalidValue } from '../core/errors.js';
+import { fleetPredictedTtftMs } from '../core/fleet-ttft.js';
 import type { Router } from '../core/router.js';
 import { classNames, classRank, resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
 import { FlowController, queueCost, type FlowDecision } from '../flow/flow-controller.js';
@@ -24,7 +25,7 @@ import type { TraceRequest } from '../trace/types.js';
 export interface SimFlowOptions {
   /** A FlowConfig or its raw form (a YAML `flow:` section); default: every default. */
   config?: unknown;
-  /** Requests routed and not yet complete, fleet-wide; past it they queue. At least 1. */
+  /** Requests routed and not yet complete, fleet-wide; past it they queue. 0: no limit (rate limits and shedding only). */
   maxInFlight: number;
   /** Requests that may wait (default 1,000,000: the simulator refuses only on deadlines). */
   queueSize?: number;
@@ -37,15 +38,23 @@ export class SimFlow {
   private readonly controller: FlowController<TraceRequest>;
   private readonly turns = new SessionTurns();
 
-  constructor(options: SimFlowOptions) {
-    if (!Number.isSafeInteger(options.maxInFlight) || options.maxInFlight < 1)
-      throw invalidValue('flow.maxInFlight', 'an integer >= 1', options.maxInFlight);
+  /**
+   * `router()`: the router whose fleet load shedding predicts the TTFT of (the first replica's;
+   * read at each prediction, so it may be made after this).
+   */
+  constructor(options: SimFlowOptions, router: () => Router) {
+    if (!Number.isSafeInteger(options.maxInFlight) || options.maxInFlight < 0)
+      throw invalidValue('flow.maxInFlight', 'an integer >= 0', options.maxInFlight);
     this.config = resolveFlowConfig(options.config);
-    this.controller = new FlowController(this.config, {
-      maxInFlight: options.maxInFlight,
-      queueSize: options.queueSize ?? 1_000_000,
-      queueTimeoutMs: options.queueTimeoutMs ?? 30_000,
-    });
+    this.controller = new FlowController(
+      this.config,
+      {
+        maxInFlight: options.maxInFlight,
+        queueSize: options.queueSize ?? 1_000_000,
+        queueTimeoutMs: options.queueTimeoutMs ?? 30_000,
+      },
+      (tokens) => fleetPredictedTtftMs(router(), tokens),
+    );
   }
 
   /** The request arrives at the router at `now` (s): route it at once, queue it, or refuse it. */
@@ -114,7 +123,7 @@ export class SimFlow {
     };
   }
 
-  /** The record of a request flow control refused at `now` (s): failed (429, `cause`), never routed. */
+  /** The record of a request flow control refused at `now` (s): failed (503 when shed, else 429; `cause`), never routed. */
   refusalRecord(request: TraceRequest, arrivedAt: number, now: number, cause: string): RequestRecord {
     return {
       session: request.session,
@@ -128,7 +137,7 @@ export class SimFlow {
       output_tokens: 0,
       overlapped: false,
       preemptions: 0,
-      status: 429,
+      status: cause === 'shed' ? 503 : 429,
       error: cause,
       ...this.recordFields(request, now - arrivedAt),
     };

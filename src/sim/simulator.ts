@@ -218,7 +218,7 @@ class Simulation {
     const { replicas = 1, replicaAssign = 'random', replicaSeed = 1 } = options;
     this.replicas = new ReplicaAssigner(replicas, replicaAssign, replicaSeed);
     this.unread = new Array<boolean>(this.replicas.replicas).fill(false);
-    if (options.flow !== undefined) this.flow = new SimFlow(options.flow);
+    if (options.flow !== undefined) this.flow = new SimFlow(options.flow, () => this.fleet!.routers[0]!);
   }
 
   /** When `request` enters the system: its trace time, or the next Poisson arrival. */

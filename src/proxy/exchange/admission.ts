@@ -19,6 +19,8 @@
  *   that admits the waiters that may take the slot (admit() runs synchronously inside leave()).
  * - A queued request whose client goes away calls cancel(); it never held a slot.
  */
+import { fleetPredictedTtftMs } from '../../core/fleet-ttft.js';
+import type { Router } from '../../core/router.js';
 import { scaleRateLimits, type FlowConfig } from '../../flow/flow-config.js';
 import { FlowController, expiredRefusal, type FlowEntry, type FlowRefusal } from '../../flow/flow-controller.js';
 import type { QueuedRequest } from '../../flow/queued-request.js';
@@ -40,12 +42,12 @@ export interface AdmissionLimits {
   queueTimeoutMs: number;
 }
 
-export type AdmissionRefusal = 'queue_full' | 'queue_timeout' | 'rate_limited';
+export type AdmissionRefusal = 'queue_full' | 'queue_timeout' | 'rate_limited' | 'shed';
 
 export class Admission {
   readonly flow: FlowController<Admittable>;
   /** Refused since start, by reason. */
-  readonly refused: Record<AdmissionRefusal, number> = { queue_full: 0, queue_timeout: 0, rate_limited: 0 };
+  readonly refused: Record<AdmissionRefusal, number> = { queue_full: 0, queue_timeout: 0, rate_limited: 0, shed: 0 };
   private readonly waiting = new Map<Admittable, QueuedRequest<Admittable>>();
   /** drain() is running: a leave() inside an admit() leaves the next waiter to its loop. */
   private draining = false;
@@ -54,14 +56,18 @@ export class Admission {
 
   /**
    * `config` holds whole-process limits; this admission enforces `share` of its rate limits (a
-   * thread of `serve --threads N` takes 1/N; thread-limits.ts).
+   * thread of `serve --threads N` takes 1/N; thread-limits.ts). `router`: the fleet load
+   * shedding predicts the TTFT of; without it nothing is shed.
    */
   constructor(
     private readonly limits: AdmissionLimits,
     private flowConfig: FlowConfig,
     private readonly share = 1,
+    router?: () => Router,
   ) {
-    this.flow = new FlowController<Admittable>(scaleRateLimits(flowConfig, share), limits);
+    // Load shedding predicts on the router's fleet (read at each prediction: it may be made after this).
+    const predict = router === undefined ? undefined : (tokens: number) => fleetPredictedTtftMs(router(), tokens);
+    this.flow = new FlowController<Admittable>(scaleRateLimits(flowConfig, share), limits, predict);
   }
 
   /** Flow control's config as set: whole-process limits (the admin API shows it, threads copy it). */
@@ -172,7 +178,11 @@ export class Admission {
   }
 }
 
-/** The 429 of a refusal, with its Retry-After; the message names the limit, never the API key. */
+/**
+ * The error of a refusal with its Retry-After: 429 for the tenant's own limits and the queue,
+ * 503 for shedding (the fleet, not the client, is over); the message names the limit, never the
+ * API key.
+ */
 export function refusalError(
   refusal: FlowRefusal,
   tenant: string,
@@ -190,8 +200,11 @@ export function refusalError(
     case 'queue_timeout':
       message = `no slot came free within the request's deadline (${waited === undefined ? limits.queueTimeoutMs : Math.round(waited.deadline - waited.enqueuedAt)} ms); retry shortly`;
       break;
+    case 'shed':
+      message = `the fleet is overloaded: its predicted time to first token (${Math.round(refusal.predictedMs)} ms) is past this priority class's bound (${Math.round(refusal.boundMs)} ms); retry after ${Math.ceil(refusal.retryAfterMs / 1000)} s`;
+      break;
   }
-  const error = new ClientError(429, message, refusal.cause);
+  const error = new ClientError(refusal.cause === 'shed' ? 503 : 429, message, refusal.cause);
   error.retryAfterSeconds = Math.max(1, Math.ceil(refusal.retryAfterMs / 1000));
   return error;
 }

@@ -43,6 +43,7 @@ import type { ClientResponse } from '../server/client-io.js';
 import { backendName } from '../exchange/upstream-errors.js';
 import { echo, errorJson } from '../server/error-body.js';
 import { FlowConfigError, resolveFlowConfig } from '../../flow/flow-config.js';
+import { shedBoundMs } from '../../flow/load-shedder.js';
 import { normaliseBackend, resolveBackend, type ProxyMount, type ResolvedBackend } from '../proxy-options.js';
 import type { BackendSnapshot, ProxyState } from '../proxy-state.js';
 import type { MountApp } from '../server/route-table.js';
@@ -280,6 +281,14 @@ function flowOf(state: ProxyState): Record<string, unknown> {
     active: flow.active,
     queued: flow.queued,
     refused: state.admission.refused,
+    // Load shedding: the fleet's predicted TTFT it decides on now and each class's bound (null: off, or no prediction yet).
+    shedding:
+      flow.flowConfig.shedding === undefined
+        ? null
+        : {
+            predictedTtftMs: flow.predictedTtftMs(now) ?? null,
+            boundsMs: Object.fromEntries(classes.map((name, rank) => [name, shedBoundMs(flow.flowConfig, rank)])),
+          },
     tenants,
   };
 }

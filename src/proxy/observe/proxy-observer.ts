@@ -159,7 +159,7 @@ export interface ProxyObserver {
 }
 
 /** What flow control did with a request: let it through, or why not. */
-export type FlowOutcome = 'admitted' | 'rate_limited' | 'queue_full' | 'queue_timeout';
+export type FlowOutcome = 'admitted' | 'rate_limited' | 'queue_full' | 'queue_timeout' | 'shed';
 
 type Callbacks = Required<ProxyObserver>;
 

@@ -28,6 +28,7 @@ export type ProxyErrorCode =
   | 'queue_full'
   | 'queue_timeout'
   | 'rate_limited'
+  | 'shed'
   | 'model_not_found'
   | 'bad_request'
   | 'headers_too_large'

@@ -26,7 +26,13 @@
 import type { FlowOutcome } from '../proxy-observer.js';
 
 /** The outcomes every panel lists, in this order; others follow as they are seen. */
-export const KNOWN_OUTCOMES: readonly FlowOutcome[] = ['admitted', 'rate_limited', 'queue_full', 'queue_timeout'];
+export const KNOWN_OUTCOMES: readonly FlowOutcome[] = [
+  'admitted',
+  'rate_limited',
+  'queue_full',
+  'queue_timeout',
+  'shed',
+];
 /** Distinct outcomes counted; FlowOutcome has 4. Past this an outcome is not counted (never expected). */
 const MAX_OUTCOMES = 8;
 /** Named tenants tracked at once (the metrics' label bound); later ones count as OTHER. */
