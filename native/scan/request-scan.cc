@@ -278,9 +278,14 @@ bool RequestScanner::Impl::promptText(const element& messages, DomTextWriter& w,
 
 void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOptions& options, ScanResult& out) {
   out.clear();
-  // simdjson skips a UTF-8 byte-order mark; JSON.parse does not.
+  // simdjson skips a UTF-8 byte-order mark; JSON.parse does not. Invalid UTF-8 after it is still
+  // reported first, as everywhere (regressions/request-scan/bom-then-invalid-utf8).
   if (len >= 3 && std::memcmp(bytes, "\xEF\xBB\xBF", 3) == 0) {
-    syntax(out, "a byte-order mark before the value");
+    if (!simdjson::validate_utf8(reinterpret_cast<const char*>(bytes), len)) {
+      fail(out, ScanCode::kInvalidJson, ScanParam::kNone, "the request body is not valid UTF-8");
+    } else {
+      syntax(out, "a byte-order mark before the value");
+    }
     return;
   }
   // An empty typed array's data pointer is null (a zero-length Uint8Array from JavaScript), and a
