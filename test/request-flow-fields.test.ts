@@ -1,8 +1,8 @@
 /**
  * Flow control's body fields in both request paths (the native scanner behind scanRequest, sync
  * and threadpool, and hashParsedRequest(parseRequest(...))): the body's integer `priority` (vLLM's,
- * lower is handled earlier) and the output cap (`max_completion_tokens` unless absent or null, else
- * `max_tokens`). Each bad priority is a 400 invalid_field naming `priority`, with the same message
+ * lower is handled earlier) and the output cap (chat: `max_completion_tokens` unless absent or
+ * null, else `max_tokens`; completions: `max_tokens`). Each bad priority is a 400 invalid_field naming `priority`, with the same message
  * in both paths; a bad cap is ignored (the engine judges it); the body is forwarded untouched.
  * request-scan.test.ts holds the two paths together on generated bodies with these fields.
  */
@@ -121,6 +121,14 @@ describe('the output cap: max_completion_tokens, else max_tokens', () => {
     expect(Object.is(p.maxTokens, cap), `${p.maxTokens}`).toBe(true);
   });
 
+  it('on completions is max_tokens alone: vLLM’s CompletionRequest has no max_completion_tokens', async () => {
+    expect((await parsed('completions', completions(',"max_completion_tokens":5,"max_tokens":100'))).maxTokens).toBe(
+      100,
+    );
+    expect((await parsed('completions', completions(',"max_completion_tokens":5'))).maxTokens).toBeUndefined();
+    expect((await parsed('completions', completions(',"max_tokens":0'))).maxTokens).toBe(0);
+  });
+
   it.each([
     ',"max_tokens":"100"',
     ',"max_tokens":-1',
@@ -132,7 +140,11 @@ describe('the output cap: max_completion_tokens, else max_tokens', () => {
     ',"max_completion_tokens":"x","max_tokens":100',
     ',"max_completion_tokens":-5,"max_tokens":100',
   ])('%s is ignored (no cap; the engine judges it), not refused', async (fields) => {
-    for (const endpoint of ['chat', 'completions'] as const) {
+    // max_completion_tokens is chat's field only (completions reads max_tokens, tested above).
+    const endpoints = fields.includes('max_completion_tokens')
+      ? (['chat'] as const)
+      : (['chat', 'completions'] as const);
+    for (const endpoint of endpoints) {
       const body = (endpoint === 'chat' ? chat : completions)(fields);
       const p = await parsed(endpoint, body);
       expect(p.maxTokens).toBeUndefined();

@@ -104,10 +104,13 @@ bool readPriority(const element* priority, ScanResult& out) {
   return true;
 }
 
-// readMaxTokens() of request-inputs.ts: vLLM's cap is max_completion_tokens unless it is absent or
-// null, else max_tokens; used when a non-negative integer, else ignored (the engine judges it).
-void readMaxTokens(const element* maxCompletionTokens, const element* maxTokens, ScanResult& out) {
-  const bool completionCap = maxCompletionTokens != nullptr && maxCompletionTokens->type() != element_type::NULL_VALUE;
+// readMaxTokens() of request-inputs.ts: vLLM's cap is, for chat, max_completion_tokens unless it is
+// absent or null, else max_tokens, and for completions max_tokens alone; used when a non-negative
+// integer, else ignored (the engine judges it).
+void readMaxTokens(ScanEndpoint endpoint, const element* maxCompletionTokens, const element* maxTokens,
+                   ScanResult& out) {
+  const bool completionCap = endpoint == ScanEndpoint::kChat && maxCompletionTokens != nullptr &&
+                             maxCompletionTokens->type() != element_type::NULL_VALUE;
   const element* cap = completionCap ? maxCompletionTokens : maxTokens;
   double x = 0;
   if (cap == nullptr || !isIntegral(*cap, x) || x < 0) return;
@@ -389,7 +392,7 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
 
   // Before hash_ids and the prompt's own checks, as parseRequest then hashParsedRequest.
   if (!readPriority(priority, out)) return;
-  readMaxTokens(maxCompletionTokens, maxTokens, out);
+  readMaxTokens(options.endpoint, maxCompletionTokens, maxTokens, out);
   if (hashIds != nullptr) {
     if (hashIds->type() != element_type::ARRAY) {
       fail(out, ScanCode::kInvalidField, ScanParam::kHashIds, "hash_ids must be an array of integers in [0, 2^53)");

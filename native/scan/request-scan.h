@@ -16,10 +16,10 @@
 //      rule (the last value wins): model, stream, user, messages, prompt,
 //      hash_ids, priority, max_tokens, max_completion_tokens, checked in
 //      parseRequest's order with its messages. priority (vLLM's: an integer,
-//      lower is handled earlier) is refused unless an integer or null;
-//      max_completion_tokens, else max_tokens (vLLM's choice), is the output
-//      cap when a non-negative integer and ignored otherwise (the engine
-//      judges it); -0 is 0 in both.
+//      lower is handled earlier) is refused unless an integer or null; the
+//      output cap (vLLM's choice: for chat max_completion_tokens, else
+//      max_tokens; for completions max_tokens) is kept when a non-negative
+//      integer and ignored otherwise (the engine judges it); -0 is 0 in both.
 //   3. Without hash_ids, the prompt text is written straight into a
 //      PromptHasher, never held whole: promptText(messages) for chat (RS role
 //      US content…, content parts joined by US, non-text parts and tool_calls

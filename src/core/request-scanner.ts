@@ -48,8 +48,8 @@ export type ScanResult =
       /** The body's integer `priority` (-0 as 0); undefined when absent or null (anything else is an error). */
       priority: number | undefined;
       /**
-       * The output cap: `max_completion_tokens` unless absent or null, else `max_tokens`, when a
-       * non-negative integer (-0 as 0); undefined otherwise.
+       * The output cap: for chat `max_completion_tokens` unless absent or null, else `max_tokens`;
+       * for completions `max_tokens`; when a non-negative integer (-0 as 0); undefined otherwise.
        */
       maxTokens: number | undefined;
       ids: PromptIds | BodyIds;

@@ -12,9 +12,9 @@
  * - session: the configured header, else the body's `user`.
  * - flow control's inputs (docs/flow-control.md): the body's `priority` (vLLM's integer, lower is
  *   handled earlier; absent or null: none; anything but an integer is a 400 naming it), and the
- *   output cap, `max_completion_tokens` unless absent or null, else `max_tokens` (vLLM's choice),
- *   used when a non-negative integer and otherwise ignored: the engine judges it. Both stay in
- *   the forwarded body, which vLLM reads itself.
+ *   output cap vLLM applies (chat: `max_completion_tokens` unless absent or null, else
+ *   `max_tokens`; completions: `max_tokens`), used when a non-negative integer and otherwise
+ *   ignored: the engine judges it. Both stay in the forwarded body, which vLLM reads itself.
  *
  * Rules shared with the native scanner (request-scan.ts, docs/hashing.md), so both paths refuse
  * the same bodies: bytes that are not UTF-8 are refused (not decoded with U+FFFD); a body nesting
@@ -119,7 +119,7 @@ export function parseRequest(
 
   // Before hash_ids and the prompt's own checks: the scanner's order.
   const priority = readPriority(b.priority);
-  const maxTokens = readMaxTokens(b.max_completion_tokens, b.max_tokens);
+  const maxTokens = readMaxTokens(endpoint === 'chat' ? b.max_completion_tokens : undefined, b.max_tokens);
   if (b.hash_ids !== undefined) route.hashIds = hashIds(b.hash_ids);
   else if (endpoint === 'chat') route.messages = b.messages as ChatMessage[];
   else route.prompt = typeof b.prompt === 'string' ? b.prompt : promptString(b.prompt as unknown[]);
@@ -179,8 +179,9 @@ function readPriority(value: unknown): number | undefined {
 
 /**
  * The output cap the engine applies: `max_completion_tokens` unless absent or null, else
- * `max_tokens` (vLLM's ChatCompletionRequest.build_tok_params), when it is a non-negative integer.
- * Anything else is not ours to refuse: undefined, and the engine judges the value it receives.
+ * `max_tokens` (vLLM's ChatCompletionRequest.build_tok_params; a completions request has only
+ * `max_tokens`, its caller passes undefined), when it is a non-negative integer. Anything else is
+ * not ours to refuse: undefined, and the engine judges the value it receives.
  */
 function readMaxTokens(maxCompletionTokens: unknown, maxTokens: unknown): number | undefined {
   const cap = maxCompletionTokens !== undefined && maxCompletionTokens !== null ? maxCompletionTokens : maxTokens;
