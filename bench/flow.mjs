@@ -72,19 +72,34 @@ workloadMain('flow', ({ quick }) => {
   const flowRun = (/** @type {number} */ n) => {
     const flow = new FlowController(config, { maxInFlight: 64, queueSize: 1 << 20, queueTimeoutMs: 1e12 });
     let now = 0;
+    // The slot holders' tenants, oldest first: each step the oldest gives its slot back.
+    /** @type {string[]} */
+    const holders = [];
+    let oldest = 0;
     // Fill the slots and the queue: every request below waits behind `depth` others.
     for (let i = 0; i < 64 + depth; i++) {
       const id = identify(header(i), config);
-      flow.enter(i, { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) }, now);
+      const entry = { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) };
+      if (flow.enter(i, entry, now).kind === 'go') holders.push(id.tenant);
     }
     for (let i = 0; i < n; i++) {
       now += 0.01;
       const id = identify(header(i), config);
-      flow.enter(i, { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) }, now);
-      const next = flow.leave(now);
-      if (next !== undefined) flow.chargeOutput(next.tenant, 100, now);
+      const entry = { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) };
+      if (flow.enter(i, entry, now).kind === 'go') holders.push(id.tenant);
+      flow.leave(/** @type {string} */ (holders[oldest++]), now);
+      for (let next = flow.next(now); next !== undefined; next = flow.next(now)) {
+        flow.chargeOutput(next.tenant, 100, now);
+        holders.push(next.tenant);
+      }
+      if (oldest > 4096) {
+        holders.splice(0, oldest);
+        oldest = 0;
+      }
     }
-    if (flow.queued !== depth) throw new Error(`flow: the queue drifted to ${flow.queued}`);
+    // Every request entered holds a slot, waits, or gave its slot back (one per step): none lost.
+    if (flow.active + flow.queued !== 64 + depth)
+      throw new Error(`flow: ${flow.active} holding + ${flow.queued} waiting, expected ${64 + depth}`);
   };
   const fifoRun = (/** @type {number} */ n) => {
     // The old admission: a count and a FIFO of waiters (a Map in insertion order).

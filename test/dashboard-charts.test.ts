@@ -49,6 +49,9 @@ describe('the dashboard charts', () => {
       expect(await page.isVisible('#chart-rate .u-legend')).toBe(true);
       expect(await page.textContent('#chart-ttft .chart-note')).toBe('no first token in the window yet');
       expect(await page.isVisible('#chart-rate .chart-note')).toBe(false);
+      // No --max-in-flight, no rate limit, no request: the tenants panel says flow control is off.
+      expect(await page.getAttribute('#tenants-panel', 'data-state')).toBe('off');
+      expect(await page.textContent('#tenants tr.empty')).toMatch(/^flow control off/);
 
       // The rate chart's one sample is on the canvas: pixels of its series colour (#2f6fde).
       const drawn = await page.evaluate(() => {

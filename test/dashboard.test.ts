@@ -3,8 +3,9 @@
  * clock, the SSE hub's uWS discipline against a fake response (backpressure, abort, close), and
  * the page itself in a real browser: headless Chromium (test/helpers/browser.ts: Debian's when
  * installed, else the npm-shipped one) opens the page of a proxy in front of two simulated
- * engines and sees the request counter move after requests go through the proxy; and the page
- * still draws under a locale tag Intl rejects (`en-US@posix`).
+ * engines and sees the request counter move after requests go through the proxy, and the tenants
+ * panel show two tenants' rows with their admitted and rate-limited counts and what a limited
+ * tenant's bucket holds; and the page still draws under a locale tag Intl rejects (`en-US@posix`).
  *
  * Set KVROUTE_DASHBOARD_SCREENSHOT=path.png to save the page as the test leaves it.
  */
@@ -376,7 +377,12 @@ describe('the page', () => {
     const dashboard = createDashboard();
     try {
       fleet = await startSimFleet({ instances: 2, port: 0, speed: 50 });
-      proxy = createProxy({ backends: fleet.urls, observers: [dashboard.observer], mounts: [dashboard.mount] });
+      proxy = createProxy({
+        backends: fleet.urls,
+        observers: [dashboard.observer],
+        mounts: [dashboard.mount],
+        flow: { tenants: { metered: { rpm: 2 } } }, // its third request in a minute: 429 rate_limited
+      });
       const { port } = await proxy.listen(0, '127.0.0.1');
       const base = `http://127.0.0.1:${port}`;
 
@@ -405,6 +411,9 @@ describe('the page', () => {
       expect(await page.locator('#chart-rate canvas').count()).toBe(1); // uPlot drew a chart
       expect(await page.getAttribute('#offloads', 'data-value')).toBe('0'); // no offload policy
       expect(await page.textContent('#prefill-p90')).toBe('–');
+      // A rate limit is configured, so flow control is on; nothing decided yet.
+      expect(await page.getAttribute('#tenants-panel', 'data-state')).toBe('idle');
+      expect(await page.textContent('#tenants tr.empty')).toMatch(/no requests in the last 30 s/);
 
       // Requests through the proxy: a session's turns (cache hits on one engine) and fresh prompts.
       const send = async (session: string, content: string): Promise<void> => {
@@ -492,6 +501,68 @@ describe('the page', () => {
       expect(await page.getAttribute('#offload-fallbacks', 'data-value')).toBe('1');
       expect(Math.abs(Number(await page.getAttribute('#prefill-p90', 'data-value')) - 250)).toBeLessThan(6);
       expect(Math.abs(Number(await page.getAttribute('#transfer-p90', 'data-value')) - 45)).toBeLessThan(1);
+
+      // Two tenants through flow control: acme twice, metered three times (the third refused).
+      const asTenant = async (tenant: string): Promise<number> => {
+        const response = await fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-kvroute-tenant': tenant },
+          body: JSON.stringify({
+            model: MODEL,
+            messages: [{ role: 'user', content: `hi from ${tenant}` }],
+            max_tokens: 8,
+          }),
+        });
+        await response.arrayBuffer();
+        return response.status;
+      };
+      const statuses = [];
+      for (const tenant of ['acme', 'metered', 'acme', 'metered', 'metered']) statuses.push(await asTenant(tenant));
+      expect(statuses).toEqual([200, 200, 200, 200, 429]);
+      const tenantRow = (tenant: string) => `#tenants tr[data-tenant="${tenant}"][data-priority="normal"]`;
+      // The frame that holds the refusal holds every decision before it (observers hear them in order).
+      await page.waitForFunction(() =>
+        [...document.querySelectorAll('#tenants td[data-outcome="rate_limited"]')].some(
+          (td) => td.getAttribute('data-value') === '1',
+        ),
+      );
+      expect(await page.getAttribute('#tenants-panel', 'data-state')).toBe('live');
+      const panel = await page.$$eval('#tenants tr[data-tenant]', (trs) =>
+        trs.map((tr) => {
+          const outcomes: Record<string, number> = {};
+          for (const td of tr.querySelectorAll('td[data-outcome]'))
+            outcomes[td.getAttribute('data-outcome')!] = Number(td.getAttribute('data-value'));
+          return { tenant: tr.getAttribute('data-tenant'), priority: tr.getAttribute('data-priority'), outcomes };
+        }),
+      );
+      // The six requests before carried no tenant header: the `default` tenant. Most traffic first.
+      expect(panel).toEqual([
+        {
+          tenant: 'default',
+          priority: 'normal',
+          outcomes: { admitted: 6, rate_limited: 0, queue_full: 0, queue_timeout: 0 },
+        },
+        {
+          tenant: 'metered',
+          priority: 'normal',
+          outcomes: { admitted: 2, rate_limited: 1, queue_full: 0, queue_timeout: 0 },
+        },
+        {
+          tenant: 'acme',
+          priority: 'normal',
+          outcomes: { admitted: 2, rate_limited: 0, queue_full: 0, queue_timeout: 0 },
+        },
+      ]);
+      expect(await page.textContent(`${tenantRow('acme')} .waiting`)).toBe('0');
+      expect(await page.getAttribute(`${tenantRow('acme')} .wait-p90`, 'data-value')).toBe('0'); // a slot was free
+      expect(Number(await page.getAttribute(`${tenantRow('acme')} .tokens-in`, 'data-value'))).toBeGreaterThan(0);
+      expect(await page.textContent(`${tenantRow('acme')} .rpm-left`)).toBe('–'); // no limit
+      // metered's bucket: 2 a minute, both spent (refilling at one per 30 s).
+      expect(Number(await page.getAttribute(`${tenantRow('metered')} .rpm-left`, 'data-value'))).toBeLessThan(1);
+      expect(await page.textContent(`${tenantRow('metered')} .rpm-left`)).toBe('0 / 2');
+      expect(await page.getAttribute(`${tenantRow('metered')} td[data-outcome="rate_limited"]`, 'class')).toContain(
+        'refused',
+      );
 
       const shot = process.env.KVROUTE_DASHBOARD_SCREENSHOT;
       if (shot) await page.screenshot({ path: shot, fullPage: true });

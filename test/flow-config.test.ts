@@ -234,9 +234,11 @@ describe('FlowController', () => {
     });
     expect(flow.nextDeadline()).toBe(40);
     expect(flow.expired(40).map((r) => r.payload)).toEqual(['c']);
-    expect(flow.leave(50)?.payload).toBe('b');
+    flow.leave('t', 50);
+    expect(flow.next(50)?.payload).toBe('b');
     expect(flow.active).toBe(1);
-    expect(flow.leave(60)).toBeUndefined();
+    flow.leave('t', 60);
+    expect(flow.next(60)).toBeUndefined();
     expect(flow.active).toBe(0);
     expect(flow.expired(1_000)).toEqual([]);
   });

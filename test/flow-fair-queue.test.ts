@@ -12,7 +12,7 @@ import { ReferenceQueue } from './helpers/flow-reference.js';
 import { Rng } from './helpers/random.js';
 
 describe('FairQueue against the reference model', () => {
-  it('makes the same decisions over random pushes, pops, removals and deadlines', () => {
+  it('makes the same decisions over random pushes, peeks, pops, removals and deadlines', () => {
     for (let seed = 1; seed <= 60; seed++) {
       const rng = new Rng(seed);
       const tenantCount = rng.int(1, 12);
@@ -40,6 +40,8 @@ describe('FairQueue against the reference model', () => {
           const mirrored = reference.push(spec, now);
           expect(pushed.seq, context).toBe(mirrored.seq);
           live.set(pushed.seq, pushed);
+        } else if (op < 0.55) {
+          expect(queue.peek(now)?.seq, context).toBe(reference.peek(now)?.seq);
         } else if (op < 0.85) {
           const got = queue.pop(now);
           const want = reference.pop(now);

@@ -2,16 +2,19 @@
  * `kvroute serve --threads 2` (docs/scale-out.md): two event loops on one port share one routing
  * core and present one process. Checked end to end on the embedded simulated fleet: connections
  * land on both threads; one session's turns go to one engine whichever thread takes them; /metrics
- * counts every thread's requests once; the admin API and the request log answer from any thread;
+ * counts every thread's requests once; the dashboard's tenants panel counts every thread's flow
+ * decisions and sums a limited tenant's buckets over both threads; the admin API and the request
+ * log answer from any thread;
  * SIGTERM stops every thread and the process exits 0. And the flag's bad values are refused.
  */
 import { request as httpRequest } from 'node:http';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import type { DashboardFrame } from '../src/proxy/observe/dashboard/dashboard-frame.js';
 import { serveFailure, startServe, type ServeChild } from './helpers/proxy-serve-child.js';
 import { waitFor } from './helpers/wait-for.js';
 
@@ -64,6 +67,9 @@ describe('kvroute serve --threads 2', () => {
   let model: string;
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-threads-'));
   const log = join(dir, 'access.jsonl');
+  const flow = join(dir, 'flow.json');
+  // 60 a minute for the process: each thread's bucket holds 30.
+  writeFileSync(flow, JSON.stringify({ tenants: { metered: { rpm: 60 } } }));
 
   beforeAll(async () => {
     // sticky: a session's pin lives in the one shared pin table, whichever thread reads it.
@@ -78,6 +84,8 @@ describe('kvroute serve --threads 2', () => {
       TOKEN,
       '--access-log',
       log,
+      '--flow',
+      flow,
     ]);
     model = (JSON.parse((await call(serve.base, '/v1/models')).body) as { data: Array<{ id: string }> }).data[0]!.id;
   }, 30_000);
@@ -135,6 +143,34 @@ describe('kvroute serve --threads 2', () => {
     expect([...perThread.values()]).toContain(observed);
     const lines = readFileSync(log, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(N);
+  });
+
+  it('shows every thread’s flow decisions in the tenants panel, and a tenant’s buckets summed over threads', async () => {
+    const tenants = ['acme', 'metered', 'acme', 'acme', 'metered', 'acme', 'metered', 'acme', 'metered', 'acme'];
+    for (const [k, tenant] of tenants.entries()) {
+      const res = await call(serve.base, '/v1/chat/completions', {
+        body: { model, messages: [{ role: 'user', content: `tenant turn ${k}` }], max_tokens: 2 },
+        headers: { 'x-kvroute-tenant': tenant },
+      });
+      expect(res.status, res.body).toBe(200);
+    }
+    let frame: DashboardFrame | undefined;
+    const admitted = (tenant: string) =>
+      frame?.tenants.rows.find((r) => r.tenant === tenant && r.priority === 'normal')?.outcomes.admitted;
+    await waitFor(
+      'the tenants panel to count both tenants’ requests',
+      async () => {
+        frame = JSON.parse((await call(serve.base, '/dashboard/frame')).body) as DashboardFrame;
+        return admitted('acme') === 6 && admitted('metered') === 4;
+      },
+      { detail: () => frame?.tenants.rows },
+    );
+    const metered = frame!.tenants.rows.find((r) => r.tenant === 'metered')!;
+    expect(frame!.tenants.enabled).toBe(true);
+    expect(metered.limits).toMatchObject({ rpm: 60, tpm: null });
+    // The main thread's bucket alone holds at most 30: more means the other thread's is added.
+    expect(metered.limits!.rpmRemaining).toBeGreaterThan(50);
+    expect(metered.limits!.rpmRemaining).toBeLessThan(60);
   });
 
   it('answers the admin API and /ready alike from every thread', async () => {

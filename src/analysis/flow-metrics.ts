@@ -50,6 +50,22 @@ export function flowMetrics(records: readonly RequestRecord[]): FlowMetrics | un
   };
 }
 
+/**
+ * The tenant with the highest TTFT p90 among those with at least one answered request (ties: the
+ * first by name); undefined when none was answered. Hazard: a tenant whose every request was
+ * refused has no TTFT and is passed over, so read this beside `refused`: a setting that refuses a
+ * tenant outright must not look better for it.
+ */
+export function worstTenant(flow: FlowMetrics): FlowGroupMetrics | undefined {
+  let worst: FlowGroupMetrics | undefined;
+  for (const t of flow.tenants)
+    if (t.requests > t.refused && (worst === undefined || t.ttft_p90_s > worst.ttft_p90_s)) worst = t;
+  return worst;
+}
+
+/** Requests refused over every tenant (flow control's 429s, and any other failure). */
+export const refusedRequests = (flow: FlowMetrics): number => flow.tenants.reduce((n, t) => n + t.refused, 0);
+
 function group(records: readonly RequestRecord[], key: (r: RequestRecord) => string): FlowGroupMetrics[] {
   const groups = new Map<
     string,

@@ -9,6 +9,7 @@ import { DEFAULT_ENGINE_PRESET, ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { SIM_FLEET_DEFAULTS } from '../sim/sim-fleet-defaults.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions, addFleetOption } from './engine-options.js';
+import { addFlowOptions } from './flow-options.js';
 import { addLinkOptions } from './link-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 import { SIM_RUN_DEFAULTS, SIM_SERVE_DEFAULTS } from './defaults/sim-defaults.js';
@@ -91,19 +92,11 @@ function addRun(sim: Command): void {
       '--no-session-returns',
       'min_ttft does not count the expected prefill of sessions idle between turns on their instance (default: it does)',
     )
-    .option(
-      '--max-in-flight <N>',
-      'flow control: route at most N requests at once fleet-wide, queue the rest by class and tenant (docs/flow-control.md)',
-    )
-    .option(
-      '--flow <FILE>',
-      "flow control's tenants, classes, weights and limits (YAML or JSON; needs --max-in-flight)",
-    )
-    .option('--queue-timeout <MS>', "with --max-in-flight: a class's deadline when it sets none (default 30000)")
     .option('--records <OUT>', 'write per-request records (MessagePack)')
     .option('--json', 'print the metrics as JSON');
   addFleetOption(run);
   addEngineScalingOptions(run);
+  addFlowOptions(run);
   addTraceInputOptions(run);
   example(
     run,

@@ -7,7 +7,7 @@ import { offloadMetrics } from '../analysis/offload-metrics.js';
 import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
 import { flowMetrics } from '../analysis/flow-metrics.js';
-import { flowConfigFrom } from './flow-file.js';
+import { flowFlags } from './flow-flags.js';
 import { formatPolicyArg } from '../core/policy-arg.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { CACHE_STATES } from '../sim/event-fed-cache.js';
@@ -65,7 +65,9 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   options.costs = choiceFlag(values, 'costs', COST_MODES) ?? d.costs;
   options.sessionReturns = values['no-session-returns'] !== false;
   const returnsFields = { session_returns: options.sessionReturns };
-  const flowFields = simFlowFlags(values, options);
+  const flowGiven = flowFlags(values);
+  if (flowGiven !== undefined) options.flow = flowGiven.options;
+  const flowFields = flowGiven === undefined ? {} : { flow: flowGiven.fields };
   const started = performance.now();
   const startedAt = new Date();
   const reader = readTrace(trace, readerOptions(values));
@@ -124,31 +126,6 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   process.stderr.write(
     `(${formatDuration((performance.now() - started) / 1000)} wall, ${formatCount(result.steps)} engine steps)\n`,
   );
-}
-
-/** --max-in-flight, --flow, --queue-timeout: flow control between arrival and route; the run header's fields. */
-function simFlowFlags(values: OptionValues, options: SimulationOptions): { flow?: Record<string, unknown> } {
-  const maxInFlight = integerFlag(values, 'max-in-flight', 1);
-  const file = stringFlag(values, 'flow');
-  const queueTimeoutMs = integerFlag(values, 'queue-timeout', 1);
-  if (maxInFlight === undefined) {
-    if (file !== undefined || queueTimeoutMs !== undefined)
-      throw new UsageError('--flow and --queue-timeout need --max-in-flight N: flow control queues only past a limit');
-    return {};
-  }
-  const config = file === undefined ? undefined : flowConfigFrom(file, '--flow', (message) => new UsageError(message));
-  options.flow = {
-    maxInFlight,
-    ...(config === undefined ? {} : { config }),
-    ...(queueTimeoutMs === undefined ? {} : { queueTimeoutMs }),
-  };
-  return {
-    flow: {
-      max_in_flight: maxInFlight,
-      ...(file === undefined ? {} : { file }),
-      ...(queueTimeoutMs === undefined ? {} : { queue_timeout_ms: queueTimeoutMs }),
-    },
-  };
 }
 
 export function interferenceVerb(values: OptionValues): void {

@@ -11,11 +11,13 @@ import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { EngineScaling } from '../sim/engine-preset.js';
 import type { FleetGroup } from '../sim/fleet-spec.js';
 import type { CostMode } from '../core/cost-learning/cost-mode.js';
+import type { SimFlowOptions } from '../sim/sim-flow.js';
 import { simulateStream, type SimulationResult } from '../sim/simulator.js';
 import { readTrace, type ReadTraceOptions, type TraceReadStats } from '../trace/read-trace.js';
 import { writeRecords } from '../trace/record-file.js';
 import { fingerprinted, TraceFingerprint } from '../trace/trace-fingerprint.js';
 import { scalingRecord } from './engine-options.js';
+import type { FlowFlags } from './flow-flags.js';
 import { fleetFields } from './fleet-options.js';
 import { runHeader } from '../trace/run-header.js';
 import { writeJson, type CellSummary, type EngineStateName, type SweepCell } from './sweep-layout.js';
@@ -42,6 +44,8 @@ export interface SimFileRun {
   costs?: CostMode;
   /** Count sessions idle between turns (default true; --no-session-returns). */
   sessionReturns?: boolean;
+  /** Flow control between arrival and route (--max-in-flight, --flow, --queue-timeout); absent: none. */
+  flow?: SimFlowOptions;
 }
 
 export interface SimFileOutcome {
@@ -65,6 +69,7 @@ export async function simulateFile(run: SimFileRun): Promise<SimFileOutcome> {
     ...(run.fleet === undefined ? {} : { fleet: run.fleet }),
     ...(run.costs === undefined ? {} : { costs: run.costs }),
     ...(run.sessionReturns === undefined ? {} : { sessionReturns: run.sessionReturns }),
+    ...(run.flow === undefined ? {} : { flow: run.flow }),
   });
   return { result, fingerprint: fingerprint.digest(), readStats: reader.stats };
 }
@@ -81,6 +86,8 @@ export interface SimCellTask {
   fleet?: FleetGroup[];
   costs: CostMode;
   sessionReturns: boolean;
+  /** Flow control in the cell, and how its records' header names it; absent: none. */
+  flow?: FlowFlags;
   /** The sweep's argv and start, for the record header. */
   command: string[];
   startedAt: string;
@@ -114,6 +121,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
     ...(task.fleet === undefined ? {} : { fleet: task.fleet }),
     costs: task.costs,
     sessionReturns: task.sessionReturns,
+    ...(task.flow === undefined ? {} : { flow: task.flow.options }),
   });
   const engine = {
     preset: task.preset,
@@ -131,6 +139,7 @@ export async function runSimCell(task: SimCellTask): Promise<SimCellResult> {
       mode: 'session',
       costs: task.costs,
       session_returns: task.sessionReturns,
+      ...(task.flow === undefined ? {} : { flow: task.flow.fields }),
       ...engine,
     },
     new Date(task.startedAt),

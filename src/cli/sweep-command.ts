@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 
 import { example, runs, subcommand, withDefault } from './command-kit.js';
 import { addEngineScalingOptions, addFleetOption } from './engine-options.js';
+import { addFlowOptions } from './flow-options.js';
 import { addTraceInputOptions } from './trace-options.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 
@@ -49,6 +50,7 @@ export function addSweepCommand(program: Command): void {
     .option('--json', 'print sweep.json, the cell summaries and the ES ablation pairs instead of the tables');
   addFleetOption(sweep);
   addEngineScalingOptions(sweep, "every simulated engine's");
+  addFlowOptions(sweep, "each simulated cell's");
   addTraceInputOptions(sweep);
   example(
     sweep,
@@ -59,6 +61,12 @@ export function addSweepCommand(program: Command): void {
     sweep,
     'kvroute trace synth --sessions 30 -o synth.jsonl',
     'kvroute sweep synth.jsonl --policies unified,min_ttft --engine-state shadow --fleet 4,4:prefill=0.5:decode=0.7 --out sweep-fleet',
+  );
+  example(
+    sweep,
+    'kvroute trace synth --sessions 30 -o synth.jsonl',
+    'kvroute trace transform synth.jsonl --tenants noisy=10,q1=1,q2=1 -o tenants.jsonl',
+    'kvroute sweep tenants.jsonl --policies unified,min_ttft --engine-state shadow --max-in-flight 16 --out sweep-flow',
   );
   runs(sweep, async () => (await import('./sweep-verb.js')).sweepVerb);
 }

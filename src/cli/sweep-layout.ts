@@ -9,6 +9,7 @@ import { basename, dirname, join } from 'node:path';
 import type { RunMetrics } from '../analysis/run-metrics.js';
 import type { EngineScalingRecord } from '../trace/records.js';
 import { UsageError } from './common.js';
+import type { FlowFields } from './flow-flags.js';
 
 export const ENGINE_STATES = ['shadow', 'shm'] as const;
 export type EngineStateName = (typeof ENGINE_STATES)[number];
@@ -53,6 +54,8 @@ export interface SweepManifest {
   costs?: string;
   /** Whether simulated cells counted sessions idle between turns (--no-session-returns: false); absent in older sweeps: false. */
   session_returns?: boolean;
+  /** Flow control in simulated cells (--max-in-flight, --flow, --queue-timeout); absent: none. */
+  flow?: FlowFields;
   /** argv after `kvroute`. */
   command: string[];
   kvroute_version: string;

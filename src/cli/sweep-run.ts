@@ -37,6 +37,7 @@ import { fleetFields, fleetRecord } from './fleet-options.js';
 import { fleetPresets, type FleetGroup } from '../sim/fleet-spec.js';
 import type { CostMode } from '../core/cost-learning/cost-mode.js';
 import { kvrouteVersion } from '../trace/run-header.js';
+import type { FlowFlags } from './flow-flags.js';
 import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
 import {
   planCells,
@@ -76,6 +77,8 @@ export interface SweepOptions {
   costs?: CostMode;
   /** Simulated cells count sessions idle between turns (default true; --no-session-returns). */
   sessionReturns?: boolean;
+  /** Flow control in every simulated cell (--max-in-flight, --flow, --queue-timeout); absent: none. */
+  flow?: FlowFlags;
   /** Piscina threads for offline cells (default: one per core). */
   workers?: number;
   /** live and backends cells. */
@@ -159,6 +162,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
           ...fleetRecord(options.fleet),
           costs: options.costs ?? 'learned',
           session_returns: options.sessionReturns !== false,
+          ...(options.flow === undefined ? {} : { flow: options.flow.fields }),
         }),
     command: options.command,
     kvroute_version: kvrouteVersion(),
@@ -189,6 +193,7 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
           ...(options.fleet === undefined ? {} : { fleet: options.fleet }),
           costs: options.costs ?? 'learned',
           sessionReturns: options.sessionReturns !== false,
+          ...(options.flow === undefined ? {} : { flow: options.flow }),
           command: options.command,
           startedAt: startedAt.toISOString(),
         };

@@ -4,10 +4,12 @@
  * engine_scaling, capacity_blocks, and `prediction`: the router's predicted cached tokens against
  * the engine's, prediction-accuracy.ts, and the offload figures: offloads, offloaded_ttft_mean_s,
  * transfer_s_mean, transferred_tokens, offload-metrics.ts) plus `slow`, the slow requests by
- * cause at the default SLO, as `kvroute analyze run` labels them (slow-causes.ts). The reuse
- * split is left out: it walks the whole trace once per cell; `kvroute analyze run --trace` gives
- * it for any cell's records.
+ * cause at the default SLO, as `kvroute analyze run` labels them (slow-causes.ts), and, when
+ * the records carry tenants (flow control), `flow_metrics` (flow-metrics.ts), as `sim run --json`
+ * prints it. The reuse split is left out: it walks the whole trace once per cell; `kvroute
+ * analyze run --trace` gives it for any cell's records.
  */
+import { flowMetrics } from '../analysis/flow-metrics.js';
 import { offloadMetrics } from '../analysis/offload-metrics.js';
 import { predictionAccuracy } from '../analysis/prediction-accuracy.js';
 import { runMetrics } from '../analysis/run-metrics.js';
@@ -37,6 +39,8 @@ export function cellSummary(
     ...engine,
     prediction: predictionAccuracy(records),
   };
+  const flow = flowMetrics(records);
+  if (flow !== undefined) summary.flow_metrics = flow;
   return extendCellSummary(summary, records, instances);
 }
 

@@ -6,8 +6,11 @@
  * - ES ablation (docs/glossary.md): per policy, shadow against shm
  *   (comparePairedRuns), with the verdict thresholds printed under the table;
  * - Offload (issue #18, docs/offload.md), when a cell runs an offload policy or offloaded: per
- *   cell TTFT p90, TPOT p99, the interference index, offloads and their mean TTFT and transfer.
+ *   cell TTFT p90, TPOT p99, the interference index, offloads and their mean TTFT and transfer;
+ * - Flow control (docs/flow-control.md), when a cell's summary has `flow_metrics`: per cell
+ *   Jain's index of tokens served over the tenants, the worst tenant's TTFT p90 and the refusals.
  */
+import { refusedRequests, worstTenant, type FlowMetrics } from '../analysis/flow-metrics.js';
 import type { TraceSummary } from '../analysis/trace-summary.js';
 import { ES_COLUMNS, esRow, type EsPair } from '../report/es-ablation.js';
 import type { CellSummary, SweepCell } from './sweep-layout.js';
@@ -146,6 +149,47 @@ export function renderOffload(
   ].join('\n');
 }
 
+/** The flow control table, or undefined when no cell ran with flow control. */
+export function renderFlow(
+  cells: readonly SweepCell[],
+  summaries: ReadonlyMap<string, CellSummary>,
+): string | undefined {
+  const flowOf = (cell: SweepCell) => summaries.get(cell.id)!.flow_metrics as FlowMetrics | undefined;
+  if (!cells.some((cell) => flowOf(cell) !== undefined)) return undefined;
+  const rows = cells.map((cell) => {
+    const flow = flowOf(cell);
+    if (flow === undefined) return [cell.id, '-', '-', '-', '-'];
+    const worst = worstTenant(flow);
+    const refused = refusedRequests(flow);
+    const requests = summaries.get(cell.id)!.requests;
+    return [
+      cell.id,
+      String(flow.tenants.length),
+      fixed(flow.jain_tokens, 3),
+      worst === undefined ? '-' : `${fixed(worst.ttft_p90_s, 2)} (${worst.name})`,
+      `${refused} (${requests === 0 ? '-' : fixed((refused / requests) * 100, 1)} %)`,
+    ];
+  });
+  const header = [
+    'cell (policy-engine state)',
+    'tenants',
+    "Jain's index (tokens)",
+    'worst tenant TTFT p90 (s)',
+    'refused (requests, % of all)',
+  ];
+  return [
+    '## Flow control',
+    '',
+    table(header, rows),
+    '',
+    "Jain's index of the tokens each tenant was served (input + output of its answered requests): (Σx)² ÷ (n·Σx²), " +
+      '1 when all tenants got the same, 1/n when one got everything; it means fair only among equally weighted, ' +
+      'backlogged tenants. TTFT runs from arrival at the router, so it counts the wait for a slot; the worst tenant ' +
+      'is the one with the highest TTFT p90 among those with an answered request. refused = 429s of flow control ' +
+      '(deadline, rate limit).',
+  ].join('\n');
+}
+
 /** `perturbed`, when given, names the engine-model perturbation the cells ran under, in a line above the tables. */
 export function renderTables(
   cells: readonly SweepCell[],
@@ -155,6 +199,6 @@ export function renderTables(
   perturbed?: string,
 ): string {
   const head = perturbed === undefined ? '' : `Engine model perturbed: ${perturbed}.\n\n`;
-  const offload = renderOffload(cells, summaries);
-  return `${head}${renderB3(cells, summaries, trace)}\n\n${renderEs(pairs)}\n${offload === undefined ? '' : `\n${offload}\n`}`;
+  const extra = [renderOffload(cells, summaries), renderFlow(cells, summaries)].filter((t) => t !== undefined);
+  return `${head}${renderB3(cells, summaries, trace)}\n\n${renderEs(pairs)}\n${extra.map((t) => `\n${t}\n`).join('')}`;
 }

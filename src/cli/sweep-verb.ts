@@ -7,6 +7,7 @@ import { choiceFlag, integerFlag, numberFlag, stringFlag, UsageError, type Optio
 import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { engineScalingFlags } from './engine-options.js';
 import { fleetFlags } from './fleet-options.js';
+import { flowFlags } from './flow-flags.js';
 import { COST_MODES } from '../core/cost-learning/cost-mode.js';
 import { SWEEP_DEFAULTS } from './defaults/sweep-defaults.js';
 import { ENGINE_STATES, type CellMode, type EngineStateName } from './sweep-layout.js';
@@ -74,6 +75,15 @@ export function sweepOptions(values: OptionValues): SweepOptions {
     throw new UsageError('--fleet applies to simulated engines, not --backends: give --instances');
   if (mode === 'backends' && !isUnscaled(options.scaling))
     throw new UsageError('--prefill-cost, --decode-cost and --kv-capacity apply to simulated engines, not --backends');
+  const flow = flowFlags(values);
+  if (flow !== undefined) {
+    // A live proxy's flow control is `kvroute serve`'s own (--max-in-flight, --flow there).
+    if (mode !== 'sim')
+      throw new UsageError(
+        '--max-in-flight, --flow and --queue-timeout apply to simulated cells, not --live or --backends',
+      );
+    options.flow = flow;
+  }
   const workers = integerFlag(values, 'workers', 1);
   if (workers !== undefined) options.workers = workers;
   if (mode !== 'sim') options.live = liveOptions(values, mode, instances, backends);

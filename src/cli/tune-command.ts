@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { POLICY_NAMES, POLICY_NAMES_TEXT, resolvePolicy, TUNABLE_NAMES, TUNABLES } from '../core/policy-spec.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { example, runs, subcommand, withDefault } from './command-kit.js';
+import { addFlowOptions } from './flow-options.js';
 import { AGGREGATES, OBJECTIVE_NAMES } from './tune-objectives.js';
 import { addTraceInputOptions } from './trace-options.js';
 import { TUNE_DEFAULTS } from './defaults/tune-defaults.js';
@@ -28,7 +29,13 @@ export function addTuneCommand(program: Command): void {
       withDefault("of --samples, points of the second round, around the first round's best", `⌊N ÷ ${d.refineShare}⌋`),
     )
     .option('--seed <K>', withDefault('seed of the search', d.seed))
-    .option('--objective <M>', withDefault(`minimized: ${OBJECTIVE_NAMES.join(', ')}`, d.objective))
+    .option(
+      '--objective <M>',
+      withDefault(
+        `minimized: ${OBJECTIVE_NAMES.join(', ')} (worst_tenant_ttft_p90 and refused_pct need --max-in-flight)`,
+        d.objective,
+      ),
+    )
     .option(
       '--aggregate <A>',
       withDefault(`a point's objective over the traces: ${AGGREGATES.join(', ')}`, d.aggregate),
@@ -44,6 +51,7 @@ export function addTuneCommand(program: Command): void {
     .option('--workers <N>', withDefault('simulations run at once, one thread each', 'one per core'))
     .option('--json', 'print the result as JSON instead of the tables')
     .option('--out <FILE>', 'also write the JSON result to FILE (atomically)');
+  addFlowOptions(tune, 'every');
   addTraceInputOptions(tune);
   tune.addHelpText('after', `\nTunable parameters (--param NAME=LO:HI):\n${tunableLines()}`);
   example(
@@ -55,6 +63,12 @@ export function addTuneCommand(program: Command): void {
     tune,
     'kvroute trace synth --sessions 20 --seed 1 -o seed1.jsonl',
     'kvroute tune seed1.jsonl --policy unified --param overloadFactor=1:3 --samples 4 --fleet 2:prefill=0.5:decode=0.7,2',
+  );
+  example(
+    tune,
+    'kvroute trace synth --sessions 20 --seed 1 -o seed1.jsonl',
+    'kvroute trace transform seed1.jsonl --tenants noisy=10,q1=1 -o tenants1.jsonl',
+    'kvroute tune tenants1.jsonl --policy unified --param overloadFactor=1:3 --samples 4 --max-in-flight 8 --objective worst_tenant_ttft_p90',
   );
   runs(tune, async () => (await import('./tune-verb.js')).tuneVerb);
 }

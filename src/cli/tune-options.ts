@@ -6,6 +6,7 @@
 import type { PolicyName } from '../core/types.js';
 import type { FleetGroup } from '../sim/fleet-spec.js';
 import type { ReadTraceOptions } from '../trace/read-trace.js';
+import type { FlowFlags } from './flow-flags.js';
 import type { EngineStateName } from './sweep-layout.js';
 import type { Aggregate, ObjectiveName } from './tune-objectives.js';
 import type { ParamRange } from './tune-params.js';
@@ -29,6 +30,8 @@ export interface TuneOptions {
   fleet?: FleetGroup[];
   preset: string;
   engineState: EngineStateName;
+  /** Flow control in every simulation (--max-in-flight, --flow, --queue-timeout); absent: none. */
+  flow?: FlowFlags;
   /** Piscina threads (default: one per core). */
   workers?: number;
   /** argv after `kvroute`, for the result. */

@@ -10,6 +10,7 @@
 import type { PolicySpec } from '../core/types.js';
 import { kvrouteVersion } from '../trace/run-header.js';
 import { fleetRecord } from './fleet-options.js';
+import type { FlowFields } from './flow-flags.js';
 import { aggregate, OBJECTIVES } from './tune-objectives.js';
 import type { TuneOptions } from './tune-options.js';
 import type { Point, Round } from './tune-search.js';
@@ -63,8 +64,8 @@ export interface TuneResult {
     simulations: number;
   };
   params: Array<{ name: string; lo: number; hi: number; integer: boolean; default: number }>;
-  /** `fleet`: a mixed fleet's spec (--fleet), absent for a uniform one. */
-  setup: { instances: number; preset: string; engine_state: string; fleet?: string };
+  /** `fleet`: a mixed fleet's spec (--fleet), absent for a uniform one; `flow`: flow control, absent without. */
+  setup: { instances: number; preset: string; engine_state: string; fleet?: string; flow?: FlowFields };
   traces: TraceRef[];
   points: Array<Setting & { id: number; round: number }>;
   defaults: Setting;
@@ -142,6 +143,7 @@ export function tuneResult(input: ResultInput): TuneResult {
       preset: options.preset,
       engine_state: options.engineState,
       ...fleetRecord(options.fleet),
+      ...(options.flow === undefined ? {} : { flow: options.flow.fields }),
     },
     traces: options.traces.map(traceRef),
     points: points.map((p) => ({

@@ -189,6 +189,7 @@ class Evaluator {
       instances: this.options.instances,
       ...(this.options.fleet === undefined ? {} : { fleet: this.options.fleet }),
       preset: this.options.preset,
+      ...(this.options.flow === undefined ? {} : { flow: this.options.flow.options }),
     };
     const result = (await this.pool.run(task, { name: 'tunePoint' })) as TunePointResult | CellFailure;
     if ('failed' in result) throw new PointError(result.message, result.code);

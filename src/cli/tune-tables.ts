@@ -38,7 +38,7 @@ function legend(names: readonly string[], traces: TuneResult['traces']): string 
 
 export function renderTune(r: TuneResult): string {
   const unit = r.objective.unit;
-  const digits = unit === 'ms' ? 2 : 3;
+  const digits = unit === 's' ? 3 : 2;
   const value = (v: number): string => v.toFixed(digits);
   const names = r.params.map((p) => p.name);
   const traces = traceNames(r.traces.map((t) => t.path));
@@ -64,7 +64,7 @@ export function renderTune(r: TuneResult): string {
   const lines = [
     `# kvroute tune: ${r.policy}, ${metric}, ${over} over ${counted(r.traces.length, 'trace')}`,
     '',
-    `${counted(r.setup.instances, 'instance')}${r.setup.fleet === undefined ? '' : ` (fleet ${r.setup.fleet})`}, engine state ${r.setup.engine_state}, preset ${r.setup.preset}; ${r.search.simulations} simulations.`,
+    `${counted(r.setup.instances, 'instance')}${r.setup.fleet === undefined ? '' : ` (fleet ${r.setup.fleet})`}, engine state ${r.setup.engine_state}, preset ${r.setup.preset}${flowText(r.setup.flow)}; ${r.search.simulations} simulations.`,
     `Search: ${r.search.method}.`,
     `Traces: ${legend(traces, r.traces)}.`,
     '',
@@ -89,6 +89,14 @@ export function renderTune(r: TuneResult): string {
   ];
   if (r.holdout !== null) lines.push('', ...renderHoldout(r, value, unit, metric));
   return lines.join('\n');
+}
+
+/** ", flow control: max in flight 16, --flow f.yaml, queue timeout 5000 ms"; nothing without. */
+function flowText(flow: TuneResult['setup']['flow']): string {
+  if (flow === undefined) return '';
+  const file = flow.file === undefined ? '' : `, --flow ${flow.file}`;
+  const timeout = flow.queue_timeout_ms === undefined ? '' : `, queue timeout ${flow.queue_timeout_ms} ms`;
+  return `, flow control: max in flight ${flow.max_in_flight}${file}${timeout}`;
 }
 
 /** "9.863 → 8.213 s: 1.650 s (16.7 %) better" or "… worse". */

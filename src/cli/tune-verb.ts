@@ -7,6 +7,7 @@ import { ALL_POLICY_NAMES, POLICY_NAMES_TEXT } from '../core/policy-spec.js';
 import { ENGINE_PRESETS } from '../sim/engine-preset.js';
 import { choiceFlag, integerFlag, stringFlag, UsageError, type OptionValues } from './common.js';
 import { fleetFlags } from './fleet-options.js';
+import { flowFlags } from './flow-flags.js';
 import { checkInputFile, TRACE_FILE, withTraceOperand } from './input-file.js';
 import { startProgress } from './progress.js';
 import { ENGINE_STATES, writeAtomically } from './sweep-layout.js';
@@ -66,6 +67,12 @@ export function tuneOptions(values: OptionValues): TuneOptions {
     engineState: choiceFlag(values, 'engine-state', ENGINE_STATES) ?? d.engineState,
     command: process.argv.slice(2),
   };
+  const flow = flowFlags(values);
+  if (flow !== undefined) options.flow = flow;
+  else if (OBJECTIVES[options.objective].needsFlow)
+    throw new UsageError(
+      `--objective ${options.objective} needs --max-in-flight N: the tenants' figures exist only with flow control`,
+    );
   const out = stringFlag(values, 'out');
   if (out !== undefined) checkWritable(out);
   const workers = integerFlag(values, 'workers', 1);

@@ -108,6 +108,16 @@ export class ClassQueue<T> {
     return request;
   }
 
+  /**
+   * The request pop() would return, left waiting. Like pop(), it may move V up to the least F
+   * when no tenant is eligible: the same step pop() takes first, so a peek changes no decision.
+   */
+  peek(): QueuedRequest<T> | undefined {
+    if (this.waiting === 0) return undefined;
+    const lanes = this.nextTenant();
+    return lanes === undefined ? undefined : nextOf(lanes);
+  }
+
   /** Dispatches `request` out of turn (anti-starvation), charged to its tenant as any dispatch. */
   take(request: QueuedRequest<T>): void {
     this.dispatch(this.tenants.get(request.tenant)!, request);

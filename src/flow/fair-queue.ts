@@ -80,6 +80,15 @@ export class FairQueue<T> {
     return undefined;
   }
 
+  /** The request pop(now) would return, left waiting; undefined when none waits. */
+  peek(now: number): QueuedRequest<T> | undefined {
+    if (this.size === 0) return undefined;
+    const starved = this.mostStarved(now);
+    if (starved !== undefined) return starved;
+    for (const queue of this.classes) if (queue.waiting > 0) return queue.peek();
+    return undefined;
+  }
+
   /** A waiting request leaves unserved (its client went away). False if it was no longer waiting. */
   remove(request: QueuedRequest<T>): boolean {
     if (!request.waiting) return false;

@@ -61,6 +61,11 @@ export interface FlowConfig {
   tenantDefaults: FlowTenant;
   /** The output tokens a request's cost counts when it sets no max_tokens. */
   expectedOutputTokens: number;
+  /**
+   * The fraction of `--max-in-flight` kept for tenants holding no more than their share of slots
+   * (flow-controller.ts, the headroom rule): floor(maxInFlight × headroom) slots; 0: none.
+   */
+  headroom: number;
 }
 
 export const DEFAULT_FLOW_CONFIG: Readonly<FlowConfig> = Object.freeze({
@@ -79,6 +84,7 @@ export const DEFAULT_FLOW_CONFIG: Readonly<FlowConfig> = Object.freeze({
   tenants: {},
   tenantDefaults: { weight: 1 },
   expectedOutputTokens: 256,
+  headroom: 0.25,
 });
 
 const TOP_KEYS = [
@@ -93,6 +99,7 @@ const TOP_KEYS = [
   'tenants',
   'tenantDefaults',
   'expectedOutputTokens',
+  'headroom',
 ];
 const CLASS_KEYS = ['name', 'deadlineMs', 'starveAfterMs'];
 const TENANT_KEYS = ['weight', 'rpm', 'rpmBurst', 'tpm', 'tpmBurst'];
@@ -140,6 +147,7 @@ export function resolveFlowConfig(raw: unknown, where = 'flow'): FlowConfig {
       o.expectedOutputTokens === undefined
         ? d.expectedOutputTokens
         : count(o.expectedOutputTokens, `${where}.expectedOutputTokens`, 0),
+    headroom: o.headroom === undefined ? d.headroom : fraction(o.headroom, `${where}.headroom`, 0.5),
   };
 }
 
@@ -286,6 +294,12 @@ function bool(raw: unknown, where: string): boolean {
 function positive(raw: unknown, where: string): number {
   if (typeof raw !== 'number' || !Number.isFinite(raw) || raw <= 0)
     throw new FlowConfigError(`${where} must be a number > 0, got ${show(raw)}`);
+  return raw;
+}
+
+function fraction(raw: unknown, where: string, max: number): number {
+  if (typeof raw !== 'number' || !Number.isFinite(raw) || raw < 0 || raw > max)
+    throw new FlowConfigError(`${where} must be a number from 0 to ${max}, got ${show(raw)}`);
   return raw;
 }
 

@@ -6,12 +6,20 @@
  * A request enters with its tenant, class, cost and input tokens:
  * 1. **rate limits** (rate-limits.ts): past its tenant's requests or tokens per minute it is
  *    refused at once, `rate_limited` (429, Retry-After when the bucket refills);
- * 2. **a slot** (`maxInFlight`; 0: no limit): taken at once when one is free and nobody waits;
+ * 2. **a slot** (`maxInFlight`; 0: no limit): taken at once when one is free and nobody waits,
+ *    except the **headroom**: the last floor(maxInFlight × headroom) free slots go only to a tenant
+ *    holding no more than its share of slots (maxInFlight × its weight ÷ the weight of the tenants
+ *    active now; slot-shares.ts). So a flood that fills the fleet leaves a few slots free, and a
+ *    quiet tenant's request takes one at once rather than waiting for a completion;
  * 3. **the queue** (fair-queue.ts) otherwise: refused `queue_full` (429) past `queueSize`, else it
  *    waits for a slot in priority, fair-share and deadline order; past its deadline it leaves
  *    refused `queue_timeout` (429).
- * Whoever holds a slot gives it back once (leave()), and the slot passes straight to the next
- * waiter. Invariant: active ≤ maxInFlight, and the queue is empty whenever active < maxInFlight.
+ * Whoever holds a slot gives it back once (leave()); the caller then takes waiters with next()
+ * until it returns undefined, and does the same after cancel(), expired() and configure().
+ * Invariants: active ≤ maxInFlight; while requests wait, either no slot is free, or only
+ * headroom slots are and the next waiter's tenant holds more than its share. A newcomer within
+ * its share takes a headroom slot past such waiters; a waiter within its share behind such a head waits
+ * for the next completion (which frees a slot beyond the headroom, so the head always moves).
  *
  * Configuration changes apply live (configure()): weights and starvation bounds from the next
  * dispatch, rate limits keeping what each bucket holds; the class list itself is fixed for the
@@ -21,6 +29,7 @@ import { FairQueue } from './fair-queue.js';
 import type { FlowConfig, FlowTenant } from './flow-config.js';
 import type { QueuedRequest } from './queued-request.js';
 import { RateLimits, type RateLimit } from './rate-limits.js';
+import { SlotShares } from './slot-shares.js';
 
 export interface FlowLimits {
   /** Requests holding a slot at once; 0: no limit (nothing ever queues). */
@@ -63,6 +72,7 @@ export class FlowController<T> {
   private config: FlowConfig;
   private readonly queue: FairQueue<T>;
   private readonly rates: RateLimits;
+  private readonly shares: SlotShares;
 
   constructor(
     config: FlowConfig,
@@ -75,6 +85,7 @@ export class FlowController<T> {
       (tenant) => this.tenant(tenant).weight,
     );
     this.rates = new RateLimits((tenant) => this.tenant(tenant));
+    this.shares = new SlotShares((tenant) => this.tenant(tenant).weight);
   }
 
   get flowConfig(): FlowConfig {
@@ -105,13 +116,19 @@ export class FlowController<T> {
     return this.rates.remaining(tenant, now);
   }
 
+  /** Tenants whose rate-limit buckets are not full now, and what they hold (RateLimits.drawn). */
+  drawn(now: number): IterableIterator<[string, number | undefined, number | undefined]> {
+    return this.rates.drawn(now);
+  }
+
   enter(payload: T, entry: FlowEntry, now: number): FlowDecision<T> {
     const rate = this.rates.admit(entry.tenant, entry.inputTokens, now);
     if (rate !== undefined) return { kind: 'refused', refusal: { cause: 'rate_limited', ...rate } };
-    const max = this.limits.maxInFlight;
-    if (max === 0) return { kind: 'go' };
-    if (this.active < max && this.queue.size === 0) {
-      this.active++;
+    if (this.limits.maxInFlight === 0) return { kind: 'go' };
+    const free = this.limits.maxInFlight - this.active;
+    // With waiters, only headroom slots can be free (the invariant): a tenant within its share takes one.
+    if (free > 0 && (this.queue.size === 0 || free <= this.headroom) && this.mayTake(entry.tenant, free, now)) {
+      this.take(entry.tenant, now);
       return { kind: 'go' };
     }
     if (this.queue.size >= this.limits.queueSize)
@@ -132,15 +149,24 @@ export class FlowController<T> {
     return { kind: 'queued', request };
   }
 
+  /** A slot holder finished: its slot is free. The caller then takes waiters with next(). */
+  leave(tenant: string, now: number): void {
+    if (this.limits.maxInFlight === 0) return;
+    this.active--;
+    this.shares.giveBack(tenant, now);
+  }
+
   /**
-   * A slot holder finished: its slot passes to the next waiter, returned (the caller admits it),
-   * or is freed when none waits.
+   * The next waiter, removed and holding a slot; undefined when none waits, no slot is free, or
+   * only headroom is and the next waiter's tenant holds more than its share.
    */
-  leave(now: number): QueuedRequest<T> | undefined {
-    if (this.limits.maxInFlight === 0) return undefined;
-    const next = this.queue.pop(now);
-    if (next === undefined) this.active--;
-    return next;
+  next(now: number): QueuedRequest<T> | undefined {
+    const free = this.limits.maxInFlight - this.active;
+    if (free <= 0 || this.queue.size === 0) return undefined;
+    if (!this.mayTake(this.queue.peek(now)!.tenant, free, now)) return undefined;
+    const request = this.queue.pop(now)!;
+    this.take(request.tenant, now);
+    return request;
   }
 
   /** A waiter's client went away; false if it was no longer waiting. */
@@ -174,6 +200,22 @@ export class FlowController<T> {
       throw new RangeError(`flow.classes cannot change while serving (${was} → ${is}); restart with the new list`);
     this.config = config;
     this.rates.reconfigure(now);
+    this.shares.reweigh();
+  }
+
+  /** Slots only a tenant within its share may take. */
+  private get headroom(): number {
+    return Math.floor(this.limits.maxInFlight * this.config.headroom);
+  }
+
+  /** The tenant may take one of `free` slots: beyond the headroom anyone may, within it only a tenant within its share. */
+  private mayTake(tenant: string, free: number, now: number): boolean {
+    return free > this.headroom || !this.shares.overShare(tenant, this.limits.maxInFlight, now);
+  }
+
+  private take(tenant: string, now: number): void {
+    this.active++;
+    this.shares.take(tenant, now);
   }
 }
 

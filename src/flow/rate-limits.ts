@@ -65,6 +65,16 @@ export class RateLimits {
     return { requests: b?.requests?.available(now), tokens: b?.tokens?.available(now) };
   }
 
+  /**
+   * [tenant, requests, tokens] of every tenant whose buckets are not full now (undefined: a limit
+   * it does not have). A tenant not listed holds full buckets, or has no limit. O(tenants with buckets).
+   */
+  *drawn(now: number): IterableIterator<[string, number | undefined, number | undefined]> {
+    for (const [tenant, b] of this.buckets)
+      if (!((b.requests?.isFull(now) ?? true) && (b.tokens?.isFull(now) ?? true)))
+        yield [tenant, b.requests?.available(now), b.tokens?.available(now)];
+  }
+
   /** The limits changed: every tenant's buckets take the new ones, keeping what they hold. */
   reconfigure(now: number): void {
     for (const [tenant, b] of [...this.buckets]) {

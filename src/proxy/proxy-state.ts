@@ -43,6 +43,7 @@ import type { ObserverList } from './observe/proxy-observer.js';
 import { ClientError } from './server/error-body.js';
 import { normaliseBackend, ProxyOptionError, type ResolvedBackend } from './upstream/backend-spec.js';
 import type { ThreadState } from './threads/thread-messages.js';
+import { ThreadFlowReports } from './threads/thread-flow.js';
 
 /**
  * A thread of `kvroute serve --threads N` other than the main one (docs/scale-out.md): it routes
@@ -125,6 +126,8 @@ export class ProxyState {
   private readonly thread: ThreadRole | undefined;
   /** The other threads' in-flight requests per backend (main thread of --threads N; setThreadInFlight). */
   private readonly threadInFlight = new Map<number, Record<string, number>>();
+  /** Flow control now, the whole process: this thread's live, the other threads' reports (thread-flow.ts). */
+  readonly threadFlow: ThreadFlowReports;
 
   constructor(
     backends: readonly ResolvedBackend[],
@@ -146,6 +149,7 @@ export class ProxyState {
     private readonly warn: (message: string) => void,
   ) {
     this.admission = new Admission(options, options.flow, options.flowShare ?? 1);
+    this.threadFlow = new ThreadFlowReports(this.admission);
     this.bodies = new BodyBudget(options.maxBodyMemoryBytes);
     this.thread = routerOptions.thread;
     this.router = new Router({

@@ -2,7 +2,8 @@
  * Flow control in the simulator (docs/flow-control.md "In the simulator"): the proxy's own
  * FlowController (src/flow/), on the virtual clock, between a request's arrival at the router
  * and its route. The simulator asks `enter()` at arrival; a request that must wait is handed back
- * by `leave()` when a request that held a slot completes, or by `expired()` past its deadline.
+ * by `next()` when a slot frees (a request that held one completes), or refused by `expired()`
+ * past its deadline.
  *
  * A request's tenant and class are its trace fields (`tenant`, `priority`; absent: the config's
  * default tenant and class; an unknown class is an error naming the session and turn). Its cost
@@ -75,15 +76,17 @@ export class SimFlow {
     );
   }
 
-  /** A request that held a slot completed at `now` (s): the next one to route, if any waits. */
-  completed(request: TraceRequest, now: number): QueuedRequest<TraceRequest> | undefined {
+  /** A request that held a slot completed at `now` (s): its slot is free (route the waiters next() gives). */
+  completed(request: TraceRequest, now: number): void {
     if (!request.sessionless) this.turns.ended(request.session, now * 1000);
-    this.controller.chargeOutput(
-      request.tenant ?? this.config.defaultTenant,
-      Math.max(1, request.outputLength),
-      now * 1000,
-    );
-    return this.controller.leave(now * 1000);
+    const tenant = request.tenant ?? this.config.defaultTenant;
+    this.controller.chargeOutput(tenant, Math.max(1, request.outputLength), now * 1000);
+    this.controller.leave(tenant, now * 1000);
+  }
+
+  /** The next waiter to route now (s), holding a slot; undefined when none may go. */
+  next(now: number): QueuedRequest<TraceRequest> | undefined {
+    return this.controller.next(now * 1000);
   }
 
   /** The earliest deadline among waiters, s; undefined when none waits. */
@@ -93,7 +96,8 @@ export class SimFlow {
   }
 
   /**
-   * The waiters past their deadline at `now` (s), removed. Hazard: `now` comes back from
+   * The waiters past their deadline at `now` (s), removed (then route the waiters next() gives:
+   * a new head may take the headroom). Hazard: `now` comes back from
    * nextDeadline()'s ms / 1000, and (d / 1000) × 1000 may fall an ulp short of d, so the
    * comparison allows a nanosecond; without it the deadline event would re-arm itself forever.
    */

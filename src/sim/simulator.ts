@@ -356,7 +356,14 @@ class Simulation {
     this.deadlineAt = Infinity;
     for (const waiter of this.flow!.expired(now))
       this.refused(waiter.payload, waiter.enqueuedAt / 1000, now, 'queue_timeout');
+    this.routeWaiters(now);
     this.armDeadline();
+  }
+
+  /** Every waiter flow control lets take a free slot now is routed (a `route` event at `now`). */
+  private routeWaiters(now: number): void {
+    for (let next = this.flow!.next(now); next !== undefined; next = this.flow!.next(now))
+      this.schedule(now, { kind: 'route', request: next.payload, arrivedAt: next.enqueuedAt / 1000 });
   }
 
   /** Flow control refused the request at `now`: a failed record (status 429), and its session goes on. */
@@ -447,9 +454,10 @@ class Simulation {
       this.companions!.completed(flight.replica, flight.ticket, Math.max(1, flight.request.outputLength), now);
       this.record(flight, sequence, now);
       this.releaseNextTurn(flight.request, now);
-      const next = this.flow?.completed(flight.request, now);
-      if (next !== undefined)
-        this.schedule(now, { kind: 'route', request: next.payload, arrivedAt: next.enqueuedAt / 1000 });
+      if (this.flow !== undefined) {
+        this.flow.completed(flight.request, now);
+        this.routeWaiters(now);
+      }
     }
     this.kick(instance, now);
   }

@@ -51,6 +51,15 @@ export class ReferenceQueue {
   }
 
   pop(now: number): RefRequest | undefined {
+    const chosen = this.peek(now);
+    if (chosen === undefined) return undefined;
+    this.charge(chosen);
+    this.remove(chosen.seq);
+    return chosen;
+  }
+
+  /** The request pop() would take, left waiting (V may jump, as in pop). */
+  peek(now: number): RefRequest | undefined {
     if (this.waiting.length === 0) return undefined;
     const ranks = [...new Set(this.waiting.map((r) => r.classRank))].sort((a, b) => a - b);
     // Anti-starvation: below the highest waiting class, the oldest request of a class past its bound.
@@ -59,10 +68,7 @@ export class ReferenceQueue {
       .map((rank) => this.inClass(rank).sort((a, b) => a.seq - b.seq)[0]!)
       .filter((oldest) => now - oldest.enqueuedAt >= this.starveAfterMs[oldest.classRank]!)
       .sort((a, b) => a.seq - b.seq)[0];
-    const chosen = starved ?? this.fairPick(ranks[0]!);
-    this.charge(chosen);
-    this.remove(chosen.seq);
-    return chosen;
+    return starved ?? this.fairPick(ranks[0]!);
   }
 
   private inClass(rank: number): RefRequest[] {

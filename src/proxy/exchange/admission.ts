@@ -15,8 +15,8 @@
  * - enter() once, after the body is read and valid: 'go' (it holds a slot now when `limited`),
  *   'queued' (its admit() runs later, or expire() when its deadline passes) or a ClientError
  *   (refuse with it).
- * - Whoever holds a slot calls leave() exactly once, when it finishes however it finishes; that
- *   admits the next waiter (admit() runs synchronously inside leave()).
+ * - Whoever holds a slot calls leave(tenant) exactly once, when it finishes however it finishes;
+ *   that admits the waiters that may take the slot (admit() runs synchronously inside leave()).
  * - A queued request whose client goes away calls cancel(); it never held a slot.
  */
 import { scaleRateLimits, type FlowConfig } from '../../flow/flow-config.js';
@@ -47,9 +47,8 @@ export class Admission {
   /** Refused since start, by reason. */
   readonly refused: Record<AdmissionRefusal, number> = { queue_full: 0, queue_timeout: 0, rate_limited: 0 };
   private readonly waiting = new Map<Admittable, QueuedRequest<Admittable>>();
-  /** Slots given back and not yet passed on (leave() inside admit()). */
-  private leaving = 0;
-  private releasing = false;
+  /** drain() is running: a leave() inside an admit() leaves the next waiter to its loop. */
+  private draining = false;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
 
@@ -74,6 +73,7 @@ export class Admission {
   configure(config: FlowConfig): void {
     this.flow.configure(scaleRateLimits(config, this.share), performance.now());
     this.flowConfig = config;
+    this.drain();
   }
 
   /** Requests waiting for a slot now. */
@@ -98,35 +98,38 @@ export class Admission {
     return 'queued';
   }
 
-  /**
-   * A slot holder finished: the slot goes to the next waiter, if any. An admitted waiter may
-   * finish at once (no healthy backend) and leave() again from inside admit(); that is counted
-   * and handled by the outer loop, so a long queue never recurses.
-   */
-  leave(): void {
+  /** A slot holder of `tenant` finished: the slot goes to the next waiter that may take it, if any. */
+  leave(tenant: string): void {
     if (!this.limited) return;
-    this.leaving++;
-    if (this.releasing) return;
-    this.releasing = true;
-    try {
-      while (this.leaving > 0) {
-        this.leaving--;
-        const next = this.flow.leave(performance.now());
-        if (next === undefined) continue;
-        this.waiting.delete(next.payload);
-        next.payload.admit();
-      }
-    } finally {
-      this.releasing = false;
-    }
+    this.flow.leave(tenant, performance.now());
+    this.drain();
   }
 
-  /** A waiter's client went away. */
+  /** A waiter's client went away (a new head may take the headroom). */
   cancel(who: Admittable): void {
     const request = this.waiting.get(who);
     if (request === undefined) return;
     this.waiting.delete(who);
     this.flow.cancel(request);
+    this.drain();
+  }
+
+  /**
+   * Admits every waiter flow control lets take a free slot. An admitted waiter may finish at
+   * once (no healthy backend) and leave() from inside admit(): that frees its slot and returns,
+   * and this loop's next call takes the slot, so a long queue never recurses.
+   */
+  private drain(): void {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      for (let next = this.flow.next(performance.now()); next !== undefined; next = this.flow.next(performance.now())) {
+        this.waiting.delete(next.payload);
+        next.payload.admit();
+      }
+    } finally {
+      this.draining = false;
+    }
   }
 
   /** Refuses every waiter (the proxy is closing). */
@@ -164,6 +167,7 @@ export class Admission {
       this.refused.queue_timeout++;
       request.payload.expire(refusalError(expiredRefusal(), request.tenant, this.limits, request));
     }
+    this.drain();
     this.armTimer();
   }
 }

@@ -9,12 +9,18 @@
  *
  * Invariant: flush() sends everything pushed before it, so a thread that flushes before it exits
  * loses nothing.
+ *
+ * A batch also carries the thread's in-flight counts, and its flow control report (queue and
+ * drawn buckets, thread-flow.ts) on the first flush and then at most every FLOW_REPORT_MS: the
+ * dashboard reads it about once a second, and a report costs O(tenants waiting or drawn).
  */
 import type { ProxyObserver } from '../observe/proxy-observer.js';
+import type { FlowReport } from './thread-flow.js';
 import type { ObservedCall, ToPrimary } from './thread-messages.js';
 
 const FLUSH_MS = 20;
 const FLUSH_CALLS = 2048;
+const FLOW_REPORT_MS = 250;
 
 /** Every ProxyObserver method a relay forwards (onRequest only when asked: records cost a clone each). */
 const METHODS = [
@@ -34,12 +40,15 @@ export class ObserverRelay {
   readonly observer: ProxyObserver;
   private calls: ObservedCall[] = [];
   private readonly timer: NodeJS.Timeout;
+  private flowReportedAt = -Infinity;
 
   constructor(
     private readonly post: (message: ToPrimary) => void,
     /** The in-flight requests per backend, sent with each batch (the primary's gauges add them). */
     private readonly inFlight: () => Record<string, number>,
     records: boolean,
+    /** The thread's flow control now (thread-flow.ts reportFlow); absent: never sent. */
+    private readonly flow?: () => FlowReport,
   ) {
     const observer: Record<string, (...args: unknown[]) => void> = {};
     for (const method of records ? [...METHODS, 'onRequest'] : METHODS)
@@ -55,7 +64,13 @@ export class ObserverRelay {
   flush(): void {
     const calls = this.calls;
     this.calls = [];
-    this.post({ type: 'observed', calls, inFlight: this.inFlight() });
+    const now = performance.now();
+    if (this.flow === undefined || now - this.flowReportedAt < FLOW_REPORT_MS)
+      this.post({ type: 'observed', calls, inFlight: this.inFlight() });
+    else {
+      this.flowReportedAt = now;
+      this.post({ type: 'observed', calls, inFlight: this.inFlight(), flow: this.flow() });
+    }
   }
 
   close(): void {

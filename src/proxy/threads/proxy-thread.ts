@@ -10,6 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { ProxyOptions } from '../proxy-options.js';
 import { createProxy, type Proxy } from '../server/proxy-server.js';
 import { ObserverRelay } from './observer-relay.js';
+import { reportFlow } from './thread-flow.js';
 import type { ThreadState, ToPrimary, ToThread } from './thread-messages.js';
 
 /** What the main thread hands a thread at start (threads/proxy-threads.ts). */
@@ -35,7 +36,12 @@ const warn = (message: string) => process.stderr.write(`${message}\n`);
 // createProxy() is synchronous, so `proxy` is set before the relay's first flush asks it.
 // eslint-disable-next-line prefer-const
 let proxy: Proxy;
-const relay = new ObserverRelay(post, () => proxy.state.ownInFlight(), data.records);
+const relay = new ObserverRelay(
+  post,
+  () => proxy.state.ownInFlight(),
+  data.records,
+  () => reportFlow(proxy.state.admission, performance.now()),
+);
 proxy = createProxy(
   {
     ...data.options,

@@ -9,8 +9,9 @@
  *   SYNC_MS stale; routing never is, because the routable set lives in the shared core.
  * - Failures: a thread's `trip` is the main thread's reportFailure(): its breaker opens and its
  *   probes bring the backend back (the thread has already taken it out of the shared core).
- * - Observers: a thread's batches are replayed into the main thread's observers, and its
- *   in-flight counts join the main thread's gauges.
+ * - Observers: a thread's batches are replayed into the main thread's observers, its in-flight
+ *   counts join the main thread's gauges, and its flow control reports the process's flow view
+ *   (ProxyState.flowNow, thread-flow.ts).
  * - Shutdown: close() sends `close` with the grace period; each thread finishes its open requests,
  *   flushes and exits; one that has not exited GRACE_SLACK_MS after the grace is terminated.
  */
@@ -77,6 +78,7 @@ export class ProxyThreads {
         new Promise((resolve) =>
           worker.once('exit', () => {
             o.proxy.state.setThreadInFlight(thread, undefined);
+            o.proxy.state.threadFlow.set(thread, undefined);
             resolve();
           }),
         ),
@@ -119,6 +121,7 @@ export class ProxyThreads {
       replayObserved(this.o.observer, message.calls);
       this.o.metrics?.add(thread, message.calls.filter((call) => call[0] === 'onFinished').length);
       state.setThreadInFlight(thread, message.inFlight);
+      if (message.flow !== undefined) state.threadFlow.set(thread, message.flow);
     } else if (message.type === 'trip') {
       const backend = state.backend(message.id);
       if (backend !== undefined) state.reportFailure(backend, message.why);

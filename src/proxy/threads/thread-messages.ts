@@ -10,14 +10,16 @@
  *   `close` to shut down.
  * - thread → primary: a backend that failed before its first byte (`trip`: the thread has already
  *   taken it out of the shared core; the primary opens its breaker and probes it back), and
- *   batches of observer calls (`observed`) with the thread's in-flight counts, which the primary
- *   replays into its one set of metrics, dashboard and request log.
+ *   batches of observer calls (`observed`) with the thread's in-flight counts (and now and then
+ *   its flow control queue and buckets), which the primary replays into its one set of metrics,
+ *   dashboard and request log.
  *
  * Everything here is structured-clone data.
  */
 import type { RouterMirror } from '../../core/router.js';
 import type { FlowConfig } from '../../flow/flow-config.js';
 import type { ModelCard } from '../upstream/backend.js';
+import type { FlowReport } from './thread-flow.js';
 
 /** One backend as the primary sees it. */
 export interface ThreadBackend {
@@ -47,5 +49,11 @@ export type ToThread = { type: 'state'; state: ThreadState } | { type: 'close'; 
 export type ToPrimary =
   | { type: 'listening' }
   | { type: 'trip'; id: string; why: string }
-  | { type: 'observed'; calls: ObservedCall[]; inFlight: Record<string, number> }
+  | {
+      type: 'observed';
+      calls: ObservedCall[];
+      inFlight: Record<string, number>;
+      /** The thread's flow control queue and drawn buckets, at most every FLOW_REPORT_MS (thread-flow.ts). */
+      flow?: FlowReport;
+    }
   | { type: 'closed' };

@@ -13,7 +13,8 @@
  * - offloads, fallbacks, prefill and transfer p90: the DashboardObserver (the exchanges' offload
  *   phases);
  * - engine hit rate: the engines' own /metrics, handed over by Dashboard.onReconcile;
- * - prefill speed and its observations: the proxy's learned costs (ProxyState.costs, proxy-costs.ts).
+ * - prefill speed and its observations: the proxy's learned costs (ProxyState.costs, proxy-costs.ts);
+ * - tenants: flow control per tenant and class (tenants-frame.ts has each number's source).
  *
  * Cost: router.stats() walks every instance once (µs at fleet sizes kvroute targets); the TTFT
  * quantile merges W × 420 bins. Fine once a second, not per request.
@@ -21,7 +22,9 @@
 import type { Router } from '../../../core/router.js';
 import type { ProxyCosts } from '../../proxy-costs.js';
 import type { ProxyState } from '../../proxy-state.js';
+import type { ThreadFlowReports } from '../../threads/thread-flow.js';
 import { hitRate, type DashboardObserver } from './dashboard-observer.js';
+import { buildTenantsFrame, type TenantsFrame } from './tenants-frame.js';
 
 /** What a frame reads of the proxy: a ProxyState is one. */
 export interface DashboardSource {
@@ -29,6 +32,8 @@ export interface DashboardSource {
   snapshot: ProxyState['snapshot'];
   /** The learned costs; absent: the column shows none. */
   readonly costs?: Pick<ProxyCosts, 'estimates'>;
+  /** Flow control now, the whole process; absent: the tenants panel shows the observer's windows alone. */
+  readonly threadFlow?: Pick<ThreadFlowReports, 'flowNow'>;
 }
 
 export interface InstanceFrame {
@@ -85,6 +90,8 @@ export interface DashboardFrame {
   prefillP90Ms: number | null;
   /** p90 (ms) of offloaded streamed decodes' dispatch-to-first-byte (KV transfer + one step); null with none. */
   transferP90Ms: number | null;
+  /** The tenants panel: flow control per tenant and class. */
+  tenants: TenantsFrame;
 }
 
 export function buildFrame(
@@ -134,5 +141,6 @@ export function buildFrame(
     offloadFallbacks: observer.offload.fallbacks,
     prefillP90Ms: offloadP90.prefill,
     transferP90Ms: offloadP90.transfer,
+    tenants: buildTenantsFrame(observer.tenants, state.threadFlow?.flowNow(), nowMs, observer.topTenants),
   };
 }

@@ -1,7 +1,8 @@
 /**
  * The dashboard's ears: a ProxyObserver that keeps the numbers the page shows and the router
  * does not already know (requests, tokens from the engines' usage, TTFT, request rate, prefill
- * offloads and their prefill and transfer times).
+ * offloads and their prefill and transfer times), and flow control's decisions and tokens per
+ * tenant and class for the tenants panel (tenant-window.ts).
  *
  * Every callback is O(1) and allocation-free in steady state: one Map lookup by instance id, a
  * few additions, one slot of a per-second ring (sliding-window.ts). Instance totals are
@@ -11,8 +12,10 @@
  * Hazard: an instance's entry outlives its removal from the proxy (a few numbers per backend
  * URL ever configured); the frame lists only the backends the proxy still has.
  */
-import type { OffloadFallback, ProxyObserver, RequestOutcome, UsageCounts } from '../proxy-observer.js';
+import type { FlowOutcome, OffloadFallback, ProxyObserver, RequestOutcome, UsageCounts } from '../proxy-observer.js';
 import { QuantileWindow, RateWindow } from './sliding-window.js';
+import { TenantWindows } from './tenant-window.js';
+import { TOP_TENANTS } from './tenants-frame.js';
 
 /** Cumulative counts of one backend, or of the whole fleet. */
 export interface RequestTotals {
@@ -30,8 +33,13 @@ export interface RequestTotals {
 export interface DashboardObserverOptions {
   /** Seconds the request rate is averaged over (default 5). */
   rateWindowSeconds?: number;
-  /** Seconds the TTFT p90, and the offloads' prefill and transfer p90, are taken over (default 30). */
+  /**
+   * Seconds the TTFT p90, the offloads' prefill and transfer p90, and the tenants panel's counts,
+   * queue wait p90 and token rates are taken over (default 30).
+   */
   ttftWindowSeconds?: number;
+  /** Tenants the tenants panel names, by traffic; the rest are summed as `other` (default 10). */
+  topTenants?: number;
   /** Milliseconds clock (default Date.now); tests pass a manual one. */
   now?: () => number;
 }
@@ -55,6 +63,9 @@ export class DashboardObserver implements ProxyObserver {
   private readonly ttft: QuantileWindow;
   private readonly prefill: QuantileWindow;
   private readonly transfer: QuantileWindow;
+  /** Flow control's decisions and tokens per tenant and class (the tenants panel). */
+  readonly tenants: TenantWindows;
+  readonly topTenants: number;
   readonly now: () => number;
 
   constructor(options: DashboardObserverOptions = {}) {
@@ -63,6 +74,10 @@ export class DashboardObserver implements ProxyObserver {
     this.ttft = new QuantileWindow(window);
     this.prefill = new QuantileWindow(window);
     this.transfer = new QuantileWindow(window);
+    this.tenants = new TenantWindows(window);
+    this.topTenants = options.topTenants ?? TOP_TENANTS;
+    if (!Number.isSafeInteger(this.topTenants) || this.topTenants < 0)
+      throw new RangeError(`dashboard topTenants must be an integer ≥ 0, got ${this.topTenants}`);
     this.now = options.now ?? Date.now;
   }
 
@@ -88,6 +103,14 @@ export class DashboardObserver implements ProxyObserver {
   /** p90 (ms) of the successful prefill phases, and of the streamed decodes' transfer, over the window. */
   offloadP90(nowMs = this.now()): { prefill: number | null; transfer: number | null } {
     return { prefill: this.prefill.quantile(nowMs, 0.9).value, transfer: this.transfer.quantile(nowMs, 0.9).value };
+  }
+
+  onFlow(tenant: string, priority: string, outcome: FlowOutcome, waitMs: number, inputTokens: number): void {
+    this.tenants.decided(this.now(), tenant, priority, outcome, waitMs, inputTokens);
+  }
+
+  onFlowOutput(tenant: string, priority: string, outputTokens: number): void {
+    this.tenants.output(this.now(), tenant, priority, outputTokens);
   }
 
   onFirstByte(_instance: string, ttftMs: number): void {

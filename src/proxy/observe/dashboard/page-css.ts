@@ -36,6 +36,10 @@ table.decisions { width: auto; min-width: 480px; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); white-space: nowrap; }
 th { color: var(--muted); font-weight: 500; font-size: 12px; }
 .num, td.in-flight, td.requests, td.errors, td.count { text-align: right; }
+table.tenants td:not(.tenant):not(.priority) { text-align: right; }
+td.tenant { max-width: 280px; overflow: hidden; text-overflow: ellipsis; font-family: ui-monospace, monospace; font-size: 13px; }
+tr[data-other="true"] td.tenant { font-family: inherit; font-style: italic; color: var(--muted); }
+td.outcome.refused { color: var(--bad); }
 td.id { max-width: 360px; overflow: hidden; text-overflow: ellipsis; font-family: ui-monospace, monospace; font-size: 13px; }
 tr.empty td { color: var(--muted); }
 .health.ok { color: var(--ok); } .health.bad { color: var(--bad); } .health.drained { color: var(--warn); }

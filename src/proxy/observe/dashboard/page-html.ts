@@ -10,6 +10,12 @@
  * - `#instances tr[data-instance="<backend URL>"]` with cells `.in-flight`, `.kv-usage`,
  *   `.hit-rate`, `.engine-hit-rate`, `.requests`, `.errors`, `.health` (each with `data-value`);
  * - `#decisions tr[data-reason="<reason>"] .count`;
+ * - `#tenants-panel[data-state]` (`live`: rows; `idle`: flow control on, nothing in the window;
+ *   `off`: no --max-in-flight and no rate limit, nothing in the window), and
+ *   `#tenants tr[data-tenant="<tenant>"][data-priority="<class>"]` (`data-other="true"` on the
+ *   folded rows) with cells `.waiting`, `.wait-p90`, `td.outcome[data-outcome="<outcome>"]` (one
+ *   per outcome the frame lists), `.tokens-in`, `.tokens-out`, `.rpm-left`, `.tpm-left` (each
+ *   with `data-value`);
  * - `#chart-rate`, `#chart-ttft`: the uPlot charts.
  */
 
@@ -58,6 +64,13 @@ export function pageHtml(paths: PagePaths): string {
     <table class="instances">
       <thead><tr><th>instance</th><th title="the models it serves (from its /v1/models, or pinned); any: not known yet">models</th><th>health</th><th class="num">in flight</th><th>KV usage</th><th>cache hit rate</th><th title="the engine's own prefix-cache hit ratio, from its /metrics every reconcile round">engine hit rate</th><th class="num" title="the learned prefill speed (kvroute serve --costs) and the first tokens it rests on; 0 obs: the preset's prior">prefill speed</th><th class="num">requests</th><th class="num">errors</th></tr></thead>
       <tbody id="instances"><tr class="empty"><td colspan="7">waiting for the first frame…</td></tr></tbody>
+    </table>
+  </section>
+  <section class="card" id="tenants-panel" data-state="waiting">
+    <h2>Tenants <small id="tenants-note">flow control per tenant and priority class</small></h2>
+    <table class="tenants">
+      <thead><tr id="tenants-head"></tr></thead>
+      <tbody id="tenants"><tr class="empty"><td>waiting for the first frame…</td></tr></tbody>
     </table>
   </section>
   <section class="card">

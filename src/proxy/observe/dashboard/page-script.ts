@@ -2,13 +2,15 @@
  * The dashboard page's script, served as /dashboard/app.js: plain browser JavaScript (no build
  * step), kept as a string module so that `tsc` ships it. It opens an EventSource on
  * /dashboard/events and, per frame, updates the tiles, two uPlot time series (request rate,
- * TTFT p90; the last HISTORY frames, drawn from the first frame on) and the instance and
- * decision tables.
+ * TTFT p90; the last HISTORY frames, drawn from the first frame on) and the instance, tenant
+ * and decision tables. The tenants table's outcome columns are the frame's `tenants.outcomes`:
+ * a cause the server adds shows up with no change here.
  *
  * Invariants:
  * - Everything from a frame reaches the DOM through textContent, dataset or style.width of
  *   elements built with createElement: never innerHTML. Instance ids are URLs an operator
- *   typed; reasons come from the router; neither is trusted as markup.
+ *   typed; reasons come from the router; tenants and outcomes from clients' headers and flow
+ *   control; none is trusted as markup.
  * - Rows are keyed by id in a Map (no CSS selector is built from an id) and reused across
  *   frames, so a frame costs a few text updates, not a table rebuild.
  *
@@ -218,6 +220,99 @@ export const PAGE_SCRIPT = String.raw`'use strict';
     }
   }
 
+  // ---- tenants (flow control) ---------------------------------------------------------------
+  var tenantsPanel = byId('tenants-panel'), tenantsBody = byId('tenants'), tenantsHead = byId('tenants-head');
+  var tenantsNote = byId('tenants-note');
+  var tenantRows = new Map(), tenantOutcomes = null, tenantColumns = 0;
+  function headCell(text, cls, title) {
+    var th = document.createElement('th');
+    th.textContent = text;
+    if (cls) th.className = cls;
+    if (title) th.title = title;
+    tenantsHead.appendChild(th);
+  }
+  // The outcome columns changed (the first frame, or a new cause): new head, rows rebuilt.
+  function tenantHead(outcomes) {
+    tenantsHead.replaceChildren();
+    headCell('tenant', '', 'top tenants by traffic; other: the rest, summed');
+    headCell('class', '', 'priority class');
+    headCell('waiting', 'num', 'requests waiting for a slot now');
+    headCell('wait p90', 'num', 'queue wait p90 of the requests decided in the window, ms (0: a slot was free)');
+    for (var i = 0; i < outcomes.length; i++) headCell(outcomes[i], 'num', 'requests ' + outcomes[i] + ' in the window');
+    headCell('tokens in/min', 'num', 'input tokens let in, per minute over the window');
+    headCell('tokens out/min', 'num', 'output tokens streamed, per minute over the window');
+    headCell('rpm left', 'num', 'what the requests-per-minute bucket holds now / the limit');
+    headCell('tpm left', 'num', 'what the tokens-per-minute bucket holds now / the limit (negative: overdrawn by output)');
+    tenantColumns = outcomes.length + 8;
+    tenantRows.clear();
+    tenantsBody.replaceChildren();
+  }
+  function tenantRow(row, outcomes) {
+    var tr = document.createElement('tr');
+    tr.dataset.tenant = row.tenant;
+    tr.dataset.priority = row.priority;
+    if (row.other) tr.dataset.other = 'true';
+    var r = { tr: tr, tenant: cell(tr, 'tenant'), priority: cell(tr, 'priority'), waiting: cell(tr, 'waiting'),
+      p90: cell(tr, 'wait-p90'), outcomes: new Map() };
+    r.tenant.textContent = row.tenant;
+    r.tenant.title = row.other ? 'the tenants beyond the top ones, summed' : row.tenant;
+    r.priority.textContent = row.priority;
+    for (var i = 0; i < outcomes.length; i++) {
+      var td = cell(tr, 'outcome');
+      td.dataset.outcome = outcomes[i];
+      r.outcomes.set(outcomes[i], td);
+    }
+    r.tokensIn = cell(tr, 'tokens-in');
+    r.tokensOut = cell(tr, 'tokens-out');
+    r.rpm = cell(tr, 'rpm-left');
+    r.tpm = cell(tr, 'tpm-left');
+    return r;
+  }
+  function setLeft(td, left, limit) {
+    setValue(td, left, left === null || left === undefined ? '–' : fmtInt(Math.floor(left)) + ' / ' + fmtInt(limit));
+  }
+  function renderTenants(t) {
+    if (!t) return; // a server without the panel
+    var key = t.outcomes.join('\u0000');
+    if (key !== tenantOutcomes) { tenantOutcomes = key; tenantHead(t.outcomes); }
+    tenantsPanel.dataset.state = t.rows.length > 0 ? 'live' : t.enabled ? 'idle' : 'off';
+    var note = 'last ' + t.windowSeconds + ' s';
+    if (!t.enabled) note += ' · flow control off (no --max-in-flight, no rate limit): counts only';
+    if (t.folded > 0) note += ' · ' + fmtInt(t.folded) + ' more tenants in other';
+    if (tenantsNote.textContent !== note) tenantsNote.textContent = note;
+    var seen = new Set(), order = [];
+    for (var i = 0; i < t.rows.length; i++) {
+      var row = t.rows[i], id = (row.other ? '1' : '0') + row.tenant + '\u0000' + row.priority;
+      var r = tenantRows.get(id);
+      if (r === undefined) { r = tenantRow(row, t.outcomes); tenantRows.set(id, r); }
+      seen.add(id);
+      order.push(id);
+      setValue(r.waiting, row.waiting, fmtInt(row.waiting));
+      setValue(r.p90, row.waitP90Ms, fmtMs(row.waitP90Ms));
+      for (var j = 0; j < t.outcomes.length; j++) {
+        var name = t.outcomes[j], n = row.outcomes[name] || 0, td = r.outcomes.get(name);
+        setValue(td, n, fmtInt(n));
+        td.className = 'outcome' + (name !== 'admitted' && n > 0 ? ' refused' : '');
+      }
+      setValue(r.tokensIn, row.inputTokensPerMinute, fmtInt(row.inputTokensPerMinute));
+      setValue(r.tokensOut, row.outputTokensPerMinute, fmtInt(row.outputTokensPerMinute));
+      var limits = row.limits || {};
+      setLeft(r.rpm, limits.rpmRemaining, limits.rpm);
+      setLeft(r.tpm, limits.tpmRemaining, limits.tpm);
+    }
+    tenantRows.forEach(function (r, id) { if (!seen.has(id)) tenantRows.delete(id); });
+    place(tenantsBody, tenantRows, order);
+    if (order.length === 0) {
+      var tr = document.createElement('tr');
+      tr.className = 'empty';
+      var empty = cell(tr, 'none');
+      empty.colSpan = tenantColumns;
+      empty.textContent = t.enabled ? 'no requests in the last ' + t.windowSeconds + ' s' :
+        'flow control off: no --max-in-flight and no tenant with rpm or tpm';
+      tenantsBody.appendChild(tr);
+    }
+  }
+
   // ---- frames -------------------------------------------------------------------------------
   function onFrame(f) {
     lastFrameAt = Date.now();
@@ -242,6 +337,7 @@ export const PAGE_SCRIPT = String.raw`'use strict';
     }
     renderInstances(f.instances);
     renderDecisions(f.decisions);
+    renderTenants(f.tenants);
   }
 
   var source = new EventSource('/dashboard/events');
