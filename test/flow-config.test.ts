@@ -1,6 +1,6 @@
 /**
  * Flow control's pieces one by one (src/flow/): the config and its errors (each names the key),
- * a request's identity from its headers, the token buckets and per-tenant rate limits, the
+ * a request's identity from its headers and its body's priority, the token buckets and per-tenant rate limits, the
  * controller's slots, queue bound and deadlines, and `serve --flow` / a YAML `flow:` section.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -53,9 +53,65 @@ describe('resolveFlowConfig', () => {
     [{ tenantHeader: 'bad header' }, /^flow\.tenantHeader must be a header name/],
     [{ apiKeyTenants: 'yes' }, /^flow\.apiKeyTenants must be true or false, got "yes"$/],
     [{ expectedOutputTokens: 1.5 }, /^flow\.expectedOutputTokens must be an integer >= 0, got 1\.5$/],
+    [{ priorityBands: { high: -1 } }, /^flow\.priorityBands must be a list of up to 16 bands, lowest priorities first/],
+    [
+      { priorityBands: [{ upTo: 0, class: 'high', max: 1 }, { class: 'low' }] },
+      /^flow\.priorityBands\[0\]: unknown key "max"; known: upTo, class$/,
+    ],
+    [
+      { priorityBands: [{ upTo: 0, class: 'urgent' }, { class: 'low' }] },
+      /^flow\.priorityBands\[0\]\.class must name one of the classes \(high, normal, low\), got "urgent"$/,
+    ],
+    [{ priorityBands: [{ upTo: 0 }, { class: 'low' }] }, /^flow\.priorityBands\[0\]\.class must be 1 to 64 letters/],
+    [
+      { priorityBands: [{ upTo: 0.5, class: 'high' }, { class: 'low' }] },
+      /^flow\.priorityBands\[0\]\.upTo must be an integer \(every band but the last has one\), got 0\.5$/,
+    ],
+    [
+      { priorityBands: [{ class: 'high' }, { class: 'low' }] },
+      /^flow\.priorityBands\[0\]\.upTo must be an integer \(every band but the last has one\), got undefined$/,
+    ],
+    [
+      { priorityBands: [{ upTo: 5, class: 'high' }, { upTo: 5, class: 'normal' }, { class: 'low' }] },
+      /^flow\.priorityBands\[1\]\.upTo must be greater than flow\.priorityBands\[0\]\.upTo \(5\), got 5$/,
+    ],
+    [
+      {
+        priorityBands: [
+          { upTo: -1, class: 'high' },
+          { upTo: 10, class: 'low' },
+        ],
+      },
+      /^flow\.priorityBands\[1\]\.upTo must be absent: the last band holds every priority above the one before it, got 10$/,
+    ],
     ['tenants', /^flow must be an object, got "tenants"$/],
   ])('refuses %j naming the key', (raw, message) => {
     expect(() => resolveFlowConfig(raw)).toThrow(message);
+  });
+
+  it('maps the body’s priority by bands: derived from the classes by default, configurable, [] for none', () => {
+    expect(resolveFlowConfig(undefined).priorityBands).toEqual([
+      { upTo: -1, class: 'high' },
+      { upTo: 0, class: 'normal' },
+      { class: 'low' },
+    ]);
+    // Unset with classes of its own: negative → the highest, 0 → the default, positive → the lowest.
+    const own = resolveFlowConfig({
+      classes: [{ name: 'a' }, { name: 'b' }, { name: 'c' }, { name: 'd' }],
+      defaultClass: 'c',
+    });
+    expect(own.priorityBands).toEqual([{ upTo: -1, class: 'a' }, { upTo: 0, class: 'c' }, { class: 'd' }]);
+    const set = resolveFlowConfig({
+      priorityBands: [
+        { upTo: -10, class: 'high' },
+        { upTo: 10, class: 'normal' },
+        { class: 'low', upTo: null },
+      ],
+    });
+    expect(set.priorityBands).toEqual([{ upTo: -10, class: 'high' }, { upTo: 10, class: 'normal' }, { class: 'low' }]);
+    expect(resolveFlowConfig(JSON.parse(JSON.stringify(set)))).toEqual(set);
+    expect(resolveFlowConfig({ priorityBands: [] }).priorityBands).toEqual([]);
+    expect(resolveFlowConfig({ priorityBands: [{ class: 'low' }] }).priorityBands).toEqual([{ class: 'low' }]);
   });
 
   it('scales every rate limit by a thread’s share', () => {
@@ -97,6 +153,24 @@ describe('identify', () => {
       /^x-kvroute-deadline-ms must be a whole number/,
     );
     expect(() => identify({ ...NO_HEADERS, tenant: 'a b' }, config)).toThrow(/^x-kvroute-tenant must be 1 to 128/);
+  });
+
+  it('takes the body’s priority through the bands when the header is absent; the header wins', () => {
+    const rank = (priority: number | undefined, header = '', c = config) =>
+      identify({ ...NO_HEADERS, priority: header }, c, priority).classRank;
+    // The default bands: vLLM's lower-is-earlier, 0 its default.
+    expect([-1_000_000, -1, 0, 1, 2 ** 53].map((p) => rank(p))).toEqual([0, 0, 1, 2, 2]);
+    expect(rank(undefined)).toBe(1);
+    expect(rank(-1, 'low')).toBe(2);
+    expect(rank(5, 'HIGH')).toBe(0);
+    expect(() => rank(-1, 'urgent')).toThrow(/^x-kvroute-priority must be one of high, normal, low, got "urgent"$/);
+    const banded = resolveFlowConfig({
+      priorityBands: [{ upTo: -5, class: 'high' }, { upTo: 5, class: 'normal' }, { class: 'low' }],
+    });
+    expect([-6, -5, -4, 5, 6].map((p) => rank(p, '', banded))).toEqual([0, 0, 1, 1, 2]);
+    // No bands: the body's priority picks nothing, the default class stands.
+    const none = resolveFlowConfig({ priorityBands: [] });
+    expect([-1, 0, 1].map((p) => rank(p, '', none))).toEqual([1, 1, 1]);
   });
 
   it('matches class names in any case, the default class too', () => {

@@ -3,7 +3,9 @@
  * an engine that holds its answers until the test releases them: a flooding tenant does not delay
  * another's request in the queue, a higher class goes first, a client deadline ends in 429
  * queue_timeout, rate limits refuse with 429 rate_limited and a Retry-After, API keys become
- * hashed tenants, every bad header is a 400 naming it, the admin API changes weights live and
+ * hashed tenants, every bad header is a 400 naming it, the body's integer `priority` picks a class
+ * when the header is absent (a non-integer one is a 400 naming it), `max_tokens` lowers a request's
+ * fair-queueing cost, the admin API changes weights live and
  * refuses a bad config naming the key, and the metrics and access log carry tenant and class.
  */
 import type { ServerResponse } from 'node:http';
@@ -65,8 +67,26 @@ afterEach(async () => {
   open = undefined;
 });
 
-function send(base: string, tag: string, headers: Record<string, string> = {}): Promise<Response> {
-  return post(base, '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: tag }] }, headers);
+function send(
+  base: string,
+  tag: string,
+  headers: Record<string, string> = {},
+  fields: Record<string, unknown> = {},
+): Promise<Response> {
+  return post(
+    base,
+    '/v1/chat/completions',
+    { model: MODEL, messages: [{ role: 'user', content: tag }], ...fields },
+    headers,
+  );
+}
+
+/** Answers held requests until the engine has seen `count`. */
+async function drainUntil(r: Rig, count: number): Promise<void> {
+  while (r.upstream.requests.length < count) {
+    if (r.held.length > 0) r.answer();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
 describe('flow control in the proxy', () => {
@@ -121,6 +141,73 @@ describe('flow control in the proxy', () => {
         message: 'x-kvroute-priority must be one of high, normal, low, got "urgent"',
       },
     });
+  });
+
+  it('takes the class from the body’s integer priority (lower first) when the header is absent', async () => {
+    const r = await holdingProxy({ maxInFlight: 1, queueSize: 10 });
+    const all = [send(r.rig.base, 'first')];
+    await waitFor('one request held upstream', () => r.held.length === 1);
+    const queue = async (tag: string, headers: Record<string, string>, fields: Record<string, unknown>, n: number) => {
+      all.push(send(r.rig.base, tag, headers, fields));
+      await waitFor(`${n} queued`, () => r.rig.proxy.state.admission.queued === n);
+    };
+    await queue('normal', {}, {}, 1);
+    await queue('body 5', {}, { priority: 5 }, 2);
+    await queue('header wins', { 'x-kvroute-priority': 'low' }, { priority: -1 }, 3);
+    await queue('body -1', {}, { priority: -1 }, 4);
+    await queue('body 0', {}, { priority: 0 }, 5);
+    await drainUntil(r, 6);
+    // -1 → high ahead of the queued normal ones; 0 → normal; 5 → low, and the header's low beats the body's -1.
+    expect(r.seen()).toEqual(['first', 'body -1', 'normal', 'body 0', 'body 5', 'header wins']);
+    // The body reaches the engine as sent: vLLM reads `priority` itself.
+    const forwarded = r.upstream.requests.map((q) => (JSON.parse(q.body.toString()) as { priority?: number }).priority);
+    expect(forwarded).toEqual([undefined, -1, undefined, 0, 5, -1]);
+    while (r.held.length > 0) r.answer();
+    for (const response of await Promise.all(all)) expect(response.status).toBe(200);
+    const scraped = await (await fetch(`${r.rig.base}/metrics`)).text();
+    expect(scraped).toContain('kvroute_flow_requests_total{tenant="default",priority="high",outcome="admitted"} 1');
+    expect(scraped).toContain('kvroute_flow_requests_total{tenant="default",priority="low",outcome="admitted"} 2');
+  });
+
+  it('refuses a body priority that is not an integer with a 400 naming it, before it queues', async () => {
+    const r = await holdingProxy({ maxInFlight: 1, queueSize: 10 });
+    for (const [priority, shown] of [
+      ['x', '"x"'],
+      [1.5, '1.5'],
+      [true, 'true'],
+    ] as const) {
+      const bad = await send(r.rig.base, 'bad', {}, { priority });
+      expect(bad.status).toBe(400);
+      expect(await bad.json()).toMatchObject({
+        error: {
+          type: 'invalid_request_error',
+          code: 'invalid_field',
+          param: 'priority',
+          message: `priority must be an integer (lower is handled earlier), got ${shown}`,
+        },
+      });
+    }
+    expect(r.upstream.requests).toEqual([]);
+  });
+
+  it('charges a request its max_tokens rather than the expected output when lower: fair share shows it', async () => {
+    const r = await holdingProxy({ maxInFlight: 1, queueSize: 100 });
+    const all = [send(r.rig.base, 'first')];
+    await waitFor('one request held upstream', () => r.held.length === 1);
+    // Equal weights, equal prompts; `capped` asks for 1 output token, `open` for the default.
+    for (let i = 0; i < 10; i++) all.push(send(r.rig.base, `open ${i}`, { 'x-kvroute-tenant': 'open' }));
+    await waitFor('10 queued', () => r.rig.proxy.state.admission.queued === 10);
+    for (let i = 0; i < 10; i++)
+      all.push(send(r.rig.base, `capped ${i}`, { 'x-kvroute-tenant': 'capped' }, { max_tokens: 1 }));
+    await waitFor('20 queued', () => r.rig.proxy.state.admission.queued === 20);
+    await drainUntil(r, 12);
+    // Each open request costs ~256 tokens, a capped one a few: after the open tenant's first, the
+    // capped tenant's ten all fit in its share before the open tenant's second (equal costs alternate).
+    const next11 = r.seen().slice(1, 12);
+    expect(next11.filter((t) => t.startsWith('capped')).length).toBe(10);
+    await drainUntil(r, 21);
+    while (r.held.length > 0) r.answer();
+    for (const response of await Promise.all(all)) expect(response.status).toBe(200);
   });
 
   it('a request past its deadline header gets 429 queue_timeout with Retry-After', async () => {

@@ -57,6 +57,9 @@ describe('request scanner: differential against parseRequest + promptText + the 
           count(
             `${kind}:${scanned.kind === 'error' ? `error:${scanned.code}` : scanned.kind === 'fallback' ? `fallback:${scanned.reason}` : 'ok'}`,
           );
+          if (scanned.kind === 'error' && scanned.param === 'priority') count(`${kind}:error:priority`);
+          if (scanned.kind === 'ok' && scanned.priority !== undefined) count(`${kind}:ok:priority`);
+          if (scanned.kind === 'ok' && scanned.maxTokens !== undefined) count(`${kind}:ok:maxTokens`);
           const sync = settle(() => scanRequest(endpoint, bytes, header, strip, chunk));
           const threaded = await settleAsync(() => scanRequestAsync(endpoint, bytes, header, strip, chunk));
           for (const [name, actual] of [
@@ -76,7 +79,14 @@ describe('request scanner: differential against parseRequest + promptText + the 
     expect(failures).toEqual([]);
     // The generator reaches every outcome, and the scanner itself (not its fallback) answers most.
     expect(counts['generated:ok']).toBeGreaterThan(BODIES);
-    for (const key of ['generated:error:missing_field', 'generated:error:invalid_field', 'utf8:error:invalid_json'])
+    for (const key of [
+      'generated:error:missing_field',
+      'generated:error:invalid_field',
+      'utf8:error:invalid_json',
+      'generated:error:priority',
+      'generated:ok:priority',
+      'generated:ok:maxTokens',
+    ])
       expect(counts[key], key).toBeGreaterThan(10);
     const fallbacks = Object.entries(counts)
       .filter(([k]) => k.includes('fallback'))

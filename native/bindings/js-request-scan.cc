@@ -1,6 +1,7 @@
 #include "bindings/js-request-scan.h"
 
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -126,6 +127,8 @@ class ScanWorker : public Napi::AsyncWorker {
       o.Set("model", Napi::String::New(env, r.model));
       o.Set("user", stringOrUndefined(env, r.hasUser, r.user));
       o.Set("stream", Napi::Boolean::New(env, r.stream));
+      o.Set("priority", r.hasPriority ? Napi::Number::New(env, r.priority) : env.Undefined());
+      o.Set("maxTokens", r.hasMaxTokens ? Napi::Number::New(env, r.maxTokens) : env.Undefined());
       o.Set("idsKind", Napi::Number::New(env, static_cast<double>(r.ids)));
       if (r.ids == ScanIds::kBody) {
         const size_t n = result_.bodyIds.size();
@@ -187,6 +190,9 @@ Napi::Value JsRequestScanner::Scan(const Napi::CallbackInfo& info) {
   out_[5] = ok ? static_cast<double>(r.ids) : 0;
   out_[6] = r.inputTokens;
   out_[7] = r.blockTokens;
+  // NaN: absent (a priority or cap is always an integer when present).
+  out_[8] = ok && r.hasPriority ? r.priority : std::numeric_limits<double>::quiet_NaN();
+  out_[9] = ok && r.hasMaxTokens ? r.maxTokens : std::numeric_limits<double>::quiet_NaN();
   Napi::Array values = valuesRef_.Value();
   values.Set(uint32_t{0}, stringOrUndefined(env, ok, r.model));
   values.Set(uint32_t{1}, stringOrUndefined(env, ok && r.hasUser, r.user));

@@ -5,7 +5,9 @@
 //   One per thread (src/core/request-scanner.ts). `out` (kScanOutFields
 //   entries) and `values` (4 slots) are the caller's, written by scan():
 //     out:    outcome, code, param, fallback, stream, ids kind, inputTokens,
-//             blockTokens (ScanResult's enums as numbers)
+//             blockTokens (ScanResult's enums as numbers), priority and
+//             the output cap (max_completion_tokens / max_tokens; each NaN
+//             when absent)
 //     values: model, user (or undefined), error message (or undefined), the
 //             body to forward when hash_ids were stripped (a Buffer, or
 //             undefined: forward the original bytes)
@@ -19,8 +21,9 @@
 // scanAsync(bytes, endpoint, chunkBytes, strip): Promise<object>
 //   The same scan on the libuv threadpool (an AsyncWorker whose Execute
 //   touches no JavaScript, with a parser of its own): the promise resolves to
-//   { outcome, code, param, fallback, message, model, user, stream, idsKind,
-//   ids, inputTokens, blockTokens, forward }, where ids and forward (a
+//   { outcome, code, param, fallback, message, model, user, stream, priority,
+//   maxTokens, idsKind, ids, inputTokens, blockTokens, forward } (priority and
+//   maxTokens undefined when absent), where ids and forward (a
 //   Uint8Array) wrap the worker's memory without a copy. The bytes are copied
 //   at the call (why: ScanWorker's constructor), so the caller may change,
 //   transfer or drop them at once.
@@ -32,7 +35,7 @@
 
 namespace kvroute {
 
-constexpr size_t kScanOutFields = 8;
+constexpr size_t kScanOutFields = 10;
 constexpr size_t kScanValueSlots = 4;
 // The synchronous scanner frees its parser after a body larger than this.
 constexpr size_t kScanKeepBytes = 1 << 20;

@@ -15,9 +15,13 @@
 //     ceil(text bytes / chunkBytes), text bytes taken from a scan with
 //     chunkBytes 1 (one id per byte), whose inputTokens must equal this one's;
 //   * kOk with body ids: each an integer in [0, 2^53);
+//   * kOk: a priority is an integer (never -0), an output cap a non-negative
+//     integer (never -0), and neither has a value when absent; an error
+//     naming priority says what it must be;
 //   * strip ranges ascending, disjoint, inside the body, and the body minus
-//     them scans kOk with the same model, user and stream and no hash_ids (or
-//     fails on its messages or prompt, which hash_ids spared from hashing).
+//     them scans kOk with the same model, user, stream, priority and output
+//     cap and no hash_ids (or fails on its messages or prompt, which hash_ids
+//     spared from hashing).
 // Any sanitizer report (ASan, UBSan) is a finding too.
 #include <cmath>
 #include <cstddef>
@@ -46,8 +50,10 @@ constexpr size_t kChunks[8] = {128, 16, 1, 7, 4096, 64, 3, 128};
 bool sameResult(const ScanResult& a, const ScanResult& b) {
   return a.outcome == b.outcome && a.code == b.code && a.param == b.param && a.message == b.message &&
          a.fallback == b.fallback && a.model == b.model && a.hasUser == b.hasUser && a.user == b.user &&
-         a.stream == b.stream && a.ids == b.ids && a.promptIds == b.promptIds && a.bodyIds == b.bodyIds &&
-         a.inputTokens == b.inputTokens && a.blockTokens == b.blockTokens && a.strip == b.strip;
+         a.stream == b.stream && a.hasPriority == b.hasPriority && a.priority == b.priority &&
+         a.hasMaxTokens == b.hasMaxTokens && a.maxTokens == b.maxTokens && a.ids == b.ids &&
+         a.promptIds == b.promptIds && a.bodyIds == b.bodyIds && a.inputTokens == b.inputTokens &&
+         a.blockTokens == b.blockTokens && a.strip == b.strip;
 }
 
 void checkError(const ScanResult& r) {
@@ -62,6 +68,8 @@ void checkError(const ScanResult& r) {
       break;
     case ScanCode::kInvalidField:
       require(r.param != ScanParam::kNone, "invalid_field names no field");
+      require(r.param != ScanParam::kPriority || r.message.rfind("priority must be an integer", 0) == 0,
+              "a priority error that does not say what priority must be");
       break;
   }
 }
@@ -91,6 +99,9 @@ void checkStrip(const uint8_t* body, size_t len, const ScanOptions& options, con
   require(again.ids == ScanIds::kPrompt, "the stripped body still has hash_ids");
   require(again.model == r.model && again.hasUser == r.hasUser && again.user == r.user && again.stream == r.stream,
           "the stripped body routes differently");
+  require(again.hasPriority == r.hasPriority && again.priority == r.priority && again.hasMaxTokens == r.hasMaxTokens &&
+              again.maxTokens == r.maxTokens,
+          "the stripped body has another priority or output cap");
 }
 
 void checkPromptIds(const uint8_t* body, size_t len, ScanOptions options, const ScanResult& r,
@@ -154,6 +165,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case ScanOutcome::kOk:
       require(!first.model.empty(), "ok without a model");
       require(first.hasUser == !first.user.empty(), "hasUser disagrees with user");
+      // A priority or cap is an integer, never -0 (JSON.parse's value, normalised as the JavaScript path does).
+      require(!first.hasPriority || (first.priority == std::floor(first.priority) &&
+                                     !(first.priority == 0 && std::signbit(first.priority))),
+              "a priority that is not an integer, or -0");
+      require(first.hasPriority || first.priority == 0, "an absent priority with a value");
+      require(!first.hasMaxTokens || (first.maxTokens >= 0 && first.maxTokens == std::floor(first.maxTokens) &&
+                                      !std::signbit(first.maxTokens)),
+              "an output cap that is not a non-negative integer, or -0");
+      require(first.hasMaxTokens || first.maxTokens == 0, "an absent output cap with a value");
       if (first.ids == ScanIds::kBody) {
         for (const double id : first.bodyIds)
           require(id >= 0 && id <= 9007199254740991.0 && id == std::floor(id), "a body id out of range");

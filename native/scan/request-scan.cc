@@ -33,6 +33,10 @@ void ScanResult::clear() {
   hasUser = false;
   user.clear();
   stream = false;
+  hasPriority = false;
+  priority = 0;
+  hasMaxTokens = false;
+  maxTokens = 0;
   ids = ScanIds::kPrompt;
   promptIds.clear();
   bodyIds.clear();
@@ -74,6 +78,44 @@ void fallBack(ScanResult& out, ScanFallback why) {
 // invalidType() of src/core/errors.ts: "<field> must be <expected>, got <value>".
 void invalidType(ScanResult& out, const std::string& field, const char* expected, const element* got) {
   fail(out, ScanCode::kInvalidField, ScanParam::kMessages, field + " must be " + expected + ", got " + describe(got));
+}
+
+// Number.isInteger(x) of a parsed number: simdjson's are finite (a magnitude beyond double falls back).
+bool isIntegral(const element& e, double& x) {
+  if (!isNumber(e.type())) return false;
+  x = numberOf(e);
+  if (!(x == std::floor(x))) return false;
+  if (x == 0) x = 0;  // -0 is 0
+  return true;
+}
+
+// readPriority() of src/proxy/exchange/request-inputs.ts: absent or null is no priority; an
+// integer is kept; anything else is refused naming the field.
+bool readPriority(const element* priority, ScanResult& out) {
+  if (priority == nullptr || priority->type() == element_type::NULL_VALUE) return true;
+  double x = 0;
+  if (!isIntegral(*priority, x)) {
+    fail(out, ScanCode::kInvalidField, ScanParam::kPriority,
+         "priority must be an integer (lower is handled earlier), got " + describe(priority));
+    return false;
+  }
+  out.hasPriority = true;
+  out.priority = x;
+  return true;
+}
+
+// readMaxTokens() of request-inputs.ts: vLLM's cap is, for chat, max_completion_tokens unless it is
+// absent or null, else max_tokens, and for completions max_tokens alone; used when a non-negative
+// integer, else ignored (the engine judges it).
+void readMaxTokens(ScanEndpoint endpoint, const element* maxCompletionTokens, const element* maxTokens,
+                   ScanResult& out) {
+  const bool completionCap = endpoint == ScanEndpoint::kChat && maxCompletionTokens != nullptr &&
+                             maxCompletionTokens->type() != element_type::NULL_VALUE;
+  const element* cap = completionCap ? maxCompletionTokens : maxTokens;
+  double x = 0;
+  if (cap == nullptr || !isIntegral(*cap, x) || x < 0) return;
+  out.hasMaxTokens = true;
+  out.maxTokens = x;
 }
 
 }  // namespace
@@ -239,9 +281,14 @@ bool RequestScanner::Impl::promptText(const element& messages, DomTextWriter& w,
 
 void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOptions& options, ScanResult& out) {
   out.clear();
-  // simdjson skips a UTF-8 byte-order mark; JSON.parse does not.
+  // simdjson skips a UTF-8 byte-order mark; JSON.parse does not. Invalid UTF-8 after it is still
+  // reported first, as everywhere (regressions/request-scan/bom-then-invalid-utf8).
   if (len >= 3 && std::memcmp(bytes, "\xEF\xBB\xBF", 3) == 0) {
-    syntax(out, "a byte-order mark before the value");
+    if (!simdjson::validate_utf8(reinterpret_cast<const char*>(bytes), len)) {
+      fail(out, ScanCode::kInvalidJson, ScanParam::kNone, "the request body is not valid UTF-8");
+    } else {
+      syntax(out, "a byte-order mark before the value");
+    }
     return;
   }
   // An empty typed array's data pointer is null (a zero-length Uint8Array from JavaScript), and a
@@ -268,13 +315,16 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
   }
 
   // The members routing reads, the last of each name winning (JSON.parse).
-  element values[6];
+  element values[9];
   const element* model = nullptr;
   const element* stream = nullptr;
   const element* user = nullptr;
   const element* messages = nullptr;
   const element* prompt = nullptr;
   const element* hashIds = nullptr;
+  const element* priority = nullptr;
+  const element* maxTokens = nullptr;
+  const element* maxCompletionTokens = nullptr;
   std::vector<bool> drop;  // per top-level member, for strip
   for (auto f : objectOf(root)) {
     bool isHashIds = false;
@@ -297,6 +347,15 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
       values[5] = f.value;
       hashIds = &values[5];
       isHashIds = true;
+    } else if (keyIs(f.key, "priority")) {
+      values[6] = f.value;
+      priority = &values[6];
+    } else if (keyIs(f.key, "max_tokens")) {
+      values[7] = f.value;
+      maxTokens = &values[7];
+    } else if (keyIs(f.key, "max_completion_tokens")) {
+      values[8] = f.value;
+      maxCompletionTokens = &values[8];
     }
     if (options.stripRanges) drop.push_back(isHashIds);
   }
@@ -331,6 +390,9 @@ void RequestScanner::Impl::scan(const uint8_t* bytes, size_t len, const ScanOpti
     }
   }
 
+  // Before hash_ids and the prompt's own checks, as parseRequest then hashParsedRequest.
+  if (!readPriority(priority, out)) return;
+  readMaxTokens(options.endpoint, maxCompletionTokens, maxTokens, out);
   if (hashIds != nullptr) {
     if (hashIds->type() != element_type::ARRAY) {
       fail(out, ScanCode::kInvalidField, ScanParam::kHashIds, "hash_ids must be an array of integers in [0, 2^53)");

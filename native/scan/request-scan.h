@@ -14,7 +14,12 @@
 //      JSON.parse rejects, is refused first.
 //   2. The top-level object's members are read with JSON.parse's duplicate-key
 //      rule (the last value wins): model, stream, user, messages, prompt,
-//      hash_ids, checked in parseRequest's order with its messages.
+//      hash_ids, priority, max_tokens, max_completion_tokens, checked in
+//      parseRequest's order with its messages. priority (vLLM's: an integer,
+//      lower is handled earlier) is refused unless an integer or null; the
+//      output cap (vLLM's choice: for chat max_completion_tokens, else
+//      max_tokens; for completions max_tokens) is kept when a non-negative
+//      integer and ignored otherwise (the engine judges it); -0 is 0 in both.
 //   3. Without hash_ids, the prompt text is written straight into a
 //      PromptHasher, never held whole: promptText(messages) for chat (RS role
 //      US content…, content parts joined by US, non-text parts and tool_calls
@@ -72,7 +77,7 @@ enum class ScanEndpoint : uint8_t { kChat = 0, kCompletions = 1 };
 enum class ScanOutcome : uint8_t { kOk = 0, kError = 1, kFallback = 2 };
 // The proxy's error codes (src/proxy/server/error-body.ts), all HTTP 400.
 enum class ScanCode : uint8_t { kInvalidJson = 0, kMissingField = 1, kInvalidField = 2 };
-enum class ScanParam : uint8_t { kNone = 0, kModel = 1, kMessages = 2, kPrompt = 3, kHashIds = 4 };
+enum class ScanParam : uint8_t { kNone = 0, kModel = 1, kMessages = 2, kPrompt = 3, kHashIds = 4, kPriority = 5 };
 enum class ScanFallback : uint8_t { kNone = 0, kNumberRange = 1, kLoneSurrogate = 2, kResources = 3 };
 // kPrompt: promptIds hashed from the prompt text; kBody: the body's hash_ids.
 enum class ScanIds : uint8_t { kPrompt = 1, kBody = 2 };
@@ -96,7 +101,11 @@ struct ScanResult {
   std::string model;
   bool hasUser = false;  // `user` is a non-empty string
   std::string user;
-  bool stream = false;  // stream === true
+  bool stream = false;        // stream === true
+  bool hasPriority = false;   // `priority` is an integer (absent or null: false)
+  double priority = 0;        // integral, never -0
+  bool hasMaxTokens = false;  // the output cap is a non-negative integer
+  double maxTokens = 0;       // integral, >= 0, never -0
   ScanIds ids = ScanIds::kPrompt;
   std::vector<uint64_t> promptIds;
   std::vector<double> bodyIds;

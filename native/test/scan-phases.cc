@@ -3,8 +3,9 @@
 // hashPromptBlocks under random splits. scan: request-scan over generated
 // bodies with random byte mutations (truncation, flips, insertions): the
 // outcome is always one of the three, a strip leaves a body that scans ok with
-// the same model and no hash_ids, and the sanitizers stay quiet on every error
-// path (exact results are test/request-scan.test.ts's job).
+// the same model, priority and output cap and no hash_ids, and the sanitizers
+// stay quiet on every error path (exact results are test/request-scan.test.ts's
+// job).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -107,6 +108,10 @@ std::string scanBody(Rng& rng) {
   } else {
     members += ",\"prompt\":[" + some() + "]";
   }
+  // Flow control's fields, with every kind of value (an integer, a float, a string, null, ...).
+  if (rng.percent(30)) members += ",\"priority\":" + rng.pick(values);
+  if (rng.percent(30))
+    members += std::string(rng.percent(50) ? ",\"max_tokens\":" : ",\"max_completion_tokens\":") + rng.pick(values);
   const uint64_t ids = rng.below(4);
   for (uint64_t k = 0; k < ids; ++k) {
     const std::string member = std::string(rng.percent(50) ? " " : "") + "\"hash_ids\" :[1, 2]";
@@ -163,7 +168,8 @@ void scanPhase(uint64_t seed, uint32_t ops, Totals& totals) {
     const bool refused = again.outcome == kvroute::ScanOutcome::kError &&
                          again.code != kvroute::ScanCode::kInvalidJson && again.param != kvroute::ScanParam::kHashIds;
     const bool scanned = again.outcome == kvroute::ScanOutcome::kOk && again.ids == kvroute::ScanIds::kPrompt &&
-                         again.strip.empty() && again.model == r.model;
+                         again.strip.empty() && again.model == r.model && again.hasPriority == r.hasPriority &&
+                         again.priority == r.priority && again.maxTokens == r.maxTokens;
     CHECK(refused || scanned, "the stripped body does not scan as the body without hash_ids");
     ++totals.removed;
   }

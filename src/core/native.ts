@@ -47,6 +47,8 @@ export interface NativeScanResult {
   model?: string;
   user?: string;
   stream?: boolean;
+  priority?: number;
+  maxTokens?: number;
   idsKind?: number;
   ids?: BigUint64Array | Float64Array;
   inputTokens?: number;

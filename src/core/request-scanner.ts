@@ -1,8 +1,9 @@
 /**
  * The native request scanner (native/scan/request-scan.h): one addon call from a completion request's
- * raw body bytes to its model, stream flag, user, and block ids (the body's `hash_ids`, else the
- * prompt text hashed as the router hashes it), with JSON validated by simdjson. The proxy-side
- * contract (errors, fallbacks, what is forwarded) is in src/proxy/exchange/request-scan.ts.
+ * raw body bytes to its model, stream flag, user, priority, output cap, and block ids (the body's
+ * `hash_ids`, else the prompt text hashed as the router hashes it), with JSON validated by
+ * simdjson. The proxy-side contract (errors, fallbacks, what is forwarded) is in
+ * src/proxy/exchange/request-scan.ts.
  *
  * scanBody() runs on the caller's thread with one scanner per thread, whose results land in
  * preallocated arrays; scanBodyAsync() parses and hashes on the libuv threadpool, so a large body
@@ -44,6 +45,13 @@ export type ScanResult =
       /** The body's `user` when it is a non-empty string. */
       user: string | undefined;
       stream: boolean;
+      /** The body's integer `priority` (-0 as 0); undefined when absent or null (anything else is an error). */
+      priority: number | undefined;
+      /**
+       * The output cap: for chat `max_completion_tokens` unless absent or null, else `max_tokens`;
+       * for completions `max_tokens`; when a non-negative integer (-0 as 0); undefined otherwise.
+       */
+      maxTokens: number | undefined;
       ids: PromptIds | BodyIds;
       /** The body without `hash_ids` (strip requested and present), else undefined: the bytes as given. */
       forward: Uint8Array | undefined;
@@ -52,7 +60,7 @@ export type ScanResult =
   | { kind: 'fallback'; reason: ScanFallbackReason };
 
 const CODES: readonly ScanErrorCode[] = ['invalid_json', 'missing_field', 'invalid_field'];
-const PARAMS: readonly (string | null)[] = [null, 'model', 'messages', 'prompt', 'hash_ids'];
+const PARAMS: readonly (string | null)[] = [null, 'model', 'messages', 'prompt', 'hash_ids', 'priority'];
 const FALLBACKS: readonly ScanFallbackReason[] = ['number_range', 'number_range', 'lone_surrogate', 'resources'];
 const OK = 0;
 const ERROR = 1;
@@ -63,7 +71,7 @@ let scanner: { native: NativeRequestScanner; out: Float64Array; values: unknown[
 
 function threadScanner(): NonNullable<typeof scanner> {
   if (scanner === undefined) {
-    const out = new Float64Array(8);
+    const out = new Float64Array(10);
     const values: unknown[] = [undefined, undefined, undefined, undefined];
     scanner = { native: new (loadNative().RequestScanner)(out, values), out, values };
   }
@@ -81,6 +89,11 @@ function failure(outcome: number, code: number, param: number, fallback: number,
   return { kind: 'fallback', reason: FALLBACKS[fallback]! };
 }
 
+/** The scanner writes NaN for an absent number (a present one is always an integer). */
+function absentIfNaN(x: number): number | undefined {
+  return Number.isNaN(x) ? undefined : x;
+}
+
 /**
  * Scans `bytes` on this thread. `chunkBytes` is the router's hashChunkBytes; `strip` asks for the
  * body without `hash_ids` (--strip-extensions).
@@ -95,6 +108,8 @@ export function scanBody(endpoint: ScanEndpoint, bytes: Uint8Array, chunkBytes: 
     model: values[0] as string,
     user: values[1] as string | undefined,
     stream: out[4] === 1,
+    priority: absentIfNaN(out[8]!),
+    maxTokens: absentIfNaN(out[9]!),
     ids:
       out[5] === IDS_PROMPT
         ? { kind: 'prompt', hashIds: ids as BigUint64Array, inputTokens: out[6]!, blockTokens: out[7]! }
@@ -123,6 +138,8 @@ export async function scanBodyAsync(
     model: r.model!,
     user: r.user,
     stream: r.stream!,
+    priority: r.priority,
+    maxTokens: r.maxTokens,
     ids:
       r.idsKind === IDS_PROMPT
         ? { kind: 'prompt', hashIds: r.ids as BigUint64Array, inputTokens: r.inputTokens!, blockTokens: r.blockTokens! }

@@ -7,6 +7,13 @@
  *
  * With no configuration at all: tenants by the `x-kvroute-tenant` header, else by API key, else
  * `default`; classes high, normal (the default) and low; every tenant weighs 1 and has no limit.
+ *
+ * `priorityBands` maps the body's integer `priority` (vLLM's field: lower is handled earlier,
+ * default 0) to a class when the priority header is absent: ascending bands, each holding the
+ * priorities up to its `upTo` (inclusive) above the previous band's, the last one open-ended, so
+ * every integer has exactly one band. Unset: negative → the highest class, 0 → the default class,
+ * positive → the lowest class (derived from `classes` and `defaultClass`). `[]`: the body's
+ * priority never picks a class (it is still checked and forwarded).
  */
 import type { TenantRateLimits } from './rate-limits.js';
 
@@ -32,6 +39,13 @@ export interface SheddingConfig {
   intervalMs: number;
 }
 
+/** Priorities up to `upTo` (inclusive) above the previous band's; the last band has no `upTo`. */
+export interface PriorityBand {
+  upTo?: number;
+  /** A configured class's name. */
+  class: string;
+}
+
 export interface FlowTenant extends TenantRateLimits {
   /** Its share of the queue relative to other tenants (default 1). */
   weight: number;
@@ -52,6 +66,8 @@ export interface FlowConfig {
   classes: FlowClass[];
   /** The class of a request that names none. */
   defaultClass: string;
+  /** The body's `priority` → class, when the priority header is absent; [] ignores the field. */
+  priorityBands: PriorityBand[];
   /** Tenants by name; a tenant not listed gets `tenantDefaults`. */
   tenants: Record<string, FlowTenant>;
   tenantDefaults: FlowTenant;
@@ -78,6 +94,7 @@ export const DEFAULT_FLOW_CONFIG: Readonly<FlowConfig> = Object.freeze({
     { name: 'low', starveAfterMs: 60_000 },
   ],
   defaultClass: 'normal',
+  priorityBands: [{ upTo: -1, class: 'high' }, { upTo: 0, class: 'normal' }, { class: 'low' }],
   tenants: {},
   tenantDefaults: { weight: 1 },
   expectedOutputTokens: 256,
@@ -92,6 +109,7 @@ const TOP_KEYS = [
   'deadlineHeader',
   'classes',
   'defaultClass',
+  'priorityBands',
   'tenants',
   'tenantDefaults',
   'expectedOutputTokens',
@@ -101,6 +119,7 @@ const TOP_KEYS = [
 const CLASS_KEYS = ['name', 'deadlineMs', 'starveAfterMs', 'shedAtMs'];
 const SHEDDING_KEYS = ['sloMs', 'typicalTokens', 'intervalMs'];
 const TENANT_KEYS = ['weight', 'rpm', 'rpmBurst', 'tpm', 'tpmBurst'];
+const BAND_KEYS = ['upTo', 'class'];
 const NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 const HEADER = /^[a-z0-9-]{1,64}$/;
 
@@ -131,6 +150,10 @@ export function resolveFlowConfig(raw: unknown, where = 'flow'): FlowConfig {
       o.deadlineHeader === undefined ? d.deadlineHeader : header(o.deadlineHeader, `${where}.deadlineHeader`),
     classes,
     defaultClass,
+    priorityBands:
+      o.priorityBands === undefined
+        ? defaultBands(classes, defaultClass)
+        : bandList(o.priorityBands, classes, `${where}.priorityBands`),
     tenants,
     tenantDefaults:
       o.tenantDefaults === undefined
@@ -183,7 +206,49 @@ export function classNames(classes: readonly FlowClass[]): string {
 
 function cloneDefaults(): FlowConfig {
   const d = DEFAULT_FLOW_CONFIG;
-  return { ...d, classes: d.classes.map((c) => ({ ...c })), tenants: {}, tenantDefaults: { ...d.tenantDefaults } };
+  return {
+    ...d,
+    classes: d.classes.map((c) => ({ ...c })),
+    priorityBands: d.priorityBands.map((b) => ({ ...b })),
+    tenants: {},
+    tenantDefaults: { ...d.tenantDefaults },
+  };
+}
+
+/** Negative → the highest class, 0 → the default class, positive → the lowest class. */
+function defaultBands(classes: readonly FlowClass[], defaultClass: string): PriorityBand[] {
+  return [{ upTo: -1, class: classes[0]!.name }, { upTo: 0, class: defaultClass }, { class: classes.at(-1)!.name }];
+}
+
+/** Ascending `upTo`, every band but the last bounded, the last open: each integer falls in exactly one. */
+function bandList(raw: unknown, classes: readonly FlowClass[], where: string): PriorityBand[] {
+  if (!Array.isArray(raw) || raw.length > 16)
+    throw new FlowConfigError(
+      `${where} must be a list of up to 16 bands, lowest priorities first (e.g. [{upTo: -1, class: high}, {class: normal}]), got ${show(raw)}`,
+    );
+  return raw.map((entry, i) => {
+    const at = `${where}[${i}]`;
+    const o = object(entry, at, BAND_KEYS);
+    const className = name(o.class, `${at}.class`);
+    if (!classes.some((c) => c.name === className))
+      throw new FlowConfigError(
+        `${at}.class must name one of the classes (${classNames(classes)}), got "${className}"`,
+      );
+    const last = i === raw.length - 1;
+    if (last) {
+      if (o.upTo !== undefined && o.upTo !== null)
+        throw new FlowConfigError(
+          `${at}.upTo must be absent: the last band holds every priority above the one before it, got ${show(o.upTo)}`,
+        );
+      return { class: className };
+    }
+    if (typeof o.upTo !== 'number' || !Number.isSafeInteger(o.upTo))
+      throw new FlowConfigError(`${at}.upTo must be an integer (every band but the last has one), got ${show(o.upTo)}`);
+    const previous = i === 0 ? undefined : (raw[i - 1] as { upTo?: unknown }).upTo;
+    if (typeof previous === 'number' && o.upTo <= previous)
+      throw new FlowConfigError(`${at}.upTo must be greater than ${where}[${i - 1}].upTo (${previous}), got ${o.upTo}`);
+    return { upTo: o.upTo, class: className };
+  });
 }
 
 function classList(raw: unknown, where: string): FlowClass[] {

@@ -1,11 +1,14 @@
 /**
- * A request's tenant, class and deadline, from its headers (docs/flow-control.md):
+ * A request's tenant, class and deadline, from its headers and body (docs/flow-control.md):
  * - tenant: the tenant header (`x-kvroute-tenant`), else the API key's hash (`authorization:
  *   Bearer KEY` or `x-api-key: KEY`) as `key-` + the first 16 hex digits of SHA-256(KEY), else
  *   the default tenant. The key itself is never stored beyond a bounded cache, logged or echoed.
- * - class: the priority header (`x-kvroute-priority`) naming a configured class, else the default.
+ * - class: the priority header (`x-kvroute-priority`) naming a configured class; else the body's
+ *   integer `priority` (vLLM's: lower is handled earlier) through the config's `priorityBands`;
+ *   else the default class. The header wins over the body.
  * - deadline: the deadline header (`x-kvroute-deadline-ms`), a whole number of ms.
  * A bad header value is a FlowRequestError naming the header and what it accepts (the proxy's 400).
+ * A bad body `priority` never gets here: the request's parse refuses it (request-inputs.ts).
  */
 import { createHash } from 'node:crypto';
 
@@ -42,10 +45,11 @@ const TENANT = /^[A-Za-z0-9_.:@/-]{1,128}$/;
 const KEY_CACHE_LIMIT = 4096;
 const keyTenants = new Map<string, string>();
 
-export function identify(headers: FlowHeaders, config: FlowConfig): FlowIdentity {
+/** `bodyPriority`: the body's integer `priority`, undefined when it has none. */
+export function identify(headers: FlowHeaders, config: FlowConfig, bodyPriority?: number): FlowIdentity {
   return {
     tenant: tenantOf(headers, config),
-    classRank: classOf(headers.priority, config),
+    classRank: classOf(headers.priority, bodyPriority, config),
     deadlineMs: deadlineOf(headers.deadline, config),
   };
 }
@@ -83,7 +87,11 @@ function bearer(authorization: string): string {
   return match === null ? '' : match[1]!;
 }
 
-function classOf(priority: string, config: FlowConfig): number {
+function classOf(priority: string, bodyPriority: number | undefined, config: FlowConfig): number {
+  if (priority === '' && bodyPriority !== undefined) {
+    const band = bandClass(bodyPriority, config);
+    if (band !== undefined) return band;
+  }
   const rank = classRank(config, priority === '' ? config.defaultClass : priority.trim());
   if (rank === undefined)
     throw new FlowRequestError(
@@ -91,6 +99,17 @@ function classOf(priority: string, config: FlowConfig): number {
       `${config.priorityHeader} must be one of ${classNames(config.classes)}, got "${priority.slice(0, 64)}"`,
     );
   return rank;
+}
+
+/**
+ * The rank of the class whose band holds `priority`; undefined with no bands. resolveFlowConfig
+ * guarantees ascending bounds, an open last band and configured class names, so any integer finds
+ * one.
+ */
+function bandClass(priority: number, config: FlowConfig): number | undefined {
+  for (const band of config.priorityBands)
+    if (band.upTo === undefined || priority <= band.upTo) return classRank(config, band.class);
+  return undefined;
 }
 
 function deadlineOf(deadline: string, config: FlowConfig): number | undefined {

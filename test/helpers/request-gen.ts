@@ -3,7 +3,9 @@
  * bodies written as JSON text by hand (random whitespace, random escape choices, number spellings
  * JSON.stringify would never write), with the values that stress JavaScript fidelity (astral and
  * control characters, duplicate keys, array-index keys, numbers at the edges of double
- * formatting), and mutations that make them malformed.
+ * formatting; flow control's integer fields `priority`, `max_tokens` and `max_completion_tokens`
+ * spelled every way JSON allows, and as floats, strings, bools and null), and mutations that make
+ * them malformed.
  */
 import type { Rng } from './random.js';
 
@@ -275,6 +277,36 @@ function hashIds(rng: Rng): Json {
   ]);
 }
 
+/** An integer in one of JSON's spellings, or not an integer at all (a float, string, bool, null, …). */
+function integerField(rng: Rng): Json {
+  if (rng.chance(0.75)) {
+    const x =
+      rng.pick([0, 1, 2, 16, 256, 1000, 2 ** 31, 2 ** 53 - 1, rng.int(0, 100_000)]) * (rng.chance(0.4) ? -1 : 1);
+    const r = rng.next();
+    if (r < 0.6) return { num: String(x) };
+    if (r < 0.7) return { num: x === 0 ? rng.pick(['-0', '0.0', '-0.0e3']) : `${x}.0` };
+    if (r < 0.8) return { num: x.toExponential() };
+    return num(rng, x);
+  }
+  return rng.pick<Json>([
+    null,
+    true,
+    false,
+    str('1'),
+    str('high'),
+    { num: '1.5' },
+    { num: '-0.5' },
+    { num: '1e300' },
+    { num: '-1e21' },
+    { num: '9007199254740993' },
+    { num: '18446744073709551615' },
+    { num: '-9223372036854775809' },
+    num(rng),
+    [],
+    obj(['priority', { num: '1' }]),
+  ]);
+}
+
 export interface GeneratedBody {
   endpoint: 'chat' | 'completions';
   value: Json;
@@ -302,6 +334,10 @@ export function requestBody(rng: Rng): GeneratedBody {
   if (rng.chance(0.4)) members.push(['user', rng.chance(0.85) ? str(randomText(rng, 12)) : badValue(rng)]);
   if (rng.chance(0.4)) members.push(['temperature', num(rng)]);
   if (rng.chance(0.3)) members.push(['metadata', randomValue(rng)]);
+  if (rng.chance(0.25)) members.push(['priority', integerField(rng)]);
+  if (rng.chance(0.25)) members.push(['max_tokens', integerField(rng)]);
+  if (rng.chance(0.15)) members.push(['max_completion_tokens', integerField(rng)]);
+  if (rng.chance(0.03)) members.push(['priority', integerField(rng)]); // a duplicate: the last wins
   if (rng.chance(0.1)) members.push(['hash_ids', hashIds(rng)]); // a duplicate
   if (rng.chance(0.05)) members.push(['model', str('other')]);
   return { endpoint, value: { obj: shuffle(rng, members) } };

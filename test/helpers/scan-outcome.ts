@@ -63,6 +63,9 @@ export function difference(expected: Outcome, actual: Outcome, bytes: Buffer, st
   if (e.model !== a.model) return `model ${e.model} vs ${a.model}`;
   if (e.stream !== a.stream) return `stream ${e.stream} vs ${a.stream}`;
   if (e.route.session !== a.route.session) return `session ${e.route.session} vs ${a.route.session}`;
+  // Object.is: -0 must have become 0 in both, and absent stays undefined (never NaN).
+  if (!Object.is(e.priority, a.priority)) return `priority ${e.priority} vs ${a.priority}`;
+  if (!Object.is(e.maxTokens, a.maxTokens)) return `maxTokens ${e.maxTokens} vs ${a.maxTokens}`;
   if (!sameIds(e.route.hashIds, a.route.hashIds)) return `ids ${e.route.hashIds} vs ${a.route.hashIds}`;
   if (e.route.inputTokens !== a.route.inputTokens)
     return `inputTokens ${e.route.inputTokens} vs ${a.route.inputTokens}`;

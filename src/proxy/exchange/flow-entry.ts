@@ -4,9 +4,10 @@
  * a session whose turn just ended, and its cost for fair queueing.
  *
  * The cost is the request's uncached prefill (its input tokens less the longest prefix any
- * instance holds, from router.match()) plus the output it is expected to make. It is a getter:
- * flow control reads it only for a request that must queue, so a request that finds a free slot
- * never pays for the match.
+ * instance holds, from router.match()) plus the output it is expected to make: the config's
+ * `expectedOutputTokens`, or the body's output cap (`max_completion_tokens`, else `max_tokens`)
+ * when that is lower, since the engine stops there. It is a getter: flow control reads it only
+ * for a request that must queue, so a request that finds a free slot never pays for the match.
  */
 import { queueCost, type FlowEntry } from '../../flow/flow-controller.js';
 import type { FlowIdentity } from '../../flow/flow-identity.js';
@@ -24,7 +25,8 @@ export function flowEntry(
   const session = route.session === undefined ? '' : String(route.session);
   const blockTokens = route.blockTokens ?? blockSize;
   const inputTokens = route.inputTokens ?? (route.hashIds?.length ?? 0) * blockTokens;
-  const expectedOutput = state.admission.flow.flowConfig.expectedOutputTokens;
+  const configured = state.admission.flow.flowConfig.expectedOutputTokens;
+  const expectedOutput = parsed.maxTokens === undefined ? configured : Math.min(parsed.maxTokens, configured);
   return {
     tenant: identity.tenant,
     classRank: identity.classRank,

@@ -1,7 +1,7 @@
 /**
  * One request's standing with flow control (admission.ts, src/flow/), kept beside its exchange:
- * its tenant and class (from the headers copied in the uWS handler), when it queued and how long
- * it waited, and the output tokens charged to its tenant so far. The exchange calls, in order:
+ * its tenant and class (from the headers copied in the uWS handler, and the body's `priority`),
+ * when it queued and how long it waited, and the output tokens charged to its tenant so far. The exchange calls, in order:
  * entry() once at admission (a bad header throws the 400), queued() if it waits, decided() once
  * (admitted or refused), streamed() per streamed chunk, settled() once at the end.
  */
@@ -41,7 +41,7 @@ export class FlowTicket {
     const flow = this.state.admission.flow;
     let identity;
     try {
-      identity = identify(this.headers, flow.flowConfig);
+      identity = identify(this.headers, flow.flowConfig, parsed.priority);
     } catch (error) {
       if (!(error instanceof FlowRequestError)) throw error;
       throw new ClientError(400, error.message, 'invalid_field', error.header);

@@ -10,6 +10,11 @@
  *   router hashes in the addon. A completions prompt that is not a string (token ids, a batch)
  *   is routed by its comma-joined text, which keeps the prefix property the hashing needs.
  * - session: the configured header, else the body's `user`.
+ * - flow control's inputs (docs/flow-control.md): the body's `priority` (vLLM's integer, lower is
+ *   handled earlier; absent or null: none; anything but an integer is a 400 naming it), and the
+ *   output cap vLLM applies (chat: `max_completion_tokens` unless absent or null, else
+ *   `max_tokens`; completions: `max_tokens`), used when a non-negative integer and otherwise
+ *   ignored: the engine judges it. Both stay in the forwarded body, which vLLM reads itself.
  *
  * Rules shared with the native scanner (request-scan.ts, docs/hashing.md), so both paths refuse
  * the same bodies: bytes that are not UTF-8 are refused (not decoded with U+FFFD); a body nesting
@@ -24,7 +29,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 
-import { isKvrouteError } from '../../core/errors.js';
+import { describe, isKvrouteError } from '../../core/errors.js';
 import { hashPrompt } from '../../core/hashing.js';
 import { promptText } from '../../core/prompt-text.js';
 import type { ChatMessage, RouteRequest } from '../../core/types.js';
@@ -59,6 +64,10 @@ export interface ParsedRequest {
   /** Bytes to send upstream. */
   body: Buffer;
   stream: boolean;
+  /** The body's integer `priority` (-0 as 0); undefined when absent or null. */
+  priority: number | undefined;
+  /** The output cap the engine applies (readMaxTokens), a non-negative integer; undefined: none usable. */
+  maxTokens: number | undefined;
 }
 
 function missing(field: string, what: string): ClientError {
@@ -108,6 +117,9 @@ export function parseRequest(
       throw new ClientError(400, 'prompt must be a string or an array', 'invalid_field', 'prompt');
   }
 
+  // Before hash_ids and the prompt's own checks: the scanner's order.
+  const priority = readPriority(b.priority);
+  const maxTokens = readMaxTokens(endpoint === 'chat' ? b.max_completion_tokens : undefined, b.max_tokens);
   if (b.hash_ids !== undefined) route.hashIds = hashIds(b.hash_ids);
   else if (endpoint === 'chat') route.messages = b.messages as ChatMessage[];
   else route.prompt = typeof b.prompt === 'string' ? b.prompt : promptString(b.prompt as unknown[]);
@@ -117,7 +129,7 @@ export function parseRequest(
     for (const f of EXTENSION_FIELDS) delete b[f];
     forward = Buffer.from(JSON.stringify(b));
   }
-  return { model: b.model as string, route, body: forward, stream: b.stream === true };
+  return { model: b.model as string, route, body: forward, stream: b.stream === true, priority, maxTokens };
 }
 
 /**
@@ -150,6 +162,31 @@ export function hashParsedRequest(parsed: ParsedRequest, chunkBytes: number): Pa
   };
   if (parsed.route.session !== undefined) route.session = parsed.route.session;
   return { ...parsed, route };
+}
+
+/** The body's `priority`: an integer (vLLM's, lower is handled earlier), or undefined when absent or null. */
+function readPriority(value: unknown): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value))
+    throw new ClientError(
+      400,
+      `priority must be an integer (lower is handled earlier), got ${describe(value)}`,
+      'invalid_field',
+      'priority',
+    );
+  return value === 0 ? 0 : value; // -0 is 0
+}
+
+/**
+ * The output cap the engine applies: `max_completion_tokens` unless absent or null, else
+ * `max_tokens` (vLLM's ChatCompletionRequest.build_tok_params; a completions request has only
+ * `max_tokens`, its caller passes undefined), when it is a non-negative integer. Anything else is
+ * not ours to refuse: undefined, and the engine judges the value it receives.
+ */
+function readMaxTokens(maxCompletionTokens: unknown, maxTokens: unknown): number | undefined {
+  const cap = maxCompletionTokens !== undefined && maxCompletionTokens !== null ? maxCompletionTokens : maxTokens;
+  if (typeof cap !== 'number' || !Number.isInteger(cap) || cap < 0) return undefined;
+  return cap === 0 ? 0 : cap; // -0 is 0
 }
 
 /** String(prompt) of an array, whose only failure (an object with a toString member) is the client's. */

@@ -10,10 +10,10 @@
  * - a message promptText() refuses ("messages[3].role must be a string, got 5") is a 400
  *   invalid_field with param `messages` here, up front. (With parseRequest alone it surfaces
  *   later, from router.route(), as a 400 invalid_field prefixed `request.` with no param.)
- * - on success: the same model, stream, session, block ids (bit for bit), token counts, and bytes
- *   to forward: the original bytes, or with --strip-extensions and `hash_ids` present the original
- *   bytes minus the `hash_ids` member(s) and their commas (parseRequest re-serialises instead; the
- *   two parse to the same value).
+ * - on success: the same model, stream, session, priority, output cap (maxTokens), block ids (bit
+ *   for bit), token counts, and bytes to forward: the original bytes, or with --strip-extensions
+ *   and `hash_ids` present the original bytes minus the `hash_ids` member(s) and their commas
+ *   (parseRequest re-serialises instead; the two parse to the same value).
  * Where exact fidelity would need JavaScript's own parser the scanner answers "fallback" and this
  * runs the JavaScript path for that request (docs/hashing.md lists the cases). With
  * KVROUTE_NATIVE=0 (as the process started) every request takes the JavaScript path.
@@ -73,6 +73,8 @@ function toParsed(result: ScanResult, bytes: Buffer, sessionHeader: string): Par
     route,
     body: forward === undefined ? bytes : Buffer.from(forward.buffer, forward.byteOffset, forward.byteLength),
     stream: result.stream,
+    priority: result.priority,
+    maxTokens: result.maxTokens,
   };
 }
 
