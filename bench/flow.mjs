@@ -1,7 +1,7 @@
 // @ts-check
 // Workload (issue #31, flow control): the CPU one request costs flow control on the proxy's hot
 // path with 1,000 tenants: identify() from its headers, FlowController.enter() (rate limits, a
-// slot or the fair queue), leave() handing the slot to the next waiter, and chargeOutput(); the
+// slot or the fair queue), leave() and next() handing the slot to the next waiter, and chargeOutput(); the
 // queue kept deep (every request waits), which is the expensive case. Beside it, in the same
 // process, the plain FIFO of a count-and-array admission (what --max-in-flight was before), so
 // the ratio says what fairness costs. CPU time from process.cpuUsage(), per request.
@@ -72,25 +72,26 @@ workloadMain('flow', ({ quick }) => {
   const flowRun = (/** @type {number} */ n) => {
     const flow = new FlowController(config, { maxInFlight: 64, queueSize: 1 << 20, queueTimeoutMs: 1e12 });
     let now = 0;
-    // The slot holders' tenants, oldest first: each step the oldest gives its slot back.
-    /** @type {string[]} */
+    // The slot holders (tenant, prompt tokens), oldest first: each step the oldest gives its slot back.
+    /** @type {Array<{ tenant: string, tokens: number }>} */
     const holders = [];
     let oldest = 0;
     // Fill the slots and the queue: every request below waits behind `depth` others.
     for (let i = 0; i < 64 + depth; i++) {
       const id = identify(header(i), config);
       const entry = { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) };
-      if (flow.enter(i, entry, now).kind === 'go') holders.push(id.tenant);
+      if (flow.enter(i, entry, now).kind === 'go') holders.push({ tenant: id.tenant, tokens: entry.inputTokens });
     }
     for (let i = 0; i < n; i++) {
       now += 0.01;
       const id = identify(header(i), config);
       const entry = { tenant: id.tenant, classRank: id.classRank, cost: cost(i), inputTokens: cost(i) };
-      if (flow.enter(i, entry, now).kind === 'go') holders.push(id.tenant);
-      flow.leave(/** @type {string} */ (holders[oldest++]), now);
+      if (flow.enter(i, entry, now).kind === 'go') holders.push({ tenant: id.tenant, tokens: entry.inputTokens });
+      const holder = /** @type {{ tenant: string, tokens: number }} */ (holders[oldest++]);
+      flow.leave(holder.tenant, holder.tokens, now);
       for (let next = flow.next(now); next !== undefined; next = flow.next(now)) {
         flow.chargeOutput(next.tenant, 100, now);
-        holders.push(next.tenant);
+        holders.push({ tenant: next.tenant, tokens: next.inputTokens });
       }
       if (oldest > 4096) {
         holders.splice(0, oldest);

@@ -74,7 +74,7 @@ describe('Admission', () => {
         } else if (r < 0.85 && holding.length > 0) {
           holding.splice(Math.floor(random() * holding.length), 1);
           const head = waiting.shift();
-          admission.leave(ENTRY.tenant);
+          admission.leave(ENTRY.tenant, ENTRY.inputTokens);
           if (head !== undefined) {
             expect(head.admitted).toBe(1); // the longest waiter, at once
             holding.push(head);
@@ -102,12 +102,12 @@ describe('Admission', () => {
       (_, i) =>
         new Waiter(i, (w) => {
           order.push(w.id);
-          admission.leave(ENTRY.tenant);
+          admission.leave(ENTRY.tenant, ENTRY.inputTokens);
         }),
     );
     expect(enter(admission, new Waiter(-1))).toBe('go');
     for (const w of waiters) expect(enter(admission, w)).toBe('queued');
-    admission.leave(ENTRY.tenant);
+    admission.leave(ENTRY.tenant, ENTRY.inputTokens);
     expect(order).toEqual(waiters.map((w) => w.id));
     expect(admission.flow.active).toBe(0);
     expect(admission.queued).toBe(0);
@@ -121,14 +121,14 @@ describe('Admission', () => {
     await waitFor("the queued waiter's 20 ms to run out", () => late.expired !== undefined);
     expect(late.expired).toMatchObject({ status: 429, code: 'queue_timeout' });
     expect(admission.refused).toEqual({ queue_full: 0, queue_timeout: 1, rate_limited: 0, shed: 0 });
-    admission.leave(ENTRY.tenant); // no waiter left: the slot is just freed
+    admission.leave(ENTRY.tenant, ENTRY.inputTokens); // no waiter left: the slot is just freed
     expect(admission.flow.active).toBe(0);
   });
 
   it('costs nothing without a limit', () => {
     const admission = admissionOf({ maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 });
     for (let i = 0; i < 10; i++) expect(enter(admission, new Waiter(i))).toBe('go');
-    admission.leave(ENTRY.tenant);
+    admission.leave(ENTRY.tenant, ENTRY.inputTokens);
     expect(admission.flow.active).toBe(0);
     expect(admission.limited).toBe(false);
   });

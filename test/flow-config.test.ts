@@ -234,10 +234,10 @@ describe('FlowController', () => {
     });
     expect(flow.nextDeadline()).toBe(40);
     expect(flow.expired(40).map((r) => r.payload)).toEqual(['c']);
-    flow.leave('t', 50);
+    flow.leave('t', 10, 50);
     expect(flow.next(50)?.payload).toBe('b');
     expect(flow.active).toBe(1);
-    flow.leave('t', 60);
+    flow.leave('t', 10, 60);
     expect(flow.next(60)).toBeUndefined();
     expect(flow.active).toBe(0);
     expect(flow.expired(1_000)).toEqual([]);

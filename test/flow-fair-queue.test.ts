@@ -12,7 +12,7 @@ import { ReferenceQueue } from './helpers/flow-reference.js';
 import { Rng } from './helpers/random.js';
 
 describe('FairQueue against the reference model', () => {
-  it('makes the same decisions over random pushes, peeks, pops, removals and deadlines', () => {
+  it('makes the same decisions over random pushes, peeks, pops (of some tenants too), removals and deadlines', () => {
     for (let seed = 1; seed <= 60; seed++) {
       const rng = new Rng(seed);
       const tenantCount = rng.int(1, 12);
@@ -40,8 +40,14 @@ describe('FairQueue against the reference model', () => {
           const mirrored = reference.push(spec, now);
           expect(pushed.seq, context).toBe(mirrored.seq);
           live.set(pushed.seq, pushed);
-        } else if (op < 0.55) {
+        } else if (op < 0.52) {
           expect(queue.peek(now)?.seq, context).toBe(reference.peek(now)?.seq);
+        } else if (op < 0.6) {
+          const allowed = new Set(tenants.filter(() => rng.chance(0.5)));
+          const got = queue.popAdmissible((t) => allowed.has(t));
+          const want = reference.popAdmissible((t) => allowed.has(t));
+          expect(got?.seq, context).toBe(want?.seq);
+          if (got !== undefined) live.delete(got.seq);
         } else if (op < 0.85) {
           const got = queue.pop(now);
           const want = reference.pop(now);

@@ -30,7 +30,7 @@ describe('FlowController against the reference model', () => {
       });
       const flow = new FlowController<number>(config, { maxInFlight, queueSize, queueTimeoutMs: 60_000 });
       const reference = new ReferenceController(maxInFlight, headroom, queueSize, starve, (t) => weights.get(t)!);
-      const holding: string[] = [];
+      const holding: Array<{ tenant: string; tokens: number }> = [];
       const live = new Map<number, QueuedRequest<number>>();
       let now = 0;
       const drain = (context: string): void => {
@@ -40,7 +40,7 @@ describe('FlowController against the reference model', () => {
           expect(got?.seq, context).toBe(want?.seq);
           if (got === undefined) return;
           live.delete(got.seq);
-          holding.push(got.tenant);
+          holding.push({ tenant: got.tenant, tokens: got.inputTokens });
         }
       };
       for (let step = 0; step < 1_500; step++) {
@@ -53,13 +53,14 @@ describe('FlowController against the reference model', () => {
             classRank: rng.int(0, 2),
             cost: rng.int(1, 10_000),
             continuation: rng.chance(0.2),
+            inputTokens: rng.pick([16, 512, 2048, rng.int(1, 100_000)]),
             deadline: now + rng.int(1, 30_000),
           };
-          const got = flow.enter(step, { ...spec, inputTokens: 1, deadlineMs: spec.deadline - now }, now);
+          const got = flow.enter(step, { ...spec, deadlineMs: spec.deadline - now }, now);
           const want = reference.enter(spec, now);
           if (want === 'go') {
             expect(got.kind, context).toBe('go');
-            holding.push(spec.tenant);
+            holding.push({ tenant: spec.tenant, tokens: spec.inputTokens });
           } else if (want === 'full') expect(got, context).toMatchObject({ refusal: { cause: 'queue_full' } });
           else {
             expect(got.kind, context).toBe('queued');
@@ -69,9 +70,9 @@ describe('FlowController against the reference model', () => {
             }
           }
         } else if (op < 0.85 && holding.length > 0) {
-          const [tenant] = holding.splice(rng.int(0, holding.length - 1), 1);
-          flow.leave(tenant!, now);
-          reference.leave(tenant!, now);
+          const [holder] = holding.splice(rng.int(0, holding.length - 1), 1);
+          flow.leave(holder!.tenant, holder!.tokens, now);
+          reference.leave(holder!.tenant, holder!.tokens, now);
           drain(context);
         } else if (op < 0.92 && live.size > 0) {
           const seq = rng.pick([...live.keys()]);
@@ -103,14 +104,14 @@ describe('FlowController: the headroom', () => {
     });
     // The quiet tenant was seen a moment ago: it is active, so the flood's share is 8 of 16.
     expect(flow.enter('q0', entry('quiet'), 0).kind).toBe('go');
-    flow.leave('quiet', 1);
+    flow.leave('quiet', 100, 1);
     const flood = Array.from({ length: 40 }, (_, i) => flow.enter(`n${i}`, entry('noisy'), 2).kind);
     expect(flood.filter((k) => k === 'go')).toHaveLength(14); // 16 less the headroom of 2
     expect(flow.queued).toBe(26);
     expect(flow.enter('q1', entry('quiet'), 3)).toEqual({ kind: 'go' });
     expect(flow.active).toBe(15);
     // A noisy completion frees a slot: still within the headroom, and the noisy head is over its share.
-    flow.leave('noisy', 4);
+    flow.leave('noisy', 100, 4);
     expect(flow.next(4)).toBeUndefined();
     expect(flow.active).toBe(14);
   });
@@ -124,10 +125,10 @@ describe('FlowController: the headroom', () => {
     // 100 tenants seen: each one's share is 0.08 of a slot; one holding none is under it.
     for (let i = 0; i < 100; i++) {
       expect(flow.enter(-1, entry(`t${i}`), 0).kind).toBe('go');
-      flow.leave(`t${i}`, 0);
+      flow.leave(`t${i}`, 100, 0);
     }
     for (let i = 0; i < 100; i++) expect(flow.enter(i, entry(`t${i}`), 1).kind).toBe(i < 8 ? 'go' : 'queued');
-    for (let i = 0; i < 8; i++) flow.leave(`t${i}`, 100);
+    for (let i = 0; i < 8; i++) flow.leave(`t${i}`, 100, 100);
     const admitted = [];
     for (let next = flow.next(100); next !== undefined; next = flow.next(100)) admitted.push(next.payload);
     expect(admitted).toEqual([8, 9, 10, 11, 12, 13, 14, 15]);
@@ -140,7 +141,7 @@ describe('FlowController: the headroom', () => {
       queueTimeoutMs: 60_000,
     });
     expect(flow.enter('q', entry('quiet'), 0).kind).toBe('go');
-    flow.leave('quiet', 0);
+    flow.leave('quiet', 100, 0);
     const kinds = Array.from({ length: 6 }, (_, i) => flow.enter(`n${i}`, entry('noisy'), 1).kind);
     expect(kinds).toEqual(['go', 'go', 'go', 'go', 'queued', 'queued']);
     expect(flow.enter('q1', entry('quiet'), 2).kind).toBe('queued');
@@ -154,7 +155,7 @@ describe('FlowController: the headroom', () => {
     });
     const kinds = Array.from({ length: 20 }, (_, i) => flow.enter(`n${i}`, entry('noisy'), 0).kind);
     expect(kinds.filter((k) => k === 'go')).toHaveLength(16);
-    flow.leave('noisy', 1);
+    flow.leave('noisy', 100, 1);
     expect(flow.next(1)?.payload).toBe('n16');
   });
 
@@ -165,10 +166,10 @@ describe('FlowController: the headroom', () => {
       queueTimeoutMs: 600_000,
     });
     expect(flow.enter('q0', entry('quiet'), 0).kind).toBe('go');
-    flow.leave('quiet', 0);
+    flow.leave('quiet', 100, 0);
     for (let i = 0; i < 20; i++) flow.enter(`n${i}`, entry('noisy'), 1);
     expect(flow.active).toBe(14);
-    flow.leave('noisy', WINDOW_MS + 1); // the quiet tenant is no longer active: the flood's share is 16
+    flow.leave('noisy', 100, WINDOW_MS + 1); // the quiet tenant is no longer active: the flood's share is 16
     const admitted = [];
     for (let next = flow.next(WINDOW_MS + 1); next !== undefined; next = flow.next(WINDOW_MS + 1)) admitted.push(next);
     expect(admitted).toHaveLength(3);

@@ -118,6 +118,52 @@ export class ClassQueue<T> {
     return lanes === undefined ? undefined : nextOf(lanes);
   }
 
+  /**
+   * pop() among the tenants `admissible` accepts, as if the others had nothing waiting: the
+   * eligible admissible tenant's next request by (lane, arrival); with none eligible, V jumps to
+   * the least F among admissible tenants with requests waiting. Entries of the others are set
+   * aside while looking and filed back after, so the cost is O((k + 1) log n) for k tenants
+   * passed over (the few over their share, where the caller uses it).
+   */
+  popAdmissible(admissible: (tenant: string) => boolean): QueuedRequest<T> | undefined {
+    if (this.waiting === 0) return undefined;
+    const asideEligible: Array<EligibleEntry<T>> = [];
+    const asideAhead: Array<AheadEntry<T>> = [];
+    let found: TenantLanes<T> | undefined;
+    for (;;) {
+      const top = this.eligible.peek();
+      if (top !== undefined) {
+        if (top.version !== top.tenant.version) this.eligible.pop();
+        else if (!admissible(top.tenant.name)) asideEligible.push(this.eligible.pop()!);
+        else {
+          found = top.tenant;
+          break;
+        }
+        continue;
+      }
+      const first = this.ahead.peek();
+      if (first === undefined) break;
+      if (first.version !== first.tenant.version) this.ahead.pop();
+      else if (first.tenant.waiting === 0) {
+        this.ahead.pop();
+        this.forget(first.tenant);
+      } else if (!admissible(first.tenant.name)) asideAhead.push(this.ahead.pop()!);
+      else {
+        this.virtualTime = first.finish;
+        this.promote();
+      }
+    }
+    for (const entry of asideEligible) this.eligible.push(entry);
+    // V may have passed a tenant set aside from `ahead`: it is eligible now, filed anew.
+    for (const entry of asideAhead)
+      if (entry.finish > this.virtualTime) this.ahead.push(entry);
+      else if (entry.version === entry.tenant.version) this.place(entry.tenant);
+    if (found === undefined) return undefined;
+    const request = nextOf(found)!;
+    this.dispatch(found, request);
+    return request;
+  }
+
   /** Dispatches `request` out of turn (anti-starvation), charged to its tenant as any dispatch. */
   take(request: QueuedRequest<T>): void {
     this.dispatch(this.tenants.get(request.tenant)!, request);

@@ -48,6 +48,7 @@ export class FairQueue<T> {
       classRank: spec.classRank,
       cost: spec.cost,
       continuation: spec.continuation === true,
+      inputTokens: spec.inputTokens ?? 0,
       enqueuedAt: now,
       deadline: spec.deadline,
       seq: this.arrivals++,
@@ -86,6 +87,22 @@ export class FairQueue<T> {
     const starved = this.mostStarved(now);
     if (starved !== undefined) return starved;
     for (const queue of this.classes) if (queue.waiting > 0) return queue.peek();
+    return undefined;
+  }
+
+  /**
+   * The next request among the tenants `admissible` accepts, removed: strict priority between
+   * classes and fair queueing among those tenants (ClassQueue.popAdmissible), without the
+   * anti-starvation bound; undefined when none of them waits. Flow control uses it for a headroom
+   * slot whose head of queue belongs to a tenant over its share.
+   */
+  popAdmissible(admissible: (tenant: string) => boolean): QueuedRequest<T> | undefined {
+    for (const queue of this.classes) {
+      const request = queue.popAdmissible(admissible);
+      if (request === undefined) continue;
+      this.size--;
+      return request;
+    }
     return undefined;
   }
 

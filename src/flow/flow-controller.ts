@@ -10,8 +10,8 @@
  *    refused at once, `rate_limited` (429, Retry-After when the bucket refills);
  * 2. **a slot** (`maxInFlight`; 0: no limit): taken at once when one is free and nobody waits,
  *    except the **headroom**: the last floor(maxInFlight × headroom) free slots go only to a tenant
- *    holding no more than its share of slots (maxInFlight × its weight ÷ the weight of the tenants
- *    active now; slot-shares.ts). So a flood that fills the fleet leaves a few slots free, and a
+ *    holding no more than its share (of the prompt tokens holding slots, by its weight among the
+ *    tenants active now; slot-shares.ts). So a flood that fills the fleet leaves a few slots free, and a
  *    quiet tenant's request takes one at once rather than waiting for a completion;
  * 3. **the queue** (fair-queue.ts) otherwise: refused `queue_full` (429) past `queueSize`, else it
  *    waits for a slot in priority, fair-share and deadline order; past its deadline it leaves
@@ -19,9 +19,9 @@
  * Whoever holds a slot gives it back once (leave()); the caller then takes waiters with next()
  * until it returns undefined, and does the same after cancel(), expired() and configure().
  * Invariants: active ≤ maxInFlight; while requests wait, either no slot is free, or only
- * headroom slots are and the next waiter's tenant holds more than its share. A newcomer within
- * its share takes a headroom slot past such waiters; a waiter within its share behind such a head waits
- * for the next completion (which frees a slot beyond the headroom, so the head always moves).
+ * headroom slots are and every waiter's tenant holds more than its share (as of the last
+ * decision: shares move as tenants come and go, and the next decision catches up). So a
+ * newcomer within its share takes a headroom slot without passing anyone entitled to it.
  *
  * Configuration changes apply live (configure()): weights and starvation bounds from the next
  * dispatch, rate limits keeping what each bucket holds; the class list itself is fixed for the
@@ -148,7 +148,7 @@ export class FlowController<T> {
     const free = this.limits.maxInFlight - this.active;
     // With waiters, only headroom slots can be free (the invariant): a tenant within its share takes one.
     if (free > 0 && (this.queue.size === 0 || free <= this.headroom) && this.mayTake(entry.tenant, free, now)) {
-      this.take(entry.tenant, now);
+      this.take(entry.tenant, entry.inputTokens, now);
       return { kind: 'go' };
     }
     if (this.queue.size >= this.limits.queueSize)
@@ -162,6 +162,7 @@ export class FlowController<T> {
         classRank: entry.classRank,
         cost: Math.max(1, entry.cost),
         continuation: entry.continuation,
+        inputTokens: entry.inputTokens,
         deadline: now + waitMs,
       },
       now,
@@ -169,23 +170,31 @@ export class FlowController<T> {
     return { kind: 'queued', request };
   }
 
-  /** A slot holder finished: its slot is free. The caller then takes waiters with next(). */
-  leave(tenant: string, now: number): void {
+  /**
+   * A slot holder finished: its slot is free. `inputTokens` are those it entered with. The caller
+   * then takes waiters with next().
+   */
+  leave(tenant: string, inputTokens: number, now: number): void {
     if (this.limits.maxInFlight === 0) return;
     this.active--;
-    this.shares.giveBack(tenant, now);
+    this.shares.giveBack(tenant, inputTokens, now);
   }
 
   /**
    * The next waiter, removed and holding a slot; undefined when none waits, no slot is free, or
-   * only headroom is and the next waiter's tenant holds more than its share.
+   * only headroom is and every waiter's tenant holds more than its share. With only headroom
+   * free and the head's tenant over its share, the next is the one fair queueing picks among the
+   * tenants within theirs (FairQueue.popAdmissible).
    */
   next(now: number): QueuedRequest<T> | undefined {
     const free = this.limits.maxInFlight - this.active;
     if (free <= 0 || this.queue.size === 0) return undefined;
-    if (!this.mayTake(this.queue.peek(now)!.tenant, free, now)) return undefined;
-    const request = this.queue.pop(now)!;
-    this.take(request.tenant, now);
+    // Only headroom free and the head over its share: the next of the tenants within theirs.
+    const request = this.mayTake(this.queue.peek(now)!.tenant, free, now)
+      ? this.queue.pop(now)!
+      : this.queue.popAdmissible((tenant) => this.mayTake(tenant, free, now));
+    if (request === undefined) return undefined;
+    this.take(request.tenant, request.inputTokens, now);
     return request;
   }
 
@@ -230,12 +239,12 @@ export class FlowController<T> {
 
   /** The tenant may take one of `free` slots: beyond the headroom anyone may, within it only a tenant within its share. */
   private mayTake(tenant: string, free: number, now: number): boolean {
-    return free > this.headroom || !this.shares.overShare(tenant, this.limits.maxInFlight, now);
+    return free > this.headroom || !this.shares.overShare(tenant, this.limits.maxInFlight, this.active, now);
   }
 
-  private take(tenant: string, now: number): void {
+  private take(tenant: string, inputTokens: number, now: number): void {
     this.active++;
-    this.shares.take(tenant, now);
+    this.shares.take(tenant, inputTokens, now);
   }
 }
 

@@ -12,6 +12,8 @@ export interface QueuedRequest<T> {
   readonly cost: number;
   /** A session's next turn after its previous one ended (after a tool call): it keeps its place. */
   readonly continuation: boolean;
+  /** Its prompt tokens: what its slot counts toward its tenant's share (slot-shares.ts). */
+  readonly inputTokens: number;
   /** ms on the queue's clock. */
   readonly enqueuedAt: number;
   /** ms on the queue's clock; past it the request leaves the queue refused. */
@@ -28,6 +30,8 @@ export interface QueueRequestSpec {
   classRank: number;
   cost: number;
   continuation?: boolean;
+  /** Its prompt tokens (default 0). */
+  inputTokens?: number;
   /** ms on the queue's clock. */
   deadline: number;
 }

@@ -2,12 +2,18 @@
  * Who holds flow control's slots, by tenant, for the headroom rule (flow-controller.ts): the last
  * few free slots go only to a tenant holding no more than its share.
  *
- * A tenant's share is maxInFlight × its weight ÷ the weight of every *active* tenant, itself
- * counted. A tenant is active while it holds a slot, and for ACTIVE_WINDOW_MS after it last took
- * or gave one back: a quiet tenant between two requests, or an agent in a tool call, still
- * counts, so a flood cannot take back the quiet tenant's share the moment its last request ends.
+ * Holdings are counted in prompt tokens, not slots, as fair queueing charges cost rather than
+ * requests: a tenant of short prompts that holds many slots has not had more than one of long
+ * prompts holding few. A tenant's share is `slots` slots' worth of prompt tokens (the tokens
+ * holding slots now, per slot held, × slots) × its weight ÷ the weight of every *active* tenant,
+ * itself counted: with requests all alike, simply slots × weight ÷ active weight. A tenant is active while it
+ * holds a slot, and for ACTIVE_WINDOW_MS after it last took or gave one back: a quiet tenant
+ * between two requests, or an agent in a tool call, still counts, so a flood cannot take back
+ * the quiet tenant's share the moment its last request ends. A tenant alone holds exactly its
+ * share, so it is never over it.
  *
- * Invariants: `held` has an entry exactly for the tenants holding a slot; `active` holds every
+ * Invariants: `held` has an entry exactly for the tenants holding a slot (slots and tokens);
+ * `heldTokens` is the sum of their tokens; `active` holds every
  * active tenant with the weight counted for it, and `activeWeight` is their sum. Exactly: a
  * tenant is active at `now` when it holds a slot or `now - lastAt < ACTIVE_WINDOW_MS`. Expiry is
  * lazy: every active tenant has one entry in a heap by time, never later than its lastAt unless
@@ -25,7 +31,8 @@ interface Filed {
 }
 
 export class SlotShares {
-  private readonly held = new Map<string, number>();
+  private readonly held = new Map<string, { slots: number; tokens: number }>();
+  private heldTokens = 0;
   /** Active tenants: the weight counted for each, and when it last took or gave back a slot. */
   private readonly active = new Map<string, { weight: number; lastAt: number }>();
   private activeWeight = 0;
@@ -34,30 +41,42 @@ export class SlotShares {
   /** `weight(tenant)` is read when a tenant becomes active, and again by reweigh(). */
   constructor(private readonly weight: (tenant: string) => number) {}
 
-  /** Slots the tenant holds now. */
-  holding(tenant: string): number {
-    return this.held.get(tenant) ?? 0;
-  }
-
-  take(tenant: string, now: number): void {
-    this.held.set(tenant, this.holding(tenant) + 1);
+  /** A request of `tokens` prompt tokens of the tenant took a slot. */
+  take(tenant: string, tokens: number, now: number): void {
+    const holding = this.held.get(tenant);
+    if (holding === undefined) this.held.set(tenant, { slots: 1, tokens });
+    else {
+      holding.slots++;
+      holding.tokens += tokens;
+    }
+    this.heldTokens += tokens;
     this.touch(tenant, now);
   }
 
-  giveBack(tenant: string, now: number): void {
-    const holding = this.holding(tenant);
-    if (holding <= 1) this.held.delete(tenant);
-    else this.held.set(tenant, holding - 1);
+  /** A request of `tokens` prompt tokens of the tenant gave its slot back (the tokens it took with). */
+  giveBack(tenant: string, tokens: number, now: number): void {
+    const holding = this.held.get(tenant);
+    if (holding !== undefined) {
+      if (--holding.slots === 0) this.held.delete(tenant);
+      else holding.tokens -= tokens;
+      this.heldTokens -= tokens;
+    }
+    if (this.held.size === 0) this.heldTokens = 0;
     this.touch(tenant, now);
   }
 
-  /** The tenant holds more than its share of `slots` (so the headroom is not for it). */
-  overShare(tenant: string, slots: number, now: number): boolean {
+  /**
+   * The tenant holds more than its share of `slots` slots, `holding` of them held now (so the
+   * headroom is not for it). Compared as products, which are exact for integer tokens and the
+   * weights people write.
+   */
+  overShare(tenant: string, slots: number, holding: number, now: number): boolean {
     this.expire(now);
     const weight = this.weight(tenant);
     const counted = this.active.get(tenant);
     const total = counted === undefined ? this.activeWeight + weight : this.activeWeight - counted.weight + weight;
-    return this.holding(tenant) > (slots * weight) / total;
+    const mine = this.held.get(tenant)?.tokens ?? 0;
+    return mine * holding * total > this.heldTokens * slots * weight;
   }
 
   /** Weights changed (a live config change): every active tenant is counted at its new weight. */

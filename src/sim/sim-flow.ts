@@ -90,7 +90,7 @@ export class SimFlow {
     if (!request.sessionless) this.turns.ended(request.session, now * 1000);
     const tenant = request.tenant ?? this.config.defaultTenant;
     this.controller.chargeOutput(tenant, Math.max(1, request.outputLength), now * 1000);
-    this.controller.leave(tenant, now * 1000);
+    this.controller.leave(tenant, request.inputLength, now * 1000);
   }
 
   /** The next waiter to route now (s), holding a slot; undefined when none may go. */

@@ -9,6 +9,7 @@ export interface RefRequest {
   classRank: number;
   cost: number;
   continuation: boolean;
+  inputTokens?: number;
   enqueuedAt: number;
   deadline: number;
 }
@@ -71,6 +72,17 @@ export class ReferenceQueue {
     return starved ?? this.fairPick(ranks[0]!);
   }
 
+  /** pop() among admissible tenants' requests only, without the anti-starvation bound. */
+  popAdmissible(admissible: (tenant: string) => boolean): RefRequest | undefined {
+    const mine = this.waiting.filter((r) => admissible(r.tenant));
+    if (mine.length === 0) return undefined;
+    const rank = Math.min(...mine.map((r) => r.classRank));
+    const chosen = this.fairPick(rank, admissible);
+    this.charge(chosen);
+    this.remove(chosen.seq);
+    return chosen;
+  }
+
   private inClass(rank: number): RefRequest[] {
     return this.waiting.filter((r) => r.classRank === rank);
   }
@@ -80,8 +92,8 @@ export class ReferenceQueue {
   }
 
   /** Start-time fair queueing: eligible tenants have F ≤ V; none: V jumps to the least F. */
-  private fairPick(rank: number): RefRequest {
-    const requests = this.inClass(rank);
+  private fairPick(rank: number, admissible: (tenant: string) => boolean = () => true): RefRequest {
+    const requests = this.inClass(rank).filter((r) => admissible(r.tenant));
     const tenants = [...new Set(requests.map((r) => r.tenant))];
     let eligible = tenants.filter((t) => this.finish(rank, t) <= this.virtualTimes[rank]!);
     if (eligible.length === 0) {

@@ -15,7 +15,7 @@
  * - enter() once, after the body is read and valid: 'go' (it holds a slot now when `limited`),
  *   'queued' (its admit() runs later, or expire() when its deadline passes) or a ClientError
  *   (refuse with it).
- * - Whoever holds a slot calls leave(tenant) exactly once, when it finishes however it finishes;
+ * - Whoever holds a slot calls leave(tenant, inputTokens) exactly once, when it finishes however it finishes;
  *   that admits the waiters that may take the slot (admit() runs synchronously inside leave()).
  * - A queued request whose client goes away calls cancel(); it never held a slot.
  */
@@ -104,10 +104,13 @@ export class Admission {
     return 'queued';
   }
 
-  /** A slot holder of `tenant` finished: the slot goes to the next waiter that may take it, if any. */
-  leave(tenant: string): void {
+  /**
+   * A slot holder of `tenant` that entered with `inputTokens` finished: the slot goes to the next
+   * waiter that may take it, if any.
+   */
+  leave(tenant: string, inputTokens: number): void {
     if (!this.limited) return;
-    this.flow.leave(tenant, performance.now());
+    this.flow.leave(tenant, inputTokens, performance.now());
     this.drain();
   }
 

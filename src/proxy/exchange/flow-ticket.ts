@@ -20,7 +20,8 @@ export class FlowTicket {
   private queuedAt = -1;
   /** ms it waited for a slot (0 when it went at once). */
   private queueMs = 0;
-  private inputTokens = 0;
+  /** Its prompt tokens as admission counted them (0 before entry()): its slot is given back with them. */
+  inputTokens = 0;
   /** The tenant has a tokens-per-minute limit: its output is charged as it streams. */
   private chargesOutput = false;
   private charged = 0;

@@ -481,7 +481,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     const state = this.ctx.state;
     const slot = this.slot;
     this.slot = undefined;
-    slot?.leave(this.flow.tenant);
+    slot?.leave(this.flow.tenant, this.flow.inputTokens);
     this.flow.settled(outcome, this.relay?.outputTokens, this.parsed?.route.session);
     this.reader.release();
     if (this.deadline !== undefined) clearTimeout(this.deadline);
