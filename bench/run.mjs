@@ -40,6 +40,7 @@ const WORKLOADS = [
   'tokenize',
   'kv-events',
   'flow',
+  'flow-targets',
 ];
 /** The workloads whose samples are route() + complete() pairs net of the timer's cost. */
 const TIMED_PAIRS = ['mooncake', 'agentic-long', 'feed'];

@@ -222,3 +222,32 @@ it('npm run bench -- --quick --only flow measures flow control beside a plain FI
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+it('npm run bench -- --quick --only flow-targets measures the four flow targets in the simulator, each with its bound', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
+  try {
+    const out = join(dir, 'bench.json');
+    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'flow-targets', '--json', out], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(child.stderr).toBe('');
+    expect(child.status).toBe(0);
+    const doc = JSON.parse(readFileSync(out, 'utf8'));
+    const byTarget = Object.fromEntries(
+      (doc.results as Array<{ target: string; value: number; bound: number; pass: boolean }>).map((r) => [r.target, r]),
+    );
+    expect(Object.keys(byTarget).sort()).toEqual(['jain', 'noisy', 'priority', 'shedding']);
+    // Each verdict is its figure against its bound, whichever way it falls.
+    expect(byTarget.jain!.pass).toBe(byTarget.jain!.value >= 0.95);
+    for (const target of ['noisy', 'priority', 'shedding'])
+      expect(byTarget[target]!.pass).toBe(byTarget[target]!.value <= byTarget[target]!.bound);
+    expect(byTarget.shedding!.value).toBeGreaterThan(0);
+    expect(child.stdout).toMatch(/(PASS|FAIL) {2}flow shedding: admitted requests' TTFT p90 at 3x overload/);
+    const rerender = spawnSync(process.execPath, [run, '--from', out], { encoding: 'utf8' });
+    expect(rerender.stdout).toContain('flow jain:');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -9,13 +9,13 @@ import { nativePath } from '../../dist/index.js';
 
 /**
  * @param {string} name
- * @param {(options: { quick: boolean, native: boolean }) => unknown[]} run
+ * @param {(options: { quick: boolean, native: boolean }) => unknown[] | Promise<unknown[]>} run
  */
-export function workloadMain(name, run) {
+export async function workloadMain(name, run) {
   const { values } = parseArgs({ options: { quick: { type: 'boolean' }, out: { type: 'string' } } });
   const native = nativePath() !== null;
   const started = Date.now();
-  const results = run({ quick: values.quick === true, native });
+  const results = await run({ quick: values.quick === true, native });
   console.log(`  ${name}: done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   if (values.out) writeFileSync(values.out, JSON.stringify(results));
 }

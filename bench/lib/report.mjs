@@ -7,6 +7,7 @@ import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.
 import { importCostChecks, renderImportCostResults } from './import-cost-report.mjs';
 import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
 import { flowChecks, renderFlowResults } from './flow-report.mjs';
+import { flowTargetChecks, renderFlowTargetResults } from './flow-targets-report.mjs';
 import { renderThreadsResults, threadsTargetChecks } from './threads-report.mjs';
 import { proxyTargetChecks, renderProxyResults } from './proxy-report.mjs';
 import { renderReplayDriverResults, replayDriverChecks } from './replay-driver-report.mjs';
@@ -207,6 +208,7 @@ export function targetChecks(allResults) {
     ...tokenizeChecks(allResults),
     ...kvEventsChecks(allResults),
     ...flowChecks(allResults),
+    ...flowTargetChecks(allResults),
     ...threadsTargetChecks(allResults),
   );
   return lines;
@@ -378,6 +380,7 @@ export function renderResults(doc, command) {
     ...renderTokenizeResults(doc.results),
     ...renderKvEventsResults(doc.results),
     ...renderFlowResults(doc.results),
+    ...renderFlowTargetResults(doc.results),
     ...renderThreadsResults(doc.results),
   );
   return out.join('\n');
