@@ -48,7 +48,7 @@ async function traceOf(specs, seconds, keep = () => true) {
   return out;
 }
 
-/** @param {TraceRequest[]} trace @param {object} flow */
+/** @param {TraceRequest[]} trace @param {import("../dist/sim/sim-flow.js").SimFlowOptions} flow */
 function run(trace, flow) {
   const records = simulate(trace, { policy: 'min_ttft', instances: 4, flow }).records;
   return {
