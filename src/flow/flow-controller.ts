@@ -32,6 +32,7 @@ import { LoadShedder, type ShedRefusal } from './load-shedder.js';
 import type { FlowConfig, FlowTenant } from './flow-config.js';
 import type { QueuedRequest } from './queued-request.js';
 import { RateLimits, type RateLimit } from './rate-limits.js';
+import { LocalSlots, type SlotCounter } from './slot-counter.js';
 import { SlotShares } from './slot-shares.js';
 
 export interface FlowLimits {
@@ -72,8 +73,6 @@ export type FlowDecision<T> =
   { kind: 'go' } | { kind: 'queued'; request: QueuedRequest<T> } | { kind: 'refused'; refusal: FlowRefusal };
 
 export class FlowController<T> {
-  /** Requests holding a slot. */
-  active = 0;
   private config: FlowConfig;
   private readonly queue: FairQueue<T>;
   private readonly rates: RateLimits;
@@ -88,6 +87,8 @@ export class FlowController<T> {
     config: FlowConfig,
     private readonly limits: FlowLimits,
     predictTtftMs?: (typicalTokens: number) => number | undefined,
+    /** The slot count: this controller's own, or one shared by the threads of a process (slot-counter.ts). */
+    private readonly slots: SlotCounter = new LocalSlots(),
   ) {
     this.config = config;
     this.queue = new FairQueue<T>(
@@ -102,6 +103,16 @@ export class FlowController<T> {
 
   get flowConfig(): FlowConfig {
     return this.config;
+  }
+
+  /** Requests holding a slot. */
+  get active(): number {
+    return this.slots.value;
+  }
+
+  /** Slots only a tenant within its share may take (the headroom). */
+  get headroom(): number {
+    return Math.floor(this.limits.maxInFlight * this.config.headroom);
   }
 
   /** Requests waiting for a slot. */
@@ -140,16 +151,28 @@ export class FlowController<T> {
   }
 
   enter(payload: T, entry: FlowEntry, now: number): FlowDecision<T> {
+    const refusal = this.check(entry, now);
+    return refusal === undefined ? this.enterSlot(payload, entry, now) : { kind: 'refused', refusal };
+  }
+
+  /** Steps 0 and 1 alone: shedding and the tenant's rate limits (paid when it passes). */
+  check(entry: FlowEntry, now: number): FlowRefusal | undefined {
     const shed = this.shedder?.check(this.config, entry.classRank, now);
-    if (shed !== undefined) return { kind: 'refused', refusal: shed };
+    if (shed !== undefined) return shed;
     const rate = this.rates.admit(entry.tenant, entry.inputTokens, now);
-    if (rate !== undefined) return { kind: 'refused', refusal: { cause: 'rate_limited', ...rate } };
+    return rate === undefined ? undefined : { cause: 'rate_limited', ...rate };
+  }
+
+  /** Steps 2 and 3 alone: a slot, or the queue (a thread checked the rest: thread-admission.ts). */
+  enterSlot(payload: T, entry: FlowEntry, now: number): FlowDecision<T> {
     if (this.limits.maxInFlight === 0) return { kind: 'go' };
     const free = this.limits.maxInFlight - this.active;
     // With waiters, only headroom slots can be free (the invariant): a tenant within its share takes one.
     if (free > 0 && (this.queue.size === 0 || free <= this.headroom) && this.mayTake(entry.tenant, free, now)) {
-      this.take(entry.tenant, entry.inputTokens, now);
-      return { kind: 'go' };
+      if (this.slots.tryTake(this.limits.maxInFlight)) {
+        this.shares.take(entry.tenant, entry.inputTokens, now);
+        return { kind: 'go' };
+      }
     }
     if (this.queue.size >= this.limits.queueSize)
       return { kind: 'refused', refusal: { cause: 'queue_full', retryAfterMs: 1_000 } };
@@ -176,8 +199,16 @@ export class FlowController<T> {
    */
   leave(tenant: string, inputTokens: number, now: number): void {
     if (this.limits.maxInFlight === 0) return;
-    this.active--;
+    this.slots.release();
     this.shares.giveBack(tenant, inputTokens, now);
+  }
+
+  /**
+   * Slots taken (`slots` > 0) or given back by another thread on its own (thread-admission.ts):
+   * the count is shared already; this keeps the tenants' shares in step.
+   */
+  heldElsewhere(tenant: string, slots: number, inputTokens: number, now: number): void {
+    this.shares.adjust(tenant, slots, inputTokens, now);
   }
 
   /**
@@ -189,12 +220,19 @@ export class FlowController<T> {
   next(now: number): QueuedRequest<T> | undefined {
     const free = this.limits.maxInFlight - this.active;
     if (free <= 0 || this.queue.size === 0) return undefined;
-    // Only headroom free and the head over its share: the next of the tenants within theirs.
-    const request = this.mayTake(this.queue.peek(now)!.tenant, free, now)
+    // The slot first (another thread may take the last one meanwhile), then who gets it.
+    if (!this.slots.tryTake(this.limits.maxInFlight)) return undefined;
+    // Only headroom free and the head over its share: the next of the tenants within theirs
+    // (shares as they stood before this slot was taken).
+    const holding = this.active - 1;
+    const request = this.mayTake(this.queue.peek(now)!.tenant, free, now, holding)
       ? this.queue.pop(now)!
-      : this.queue.popAdmissible((tenant) => this.mayTake(tenant, free, now));
-    if (request === undefined) return undefined;
-    this.take(request.tenant, request.inputTokens, now);
+      : this.queue.popAdmissible((tenant) => this.mayTake(tenant, free, now, holding));
+    if (request === undefined) {
+      this.slots.release();
+      return undefined;
+    }
+    this.shares.take(request.tenant, request.inputTokens, now);
     return request;
   }
 
@@ -232,19 +270,9 @@ export class FlowController<T> {
     this.shares.reweigh();
   }
 
-  /** Slots only a tenant within its share may take. */
-  private get headroom(): number {
-    return Math.floor(this.limits.maxInFlight * this.config.headroom);
-  }
-
   /** The tenant may take one of `free` slots: beyond the headroom anyone may, within it only a tenant within its share. */
-  private mayTake(tenant: string, free: number, now: number): boolean {
-    return free > this.headroom || !this.shares.overShare(tenant, this.limits.maxInFlight, this.active, now);
-  }
-
-  private take(tenant: string, inputTokens: number, now: number): void {
-    this.active++;
-    this.shares.take(tenant, inputTokens, now);
+  private mayTake(tenant: string, free: number, now: number, holding = this.active): boolean {
+    return free > this.headroom || !this.shares.overShare(tenant, this.limits.maxInFlight, holding, now);
   }
 }
 

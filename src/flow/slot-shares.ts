@@ -43,24 +43,29 @@ export class SlotShares {
 
   /** A request of `tokens` prompt tokens of the tenant took a slot. */
   take(tenant: string, tokens: number, now: number): void {
-    const holding = this.held.get(tenant);
-    if (holding === undefined) this.held.set(tenant, { slots: 1, tokens });
-    else {
-      holding.slots++;
-      holding.tokens += tokens;
-    }
-    this.heldTokens += tokens;
-    this.touch(tenant, now);
+    this.adjust(tenant, 1, tokens, now);
   }
 
   /** A request of `tokens` prompt tokens of the tenant gave its slot back (the tokens it took with). */
   giveBack(tenant: string, tokens: number, now: number): void {
+    this.adjust(tenant, -1, -tokens, now);
+  }
+
+  /**
+   * The tenant's holding changes by `slots` slots of `tokens` prompt tokens (negative: given
+   * back): one request's, or a thread's batch of them (thread-admission.ts).
+   */
+  adjust(tenant: string, slots: number, tokens: number, now: number): void {
     const holding = this.held.get(tenant);
-    if (holding !== undefined) {
-      if (--holding.slots === 0) this.held.delete(tenant);
-      else holding.tokens -= tokens;
-      this.heldTokens -= tokens;
+    const was = holding?.tokens ?? 0;
+    if (holding === undefined) {
+      if (slots > 0) this.held.set(tenant, { slots, tokens });
+    } else {
+      holding.slots += slots;
+      holding.tokens += tokens;
+      if (holding.slots <= 0) this.held.delete(tenant);
     }
+    this.heldTokens += (this.held.get(tenant)?.tokens ?? 0) - was;
     if (this.held.size === 0) this.heldTokens = 0;
     this.touch(tenant, now);
   }
