@@ -10,6 +10,7 @@ import { DEFAULT_POLICY } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { COST_MODES, type CostMode } from '../core/cost-learning/cost-mode.js';
 import { FlowConfigError, resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
+import { SharedSlots } from '../flow/slot-counter.js';
 import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
@@ -113,6 +114,11 @@ export interface ProxyOptions {
    * each thread 1/N, and flow control's rate limits are scaled by it (thread-limits.ts).
    */
   flowShare?: number;
+  /**
+   * The slot count `serve --threads N` shares between its threads (thread-limits.ts), so the
+   * process has one `--max-in-flight` and one queue, the main thread's. Internal.
+   */
+  flowSlots?: SharedArrayBuffer;
   /** Hear every request's lifecycle (metrics, logs, the dashboard). */
   observers?: readonly ProxyObserver[];
   /** Extra routes; each is called once with the uWS app before the proxy's own routes. */
@@ -150,9 +156,10 @@ export interface ProxyOptions {
 }
 
 export type ResolvedProxyOptions = Required<
-  Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey' | 'tokenizers' | 'flow'>
+  Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey' | 'tokenizers' | 'flow' | 'flowSlots'>
 > & {
   flow: FlowConfig;
+  flowSlots: SharedArrayBuffer | undefined;
   backends: ResolvedBackend[];
   backendApiKey: string | undefined;
   tokenizers: Record<string, string> | undefined;
@@ -240,6 +247,12 @@ function share(value: number | undefined): number {
   return value;
 }
 
+function sharedSlots(value: SharedArrayBuffer | undefined): SharedArrayBuffer | undefined {
+  if (value !== undefined && !(value instanceof SharedArrayBuffer && value.byteLength >= SharedSlots.BYTES))
+    throw new ProxyOptionError(`options.flowSlots must be a SharedArrayBuffer of ${SharedSlots.BYTES} bytes or more`);
+  return value;
+}
+
 function flowConfig(raw: unknown): FlowConfig {
   try {
     return resolveFlowConfig(raw, 'options.flow');
@@ -306,6 +319,7 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     queueTimeoutMs: positiveInteger('options.queueTimeoutMs', options.queueTimeoutMs, d.queueTimeoutMs),
     flow: flowConfig(options.flow),
     flowShare: share(options.flowShare),
+    flowSlots: sharedSlots(options.flowSlots),
     observers: options.observers ?? [],
     mounts: options.mounts ?? [],
     onWarning: options.onWarning ?? ((message) => process.emitWarning(message, { code: 'KVROUTE_PROXY' })),

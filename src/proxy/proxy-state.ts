@@ -31,8 +31,8 @@ import { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { Router } from '../core/router.js';
 import { subscribeKvEvents } from '../events/kv-event-subscription.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
-import { Admission, type AdmissionLimits } from './exchange/admission.js';
-import type { FlowConfig } from '../flow/flow-config.js';
+import type { Admission } from './exchange/admission.js';
+import { createAdmission, type AdmissionOptions } from './threads/shared-admission.js';
 import { SessionTurns } from '../flow/session-turns.js';
 import { ProxyCosts } from './proxy-costs.js';
 import type { CostMode } from '../core/cost-learning/cost-mode.js';
@@ -42,7 +42,7 @@ import { BodyBudget } from './exchange/body-budget.js';
 import type { ObserverList } from './observe/proxy-observer.js';
 import { ClientError } from './server/error-body.js';
 import { normaliseBackend, ProxyOptionError, type ResolvedBackend } from './upstream/backend-spec.js';
-import type { ThreadState } from './threads/thread-messages.js';
+import type { FlowToPrimary, ThreadState } from './threads/thread-messages.js';
 import { ThreadFlowReports } from './threads/thread-flow.js';
 
 /**
@@ -56,6 +56,7 @@ export interface ThreadRole {
   attach: number;
   state: ThreadState;
   onTrip(id: string, why: string): void;
+  onFlow(message: FlowToPrimary): void;
 }
 
 /** What an admin endpoint or the dashboard shows of a backend. */
@@ -81,12 +82,8 @@ const NO_BACKENDS: readonly Backend[] = [];
 /** How long a removed backend's in-flight requests may run before its pool is destroyed. */
 const REMOVE_GRACE_MS = 600_000;
 
-export interface ProxyStateOptions extends BackendTimeouts, MonitorOptions, AdmissionLimits {
+export interface ProxyStateOptions extends BackendTimeouts, MonitorOptions, AdmissionOptions {
   maxBodyMemoryBytes: number;
-  /** Flow control's tenants, classes and limits (src/flow/), for the whole process. */
-  flow: FlowConfig;
-  /** This state's share of the process's traffic (1/N under `--threads N`): rate limits are scaled by it. */
-  flowShare?: number;
 }
 
 export class ProxyState {
@@ -148,7 +145,7 @@ export class ProxyState {
     private readonly observers: ObserverList,
     private readonly warn: (message: string) => void,
   ) {
-    this.admission = new Admission(options, options.flow, options.flowShare ?? 1, () => this.router);
+    this.admission = createAdmission(options, routerOptions.thread?.onFlow, () => this.router);
     this.threadFlow = new ThreadFlowReports(this.admission);
     this.bodies = new BodyBudget(options.maxBodyMemoryBytes);
     this.thread = routerOptions.thread;

@@ -22,8 +22,15 @@
 import { fleetPredictedTtftMs } from '../../core/fleet-ttft.js';
 import type { Router } from '../../core/router.js';
 import { scaleRateLimits, type FlowConfig } from '../../flow/flow-config.js';
-import { FlowController, expiredRefusal, type FlowEntry, type FlowRefusal } from '../../flow/flow-controller.js';
+import {
+  FlowController,
+  expiredRefusal,
+  type FlowDecision,
+  type FlowEntry,
+  type FlowRefusal,
+} from '../../flow/flow-controller.js';
 import type { QueuedRequest } from '../../flow/queued-request.js';
+import type { SharedSlots } from '../../flow/slot-counter.js';
 import { ClientError } from '../server/error-body.js';
 
 export interface Admittable {
@@ -40,6 +47,8 @@ export interface AdmissionLimits {
   queueSize: number;
   /** Longest wait for a slot of a class without its own deadline, ms. */
   queueTimeoutMs: number;
+  /** The slot count the threads of one `serve --threads N` share (slot-counter.ts); absent: this proxy's own. */
+  flowSlots?: SharedArrayBuffer | undefined;
 }
 
 export type AdmissionRefusal = 'queue_full' | 'queue_timeout' | 'rate_limited' | 'shed';
@@ -57,17 +66,20 @@ export class Admission {
   /**
    * `config` holds whole-process limits; this admission enforces `share` of its rate limits (a
    * thread of `serve --threads N` takes 1/N; thread-limits.ts). `router`: the fleet load
-   * shedding predicts the TTFT of; without it nothing is shed.
+   * shedding predicts the TTFT of; without it nothing is shed. `shared`: the slot count of a
+   * process's threads, when this is the main thread's admission, which owns the one queue
+   * (threads/flow-hub.ts); it publishes the queue's length there after each change.
    */
   constructor(
-    private readonly limits: AdmissionLimits,
+    protected readonly limits: AdmissionLimits,
     private flowConfig: FlowConfig,
     private readonly share = 1,
     router?: () => Router,
+    private readonly shared?: SharedSlots,
   ) {
     // Load shedding predicts on the router's fleet (read at each prediction: it may be made after this).
     const predict = router === undefined ? undefined : (tokens: number) => fleetPredictedTtftMs(router(), tokens);
-    this.flow = new FlowController<Admittable>(scaleRateLimits(flowConfig, share), limits, predict);
+    this.flow = new FlowController<Admittable>(scaleRateLimits(flowConfig, share), limits, predict, shared);
   }
 
   /** Flow control's config as set: whole-process limits (the admin API shows it, threads copy it). */
@@ -93,7 +105,15 @@ export class Admission {
   }
 
   enter(who: Admittable, entry: FlowEntry): 'go' | 'queued' | ClientError {
-    const decision = this.flow.enter(who, entry, performance.now());
+    return this.decide(who, entry, this.flow.enter(who, entry, performance.now()));
+  }
+
+  /** A request another thread let in past shedding and its rate limits: a slot or the queue (flow-hub.ts). */
+  enterChecked(who: Admittable, entry: FlowEntry): 'go' | 'queued' | ClientError {
+    return this.decide(who, entry, this.flow.enterSlot(who, entry, performance.now()));
+  }
+
+  private decide(who: Admittable, entry: FlowEntry, decision: FlowDecision<Admittable>): 'go' | 'queued' | ClientError {
     if (decision.kind === 'go') return 'go';
     if (decision.kind === 'refused') {
       this.refused[decision.refusal.cause]++;
@@ -101,14 +121,18 @@ export class Admission {
     }
     this.waiting.set(who, decision.request);
     this.armTimer();
+    this.publish();
+    // Another thread may have given a slot back while this one queued (SharedSlots' hazard).
+    if (this.shared !== undefined) this.drain();
     return 'queued';
   }
 
   /**
    * A slot holder of `tenant` that entered with `inputTokens` finished: the slot goes to the next
-   * waiter that may take it, if any.
+   * waiter that may take it, if any. (`who` matters to a thread's admission: thread-admission.ts.)
    */
-  leave(tenant: string, inputTokens: number): void {
+  leave(tenant: string, inputTokens: number, who?: Admittable): void {
+    void who;
     if (!this.limited) return;
     this.flow.leave(tenant, inputTokens, performance.now());
     this.drain();
@@ -123,12 +147,18 @@ export class Admission {
     this.drain();
   }
 
+  /** Who waits now (a thread's admission refuses its own on close). */
+  protected waiters(): Admittable[] {
+    return [...this.waiting.keys()];
+  }
+
   /**
-   * Admits every waiter flow control lets take a free slot. An admitted waiter may finish at
-   * once (no healthy backend) and leave() from inside admit(): that frees its slot and returns,
-   * and this loop's next call takes the slot, so a long queue never recurses.
+   * Admits every waiter flow control lets take a free slot (also when another thread gave one
+   * back: flow-hub.ts). An admitted waiter may finish at once (no healthy backend) and leave()
+   * from inside admit(): that frees its slot and returns, and this loop's next call takes the
+   * slot, so a long queue never recurses.
    */
-  private drain(): void {
+  drain(): void {
     if (this.draining) return;
     this.draining = true;
     try {
@@ -138,7 +168,13 @@ export class Admission {
       }
     } finally {
       this.draining = false;
+      this.publish();
     }
+  }
+
+  /** The queue's length, for the threads' fast path (SharedSlots.waiting). */
+  private publish(): void {
+    if (this.shared !== undefined) this.shared.waiting = this.flow.queued;
   }
 
   /** Refuses every waiter (the proxy is closing). */
@@ -151,6 +187,7 @@ export class Admission {
       this.flow.cancel(request);
       who.expire(error);
     }
+    this.publish();
   }
 
   /** One timer, at the earliest deadline among waiters (requests share it, so n waiters cost one). */

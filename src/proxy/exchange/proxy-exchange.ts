@@ -99,6 +99,8 @@ import { upstreamFailure } from './upstream-errors.js';
 
 /** What a finished exchange's body is replaced with (see finished()). */
 const RELEASED = Buffer.alloc(0);
+/** The codes of flow control's refusals (the rest of a queued request's refusals are the proxy closing). */
+const FLOW_REFUSALS: ReadonlySet<string> = new Set(['queue_full', 'queue_timeout', 'rate_limited', 'shed']);
 
 export type ExchangePhase = 'reading' | 'queued' | 'attempting' | 'ended' | 'aborted';
 
@@ -310,9 +312,9 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     this.dispatch();
   }
 
-  /** Admittable: the deadline passed, or the proxy is closing. */
+  /** Admittable: refused after it queued (its deadline passed; the main thread's queue was full), or the proxy is closing. */
   expire(error: ClientError): void {
-    if (error.code === 'queue_timeout') this.flow.decided('queue_timeout');
+    if (FLOW_REFUSALS.has(error.code)) this.flow.decided(error.code as FlowOutcome);
     this.refuse(error);
   }
 
@@ -481,7 +483,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     const state = this.ctx.state;
     const slot = this.slot;
     this.slot = undefined;
-    slot?.leave(this.flow.tenant, this.flow.inputTokens);
+    slot?.leave(this.flow.tenant, this.flow.inputTokens, this);
     this.flow.settled(outcome, this.relay?.outputTokens, this.parsed?.route.session);
     this.reader.release();
     if (this.deadline !== undefined) clearTimeout(this.deadline);

@@ -10,6 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { ProxyOptions } from '../proxy-options.js';
 import { createProxy, type Proxy } from '../server/proxy-server.js';
 import { ObserverRelay } from './observer-relay.js';
+import { ThreadAdmission } from './thread-admission.js';
 import { reportFlow } from './thread-flow.js';
 import type { ThreadState, ToPrimary, ToThread } from './thread-messages.js';
 
@@ -56,6 +57,7 @@ proxy = createProxy(
       state: data.state,
       controlOrigin: data.controlOrigin,
       onTrip: (id, why) => post({ type: 'trip', id, why }),
+      onFlow: post,
     },
   },
 );
@@ -63,6 +65,8 @@ proxy = createProxy(
 port.on('message', (message: ToThread) => {
   if (message.type === 'state') proxy.state.applyThreadState(message.state);
   else if (message.type === 'close') void stop(message.graceMs);
+  // The main thread's answers about slots (only under --max-in-flight: then this admission asks it).
+  else if (proxy.state.admission instanceof ThreadAdmission) proxy.state.admission.heard(message);
 });
 
 async function stop(graceMs: number): Promise<void> {

@@ -12,6 +12,8 @@
  * - Observers: a thread's batches are replayed into the main thread's observers, its in-flight
  *   counts join the main thread's gauges, and its flow control reports the process's flow view
  *   (ProxyState.flowNow, thread-flow.ts).
+ * - Flow control: with --max-in-flight the main thread owns the one queue; its FlowHub answers
+ *   the threads' requests for slots (flow-hub.ts).
  * - Shutdown: close() sends `close` with the grace period; each thread finishes its open requests,
  *   flushes and exits; one that has not exited GRACE_SLACK_MS after the grace is terminated.
  */
@@ -20,10 +22,12 @@ import { Worker } from 'node:worker_threads';
 
 import type { ProxyObserver } from '../observe/proxy-observer.js';
 import type { Proxy } from '../server/proxy-server.js';
+import { SharedSlots } from '../../flow/slot-counter.js';
+import { FlowHub } from './flow-hub.js';
 import { replayObserved } from './observer-relay.js';
 import type { ThreadMetrics } from './thread-metrics.js';
 import type { ThreadData } from './proxy-thread.js';
-import type { ThreadState, ToPrimary, ToThread } from './thread-messages.js';
+import type { FlowToPrimary, ThreadState, ToPrimary, ToThread } from './thread-messages.js';
 
 /** proxy-thread.ts, built: under vitest this module is a .ts file, and a worker cannot load one. */
 const THREAD_URL = import.meta.url.endsWith('.ts')
@@ -58,9 +62,18 @@ export class ProxyThreads {
   private lastState: ThreadState;
   private readonly timer: NodeJS.Timeout;
   private closing: Promise<void> | undefined;
+  /** The one queue's answers to the threads (with --max-in-flight: options.flowSlots). */
+  private readonly flow: FlowHub | undefined;
 
   private constructor(private readonly o: ProxyThreadsOptions) {
     const attach = o.proxy.router.share();
+    const flowSlots = o.options.flowSlots;
+    this.flow =
+      flowSlots === undefined
+        ? undefined
+        : new FlowHub(o.proxy.state.admission, new SharedSlots(flowSlots), (thread, message) =>
+            this.workers[thread - 1]?.postMessage(message),
+          );
     this.lastState = o.proxy.state.threadState();
     const data: Omit<ThreadData, 'state'> = {
       attach,
@@ -79,6 +92,7 @@ export class ProxyThreads {
           worker.once('exit', () => {
             o.proxy.state.setThreadInFlight(thread, undefined);
             o.proxy.state.threadFlow.set(thread, undefined);
+            this.flow?.threadGone(thread);
             resolve();
           }),
         ),
@@ -125,7 +139,7 @@ export class ProxyThreads {
     } else if (message.type === 'trip') {
       const backend = state.backend(message.id);
       if (backend !== undefined) state.reportFailure(backend, message.why);
-    }
+    } else if (message.type.startsWith('flow-')) this.flow?.heard(thread, message as FlowToPrimary);
   }
 
   private sync(): void {

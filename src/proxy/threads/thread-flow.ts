@@ -1,8 +1,9 @@
 /**
  * Flow control's state now, for the whole process of `kvroute serve --threads N`
- * (docs/flow-control.md): every thread keeps its own queue and 1/N of every tenant's rate-limit
- * buckets (thread-limits.ts), so what waits and what a tenant's buckets hold are the main
- * thread's plus every other thread's. A thread sends its part (reportFlow) with its observer
+ * (docs/flow-control.md): the one queue is the main thread's (flow-hub.ts; a thread's own queue
+ * stays empty, so its `waiting` part is too), and every thread keeps 1/N of every tenant's
+ * rate-limit buckets (thread-limits.ts), so what a tenant's buckets hold is the main thread's
+ * plus every other thread's. A thread sends its part (reportFlow) with its observer
  * batches (observer-relay.ts); the main thread keeps each thread's last part (ThreadFlowReports)
  * and adds its own live numbers (flowNow: ProxyState.threadFlow), for the dashboard's tenants panel.
  *

@@ -1,25 +1,27 @@
 /**
- * The per-process limits of `kvroute serve`, split over its threads (docs/scale-out.md): each
- * thread admits and buffers on its own, so `--max-in-flight`, `--queue-size` and
- * `--max-body-memory` are divided evenly (rounded up; a limit of 0, "none", stays 0), and the
- * process as a whole stays within what the operator set, give or take the rounding. Flow
- * control's rate limits are split the same way (`flowShare`); its queue is each thread's own.
+ * The per-process limits of `kvroute serve`, over its threads (docs/scale-out.md):
+ * - `--max-in-flight` and `--queue-size` are the process's: one slot count in shared memory
+ *   (`flowSlots`, slot-counter.ts) and one queue, the main thread's (flow-hub.ts);
+ * - `--max-body-memory` is divided evenly (rounded up; 0, "none", stays 0): each thread buffers
+ *   on its own;
+ * - flow control's rate limits too (`flowShare`: each thread enforces 1/N of every tenant's,
+ *   connections spreading evenly over threads).
  */
+import { SharedSlots } from '../../flow/slot-counter.js';
 import { PROXY_DEFAULTS, type ProxyOptions } from '../proxy-options.js';
 
 const share = (total: number, threads: number): number => (total === 0 ? 0 : Math.max(1, Math.ceil(total / threads)));
 
-export function perThreadLimits<T extends Pick<ProxyOptions, 'maxInFlight' | 'queueSize' | 'maxBodyMemoryBytes'>>(
+export function perThreadLimits<T extends Pick<ProxyOptions, 'maxInFlight' | 'maxBodyMemoryBytes'>>(
   options: T,
   threads: number,
-): T & { flowShare?: number } {
+): T & { flowShare?: number; flowSlots?: SharedArrayBuffer } {
   if (threads <= 1) return options;
+  const limited = (options.maxInFlight ?? PROXY_DEFAULTS.maxInFlight) > 0;
   return {
     ...options,
-    // Flow control's rate limits: each thread enforces 1/N of every tenant's (proxy-state.ts).
     flowShare: 1 / threads,
-    maxInFlight: share(options.maxInFlight ?? PROXY_DEFAULTS.maxInFlight, threads),
-    queueSize: share(options.queueSize ?? PROXY_DEFAULTS.queueSize, threads),
+    ...(limited ? { flowSlots: new SharedArrayBuffer(SharedSlots.BYTES) } : {}),
     maxBodyMemoryBytes: share(options.maxBodyMemoryBytes ?? PROXY_DEFAULTS.maxBodyMemoryBytes, threads),
   };
 }

@@ -13,6 +13,8 @@
  *   batches of observer calls (`observed`) with the thread's in-flight counts (and now and then
  *   its flow control queue and buckets), which the primary replays into its one set of metrics,
  *   dashboard and request log.
+ * - flow control (`flow-*`, with `--max-in-flight`): the primary owns the one queue; a thread
+ *   asks it for a slot it cannot take on its own and hears back (thread-admission.ts, flow-hub.ts).
  *
  * Everything here is structured-clone data.
  */
@@ -44,7 +46,34 @@ export interface ThreadState {
 /** An observer call: the ProxyObserver method's name and its arguments. */
 export type ObservedCall = [method: string, ...args: unknown[]];
 
-export type ToThread = { type: 'state'; state: ThreadState } | { type: 'close'; graceMs: number };
+/** A request a thread let in past shedding and its rate limits, for the main thread's one queue (flow-hub.ts). */
+export interface RemoteEntry {
+  tenant: string;
+  classRank: number;
+  cost: number;
+  inputTokens: number;
+  continuation?: boolean;
+  deadlineMs?: number;
+}
+
+/** Flow control's messages, thread → main (thread-admission.ts → flow-hub.ts). */
+export type FlowToPrimary =
+  | { type: 'flow-enter'; id: number; entry: RemoteEntry }
+  /** A request the main thread admitted gave its slot back. */
+  | { type: 'flow-leave'; tenant: string; inputTokens: number }
+  | { type: 'flow-cancel'; id: number }
+  /**
+   * Slots the thread took and gave back on its own, net by tenant ([tenant, slots, tokens]), and
+   * `kick`: one was given back while requests waited, so the main thread admits the next.
+   */
+  | { type: 'flow-held'; deltas: Array<[string, number, number]>; kick: boolean };
+
+/** Flow control's messages, main → thread. */
+export type FlowToThread =
+  | { type: 'flow-admit'; id: number; tenant: string; inputTokens: number }
+  | { type: 'flow-refuse'; id: number; status: number; message: string; code: string; retryAfterSeconds: number };
+
+export type ToThread = { type: 'state'; state: ThreadState } | { type: 'close'; graceMs: number } | FlowToThread;
 
 export type ToPrimary =
   | { type: 'listening' }
@@ -56,4 +85,5 @@ export type ToPrimary =
       /** The thread's flow control queue and drawn buckets, at most every FLOW_REPORT_MS (thread-flow.ts). */
       flow?: FlowReport;
     }
-  | { type: 'closed' };
+  | { type: 'closed' }
+  | FlowToPrimary;
