@@ -20,6 +20,7 @@
  */
 import type { RouterMirror } from '../../core/router.js';
 import type { FlowConfig } from '../../flow/flow-config.js';
+import type { FlowEntry } from '../../flow/flow-controller.js';
 import type { ModelCard } from '../upstream/backend.js';
 import type { FlowReport } from './thread-flow.js';
 
@@ -46,19 +47,10 @@ export interface ThreadState {
 /** An observer call: the ProxyObserver method's name and its arguments. */
 export type ObservedCall = [method: string, ...args: unknown[]];
 
-/** A request a thread let in past shedding and its rate limits, for the main thread's one queue (flow-hub.ts). */
-export interface RemoteEntry {
-  tenant: string;
-  classRank: number;
-  cost: number;
-  inputTokens: number;
-  continuation?: boolean;
-  deadlineMs?: number;
-}
-
 /** Flow control's messages, thread → main (thread-admission.ts → flow-hub.ts). */
 export type FlowToPrimary =
-  | { type: 'flow-enter'; id: number; entry: RemoteEntry }
+  /** A request the thread let in past shedding and its rate limits, for the one queue (a plain FlowEntry). */
+  | { type: 'flow-enter'; id: number; entry: FlowEntry }
   /** A request the main thread admitted gave its slot back. */
   | { type: 'flow-leave'; tenant: string; inputTokens: number }
   | { type: 'flow-cancel'; id: number }
