@@ -171,7 +171,29 @@ describe('against stubs', () => {
     expect(bodies[1]!.ignore_eos).toBeUndefined();
     expect((bodies[1]!.prompt as string).startsWith(bodies[0]!.prompt as string)).toBe(true);
     expect(stub.requests[0]!.headers['x-session-id']).toBe('s0');
+    expect(stub.requests[0]!.headers['x-kvroute-tenant']).toBeUndefined();
     expect(stub.requests[0]!.url).toBe('/v1/completions');
+  });
+
+  it('sends a request’s tenant and class as flow control’s headers, and records them', async () => {
+    const stub = await fastStub();
+    rigs.add(stub.close);
+    const requests = sessionTrace(2, 1, 2, 5).map((r, k) => ({
+      ...r,
+      tenant: `tenant-${k}`,
+      ...(k === 0 ? { priority: 'high' } : {}),
+    }));
+    const out = files.path('tenants.rec');
+    await replay({ trace: 't', requests, target: stub.url, records: out });
+    const sent = new Map(stub.requests.map((q) => [q.headers['x-session-id'], q.headers]));
+    expect(sent.get(requests[0]!.session)).toMatchObject({
+      'x-kvroute-tenant': 'tenant-0',
+      'x-kvroute-priority': 'high',
+    });
+    expect(sent.get(requests[1]!.session)!['x-kvroute-priority']).toBeUndefined();
+    const records = new Map(readRecordFile(out).records.map((r) => [r.session, r]));
+    expect(records.get(requests[0]!.session)).toMatchObject({ tenant: 'tenant-0', priority: 'high' });
+    expect(records.get(requests[1]!.session)!.priority).toBeUndefined();
   });
 
   it('failures are recorded and the run goes on: a 503, a cut stream, an error event; the next turn follows', async () => {

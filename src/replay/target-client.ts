@@ -6,7 +6,8 @@
  * `ignore_eos` (unless disabled: engines that reject unknown fields), `stream` with
  * `include_usage`, and kvroute's extension fields `hash_ids` (the proxy routes on them, the
  * simulated engine caches by them) and `input_tokens` (the trace's prompt length, which the
- * simulated engine takes as is). Header `x-session-id` = the trace session.
+ * simulated engine takes as is). Header `x-session-id` = the trace session; `x-kvroute-tenant` and
+ * `x-kvroute-priority` = its tenant and class, when the trace gives them (records carry them too).
  *
  * HTTP: an undici Pool per target (keep-alive, `connections` sockets, no pipelining).
  *
@@ -130,6 +131,8 @@ export class TargetClient {
       preemptions: 0,
       predicted_cached_tokens: null,
       status: 0,
+      ...(request.tenant === undefined ? {} : { tenant: request.tenant }),
+      ...(request.priority === undefined ? {} : { priority: request.priority }),
     };
     const sse = new SseReader();
     let errorBody: Buffer[] | undefined;
@@ -152,7 +155,7 @@ export class TargetClient {
         {
           path: this.path,
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-session-id': request.session },
+          headers: requestHeaders(request),
           body,
         },
         {
@@ -247,4 +250,15 @@ function failure(error: unknown, stopped: Error | undefined): string {
 /** A failure before any HTTP response: what a dead target gives. */
 export function isConnectionFailure(record: RequestRecord): boolean {
   return record.status === 0 && record.error !== undefined && !record.error.startsWith('aborted');
+}
+
+/**
+ * The trace request's headers: its session, and its tenant and class when it has them (flow
+ * control's headers: docs/flow-control.md), so a replay through kvroute is queued as the trace says.
+ */
+function requestHeaders(request: TraceRequest): Record<string, string> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'x-session-id': request.session };
+  if (request.tenant !== undefined) headers['x-kvroute-tenant'] = request.tenant;
+  if (request.priority !== undefined) headers['x-kvroute-priority'] = request.priority;
+  return headers;
 }
