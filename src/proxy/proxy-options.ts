@@ -248,8 +248,10 @@ function share(value: number | undefined): number {
 }
 
 function sharedSlots(value: SharedArrayBuffer | undefined): SharedArrayBuffer | undefined {
-  if (value !== undefined && !(value instanceof SharedArrayBuffer && value.byteLength >= SharedSlots.BYTES))
-    throw new ProxyOptionError(`options.flowSlots must be a SharedArrayBuffer of ${SharedSlots.BYTES} bytes or more`);
+  if (value !== undefined && !(value instanceof SharedArrayBuffer && value.byteLength >= SharedSlots.bytesFor(1)))
+    throw new ProxyOptionError(
+      `options.flowSlots must be a SharedArrayBuffer of ${SharedSlots.bytesFor(1)} bytes or more`,
+    );
   return value;
 }
 

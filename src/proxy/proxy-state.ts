@@ -57,6 +57,8 @@ export interface ThreadRole {
   state: ThreadState;
   onTrip(id: string, why: string): void;
   onFlow(message: FlowToPrimary): void;
+  /** This thread's index, 1…N−1 (0 is the main thread). */
+  index: number;
 }
 
 /** What an admin endpoint or the dashboard shows of a backend. */
@@ -145,7 +147,7 @@ export class ProxyState {
     private readonly observers: ObserverList,
     private readonly warn: (message: string) => void,
   ) {
-    this.admission = createAdmission(options, routerOptions.thread?.onFlow, () => this.router);
+    this.admission = createAdmission(options, routerOptions.thread, () => this.router);
     this.threadFlow = new ThreadFlowReports(this.admission);
     this.bodies = new BodyBudget(options.maxBodyMemoryBytes);
     this.thread = routerOptions.thread;

@@ -39,8 +39,14 @@ class RemoteWaiter implements Admittable {
 export class FlowHub {
   /** Waiting requests by thread, by id. */
   private readonly waiting = new Map<number, Map<number, RemoteWaiter>>();
-  /** Slots each thread holds: admitted here and not yet given back, plus taken on its own (net). */
+  /**
+   * What each thread holds by tenant as the shares count it: admitted here and not yet given
+   * back, plus what it reported taking on its own (net). The slots it took on its own are also
+   * in the shared count's cell of its own (SharedSlots.releaseAllOf), reported or not.
+   */
   private readonly holding = new Map<number, Map<string, { slots: number; tokens: number }>>();
+  /** Slots admitted here to each thread and not yet given back. */
+  private readonly admittedTo = new Map<number, number>();
 
   constructor(
     private readonly admission: Admission,
@@ -61,6 +67,7 @@ export class FlowHub {
       }
       case 'flow-leave':
         this.hold(thread, message.tenant, -1, -message.inputTokens);
+        this.admittedTo.set(thread, (this.admittedTo.get(thread) ?? 1) - 1);
         this.admission.leave(message.tenant, message.inputTokens);
         break;
       case 'flow-cancel': {
@@ -84,11 +91,12 @@ export class FlowHub {
   threadGone(thread: number): void {
     for (const who of this.waiting.get(thread)?.values() ?? []) this.admission.cancel(who);
     this.waiting.delete(thread);
+    this.slots.releaseAllOf(thread);
+    for (let k = this.admittedTo.get(thread) ?? 0; k > 0; k--) this.slots.release();
+    this.admittedTo.delete(thread);
     const now = performance.now();
-    for (const [tenant, { slots, tokens }] of this.holding.get(thread) ?? []) {
-      for (let k = 0; k < slots; k++) this.slots.release();
+    for (const [tenant, { slots, tokens }] of this.holding.get(thread) ?? [])
       this.admission.flow.heldElsewhere(tenant, -slots, -tokens, now);
-    }
     this.holding.delete(thread);
     this.admission.drain();
   }
@@ -96,6 +104,7 @@ export class FlowHub {
   /** RemoteWaiter: its turn came (at once, or when a slot was given back). */
   admitted(who: RemoteWaiter): void {
     this.waiting.get(who.thread)?.delete(who.id);
+    this.admittedTo.set(who.thread, (this.admittedTo.get(who.thread) ?? 0) + 1);
     this.hold(who.thread, who.entry.tenant, 1, who.entry.inputTokens);
     this.post(who.thread, {
       type: 'flow-admit',

@@ -26,6 +26,8 @@ export interface ThreadData {
   controlOrigin: string;
   /** Relay whole request records too (the main thread keeps a request log). */
   records: boolean;
+  /** This thread's index, 1…N−1 (0 is the main thread). */
+  index: number;
 }
 
 const port = parentPort!;
@@ -58,6 +60,7 @@ proxy = createProxy(
       controlOrigin: data.controlOrigin,
       onTrip: (id, why) => post({ type: 'trip', id, why }),
       onFlow: post,
+      index: data.index,
     },
   },
 );

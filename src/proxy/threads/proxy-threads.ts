@@ -75,7 +75,7 @@ export class ProxyThreads {
             this.workers[thread - 1]?.postMessage(message),
           );
     this.lastState = o.proxy.state.threadState();
-    const data: Omit<ThreadData, 'state'> = {
+    const data: Omit<ThreadData, 'state' | 'index'> = {
       attach,
       options: o.options,
       host: o.host,
@@ -84,8 +84,10 @@ export class ProxyThreads {
       records: o.records,
     };
     for (let k = 0; k < o.count; k++) {
-      const worker = new Worker(THREAD_URL, { workerData: { ...data, state: this.lastState } satisfies ThreadData });
       const thread = k + 1;
+      const worker = new Worker(THREAD_URL, {
+        workerData: { ...data, state: this.lastState, index: thread } satisfies ThreadData,
+      });
       worker.on('message', (message: ToPrimary) => this.heard(thread, message));
       this.exited.push(
         new Promise((resolve) =>

@@ -20,13 +20,14 @@ export interface AdmissionOptions extends AdmissionLimits {
 
 export function createAdmission(
   options: AdmissionOptions,
-  /** A thread's way to the main thread; undefined in the main thread (or the only one). */
-  toPrimary: ((message: FlowToPrimary) => void) | undefined,
+  /** A thread's index (1…N−1) and way to the main thread; undefined in the main thread (or the only one). */
+  thread: { index: number; onFlow(message: FlowToPrimary): void } | undefined,
   router: () => Router,
 ): Admission {
   const share = options.flowShare ?? 1;
   if (options.flowSlots === undefined) return new Admission(options, options.flow, share, router);
-  const slots = new SharedSlots(options.flowSlots);
-  if (toPrimary === undefined) return new Admission(options, options.flow, share, router, slots);
-  return new ThreadAdmission(options, options.flow, share, router, slots, toPrimary);
+  if (thread === undefined)
+    return new Admission(options, options.flow, share, router, new SharedSlots(options.flowSlots));
+  const slots = new SharedSlots(options.flowSlots, thread.index);
+  return new ThreadAdmission(options, options.flow, share, router, slots, (message) => thread.onFlow(message));
 }

@@ -60,7 +60,7 @@ export class ThreadAdmission extends Admission {
     if (checked !== 'go' || !this.limited) return checked;
     const max = this.processLimits.maxInFlight;
     const beyondHeadroom = max - Math.floor(max * this.flow.flowConfig.headroom);
-    if (this.slots.waiting === 0 && this.slots.tryTake(beyondHeadroom)) {
+    if (this.slots.waiting === 0 && this.slots.takeOwn(beyondHeadroom)) {
       this.ownSlots.add(who);
       this.held(entry.tenant, 1, entry.inputTokens);
       return 'go';
@@ -87,7 +87,7 @@ export class ThreadAdmission extends Admission {
     if (!this.limited) return;
     if (who !== undefined && this.ownSlots.has(who)) {
       this.ownSlots.delete(who);
-      this.slots.release();
+      this.slots.releaseOwn();
       this.held(tenant, -1, -inputTokens);
       if (this.slots.waiting > 0) {
         // Requests wait in the main queue: tell it now, it admits the next into this slot.

@@ -21,7 +21,7 @@ export function perThreadLimits<T extends Pick<ProxyOptions, 'maxInFlight' | 'ma
   return {
     ...options,
     flowShare: 1 / threads,
-    ...(limited ? { flowSlots: new SharedArrayBuffer(SharedSlots.BYTES) } : {}),
+    ...(limited ? { flowSlots: new SharedArrayBuffer(SharedSlots.bytesFor(threads)) } : {}),
     maxBodyMemoryBytes: share(options.maxBodyMemoryBytes ?? PROXY_DEFAULTS.maxBodyMemoryBytes, threads),
   };
 }
