@@ -125,6 +125,25 @@ describe('Admission', () => {
     expect(admission.flow.active).toBe(0);
   });
 
+  it('answers the request a full queue drops to make room with 429 queue_full, and queues the newcomer', () => {
+    const admission = admissionOf({ maxInFlight: 1, queueSize: 2, queueTimeoutMs: 60_000 });
+    const noisy = { ...ENTRY, tenant: 'noisy' };
+    expect(admission.enter(new Waiter(0), noisy)).toBe('go');
+    const [first, second] = [new Waiter(1), new Waiter(2)];
+    expect(admission.enter(first, noisy)).toBe('queued');
+    expect(admission.enter(second, noisy)).toBe('queued');
+    const quiet = new Waiter(3);
+    expect(admission.enter(quiet, { ...ENTRY, tenant: 'quiet' })).toBe('queued');
+    expect(second.expired).toMatchObject({ status: 429, code: 'queue_full' });
+    expect(first.expired).toBeUndefined();
+    expect(admission.refused.queue_full).toBe(1);
+    expect(admission.queued).toBe(2);
+    admission.leave('noisy', ENTRY.inputTokens);
+    admission.leave('noisy', ENTRY.inputTokens);
+    expect(quiet.admitted + first.admitted).toBe(2);
+    expect(second.admitted).toBe(0);
+  });
+
   it('costs nothing without a limit', () => {
     const admission = admissionOf({ maxInFlight: 0, queueSize: 0, queueTimeoutMs: 1 });
     for (let i = 0; i < 10; i++) expect(enter(admission, new Waiter(i))).toBe('go');

@@ -65,8 +65,10 @@ describe('FlowController against the reference model', () => {
           else {
             expect(got.kind, context).toBe('queued');
             if (got.kind === 'queued') {
-              expect(got.request.seq, context).toBe(want.seq);
+              expect(got.request.seq, context).toBe(want.request.seq);
+              expect(got.evicted?.seq, context).toBe(want.evicted?.seq);
               live.set(got.request.seq, got.request);
+              if (got.evicted !== undefined) live.delete(got.evicted.seq);
             }
           }
         } else if (op < 0.85 && holding.length > 0) {
@@ -174,6 +176,30 @@ describe('FlowController: the headroom', () => {
     for (let next = flow.next(WINDOW_MS + 1); next !== undefined; next = flow.next(WINDOW_MS + 1)) admitted.push(next);
     expect(admitted).toHaveLength(3);
     expect(flow.active).toBe(16);
+  });
+});
+
+describe('FlowController: a full queue', () => {
+  const entry = (tenant: string) => ({ tenant, classRank: 1, cost: 100, inputTokens: 100 });
+
+  it('refuses the flood’s newest request to make room for another tenant’s, and the flood’s own newcomer', () => {
+    const flow = new FlowController<string>(resolveFlowConfig(undefined), {
+      maxInFlight: 1,
+      queueSize: 4,
+      queueTimeoutMs: 60_000,
+    });
+    expect(flow.enter('held', entry('noisy'), 0).kind).toBe('go');
+    for (let k = 0; k < 4; k++) expect(flow.enter(`n${k}`, entry('noisy'), 1).kind).toBe('queued');
+    expect(flow.enter('n4', entry('noisy'), 2)).toMatchObject({ kind: 'refused', refusal: { cause: 'queue_full' } });
+    const quiet = flow.enter('q0', entry('quiet'), 3);
+    expect(quiet.kind).toBe('queued');
+    expect(quiet.kind === 'queued' && quiet.evicted?.payload).toBe('n3');
+    expect(flow.queued).toBe(4);
+    // Two each: neither holds more, so the next newcomer of either is refused.
+    expect(flow.enter('q1', entry('quiet'), 4)).toMatchObject({ kind: 'queued', evicted: { payload: 'n2' } });
+    expect(flow.enter('q2', entry('quiet'), 5)).toMatchObject({ kind: 'refused', refusal: { cause: 'queue_full' } });
+    flow.leave('noisy', 100, 6);
+    expect(flow.next(6)?.payload).toBe('n0');
   });
 });
 

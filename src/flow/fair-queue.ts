@@ -17,6 +17,7 @@
 import { MinHeap } from '../core/min-heap.js';
 import { ClassQueue } from './class-queue.js';
 import type { QueuedRequest, QueueRequestSpec } from './queued-request.js';
+import { TenantBacklog } from './tenant-backlog.js';
 
 export class FairQueue<T> {
   private readonly classes: Array<ClassQueue<T>>;
@@ -24,6 +25,7 @@ export class FairQueue<T> {
     a.deadline !== b.deadline ? a.deadline < b.deadline : a.seq < b.seq,
   );
   private arrivals = 0;
+  private readonly backlog = new TenantBacklog<T>();
   /** Requests waiting, over every class. */
   size = 0;
 
@@ -55,6 +57,7 @@ export class FairQueue<T> {
       waiting: true,
     };
     this.classes[spec.classRank]!.push(request);
+    this.backlog.pushed(request);
     this.deadlines.push(request);
     // Dispatched and removed requests stay in the deadline heap until they surface; dropped in one
     // pass when they outnumber the waiting ones, so the heap never holds a payload long after it left.
@@ -69,14 +72,11 @@ export class FairQueue<T> {
     const starved = this.mostStarved(now);
     if (starved !== undefined) {
       this.classes[starved.classRank]!.take(starved);
-      this.size--;
-      return starved;
+      return this.left(starved);
     }
     for (const queue of this.classes) {
       const request = queue.pop();
-      if (request === undefined) continue;
-      this.size--;
-      return request;
+      if (request !== undefined) return this.left(request);
     }
     return undefined;
   }
@@ -99,19 +99,37 @@ export class FairQueue<T> {
   popAdmissible(admissible: (tenant: string) => boolean): QueuedRequest<T> | undefined {
     for (const queue of this.classes) {
       const request = queue.popAdmissible(admissible);
-      if (request === undefined) continue;
-      this.size--;
-      return request;
+      if (request !== undefined) return this.left(request);
     }
     return undefined;
+  }
+
+  /** Bookkeeping of a request that left the queue (dispatched or removed); returns it. */
+  private left(request: QueuedRequest<T>): QueuedRequest<T> {
+    this.size--;
+    this.backlog.left(request);
+    return request;
   }
 
   /** A waiting request leaves unserved (its client went away). False if it was no longer waiting. */
   remove(request: QueuedRequest<T>): boolean {
     if (!request.waiting) return false;
     this.classes[request.classRank]!.remove(request);
-    this.size--;
+    this.left(request);
     return true;
+  }
+
+  /**
+   * Whom a full queue refuses when a request of `tenant` arrives (longest-queue drop,
+   * tenant-backlog.ts): the newest waiting request of the tenant with the most waiting per unit
+   * of `weight`, when that is another tenant and the newcomer's tenant would still have fewer
+   * waiting per unit of weight with it; else undefined (refuse the newcomer).
+   */
+  victim(tenant: string, weight: (tenant: string) => number): QueuedRequest<T> | undefined {
+    const longest = this.backlog.longest(weight);
+    if (longest === undefined || longest === tenant) return undefined;
+    const mine = (this.backlog.count(tenant) + 1) / weight(tenant);
+    return mine < this.backlog.count(longest) / weight(longest) ? this.backlog.newest(longest) : undefined;
   }
 
   /** The earliest deadline of a waiting request; undefined when none waits. */

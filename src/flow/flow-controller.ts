@@ -13,8 +13,9 @@
  *    holding no more than its share (of the prompt tokens holding slots, by its weight among the
  *    tenants active now; slot-shares.ts). So a flood that fills the fleet leaves a few slots free, and a
  *    quiet tenant's request takes one at once rather than waiting for a completion;
- * 3. **the queue** (fair-queue.ts) otherwise: refused `queue_full` (429) past `queueSize`, else it
- *    waits for a slot in priority, fair-share and deadline order; past its deadline it leaves
+ * 3. **the queue** (fair-queue.ts) otherwise: past `queueSize` the tenant with the most waiting
+ *    (by weight) loses its newest request (`queue_full`, 429) to make room, or the newcomer is
+ *    refused when that is its own tenant; then it waits for a slot in priority, fair-share and deadline order; past its deadline it leaves
  *    refused `queue_timeout` (429).
  * Whoever holds a slot gives it back once (leave()); the caller then takes waiters with next()
  * until it returns undefined, and does the same after cancel(), expired() and configure().
@@ -70,7 +71,10 @@ export interface QueueRefusal {
 }
 
 export type FlowDecision<T> =
-  { kind: 'go' } | { kind: 'queued'; request: QueuedRequest<T> } | { kind: 'refused'; refusal: FlowRefusal };
+  | { kind: 'go' }
+  /** `evicted`: a full queue's longest tenant's newest request, refused (queue_full) to make room (fair-queue.ts victim). */
+  | { kind: 'queued'; request: QueuedRequest<T>; evicted?: QueuedRequest<T> }
+  | { kind: 'refused'; refusal: FlowRefusal };
 
 export class FlowController<T> {
   private config: FlowConfig;
@@ -174,8 +178,15 @@ export class FlowController<T> {
         return { kind: 'go' };
       }
     }
-    if (this.queue.size >= this.limits.queueSize)
-      return { kind: 'refused', refusal: { cause: 'queue_full', retryAfterMs: 1_000 } };
+    // A full queue refuses the newcomer, unless another tenant holds more of it: then that
+    // tenant's newest request makes room (longest-queue drop), so a flood cannot fill the queue
+    // and refuse everyone else.
+    let evicted: QueuedRequest<T> | undefined;
+    if (this.queue.size >= this.limits.queueSize) {
+      evicted = this.queue.victim(entry.tenant, (tenant) => this.tenant(tenant).weight);
+      if (evicted === undefined) return { kind: 'refused', refusal: { cause: 'queue_full', retryAfterMs: 1_000 } };
+      this.queue.remove(evicted);
+    }
     const classDeadline = this.config.classes[entry.classRank]!.deadlineMs ?? this.limits.queueTimeoutMs;
     const waitMs = entry.deadlineMs === undefined ? classDeadline : Math.min(entry.deadlineMs, classDeadline);
     const request = this.queue.push(
@@ -190,7 +201,7 @@ export class FlowController<T> {
       },
       now,
     );
-    return { kind: 'queued', request };
+    return evicted === undefined ? { kind: 'queued', request } : { kind: 'queued', request, evicted };
   }
 
   /**

@@ -340,8 +340,11 @@ class Simulation {
     if (flow === undefined) return this.dispatchRequest(request, now);
     const decision = flow.enter(request, this.fleet!.routers[0]!, now);
     if (decision.kind === 'go') this.dispatchRequest(request, now, now);
-    else if (decision.kind === 'queued') this.armDeadline();
-    else this.refused(request, now, now, decision.refusal.cause);
+    else if (decision.kind === 'queued') {
+      const evicted = decision.evicted;
+      if (evicted !== undefined) this.refused(evicted.payload, evicted.enqueuedAt / 1000, now, 'queue_full');
+      this.armDeadline();
+    } else this.refused(request, now, now, decision.refusal.cause);
   }
 
   /** Schedules the flow-deadline event at the earliest waiter's deadline, if earlier than the one scheduled. */

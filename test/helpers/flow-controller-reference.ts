@@ -26,16 +26,24 @@ export class ReferenceController {
     this.queue = new ReferenceQueue(starveAfterMs, (tenant) => weight(tenant));
   }
 
-  /** 'go', 'full', or the queued request. */
-  enter(spec: Omit<RefRequest, 'seq' | 'enqueuedAt'>, now: number): 'go' | 'full' | RefRequest {
+  /** 'go', 'full', or the queued request (with the request a full queue refused to make room). */
+  enter(
+    spec: Omit<RefRequest, 'seq' | 'enqueuedAt'>,
+    now: number,
+  ): 'go' | 'full' | { request: RefRequest; evicted?: RefRequest } {
     const free = this.maxInFlight - this.active;
     const reserved = Math.floor(this.maxInFlight * this.headroom);
     if (free > 0 && (this.queue.size === 0 || free <= reserved) && this.mayTake(spec.tenant, free, now)) {
       this.take(spec.tenant, spec.inputTokens ?? 0, now);
       return 'go';
     }
-    if (this.queue.size >= this.queueSize) return 'full';
-    return this.queue.push(spec, now);
+    let evicted: RefRequest | undefined;
+    if (this.queue.size >= this.queueSize) {
+      evicted = this.queue.victim(spec.tenant, this.weight);
+      if (evicted === undefined) return 'full';
+      this.queue.remove(evicted.seq);
+    }
+    return { request: this.queue.push(spec, now), ...(evicted === undefined ? {} : { evicted }) };
   }
 
   leave(tenant: string, tokens: number, now: number): void {

@@ -72,6 +72,22 @@ export class ReferenceQueue {
     return starved ?? this.fairPick(ranks[0]!);
   }
 
+  /**
+   * Longest-queue drop: the newest waiting request of the tenant with the most waiting per unit
+   * of weight (ties: the newer newest request), when that is not `tenant` and `tenant` with one
+   * more would still have fewer per unit of weight; else undefined.
+   */
+  victim(tenant: string, weight: (tenant: string) => number): RefRequest | undefined {
+    const tenants = [...new Set(this.waiting.map((r) => r.tenant))];
+    const count = (t: string) => this.waiting.filter((r) => r.tenant === t).length;
+    const newest = (t: string) => this.waiting.filter((r) => r.tenant === t).sort((a, b) => b.seq - a.seq)[0]!;
+    const longest = tenants.sort(
+      (a, b) => count(b) / weight(b) - count(a) / weight(a) || newest(b).seq - newest(a).seq,
+    )[0];
+    if (longest === undefined || longest === tenant) return undefined;
+    return (count(tenant) + 1) / weight(tenant) < count(longest) / weight(longest) ? newest(longest) : undefined;
+  }
+
   /** pop() among admissible tenants' requests only, without the anti-starvation bound. */
   popAdmissible(admissible: (tenant: string) => boolean): RefRequest | undefined {
     const mine = this.waiting.filter((r) => admissible(r.tenant));

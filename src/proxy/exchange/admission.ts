@@ -120,6 +120,13 @@ export class Admission {
       return refusalError(decision.refusal, entry.tenant, this.limits);
     }
     this.waiting.set(who, decision.request);
+    const evicted = decision.evicted;
+    if (evicted !== undefined) {
+      // The full queue's longest tenant made room (FlowController): its newest request is refused.
+      this.waiting.delete(evicted.payload);
+      this.refused.queue_full++;
+      evicted.payload.expire(refusalError({ cause: 'queue_full', retryAfterMs: 1_000 }, evicted.tenant, this.limits));
+    }
     this.armTimer();
     this.publish();
     // Another thread may have given a slot back while this one queued (SharedSlots' hazard).
