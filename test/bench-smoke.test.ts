@@ -3,7 +3,7 @@
  * figures issue #2 specifies. Shape only; performance targets are checked by
  * the benchmark itself (`npm run bench`), never here.
  */
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,20 +13,45 @@ import { expect, it } from 'vitest';
 
 import { POLICY_NAMES } from '../src/index.js';
 
-it('npm run bench -- --quick --only mooncake --json writes every policy (and two with the offload layer) for both implementations', () => {
+const RUN = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
+
+interface QuickBench {
+  child: SpawnSyncReturns<string>;
+  /** The --json document it wrote. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  doc: any;
+  /** `npm run bench -- --from` that document: the report rendered again. */
+  renderFrom(): SpawnSyncReturns<string>;
+}
+
+/**
+ * `npm run bench -- --quick --only WORKLOAD --json FILE` in a scratch directory: it exits 0 with
+ * nothing on stderr, and `check` reads what it printed and wrote.
+ */
+function quickBench(workload: string, timeout: number, check: (run: QuickBench) => void): void {
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
   try {
     const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'mooncake', '--json', out], {
+    const child = spawnSync(process.execPath, [RUN, '--quick', '--only', workload, '--json', out], {
       encoding: 'utf8',
-      timeout: 120_000,
+      timeout,
     });
     expect(child.stderr).toBe('');
     expect(child.status).toBe(0);
+    check({
+      child,
+      doc: JSON.parse(readFileSync(out, 'utf8')),
+      renderFrom: () => spawnSync(process.execPath, [RUN, '--from', out], { encoding: 'utf8' }),
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+it('npm run bench -- --quick --only mooncake --json writes every policy (and two with the offload layer) for both implementations', () => {
+  quickBench('mooncake', 120_000, ({ child, doc }) => {
     expect(child.stdout).toMatch(/^machine: /);
     expect(child.stdout).toContain('native:  on');
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
     // Every base policy, and the offload layer beside the default and the reference experiments' champion.
     const policies = [...POLICY_NAMES, 'unified+A+B+offload', 'min_ttft+offload'];
     expect(doc.results).toHaveLength(policies.length * 2);
@@ -37,31 +62,18 @@ it('npm run bench -- --quick --only mooncake --json writes every policy (and two
       for (const key of ['p50_us', 'p99_us', 'ops_per_s', 'bytes_per_block']) expect(r[key]).toBeGreaterThan(0);
       expect(r.p99_us).toBeGreaterThanOrEqual(r.p50_us);
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it('an unknown workload is refused with a clear message', () => {
-  const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-  const child = spawnSync(process.execPath, [run, '--only', 'nope'], { encoding: 'utf8' });
+  const child = spawnSync(process.execPath, [RUN, '--only', 'nope'], { encoding: 'utf8' });
   expect(child.status).toBe(2);
   expect(child.stderr).toContain('unknown workload(s): nope; known: mooncake, agentic-long, characterize, simulate');
 });
 
 it('npm run bench -- --quick --only cli-startup times the floor, kvroute --help and kvroute hash', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
-  try {
-    const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'cli-startup', '--json', out], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    expect(child.stderr).toBe('');
-    expect(child.status).toBe(0);
+  quickBench('cli-startup', 120_000, ({ child, doc }) => {
     expect(child.stdout).toMatch(/info {2}cold start, median: node -e 0 \d+ ms; kvroute --help \d+ ms/);
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
     expect(doc.results.map((r: { command: string }) => r.command)).toEqual([
       'node -e 0',
       'kvroute --help',
@@ -72,50 +84,26 @@ it('npm run bench -- --quick --only cli-startup times the floor, kvroute --help 
       expect(r.p90_ms).toBeGreaterThanOrEqual(r.median_ms);
       expect(r.floor_ratio).toBeGreaterThan(0);
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it('npm run bench -- --quick --only import-cost times the floor and importing the routing core', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
-  try {
-    const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'import-cost', '--json', out], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    expect(child.stderr).toBe('');
-    expect(child.status).toBe(0);
+  quickBench('import-cost', 120_000, ({ child, doc }) => {
     expect(child.stdout).toMatch(/info {2}import \{ Router \} from 'kvroute', median: this \d+ ms, \d+ MiB/);
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
     expect(doc.results.map((r: { build: string }) => r.build)).toEqual(['node', 'this', 'this']);
     for (const r of doc.results) {
       expect(r).toMatchObject({ workload: 'import-cost', kind: 'import-cost', runs: 5 });
       expect(r.rss_mib).toBeGreaterThan(0);
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it('npm run bench -- --quick --only analyze-run analyses generated records, with and without the reuse split', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
-  try {
-    const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'analyze-run', '--json', out], {
-      encoding: 'utf8',
-      timeout: 240_000,
-    });
-    expect(child.stderr).toBe('');
-    expect(child.status).toBe(0);
+  quickBench('analyze-run', 240_000, ({ child, doc }) => {
     expect(child.stdout).toMatch(/analyze run 0\.\d+M records, records only: <= 20 s/);
     expect(child.stdout).toMatch(
       /info {2}analyze run 0\.\d+M records, with the reuse split, workers 1, TypeScript trie \(reference\): .* \(the addon's trie: /,
     );
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
     type Leg = { reuse: boolean; workers: number; trie: string };
     expect(doc.results.map((r: Leg) => [r.reuse, r.workers, r.trie])).toEqual([
       [false, 0, 'native'],
@@ -129,25 +117,13 @@ it('npm run bench -- --quick --only analyze-run analyses generated records, with
       expect(r.n_slow).toBeGreaterThan(0);
       for (const key of ['seconds', 'peak_rss_bytes', 'file_bytes']) expect(r[key]).toBeGreaterThan(0);
     }
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }, 300_000);
 
 it('npm run bench -- --quick --only tokenize compares both libraries and times session reuse', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
-  try {
-    const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'tokenize', '--json', out], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    expect(child.stderr).toBe('');
-    expect(child.status).toBe(0);
+  quickBench('tokenize', 120_000, ({ child, doc }) => {
     expect(child.stdout).toMatch(/MET {3}tokenizer libraries give identical ids on the varied corpus/);
     expect(child.stdout).toMatch(/MET {3}session reuse gives the full encode's ids/);
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
     const libraries = doc.results.filter((r: { kind: string }) => r.kind === 'tokenize-library');
     expect(libraries.map((r: { library: string }) => r.library)).toEqual([
       '@huggingface/tokenizers',
@@ -160,23 +136,11 @@ it('npm run bench -- --quick --only tokenize compares both libraries and times s
     const session = doc.results.find((r: { kind: string }) => r.kind === 'tokenize-session');
     expect(session).toMatchObject({ exact: true });
     expect(session.reused_tokens).toBeGreaterThan(session.session_tokens * 0.9);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it('npm run bench -- --quick --only kv-events measures both legs, the reference beside the addon', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
-  try {
-    const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'kv-events', '--json', out], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    expect(child.stderr).toBe('');
-    expect(child.status).toBe(0);
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
+  quickBench('kv-events', 120_000, ({ child, doc }) => {
     expect(doc.results.map((r: { leg: string }) => r.leg)).toEqual([
       'apply',
       'decode+pack+apply',
@@ -192,23 +156,11 @@ it('npm run bench -- --quick --only kv-events measures both legs, the reference 
     expect(endToEnd.native_events_per_s).toBeGreaterThan(0);
     expect(direct.native_events_per_s).toBeGreaterThan(0);
     expect(child.stdout).toContain('applyKvEvents >= 1M block events/s');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it('npm run bench -- --quick --only flow measures flow control beside a plain FIFO, and renders its section', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
-  try {
-    const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'flow', '--json', out], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    expect(child.stderr).toBe('');
-    expect(child.status).toBe(0);
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
+  quickBench('flow', 120_000, ({ child, doc, renderFrom }) => {
     expect(doc.results).toHaveLength(1);
     const [flow] = doc.results;
     expect(flow).toMatchObject({ workload: 'flow', tenants: 1000, limited_tenants: 100, queue_depth: 512 });
@@ -216,25 +168,13 @@ it('npm run bench -- --quick --only flow measures flow control beside a plain FI
     expect(flow.fifo_us).toBeGreaterThan(0);
     expect(flow.ratio).toBeCloseTo(flow.flow_us / flow.fifo_us, 0);
     expect(child.stdout).toContain('flow control <= 2 µs CPU per request with 1,000 tenants');
-    const rerender = spawnSync(process.execPath, [run, '--from', out], { encoding: 'utf8' });
+    const rerender = renderFrom();
     expect(rerender.stdout).toContain('flow control <= 2 µs CPU per request');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 it('npm run bench -- --quick --only flow-targets measures the four flow targets in the simulator, each with its bound', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kvroute-bench-test-'));
-  try {
-    const out = join(dir, 'bench.json');
-    const run = fileURLToPath(new URL('../bench/run.mjs', import.meta.url));
-    const child = spawnSync(process.execPath, [run, '--quick', '--only', 'flow-targets', '--json', out], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    expect(child.stderr).toBe('');
-    expect(child.status).toBe(0);
-    const doc = JSON.parse(readFileSync(out, 'utf8'));
+  quickBench('flow-targets', 120_000, ({ child, doc, renderFrom }) => {
     const byTarget = Object.fromEntries(
       (doc.results as Array<{ target: string; value: number; bound: number; pass: boolean }>).map((r) => [r.target, r]),
     );
@@ -245,9 +185,7 @@ it('npm run bench -- --quick --only flow-targets measures the four flow targets 
       expect(byTarget[target]!.pass).toBe(byTarget[target]!.value <= byTarget[target]!.bound);
     expect(byTarget.shedding!.value).toBeGreaterThan(0);
     expect(child.stdout).toMatch(/(PASS|FAIL) {2}flow shedding: admitted requests' TTFT p90 at 3x overload/);
-    const rerender = spawnSync(process.execPath, [run, '--from', out], { encoding: 'utf8' });
+    const rerender = renderFrom();
     expect(rerender.stdout).toContain('flow jain:');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });

@@ -154,11 +154,6 @@ export class Admission {
     this.drain();
   }
 
-  /** Who waits now (a thread's admission refuses its own on close). */
-  protected waiters(): Admittable[] {
-    return [...this.waiting.keys()];
-  }
-
   /**
    * Admits every waiter flow control lets take a free slot (also when another thread gave one
    * back: flow-hub.ts). An admitted waiter may finish at once (no healthy backend) and leave()

@@ -1,7 +1,8 @@
 /**
  * One request's standing with flow control (admission.ts, src/flow/), kept beside its exchange:
  * its tenant and class (from the headers copied in the uWS handler, and the body's `priority`),
- * when it queued and how long it waited, and the output tokens charged to its tenant so far. The exchange calls, in order:
+ * when it queued and how long it waited, and the output tokens charged to its tenant so far. The
+ * exchange calls, in order:
  * entry() once at admission (a bad header throws the 400), queued() if it waits, decided() once
  * (admitted or refused), streamed() per streamed chunk, settled() once at the end.
  */
@@ -14,8 +15,8 @@ import { flowEntry } from './flow-entry.js';
 import type { ParsedRequest } from './request-inputs.js';
 
 export class FlowTicket {
-  /** '' until entry(): the request never reached admission. */
-  private tenantName = '';
+  /** The request's tenant; '' until entry() (it never reached admission). Its slot is given back in its name. */
+  tenant = '';
   private priority = '';
   private queuedAt = -1;
   /** ms it waited for a slot (0 when it went at once). */
@@ -25,11 +26,6 @@ export class FlowTicket {
   /** The tenant has a tokens-per-minute limit: its output is charged as it streams. */
   private chargesOutput = false;
   private charged = 0;
-
-  /** The request's tenant ('' before entry()): its slot is given back in its name. */
-  get tenant(): string {
-    return this.tenantName;
-  }
 
   constructor(
     private readonly headers: FlowHeaders,
@@ -47,7 +43,7 @@ export class FlowTicket {
       if (!(error instanceof FlowRequestError)) throw error;
       throw new ClientError(400, error.message, 'invalid_field', error.header);
     }
-    this.tenantName = identity.tenant;
+    this.tenant = identity.tenant;
     this.priority = flow.flowConfig.classes[identity.classRank]!.name;
     this.chargesOutput = flow.tenant(identity.tenant).tpm !== undefined;
     const entry = flowEntry(parsed, identity, this.state, now, blockSize);
@@ -64,22 +60,22 @@ export class FlowTicket {
     if (this.queuedAt >= 0) this.queueMs = performance.now() - this.queuedAt;
     if (!this.observers.any) return;
     const input = outcome === 'admitted' ? this.inputTokens : 0;
-    this.observers.onFlow(this.tenantName, this.priority, outcome, this.queueMs, input);
+    this.observers.onFlow(this.tenant, this.priority, outcome, this.queueMs, input);
   }
 
   /** A streamed answer's output tokens so far: the increase is charged to a tenant with a token limit. */
   streamed(total: number): void {
     if (!this.chargesOutput || total <= this.charged) return;
-    this.state.admission.flow.chargeOutput(this.tenantName, total - this.charged, performance.now());
+    this.state.admission.flow.chargeOutput(this.tenant, total - this.charged, performance.now());
     this.charged = total;
   }
 
   /** The request ended: output not yet charged is, and a session's successful turn is marked ended. */
   settled(outcome: RequestOutcome, outputTokens: number | undefined, session: string | number | undefined): void {
-    if (this.tenantName === '') return;
+    if (this.tenant === '') return;
     if (outputTokens !== undefined) {
       this.streamed(outputTokens);
-      if (this.observers.any) this.observers.onFlowOutput(this.tenantName, this.priority, outputTokens);
+      if (this.observers.any) this.observers.onFlowOutput(this.tenant, this.priority, outputTokens);
     }
     if (outcome === 'success' && session !== undefined && session !== '')
       this.state.sessionTurns.ended(String(session), performance.now());
@@ -87,8 +83,8 @@ export class FlowTicket {
 
   /** Adds tenant, priority and queue wait to the request's record, once it reached admission. */
   annotate(record: RequestRecord): void {
-    if (this.tenantName === '') return;
-    record.tenant = this.tenantName;
+    if (this.tenant === '') return;
+    record.tenant = this.tenant;
     record.priority = this.priority;
     record.queueMs = this.queueMs;
   }
