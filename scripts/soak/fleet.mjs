@@ -10,14 +10,25 @@ import { startCli, stopChild } from './children.mjs';
 
 export const ADMIN_TOKEN = 'soak-admin-token-0123456789';
 
-/** A free loopback TCP port (bound, read, released). */
+/** Ports freePort() handed out in this process: a port released by its probe may come back. */
+const handedOut = new Set();
+
+/**
+ * A free loopback TCP port (bound, read, released), never one this process was given before:
+ * the kernel may hand a released port out again, and two engines on one port would leave the
+ * second failing to listen however often it retried.
+ */
 export async function freePort() {
-  const server = createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
-  const address = server.address();
-  await new Promise((resolve) => server.close(() => resolve(undefined)));
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return address.port;
+  for (;;) {
+    const server = createServer();
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+    const address = server.address();
+    await new Promise((resolve) => server.close(() => resolve(undefined)));
+    if (address === null || typeof address === 'string') throw new Error('no port');
+    if (handedOut.has(address.port)) continue;
+    handedOut.add(address.port);
+    return address.port;
+  }
 }
 
 /** One simulated engine process on fixed ports. */
@@ -53,10 +64,7 @@ export class Engine {
   async start() {
     if (this.httpPort === 0)
       [this.httpPort, this.kvPort, this.replayPort] = [await freePort(), await freePort(), await freePort()];
-    const args = ['sim', 'serve', '--instances', '1', '--port', String(this.httpPort)];
-    args.push('--kv-events', String(this.kvPort), '--kv-events-replay', String(this.replayPort));
-    args.push('--speed', String(this.options.speed));
-    if (this.options.tokenizer !== undefined) args.push('--tokenizer', this.options.tokenizer);
+    const args = this.args();
     // A restarted engine may find its port in TIME_WAIT or its ZeroMQ port not yet released: retry.
     for (let attempt = 0; ; attempt++) {
       try {
@@ -66,9 +74,24 @@ export class Engine {
         return;
       } catch (error) {
         if (attempt >= 5) throw error;
+        // Never started: another process may hold a port picked for it; pick again (a restart keeps
+        // its ports, its backend URL is the proxy's).
+        if (this.starts === 0) {
+          [this.httpPort, this.kvPort, this.replayPort] = [await freePort(), await freePort(), await freePort()];
+          args.splice(0, args.length, ...this.args());
+        }
         await new Promise((resolve) => setTimeout(resolve, 300));
       }
     }
+  }
+
+  /** The engine's command line on its ports. */
+  args() {
+    const args = ['sim', 'serve', '--instances', '1', '--port', String(this.httpPort)];
+    args.push('--kv-events', String(this.kvPort), '--kv-events-replay', String(this.replayPort));
+    args.push('--speed', String(this.options.speed));
+    if (this.options.tokenizer !== undefined) args.push('--tokenizer', this.options.tokenizer);
+    return args;
   }
 
   /** SIGKILL by pid, and wait for the exit. */
