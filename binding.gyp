@@ -9,6 +9,7 @@
         "native/bindings/js-router-policy.cc",
         "native/bindings/js-router-fleet.cc",
         "native/bindings/js-router-costs.cc",
+        "native/bindings/js-router-peers.cc",
         "native/bindings/js-router-route.cc",
         "native/bindings/js-router-stats.cc",
         "native/bindings/js-router-events.cc",

@@ -49,6 +49,7 @@ export type {
   InstanceSpec,
   InstanceStats,
   ObservedState,
+  PeerLoad,
   OffloadDecision,
   OffloadExplanation,
   OffloadOutcome,

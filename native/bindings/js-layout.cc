@@ -46,6 +46,7 @@ Napi::Object layoutObject(Napi::Env env) {
   set("COST_INTERFERENCE", kCostInterference);
   set("COST_FIELDS", kCostFields);
   set("OBSERVED_FIELDS", kObservedFields);
+  set("PEER_LOAD_FIELDS", kPeerLoadFields);
   set("STAT_FIELDS", kStatsFields);
   set("EVENT_STAT_FIELDS", kEventStatsFields);
   set("COUNT_FIELDS", kCountFields);

@@ -62,6 +62,7 @@ constexpr double kEventComplete = 2;
 constexpr double kEventAbort = 3;
 // Fixed-size outputs.
 constexpr size_t kObservedFields = 8;  // ObservedState, in its field order
+constexpr size_t kPeerLoadFields = 4;  // setPeerLoad: ShadowCounters, in its field order
 // setInstanceCosts: [secondsPerToken, overheadSeconds, interference] (core/instance-costs.h).
 constexpr size_t kCostSecondsPerToken = 0;
 constexpr size_t kCostOverheadSeconds = 1;

@@ -25,6 +25,8 @@ Napi::Function JsRouter::Define(Napi::Env env) {
                          InstanceMethod("setObserved", &JsRouter::SetObserved),
                          InstanceMethod("setInstanceCosts", &JsRouter::SetInstanceCosts),
                          InstanceMethod("setReturningTokens", &JsRouter::SetReturningTokens),
+                         InstanceMethod("setPeerLoad", &JsRouter::SetPeerLoad),
+                         InstanceMethod("pinSession", &JsRouter::PinSession),
                          InstanceMethod("setTime", &JsRouter::SetTime),
                          InstanceMethod("setPolicy", &JsRouter::SetPolicy),
                          InstanceMethod("stats", &JsRouter::Stats),

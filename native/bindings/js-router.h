@@ -59,6 +59,8 @@ class JsRouter : public Napi::ObjectWrap<JsRouter> {
   Napi::Value SetObserved(const Napi::CallbackInfo& info);
   Napi::Value SetInstanceCosts(const Napi::CallbackInfo& info);
   Napi::Value SetReturningTokens(const Napi::CallbackInfo& info);
+  Napi::Value SetPeerLoad(const Napi::CallbackInfo& info);
+  Napi::Value PinSession(const Napi::CallbackInfo& info);
   Napi::Value SetTime(const Napi::CallbackInfo& info);
   Napi::Value SetPolicy(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);

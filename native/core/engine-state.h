@@ -9,6 +9,13 @@
 //   eff_x = max(shadow_x, observed_x)
 // and a stale snapshot is ignored (shadow only), as in the ES ablation's es1.
 //
+// Peer load (docs/scale-out.md, "The load plane"): other router replicas'
+// in-flight requests on the engine, as their published deltas last said. It
+// adds to this router's own counters before the max with the observed state:
+//   eff_x = max(shadow_x + peer_x, observed_x)
+// Peer counters are zero unless setPeerLoad() was called, so one router with
+// no peers computes exactly what it did before they existed.
+//
 // Shadow meaning: `waiting` = dispatched, no first token yet (queued or
 // prefilling); `running` = past the first token (decoding), so the shadow
 // decode batch equals `running`; `prefillTokens` = uncached prompt tokens of
@@ -64,13 +71,13 @@ inline double atLeast(double shadow, double observed) { return observed > shadow
 // made the compiler build it on the stack with 8-byte stores and copy it out
 // with 16-byte loads, a store-forwarding stall that cost more than everything
 // else in an empty route().
-inline void effectiveStateInto(EffectiveState& e, const ShadowCounters& shadow, const ObservedState& observed,
-                               bool fresh, double capacityBlocks) {
-  e.running = static_cast<double>(shadow.running);
-  e.waiting = static_cast<double>(shadow.waiting);
-  e.pendingPrefill = static_cast<double>(shadow.prefillTokens);
-  e.decodeBatch = static_cast<double>(shadow.running);
-  e.kvUsage = static_cast<double>(shadow.activeBlocks) / capacityBlocks;
+inline void effectiveStateInto(EffectiveState& e, const ShadowCounters& shadow, const ShadowCounters& peer,
+                               const ObservedState& observed, bool fresh, double capacityBlocks) {
+  e.running = static_cast<double>(shadow.running + peer.running);
+  e.waiting = static_cast<double>(shadow.waiting + peer.waiting);
+  e.pendingPrefill = static_cast<double>(shadow.prefillTokens + peer.prefillTokens);
+  e.decodeBatch = e.running;
+  e.kvUsage = static_cast<double>(shadow.activeBlocks + peer.activeBlocks) / capacityBlocks;
   if (fresh) {
     e.running = detail::atLeast(e.running, observed.running);
     e.waiting = detail::atLeast(e.waiting, observed.waiting);

@@ -160,7 +160,7 @@ void Router::setPolicy(const PolicyConfig& policy) {
 
 void Router::effective(uint32_t slot, double nowMs, EffectiveState& out) const {
   const Instance& inst = instances_[slot];
-  effectiveStateInto(out, inst.shadow, inst.observed, isFresh(inst.observed, nowMs, config_.stalenessMs),
+  effectiveStateInto(out, inst.shadow, inst.peer, inst.observed, isFresh(inst.observed, nowMs, config_.stalenessMs),
                      static_cast<double>(inst.index->capacity()));
 }
 
@@ -220,9 +220,9 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
     // A fresh feed snapshot stands in for the instance's own observed one.
     const ObservedState* fed = feed_ ? readFeed(s, feedNowNs) : nullptr;
     if (fed != nullptr) {
-      effectiveStateInto(e, inst.shadow, *fed, true, capacity);
+      effectiveStateInto(e, inst.shadow, inst.peer, *fed, true, capacity);
     } else {
-      effectiveStateInto(e, inst.shadow, inst.observed,
+      effectiveStateInto(e, inst.shadow, inst.peer, inst.observed,
                          observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs), capacity);
     }
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
@@ -382,6 +382,10 @@ void Router::setObserved(uint32_t slot, const ObservedState& observed) {
   instances_[slot].observed = observed;
 }
 
+void Router::setPeerLoad(uint32_t slot, const ShadowCounters& peer) { instances_[slot].peer = peer; }
+
+void Router::pinSession(uint64_t sessionKey, int32_t group, uint32_t slot) { pin(pinKey(sessionKey, group), slot); }
+
 InstanceStats Router::stats(uint32_t slot) const {
   const Instance& inst = instances_[slot];
   InstanceStats st;
@@ -390,6 +394,7 @@ InstanceStats Router::stats(uint32_t slot) const {
   st.segments = inst.index->segments();
   st.bytes = inst.index->bytes();
   st.shadow = inst.shadow;
+  st.peer = inst.peer;
   const double nowMs = now();
   st.observedFresh = isFresh(inst.observed, nowMs, config_.stalenessMs);
   effective(slot, nowMs, st.effective);

@@ -89,6 +89,7 @@ constexpr size_t kTermCount = 8;
 struct InstanceStats {
   uint64_t capacityBlocks, blocks, segments, bytes;
   ShadowCounters shadow;
+  ShadowCounters peer;
   EffectiveState effective;
   bool observedFresh;
   uint64_t routed, completed, aborted;
@@ -155,6 +156,14 @@ class Router final : private PolicyHost {
   bool onTicket(double ticket, TicketEvent event);
 
   void setObserved(uint32_t slot, const ObservedState& observed);
+  // Other replicas' in-flight load on the slot's engine (engine-state.h), replacing
+  // the previous value; zeros clear it. Reset when the slot is reused.
+  void setPeerLoad(uint32_t slot, const ShadowCounters& peer);
+  // Records where another replica placed a session (docs/scale-out.md): as if this
+  // router had routed the session's request of model group `group` to `slot`, so a
+  // later turn here follows it (sticky honours it; ringFirstTurn sees a known
+  // session and lets the policy decide). Overwrites this router's own pin.
+  void pinSession(uint64_t sessionKey, int32_t group, uint32_t slot);
   // -1 without a feed, else the reader's shm::FeedStatus.
   int feedStatus() const { return feed_ ? static_cast<int>(feed_->status()) : -1; }
   void setTime(double nowMs) { manualNowMs_ = nowMs; }
@@ -185,6 +194,7 @@ class Router final : private PolicyHost {
     std::string name;
     std::unique_ptr<BlockIndex> index;
     ShadowCounters shadow;
+    ShadowCounters peer;  // other replicas' load (setPeerLoad); not checked against tickets
     ObservedState observed;
     uint64_t routed = 0, completed = 0, aborted = 0;
     bool hasCosts = false;

@@ -140,6 +140,8 @@ export const IDS_U32 = 3;
 
 /** Observed-state layout: see ObservedState in native/core/engine-state.h. */
 export const OBSERVED_FIELDS = 8;
+/** setPeerLoad()'s layout: [running, waiting, prefillTokens, activeBlocks] (ShadowCounters). */
+export const PEER_LOAD_FIELDS = 4;
 
 /** Stats layout written by CoreRouter.stats(). */
 export const Stat = {
@@ -267,6 +269,16 @@ export interface CoreRouter {
   setInstanceCosts(slot: number, costs: Float64Array | null): void;
   /** The expected prefill of sessions idle on the instance between turns: a finite number >= 0. */
   setReturningTokens(slot: number, tokens: number): void;
+  /**
+   * Other router replicas' in-flight load on the instance (native/core/engine-state.h), replacing
+   * the last: PEER_LOAD_FIELDS integers >= 0, or null for none. Policies read own + peer.
+   */
+  setPeerLoad(slot: number, load: Float64Array | null): void;
+  /**
+   * Pins `session` of model group `group` (-1: no model) to `slot`, as another replica placed it
+   * (native/core/router.h pinSession): sticky honours it, ringFirstTurn counts the session known.
+   */
+  pinSession(session: string, group: number, slot: number): void;
   setTime(nowMs: number): void;
   setPolicy(policy: CorePolicy): void;
   stats(slot: number, out: Float64Array): void;
@@ -349,6 +361,7 @@ export const CORE_LAYOUT = {
   COST_INTERFERENCE,
   COST_FIELDS,
   OBSERVED_FIELDS,
+  PEER_LOAD_FIELDS,
   STAT_FIELDS,
   EVENT_STAT_FIELDS,
   COUNT_FIELDS,

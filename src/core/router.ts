@@ -15,7 +15,7 @@
  * - kv-event-sink.ts: the way in for KV events (the core owns no transport; src/events feeds it);
  * - instance-costs.ts: min_ttft's per-instance prices (learned costs), kept and pushed into the core;
  * - router-report.ts: stats() and explain().
- * Long file: about 630 lines, past the ~500 of the house style; what is left is the public API itself (each
+ * Long file: about 670 lines, past the ~500 of the house style; what is left is the public API itself (each
  * method a few lines of checks and one call into the core) and its JSDoc, which the exported .d.ts
  * carries; splitting the class further would split its documentation from it.
  */
@@ -38,6 +38,7 @@ import {
   REQUEST_FIELDS,
   REQUEST_IDS_KIND,
   OBSERVED_FIELDS,
+  PEER_LOAD_FIELDS,
   REQUEST_FLAGS,
   REQUEST_INPUT_TOKENS,
   STAT_FIELDS,
@@ -51,7 +52,7 @@ import { describe, invalidType, invalidValue, rangeError, stateError } from './e
 import { FEED_STATUSES, feedWarning, type FeedStatus } from './feed.js';
 import { InstanceCostTable, type CostSource, type RoutingCosts } from './instance-costs.js';
 import { SlotKvEventSink, type KvEventSink, type KvEventSinkOwner } from './kv-event-sink.js';
-import { ModelGroups } from './model-groups.js';
+import { GROUP_NONE, ModelGroups } from './model-groups.js';
 import { loadNative } from './native.js';
 import { resolvePolicy, toCorePolicy } from './policy-spec.js';
 import { ReferenceRouter } from './reference/reference-router.js';
@@ -65,6 +66,7 @@ import type {
   Explanation,
   InstanceOptions,
   ObservedState,
+  PeerLoad,
   PolicyName,
   PolicySpec,
   ResolvedPolicy,
@@ -105,6 +107,7 @@ export class Router {
   private terms: Float64Array = new Float64Array(8 * TERM_COUNT);
   private readonly statsBuf = new Float64Array(STAT_FIELDS);
   private readonly observedBuf = new Float64Array(OBSERVED_FIELDS);
+  private readonly peerLoadBuf = new Float64Array(PEER_LOAD_FIELDS);
   private readonly countsBuf = new Float64Array(COUNT_FIELDS);
   private readonly lockStatsBuf = new Float64Array(LOCK_STAT_FIELDS);
   private lastRouted = false;
@@ -363,6 +366,40 @@ export class Router {
     b[6] = field('maxPrefillRemaining');
     b[7] = field('decodeBatch');
     this.core.setObserved(slot, b);
+  }
+
+  /**
+   * Other replicas' in-flight load on the instance (null clears it), replacing the last. Every
+   * policy then reads this router's own counters plus it, before the max with observed state. For a
+   * router that is one of several replicas ([docs/scale-out.md](../../docs/scale-out.md)).
+   */
+  setPeerLoad(instance: string, load: PeerLoad | null): void {
+    const slot = this.slotOf(instance);
+    if (load === null) {
+      this.core.setPeerLoad(slot, null);
+      return;
+    }
+    const l = checkObject('load', load);
+    const field = (key: keyof PeerLoad): number =>
+      l[key] === undefined ? 0 : checkInteger(`load.${key}`, l[key], 0, Number.MAX_SAFE_INTEGER);
+    const b = this.peerLoadBuf;
+    b[0] = field('running');
+    b[1] = field('waiting');
+    b[2] = field('prefillTokens');
+    b[3] = field('activeBlocks');
+    this.core.setPeerLoad(slot, b);
+  }
+
+  /**
+   * Records that another replica placed `session`'s request of `model` (omitted: no model) on
+   * `instance`, as if this router had: the session's later turns here follow it (sticky honours
+   * the pin; ringFirstTurn treats the session as known and lets the policy decide).
+   */
+  pinSession(session: string | number, instance: string, model?: string): void {
+    const key = this.keys.session({ session } as RouteRequest);
+    if (key === undefined) throw invalidType('session', 'a string or a finite number', session);
+    const group = model === undefined ? GROUP_NONE : this.groups.groupOf(model);
+    this.core.pinSession(key, group, this.slotOf(instance));
   }
 
   /** Sets the manual clock (options.clock = 'manual'), in ms. */

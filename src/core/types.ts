@@ -190,6 +190,19 @@ export interface ObservedState {
   decodeBatch?: number;
 }
 
+/**
+ * Other router replicas' in-flight requests on one engine (docs/scale-out.md, "The load plane"), in
+ * the router's own shadow-counter terms: `waiting` dispatched without a first token yet, `running`
+ * past it, `prefillTokens` the uncached prompt tokens of the waiting ones, `activeBlocks` the prompt
+ * blocks of them all. Each an integer >= 0; omitted = 0.
+ */
+export interface PeerLoad {
+  running?: number;
+  waiting?: number;
+  prefillTokens?: number;
+  activeBlocks?: number;
+}
+
 /** The last route() decision, read in place: valid until the next route(). */
 export interface Decision {
   /**

@@ -27,7 +27,8 @@ export function natsServerPath(): string | undefined {
 }
 
 /** The message a test prints when it skips for want of nats-server. */
-export const NATS_SKIP_REASON = 'nats-server is not installed (Debian package nats-server; .ci/run installs it): skipped';
+export const NATS_SKIP_REASON =
+  'nats-server is not installed (Debian package nats-server; .ci/run installs it): skipped';
 
 export interface NatsServer {
   /** nats://127.0.0.1:PORT */
@@ -69,7 +70,8 @@ async function waitListening(port: number, child: ChildProcess, timeoutMs: numbe
       socket.once('error', () => resolve(false));
     });
     if (ok) return;
-    if (Date.now() > deadline) throw new Error(`nats-server did not listen on 127.0.0.1:${port} within ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`nats-server did not listen on 127.0.0.1:${port} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
@@ -100,7 +102,7 @@ export async function startNatsServer(options: { timeoutMs?: number } = {}): Pro
       await waitListening(port, started, timeoutMs);
     } catch (error) {
       await stopChild();
-      throw new Error(`${(error as Error).message}\n${output}`);
+      throw new Error(`${(error as Error).message}\n${output}`, { cause: error });
     }
   };
   const stop = async (): Promise<void> => {

@@ -1,7 +1,8 @@
 /**
  * Shadow counters and observed snapshots, the twin of native/core/engine-state.h:
  * while a snapshot is fresh each field the policy reads is max(shadow, observed),
- * with NaN (unreported) observations ignored.
+ * with NaN (unreported) observations ignored. Other replicas' load (setPeerLoad) adds to the
+ * router's own counters first: max(shadow + peer, observed).
  */
 
 export interface ShadowCounters {
@@ -37,17 +38,20 @@ export const isFresh = (o: Observed | null, nowMs: number, stalenessMs: number):
 // max() that ignores NaN, written like the C++ so the two agree bit for bit.
 const atLeast = (shadow: number, observed: number): number => (observed > shadow ? observed : shadow);
 
+export const emptyShadow = (): ShadowCounters => ({ running: 0, waiting: 0, prefillTokens: 0, activeBlocks: 0 });
+
 export function effectiveState(
   shadow: ShadowCounters,
+  peer: ShadowCounters,
   observed: Observed | null,
   fresh: boolean,
   capacityBlocks: number,
 ): EffectiveState {
-  let running = shadow.running;
-  let waiting = shadow.waiting;
-  let pendingPrefill = shadow.prefillTokens;
-  let decodeBatch = shadow.running;
-  let kvUsage = shadow.activeBlocks / capacityBlocks;
+  let running = shadow.running + peer.running;
+  let waiting = shadow.waiting + peer.waiting;
+  let pendingPrefill = shadow.prefillTokens + peer.prefillTokens;
+  let decodeBatch = running;
+  let kvUsage = (shadow.activeBlocks + peer.activeBlocks) / capacityBlocks;
   if (fresh && observed !== null) {
     running = atLeast(running, observed.running);
     waiting = atLeast(waiting, observed.waiting);

@@ -4,7 +4,7 @@
  * differential tests and the baseline of `npm run bench`, and the fallback
  * where the addon cannot be built ({ native: false } or KVROUTE_NATIVE=0).
  *
- * Long file: about 590 lines, the whole CoreRouter surface (some 30 methods, each the oracle of its
+ * Long file: about 710 lines, the whole CoreRouter surface (some 30 methods, each the oracle of its
  * native twin) over the reference parts in this folder; the request slab's checks live in
  * ./request-slab.ts, the policies in ./policy.ts, the offload layer in ./offload.ts.
  */
@@ -36,7 +36,14 @@ import {
   type CoreRouter,
   type PackedKvEvents,
 } from '../core-router.js';
-import { EVENT_ABORT, EVENT_FIRST_TOKEN, MAX_GROUPS, OBSERVED_FIELDS, STAT_FIELDS } from '../core-router.js';
+import {
+  EVENT_ABORT,
+  EVENT_FIRST_TOKEN,
+  MAX_GROUPS,
+  OBSERVED_FIELDS,
+  PEER_LOAD_FIELDS,
+  STAT_FIELDS,
+} from '../core-router.js';
 import { OffloadOutcomeCode, REASONS } from '../codes.js';
 import { invalidType, invalidValue, rangeError } from '../errors.js';
 import { loadNative, type NativeFeedReader } from '../native.js';
@@ -44,6 +51,7 @@ import { ReferenceBlockIndex } from './block-index.js';
 import { ReferenceEventIndex } from './event-index.js';
 import {
   effectiveState,
+  emptyShadow,
   isFresh,
   type CostTerms,
   type EffectiveState,
@@ -67,6 +75,8 @@ interface Instance {
   name: string;
   index: ReferenceBlockIndex;
   shadow: ShadowCounters;
+  /** Other replicas' load (setPeerLoad); not checked against tickets. */
+  peer: ShadowCounters;
   observed: Observed | null;
   routed: number;
   completed: number;
@@ -82,8 +92,6 @@ interface Instance {
  * hostile, and the snapshot is stale.
  */
 export const FEED_MAX_FUTURE_MS = 100;
-
-const emptyShadow = (): ShadowCounters => ({ running: 0, waiting: 0, prefillTokens: 0, activeBlocks: 0 });
 
 export class ReferenceRouter implements CoreRouter {
   private readonly instances: Instance[] = [];
@@ -157,6 +165,7 @@ export class ReferenceRouter implements CoreRouter {
       name: id,
       index: new ReferenceBlockIndex(capacityBlocks),
       shadow: emptyShadow(),
+      peer: emptyShadow(),
       observed: null,
       routed: 0,
       completed: 0,
@@ -264,9 +273,10 @@ export class ReferenceRouter implements CoreRouter {
       const fed = this.feed === undefined ? null : this.fromFeed(s, feedNowMs);
       eff[s] =
         fed !== null
-          ? effectiveState(inst.shadow, fed, true, inst.index.capacity)
+          ? effectiveState(inst.shadow, inst.peer, fed, true, inst.index.capacity)
           : effectiveState(
               inst.shadow,
+              inst.peer,
               inst.observed,
               isFresh(inst.observed, nowMs, this.config.stalenessMs),
               inst.index.capacity,
@@ -469,6 +479,37 @@ export class ReferenceRouter implements CoreRouter {
     };
   }
 
+  setPeerLoad(slot: number, load: Float64Array | null): void {
+    this.drainEvents();
+    const inst = this.live(slot);
+    if (load === null || load === undefined) {
+      inst.peer = emptyShadow();
+      return;
+    }
+    if (!(load instanceof Float64Array) || load.length < PEER_LOAD_FIELDS)
+      throw invalidType('peerLoad', `a Float64Array of ${PEER_LOAD_FIELDS}`, load);
+    const count = (k: number, field: string): number => {
+      const v = load[k]!;
+      if (!(Number.isSafeInteger(v) && v >= 0)) throw invalidValue(`peerLoad.${field}`, 'an integer >= 0', v);
+      return v;
+    };
+    inst.peer = {
+      running: count(0, 'running'),
+      waiting: count(1, 'waiting'),
+      prefillTokens: count(2, 'prefillTokens'),
+      activeBlocks: count(3, 'activeBlocks'),
+    };
+  }
+
+  pinSession(session: string, group: number, slot: number): void {
+    this.drainEvents();
+    if (typeof session !== 'string') throw invalidType('session', 'a string', session);
+    if (!(group === -1 || (Number.isInteger(group) && group >= 0 && group < this.groupCount)))
+      throw invalidValue('group', `-1 or a known group id below ${this.groupCount}`, group);
+    const inst = this.live(slot);
+    this.sessions.pin(pinKey(xxhash64String(session, 0n), group), { slot, generation: inst.generation });
+  }
+
   setTime(nowMs: number): void {
     this.drainEvents();
     this.manualNowMs = nowMs;
@@ -487,7 +528,7 @@ export class ReferenceRouter implements CoreRouter {
     if (out.length < STAT_FIELDS) throw rangeError('ERR_KVROUTE_INVALID_ARG_VALUE', 'stats is too short');
     const nowMs = this.now();
     const fresh = isFresh(inst.observed, nowMs, this.config.stalenessMs);
-    const e = effectiveState(inst.shadow, inst.observed, fresh, inst.index.capacity);
+    const e = effectiveState(inst.shadow, inst.peer, inst.observed, fresh, inst.index.capacity);
     out.set([
       inst.index.capacity,
       inst.index.size,
