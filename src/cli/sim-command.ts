@@ -82,6 +82,17 @@ function addRun(sim: Command): void {
       ),
     )
     .option(
+      '--sync <none|events|load|all>',
+      withDefault(
+        "what replicas share: every engine's KV events (the NATS event plane), each replica's in-flight load and session placements (the load plane), or both",
+        d.sync,
+      ),
+    )
+    .option(
+      '--sync-delay <MS>',
+      withDefault('virtual milliseconds before a shared change reaches the other replicas', d.syncDelayMs),
+    )
+    .option(
       '--costs <learned|fixed>',
       withDefault(
         "min_ttft's price of each instance: learned online per instance, or the preset's for all (reproducible)",

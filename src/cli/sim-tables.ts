@@ -36,11 +36,13 @@ export function renderMetrics(
   const ms = (q: Quantiles): Quantiles => ({ p50: q.p50 / 1000, p90: q.p90 / 1000, p99: q.p99 / 1000 });
   const scaled = isUnscaled(options.scaling) ? '' : ` · ${describeScaling(options.scaling)}`;
   const replicas = (options.replicas ?? 1) > 1 ? ` · ${options.replicas} replicas (${options.replicaAssign})` : '';
-  const cache = options.cacheState === 'events' ? ' · cache state from KV events' : '';
+  const delay = options.syncDelayMs ? ` after ${options.syncDelayMs} ms` : '';
+  const cache = options.cacheState === 'events' ? ` · cache state from KV events${delay}` : '';
+  const load = options.syncLoad === true ? ` · peers' load and sessions shared${delay}` : '';
   const fleet =
     options.fleet === undefined || isUniformFleet(options.fleet) ? '' : ` (fleet ${formatFleet(options.fleet)})`;
   return [
-    `${policy} · ${counted(options.instances ?? 0, 'instance')}${fleet}${replicas} · engine state ${options.engineState}${cache}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
+    `${policy} · ${counted(options.instances ?? 0, 'instance')}${fleet}${replicas} · engine state ${options.engineState}${cache}${load}${scaled} · ${formatTotal(m.requests, 'requests')} · ${formatDuration(makespan)} simulated`,
     `${''.padEnd(14)}${['p50', 'p90', 'p99'].map((p) => p.padStart(9)).join('')}`,
     latencyRow('TTFT', m.ttft_s),
     latencyRow('TPOT', ms(m.tpot_ms)),

@@ -58,7 +58,7 @@ export async function simRunVerb(values: OptionValues, operands: string[] = []):
   if (rate !== undefined) options.dispatch = { mode: 'poisson', rate, seed };
   const replicas = replicaFlags(values, seed);
   Object.assign(options, replicas.options);
-  const cacheState = choiceFlag(values, 'cache-state', CACHE_STATES) ?? d.cacheState;
+  const cacheState = options.cacheState ?? choiceFlag(values, 'cache-state', CACHE_STATES) ?? d.cacheState;
   // Only `events` is written out: a run without the flag prints what it always printed.
   const cacheFields = cacheState === 'events' ? { cache_state: cacheState } : {};
   if (cacheState === 'events') options.cacheState = cacheState;

@@ -67,6 +67,18 @@ export interface SimulationOptions {
    */
   cacheState?: CacheState;
   /**
+   * Share each replica's in-flight load per instance and its session placements with the other
+   * replicas (the load plane, replica-sync.ts; docs/scale-out.md "Sync between replicas"), as
+   * `kvroute serve --cluster` does over NATS. Default false.
+   */
+  syncLoad?: boolean;
+  /**
+   * Virtual milliseconds between a change (a replica's load or placement, with `syncLoad`; an
+   * engine's KV event, with `cacheState: 'events'`) and its arrival at the replicas. Default 0:
+   * none (the idealised feed `cacheState: 'events'` always had).
+   */
+  syncDelayMs?: number;
+  /**
    * false runs no cost learners beside the routers (sim-cost-learning.ts). They change no
    * decision, so the records are the same either way (a test holds them so); default true.
    */
@@ -93,6 +105,10 @@ export interface SimulationOptions {
    */
   flow?: SimFlowOptions;
 }
+
+/** `sim run --sync`: what the replicas share (docs/scale-out.md). */
+export type ReplicaSyncMode = 'none' | 'events' | 'load' | 'all';
+export const REPLICA_SYNCS: readonly ReplicaSyncMode[] = ['none', 'events', 'load', 'all'];
 
 export interface SimulationResult {
   /** One per request, in completion order. */

@@ -208,6 +208,8 @@ class Simulation {
       throw invalidValue('capacityBlocks', 'absent when scaling.kvCapacity is given', options.capacityBlocks);
     if (options.cacheState !== undefined && !CACHE_STATES.includes(options.cacheState))
       throw invalidValue('cacheState', `one of ${CACHE_STATES.join(', ')}`, options.cacheState);
+    if (options.syncDelayMs !== undefined && !(Number.isFinite(options.syncDelayMs) && options.syncDelayMs >= 0))
+      throw invalidValue('syncDelayMs', 'a finite number of milliseconds >= 0', options.syncDelayMs);
     checkCostMode(options);
     this.preset = scalePreset(preset, options.scaling);
     if (options.fleet !== undefined) checkFleetOf(options.fleet, options.instances, options.capacityBlocks);
@@ -309,7 +311,13 @@ class Simulation {
     this.companions = new RouterCompanions(this.options, routers, presets, this.fleet.instanceIds);
     this.maxRequestTokens = Math.min(...engines.map((engine) => engine.maxRequestTokens));
     if (this.options.cacheState === 'events')
-      this.eventFed = new EventFedCache(engines, routers, this.fleet.instanceIds, blockSize);
+      this.eventFed = new EventFedCache(
+        engines,
+        routers,
+        this.fleet.instanceIds,
+        blockSize,
+        (this.options.syncDelayMs ?? 0) / 1000,
+      );
     const policyCost = (router.policy as ResolvedPolicy & { offload?: OffloadCostModel | null }).offload;
     this.link = new KvTransferLink(this.options.transferCost ?? policyCost ?? {});
     if (this.options.engineState === 'shm') this.schedulePublish(0);
@@ -332,6 +340,8 @@ class Simulation {
     else if (event.kind === 'step') this.completeStep(event.instance, event.outcome, now);
     else if (event.kind === 'transfer') this.completeTransfer(event.flight, event.prefill, now);
     else this.publish(now);
+    // With a sync delay, the KV events this event made the engines emit are stamped with its time.
+    this.eventFed?.capture(now);
   }
 
   /** A request reaches the router: routed at once, or through flow control (queued, refused). */
@@ -390,15 +400,19 @@ class Simulation {
     const router = routers[replica]!;
     this.deliverPublished(replica);
     const eventFed = this.eventFed;
-    eventFed?.sync();
+    eventFed?.sync(now);
     this.companions!.arriving(replica, request.session, now);
     const ticket = router.route(
       eventFed === undefined
         ? { hashIds: request.hashIds, session: request.session, inputTokens: request.inputLength }
         : { tokens: eventFed.tokensOf(request), session: request.session, inputTokens: request.inputLength },
     );
-    this.companions!.routed(replica, ticket, request.session, now);
     const { index: instance, predictedCachedTokens: predicted, offload } = router.decision;
+    this.companions!.routed(replica, ticket, request.session, now, {
+      instance,
+      uncached: Math.max(0, request.inputLength - predicted),
+      blocks: request.hashIds.length,
+    });
     const flight: InFlight = { request, replica, ticket, instance, dispatch: now, predicted };
     if (arrivedAt !== undefined) flight.arrivedAt = arrivedAt;
     const { hashIds, inputLength, outputLength } = request;

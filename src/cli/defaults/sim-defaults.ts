@@ -15,6 +15,8 @@ export const SIM_RUN_DEFAULTS = {
   replicas: 1,
   replicaAssign: 'random',
   cacheState: 'own',
+  sync: 'none',
+  syncDelayMs: 5,
   costs: 'learned',
   /** sim/replica-assign.ts's MAX_REPLICAS (not imported: --help loads no simulator module). */
   maxReplicas: 64,
