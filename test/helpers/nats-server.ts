@@ -10,11 +10,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
 import { childStopper } from './child-stop.js';
+import { freePort, waitListening } from './loopback-port.js';
 
 /** The nats-server binary: on PATH, or Debian's /usr/sbin one; undefined when absent. */
 export function natsServerPath(): string | undefined {
@@ -44,38 +44,6 @@ export interface NatsServer {
   dispose(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** Resolves once something accepts TCP connections on the port; rejects after `timeoutMs`. */
-async function waitListening(port: number, child: ChildProcess, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited with code ${child.exitCode} before listening`);
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: '127.0.0.1', port });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline)
-      throw new Error(`nats-server did not listen on 127.0.0.1:${port} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 /** Starts nats-server with JetStream on a free loopback port. Throws when the binary is absent. */
 export async function startNatsServer(options: { timeoutMs?: number } = {}): Promise<NatsServer> {
   const binary = natsServerPath();
@@ -99,7 +67,7 @@ export async function startNatsServer(options: { timeoutMs?: number } = {}): Pro
     started.stdout?.on('data', keep);
     started.stderr?.on('data', keep);
     try {
-      await waitListening(port, started, timeoutMs);
+      await waitListening(port, started, 'nats-server', timeoutMs);
     } catch (error) {
       await stopChild();
       throw new Error(`${(error as Error).message}\n${output}`, { cause: error });
