@@ -10,6 +10,7 @@ const allowed = {
   state: ['core'],
   tokenize: ['core'],
   flow: ['core'],
+  cluster: ['core'],
   sim: ['core', 'trace', 'events', 'state', 'tokenize', 'flow'],
   replay: ['core', 'trace', 'analysis', 'state'],
   proxy: ['core', 'events', 'state', 'tokenize', 'flow'],

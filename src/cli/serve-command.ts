@@ -74,6 +74,10 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
     '<MS>',
     withDefault('longest wait in that queue (a class may set its own); then 429', P.queueTimeoutMs),
   ],
+  cluster: [
+    '<NATS-URL>',
+    "join the fleet's load plane over NATS (nats://HOST:PORT): share in-flight load and session placements with the other replicas (docs/scale-out.md)",
+  ],
   flow: [
     '<FILE>',
     'flow control: tenants, priority classes, weights, rate limits (YAML or JSON; docs/flow-control.md)',

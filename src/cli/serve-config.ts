@@ -28,6 +28,7 @@ import {
 } from '../proxy/proxy-options.js';
 import { counted } from './counted.js';
 import type { FlowConfig } from '../flow/flow-config.js';
+import { ClusterOptionError, parseClusterOptions, type ClusterOptions } from '../cluster/cluster-options.js';
 import { flowConfigFrom } from './flow-file.js';
 
 /** A configuration value that is wrong; the message names its source. */
@@ -51,6 +52,8 @@ export interface ServeConfig {
   threads: number;
   /** The request log's path, `-` for stdout; undefined: no request log. */
   accessLog: string | undefined;
+  /** The fleet's load plane over NATS (docs/scale-out.md); undefined: none, a lone replica. */
+  cluster: ClusterOptions | undefined;
 }
 
 /** Model name (`*`: any other model) → tokenizer directory, or `qwen3` for the bundled one. */
@@ -95,6 +98,7 @@ const SIZE_UNITS: Record<string, number> = {
 };
 
 type Value =
+  | ClusterOptions
   | string
   | number
   | boolean
@@ -188,6 +192,13 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       return parseTokenizers(raw, source);
     case 'flow':
       return parseFlow(raw, source);
+    case 'cluster':
+      try {
+        return parseClusterOptions(raw, source);
+      } catch (error) {
+        if (error instanceof ClusterOptionError) throw new ConfigError(error.message);
+        throw error;
+      }
     case 'policy':
       // NAME or NAME:KEY=VALUE… (a setting `kvroute tune` found); YAML may also give { name, … }.
       try {
@@ -346,6 +357,7 @@ export function resolveServeConfig(
     reconcileMs: get<number>('reconcile-interval') ?? SERVE_DEFAULTS.reconcileMs,
     threads: get<number>('threads') ?? SERVE_DEFAULTS.threads,
     accessLog: get<string>('access-log'),
+    cluster: get<ClusterOptions>('cluster'),
     proxy: {
       policy: get<PolicyName | PolicySpec>('policy') ?? PROXY_DEFAULTS.policy,
       costs: get<'learned' | 'fixed'>('costs'),

@@ -27,7 +27,8 @@ type Kind =
   | 'threads'
   | 'costs'
   | 'scale'
-  | 'flow';
+  | 'flow'
+  | 'cluster';
 
 export interface Setting {
   flag: string;
@@ -77,6 +78,7 @@ export const SETTINGS = [
   { flag: 'tokenizer', kind: 'tokenizers' },
   { flag: 'threads', kind: 'threads' },
   { flag: 'flow', kind: 'flow' },
+  { flag: 'cluster', kind: 'cluster' },
 ] as const satisfies readonly Setting[];
 
 /** A setting's flag name, e.g. 'max-body'. */

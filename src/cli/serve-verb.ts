@@ -13,11 +13,16 @@
  */
 import { createServer, type AddressInfo } from 'node:net';
 
+import type { Registry } from 'prom-client';
+
 import { openAccessLog, type AccessLog } from '../proxy/observe/access-log.js';
 import { adminMount } from '../proxy/observe/admin-api.js';
 import { createDashboard } from '../proxy/observe/dashboard/dashboard.js';
 import { createProxyMetrics } from '../proxy/observe/proxy-metrics.js';
-import { ObserverList } from '../proxy/observe/proxy-observer.js';
+import { ObserverList, type RequestRecord } from '../proxy/observe/proxy-observer.js';
+import { ClusterLink } from '../cluster/cluster-link.js';
+import { registerClusterMetrics } from '../cluster/cluster-metrics.js';
+import type { ClusterOptions } from '../cluster/cluster-options.js';
 import { createProxy, describeListenError, type Proxy } from '../proxy/server/proxy-server.js';
 import { claimPort, type PortClaim } from '../proxy/threads/port-claim.js';
 import { perThreadLimits } from '../proxy/threads/thread-limits.js';
@@ -77,7 +82,15 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
     config.backends.length === 0 ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 }) : undefined;
   const metrics = createProxyMetrics();
   const dashboard = createDashboard({ onWarning: serveWarning });
-  const observers = [metrics.observer, dashboard.observer, ...(accessLog === undefined ? [] : [accessLog.observer])];
+  // Started once the proxy exists (it needs the router); placements reach it through this observer.
+  let cluster: ClusterLink | undefined;
+  const clusterObserver = { onRequest: (r: RequestRecord) => notePlacement(cluster, r) };
+  const observers = [
+    metrics.observer,
+    dashboard.observer,
+    ...(accessLog === undefined ? [] : [accessLog.observer]),
+    ...(config.cluster === undefined ? [] : [clusterObserver]),
+  ];
   const threadCount = config.threads;
   const proxyOptions = perThreadLimits(config.proxy, threadCount);
   let proxy: Proxy;
@@ -149,7 +162,8 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
         port,
         controlPort,
         observer: new ObserverList(observers, (m) => process.stderr.write(`${m}\n`)),
-        records: accessLog !== undefined,
+        // The cluster link learns sessions' placements from the request records.
+        records: accessLog !== undefined || config.cluster !== undefined,
         ...(threadMetrics === undefined ? {} : { metrics: threadMetrics }),
       });
     }
@@ -186,6 +200,10 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
       `kvroute serve: ${threadCount} threads sharing one routing core serve ${base} (the main thread and ${threads.size} more)\n`,
     );
   reconciler?.start();
+  if (config.cluster !== undefined) {
+    cluster = startCluster(config.cluster, proxy, metrics.registry);
+    proxy.state.readyDetail = () => ({ cluster: cluster!.status() });
+  }
   const reopenLog = () =>
     void accessLog!.reopen().then(
       () => process.stderr.write(`kvroute serve: reopened the access log ${accessLog!.target}\n`),
@@ -200,6 +218,7 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   process.off('SIGHUP', reopenLog);
   await reconciler?.stop();
   await Promise.all([threads?.close(10_000), proxy.close({ graceMs: 10_000 })]);
+  await cluster?.close(); // after the proxy: its final message says this replica holds nothing
   await claim?.release();
   await accessLog?.close(); // after the proxy: the last requests' lines are written too
   await fleet?.close();
@@ -207,6 +226,23 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   // done, so the command does not wait for them (an unref'd timer fires only if something else
   // keeps the loop alive). Embedders stopping through `signal` keep their process.
   if (hooks.signal === undefined) setTimeout(() => process.exit(process.exitCode ?? 0), 500).unref();
+}
+
+/** Joins the fleet's load plane: the link, its metrics, peers' placements into the session tracking. */
+function startCluster(options: ClusterOptions, proxy: Proxy, registry: Registry): ClusterLink {
+  const link = ClusterLink.start(options, {
+    router: proxy.router,
+    log: (line) => process.stderr.write(`kvroute serve: ${line}\n`),
+    onPeerPlacement: (session) => proxy.state.costs.arriving(session),
+  });
+  registerClusterMetrics(registry, () => link.counters);
+  return link;
+}
+
+/** A routed request with a session tells the load plane where that session went. */
+function notePlacement(cluster: ClusterLink | undefined, r: RequestRecord): void {
+  if (cluster === undefined || r.session === undefined || r.instance === undefined || r.status >= 500) return;
+  cluster.placed(r.session, r.instance, r.model);
 }
 
 /** A port free on `host` now (the kernel's pick for port 0, released at once). */

@@ -100,13 +100,12 @@ export class ProxyState {
   readonly sessionTurns = new SessionTurns();
   /** --max-body-memory (body-budget.ts). */
   readonly bodies: BodyBudget;
-  /**
-   * Tokenizes request bodies for token-exact keys (docs/tokenize.md), when tokenizers are
-   * configured; set once start() has loaded them.
-   */
+  /** Tokenizes request bodies for token keys (docs/tokenize.md) when configured; set by start(). */
   tokenizer: TokenizerPool | undefined;
   /** Some backend has a KV event endpoint: token-id prompts are then keyed by tokens too. */
   eventFed = false;
+  /** More of /ready's body (serve's cluster link, docs/scale-out.md); threads get the main thread's. */
+  readyDetail: (() => Record<string, unknown>) | undefined;
   private readonly tokenizerReady: Promise<TokenizerPool | undefined>;
   /** The first health check of every configured backend has run. */
   started = false;
@@ -251,6 +250,7 @@ export class ProxyState {
       router: this.router.mirror(),
       eventFed: this.eventFed,
       flow: this.admission.config,
+      ...(this.readyDetail === undefined ? {} : { readyDetail: this.readyDetail() }),
       backends: this.list().map((b) => ({
         id: b.id,
         models: b.models === undefined ? undefined : [...b.models],
@@ -271,6 +271,7 @@ export class ProxyState {
     this.router.adoptMirror(state.router);
     this.policyName = this.router.policy.name;
     this.eventFed = state.eventFed;
+    this.readyDetail = state.readyDetail === undefined ? undefined : () => state.readyDetail!;
     if (!isDeepStrictEqual(state.flow, this.admission.config)) this.admission.configure(state.flow);
     const listed = new Set<string>();
     for (const b of state.backends) {

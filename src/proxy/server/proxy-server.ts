@@ -132,6 +132,7 @@ function proxyRoutes(table: RouteTable, ctx: ExchangeContext, warn: (m: string) 
       ...(state.closing ? { closing: true } : {}),
       ...(state.started ? {} : { starting: true }),
       models: state.routableByModel(),
+      ...state.readyDetail?.(),
     });
     sendJson(res, ready ? 200 : 503, body, ready ? undefined : RETRY_AFTER, state.closing);
   });

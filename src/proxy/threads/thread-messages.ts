@@ -42,6 +42,8 @@ export interface ThreadState {
   eventFed: boolean;
   /** Flow control's config, whole-process limits (each thread enforces its share). */
   flow: FlowConfig;
+  /** The main thread's extra /ready detail (its cluster link), when it has one. */
+  readyDetail?: Record<string, unknown>;
 }
 
 /** An observer call: the ProxyObserver method's name and its arguments. */
