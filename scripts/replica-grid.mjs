@@ -3,15 +3,18 @@
 /**
  * The replica grid of docs/scale-out.md: `kvroute sim run` over R = 1, 2, 4, 8 router replicas
  * (random and session assignment), for min_ttft and unified+A+B, shadow and shm engine state, on
- * the default trace (8 instances) and the 8×-scaled one (64 instances), each with the replicas'
- * own cache beliefs and with cache state fed from the engines' KV events.
+ * the default trace (8 instances) and the 8×-scaled one (64 instances), each with three kinds of
+ * sync between the replicas (`sync`): `own`, none (each replica's cache belief from its own
+ * dispatches); `events`, cache state fed from the engines' KV events, idealised (no delay); `all`,
+ * `--sync all --sync-delay 5`: KV events and each replica's load and session placements shared,
+ * 5 ms late (at R = 1 there is nothing to share: the cell runs as `own`).
  *
- *   node scripts/replica-grid.mjs [--jobs 2] [--cache-states own,events] [--out FILE]
+ *   node scripts/replica-grid.mjs [--jobs 2] [--syncs own,events,all] [--out FILE]
  *   node scripts/replica-grid.mjs --tables-only [--out FILE]   # the markdown tables of FILE
  *
  * Needs `npm run build` (runs dist/cli.js). Each cell is one child process; --jobs run at once.
  * The JSON file (default docs/scale-out/replica-grid.json) keeps every cell; a run over some
- * cache states replaces those cells and keeps the others. It is written whole or not at all
+ * syncs replaces those cells and keeps the others. It is written whole or not at all
  * (a temporary file renamed over it), and only after every cell ran. Runs are deterministic:
  * the same cells give the same numbers on any machine; only `seconds` differs.
  */
@@ -35,11 +38,11 @@ const SPLITS = [
   { replicas: 1, assign: null },
   ...['random', 'session'].flatMap((assign) => [2, 4, 8].map((replicas) => ({ replicas, assign }))),
 ];
-const CACHE_STATES = ['own', 'events'];
+const SYNCS = ['own', 'events', 'all'];
 
 /**
  * @typedef {{ trace: string, instances: number, engine_state: string, policy: string,
- *   replicas: number, assign: string | null, cache_state: string }} Cell
+ *   replicas: number, assign: string | null, sync: string }} Cell
  * @typedef {Cell & { apc: number, ttft_p90_s: number, instances_per_session: number,
  *   preempted_requests: number, requests: number, seconds: number }} CellResult
  */
@@ -47,7 +50,7 @@ const CACHE_STATES = ['own', 'events'];
 const { values } = parseArgs({
   options: {
     jobs: { type: 'string', default: '2' },
-    'cache-states': { type: 'string', default: CACHE_STATES.join(',') },
+    syncs: { type: 'string', default: SYNCS.join(',') },
     out: { type: 'string', default: join(root, 'docs', 'scale-out', 'replica-grid.json') },
     'tables-only': { type: 'boolean', default: false },
   },
@@ -60,7 +63,7 @@ function fail(message) {
 }
 
 const cellKey = (/** @type {Cell} */ c) =>
-  [c.trace, c.engine_state, c.policy, c.replicas, c.assign ?? '-', c.cache_state].join(' ');
+  [c.trace, c.engine_state, c.policy, c.replicas, c.assign ?? '-', c.sync].join(' ');
 
 if (values['tables-only']) {
   if (!existsSync(values.out)) fail(`--out ${values.out}: no such file (run the grid first)`);
@@ -71,9 +74,8 @@ if (values['tables-only']) {
 const jobs = Number(values.jobs);
 if (!Number.isInteger(jobs) || jobs < 1 || jobs > 64)
   fail(`--jobs must be an integer from 1 to 64, got ${values.jobs}`);
-const cacheStates = values['cache-states'].split(',');
-for (const state of cacheStates)
-  if (!CACHE_STATES.includes(state)) fail(`--cache-states must list ${CACHE_STATES.join(', ')}, got ${state}`);
+const syncs = values.syncs.split(',');
+for (const sync of syncs) if (!SYNCS.includes(sync)) fail(`--syncs must list ${SYNCS.join(', ')}, got ${sync}`);
 if (!existsSync(cli)) fail(`${cli} is missing: run npm run build first`);
 
 const work = mkdtempSync(join(tmpdir(), 'kvroute-replica-grid-'));
@@ -91,7 +93,7 @@ for (const trace of TRACES) {
 
 /** @type {Cell[]} */
 const cells = [];
-for (const cache_state of cacheStates)
+for (const sync of syncs)
   for (const trace of TRACES)
     for (const engine_state of ENGINE_STATES)
       for (const policy of POLICIES)
@@ -103,7 +105,7 @@ for (const cache_state of cacheStates)
             policy,
             replicas,
             assign,
-            cache_state,
+            sync,
           });
 
 const started = Date.now();
@@ -139,11 +141,11 @@ process.stderr.write(
   `replica-grid: ${results.length} cells in ${((Date.now() - started) / 60_000).toFixed(1)} min with --jobs ${jobs}; wrote ${values.out}\n`,
 );
 
-/** A stable order: cache state, trace, engine state, policy, then the SPLITS order. @param {Cell} c */
+/** A stable order: sync, trace, engine state, policy, then the SPLITS order. @param {Cell} c */
 function order(c) {
   const split = SPLITS.findIndex((s) => s.replicas === c.replicas && s.assign === c.assign);
   return (
-    (((CACHE_STATES.indexOf(c.cache_state) * 2 + TRACES.findIndex((t) => t.name === c.trace)) * 2 +
+    (((SYNCS.indexOf(c.sync) * 2 + TRACES.findIndex((t) => t.name === c.trace)) * 2 +
       ENGINE_STATES.indexOf(c.engine_state)) *
       2 +
       POLICIES.indexOf(c.policy)) *
@@ -172,8 +174,7 @@ function runCell(cell) {
     '--replicas',
     String(cell.replicas),
     ...(cell.assign === null ? [] : ['--replica-assign', cell.assign]),
-    '--cache-state',
-    cell.cache_state,
+    ...syncArgs(cell),
     '--json',
   ];
   const began = Date.now();
@@ -200,8 +201,15 @@ function runCell(cell) {
   });
 }
 
+/** The sim run flags of a cell's sync. @param {Cell} cell */
+function syncArgs(cell) {
+  if (cell.sync === 'events') return ['--cache-state', 'events'];
+  if (cell.sync === 'all' && cell.replicas > 1) return ['--sync', 'all', '--sync-delay', '5'];
+  return [];
+}
+
 /**
- * One markdown table per engine state, trace and policy: own and events side by side.
+ * One markdown table per engine state, trace and policy: own, events and all side by side.
  * @param {CellResult[]} all
  */
 function renderTables(all) {
@@ -219,29 +227,22 @@ function renderTables(all) {
         const header = [
           'R',
           'assign',
-          'APC own',
-          'APC events',
-          'TTFT p90 own',
-          'TTFT p90 events',
-          'inst./session own',
-          'inst./session events',
+          ...SYNCS.map((sync) => `APC ${sync}`),
+          ...SYNCS.map((sync) => `TTFT p90 ${sync}`),
+          ...SYNCS.map((sync) => `inst./session ${sync}`),
         ];
         const rows = SPLITS.map(({ replicas, assign }) => {
           const base = { trace: trace.name, instances: trace.instances, engine_state, policy, replicas, assign };
-          const own = find({ ...base, cache_state: 'own' });
-          const events = find({ ...base, cache_state: 'events' });
+          const found = SYNCS.map((sync) => find({ ...base, sync }));
           return [
             replicas === 1 ? '1 (no split)' : String(replicas),
             assign ?? '–',
-            pct(own),
-            pct(events),
-            sec(own),
-            sec(events),
-            per(own),
-            per(events),
+            ...found.map(pct),
+            ...found.map(sec),
+            ...found.map(per),
           ];
         });
-        out.push(markdownTable(header, rows, [true, false, true, true, true, true, true, true]), '');
+        out.push(markdownTable(header, rows, [true, false, ...header.slice(2).map(() => true)]), '');
       }
   }
   return `${out.join('\n')}\n`;

@@ -24,10 +24,10 @@ describe('scripts/replica-grid.mjs', () => {
     for (const table of tables) expect(doc).toContain(table.trim());
   });
 
-  it('holds all 112 cells, own and events, each with its figures', () => {
+  it('holds all 168 cells, own, events and all, each with its figures', () => {
     const { cells } = JSON.parse(readFileSync(grid, 'utf8')) as { cells: Array<Record<string, unknown>> };
-    expect(cells).toHaveLength(112);
-    expect(cells.filter((c) => c.cache_state === 'events')).toHaveLength(56);
+    expect(cells).toHaveLength(168);
+    for (const sync of ['own', 'events', 'all']) expect(cells.filter((c) => c.sync === sync)).toHaveLength(56);
     for (const c of cells) {
       expect(c.apc).toBeGreaterThan(0);
       expect(c.ttft_p90_s).toBeGreaterThan(0);
@@ -39,9 +39,9 @@ describe('scripts/replica-grid.mjs', () => {
     const jobs = run('--jobs', '0');
     expect(jobs.status).toBe(2);
     expect(jobs.stderr).toMatch('--jobs must be an integer from 1 to 64, got 0');
-    const states = run('--cache-states', 'own,gossip');
-    expect(states.status).toBe(2);
-    expect(states.stderr).toMatch('--cache-states must list own, events, got gossip');
+    const syncs = run('--syncs', 'own,gossip');
+    expect(syncs.status).toBe(2);
+    expect(syncs.stderr).toMatch('--syncs must list own, events, all, got gossip');
     const missing = run('--tables-only', '--out', '/nonexistent/grid.json');
     expect(missing.status).toBe(2);
     expect(missing.stderr).toMatch('no such file');
