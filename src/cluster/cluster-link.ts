@@ -230,6 +230,8 @@ export class ClusterLink {
     const changed = this.table.apply(message, Date.now());
     this.counters.gaps += this.table.gaps - gaps;
     this.counters.peers = this.table.size;
+    // A full message re-pushes every instance it names: one added here since (admin API) gets its load.
+    if (message.full) for (const [instance] of message.load) changed.add(instance);
     this.push(changed);
     const router = this.hooks.router;
     for (const [session, instance, model] of message.placements) {

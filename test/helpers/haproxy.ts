@@ -3,7 +3,7 @@
  * HTTP mode, round robin over the given loopback servers, on a free loopback port. Tests that need
  * it call `haproxyPath()` first and skip, saying so, when it is absent (`.ci/run` installs it).
  *
- * Each server is health-checked (GET /health every 200 ms, out after 1 failure, back after 2
+ * Each server is health-checked (GET /health over HTTP/1.1 every 200 ms, out after 1 failure, back after 2
  * passes), and a request whose connection fails is retried on another server (`retries 3`,
  * `option redispatch`), as an operator would run it in front of router replicas. Requests are
  * balanced one by one (HTTP mode), not per connection.
@@ -53,7 +53,8 @@ export function haproxyConfig(port: number, servers: readonly string[]): string 
     '  default_backend replicas',
     'backend replicas',
     '  balance roundrobin',
-    '  option httpchk GET /health',
+    '  option httpchk',
+    '  http-check send meth GET uri /health ver HTTP/1.1 hdr host localhost',
     ...servers.map((server, k) => `  server replica${k} ${server} check inter 200 fall 1 rise 2`),
     '',
   ].join('\n');

@@ -1,0 +1,313 @@
+#!/usr/bin/env node
+// @ts-check
+/**
+ * The live replica experiment of docs/scale-out.md ("Measured live"): `kvroute replay` of an
+ * agentic trace through haproxy (round robin, HTTP mode) in front of R `kvroute serve` replicas,
+ * against the same replay through one replica. Every replica subscribes to every `sim serve`
+ * engine's KV events (ZeroMQ, with replay) and, with R > 1, joins one load plane on a local
+ * nats-server (`--cluster`). Mid-run one replica is killed (SIGKILL) and restarted on its port;
+ * the script measures how long its event-fed index takes to hold 95% of a peer's blocks.
+ *
+ *   node scripts/replica-live.mjs [--replicas 3] [--sessions 30] [--duration 120] [--speed 10]
+ *     [--seed 3] [--kill-at 0.4] [--engines 4]
+ *
+ * Needs `npm run build`, Debian's nats-server and haproxy. Prints one JSON object: the single
+ * replica's and the R replicas' APC, TTFT p90, instances per session and failed requests, the
+ * load plane's delta messages per request, and the restarted replica's warm-up. Every process it
+ * starts is stopped by pid before it exits.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const cli = join(root, 'dist', 'cli.js');
+const TOKEN = 'replica-live-admin-token';
+const { values } = parseArgs({
+  options: {
+    replicas: { type: 'string', default: '3' },
+    sessions: { type: 'string', default: '30' },
+    duration: { type: 'string', default: '120' },
+    speed: { type: 'string', default: '10' },
+    seed: { type: 'string', default: '3' },
+    'kill-at': { type: 'string', default: '0.4' },
+    engines: { type: 'string', default: '4' },
+  },
+});
+const fail = (/** @type {string} */ m) => {
+  process.stderr.write(`replica-live: ${m}\n`);
+  process.exit(2);
+};
+const replicas = Number(values.replicas);
+const engines = Number(values.engines);
+const killAt = Number(values['kill-at']);
+if (!(Number.isInteger(replicas) && replicas >= 2 && replicas <= 8)) fail('--replicas must be an integer from 2 to 8');
+if (!(Number.isInteger(engines) && engines >= 1 && engines <= 16)) fail('--engines must be an integer from 1 to 16');
+if (!(killAt > 0 && killAt < 1)) fail('--kill-at must be a fraction of the run in (0, 1)');
+const which = (/** @type {string} */ name) =>
+  ['/usr/sbin', '/usr/bin'].map((d) => join(d, name)).find((p) => existsSync(p));
+const natsBinary = which('nats-server');
+const haproxyBinary = which('haproxy');
+if (natsBinary === undefined) fail('nats-server is not installed (Debian package nats-server)');
+if (haproxyBinary === undefined) fail('haproxy is not installed (Debian package haproxy)');
+if (!existsSync(cli)) fail(`${cli} is missing: run npm run build first`);
+
+const work = mkdtempSync(join(tmpdir(), 'kvroute-replica-live-'));
+/** @type {Set<import('node:child_process').ChildProcess>} */
+const children = new Set();
+const cleanup = () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  rmSync(work, { recursive: true, force: true });
+};
+process.on('exit', cleanup);
+for (const signal of /** @type {const} */ (['SIGINT', 'SIGTERM'])) process.on(signal, () => process.exit(130));
+
+/** @param {string[]} args */
+function kvroute(args) {
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (r.status !== 0) throw new Error(`kvroute ${args.join(' ')} failed (${r.status}):\n${r.stderr}`);
+  return r.stdout;
+}
+
+/** @returns {Promise<number>} */
+const freePort = () =>
+  new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
+    });
+  });
+
+/** @param {number} port */
+async function listening(port, ms = 20_000) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const ok = await new Promise((resolve) => {
+      const socket = createConnection({ host: '127.0.0.1', port });
+      socket.once('connect', () => (socket.destroy(), resolve(true)));
+      socket.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listens on ${port} after ${ms} ms`);
+}
+
+/**
+ * @param {string} command @param {string[]} args
+ * @param {(line: string) => boolean} [ready] resolves once a stdout line satisfies it
+ */
+function start(command, args, ready) {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  /** @type {string[]} */
+  const lines = [];
+  let stderr = '';
+  child.stderr?.on('data', (d) => (stderr = (stderr + d).slice(-8000)));
+  const up = new Promise((resolve, reject) => {
+    if (ready === undefined) return resolve(undefined);
+    const timer = setTimeout(() => reject(new Error(`${args.join(' ')}: not ready in 60 s\n${stderr}`)), 60_000);
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}\n${stderr}`)));
+    createInterface({ input: /** @type {import('node:stream').Readable} */ (child.stdout) }).on('line', (line) => {
+      lines.push(line);
+      if (ready(line)) {
+        clearTimeout(timer);
+        resolve(undefined);
+      }
+    });
+  });
+  return { child, lines, up, stderr: () => stderr };
+}
+
+/** @param {import('node:child_process').ChildProcess} child */
+const stop = (child, signal = /** @type {NodeJS.Signals} */ ('SIGTERM')) =>
+  new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve(undefined);
+    child.once('exit', resolve);
+    child.kill(signal);
+  });
+
+/** @param {string} base */
+async function adminState(base) {
+  const res = await fetch(`${base}/admin/state`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  return /** @type {any} */ (await res.json());
+}
+
+/** Blocks the replica's event-fed indexes hold, over every engine. @param {string} base */
+async function eventBlocks(base) {
+  const state = await adminState(base);
+  return state.router.instances.reduce(
+    (/** @type {number} */ sum, /** @type {any} */ s) => sum + (s.kvEvents?.engineBlocks ?? 0),
+    0,
+  );
+}
+
+/** @param {string} base */
+async function deltaMessages(base) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  return Number(/^kvroute_cluster_messages_published_total\{kind="delta"\} (\d+)/m.exec(text)?.[1] ?? 0);
+}
+
+const trace = join(work, 'trace.jsonl');
+kvroute([
+  'trace',
+  'synth',
+  '--sessions',
+  values.sessions,
+  '--duration',
+  values.duration,
+  '--seed',
+  values.seed,
+  '-o',
+  trace,
+]);
+
+/** One cell: R replicas (1 = the single router) behind haproxy. @param {number} count */
+async function cell(count) {
+  const kvPort = await freePort();
+  const replayPort = await freePort();
+  const simArgs = [cli, 'sim', 'serve', '--instances', String(engines), '--port', '0', '--speed', values.speed];
+  simArgs.push('--tokenizer', 'qwen3', '--kv-events', String(kvPort), '--kv-events-replay', String(replayPort));
+  const sim = start(process.execPath, simArgs, (line) => line.startsWith('http://'));
+  await sim.up;
+  while (sim.lines.filter((l) => l.startsWith('http://')).length < engines) await new Promise((r) => setTimeout(r, 20));
+  const urls = sim.lines.filter((l) => l.startsWith('http://')).slice(0, engines);
+  /** @type {ReturnType<typeof start> | undefined} */
+  let nats;
+  let natsUrl = '';
+  if (count > 1) {
+    const port = await freePort();
+    nats = start(/** @type {string} */ (natsBinary), ['-a', '127.0.0.1', '-p', String(port)]);
+    await listening(port);
+    natsUrl = `nats://127.0.0.1:${port}`;
+  }
+  const ports = await Promise.all(Array.from({ length: count }, freePort));
+  const serveArgs = (/** @type {number} */ k) => {
+    const args = [cli, 'serve', '--backends', urls.join(','), '--port', String(ports[k]), '--policy', 'min_ttft'];
+    args.push('--kv-events', urls.map((_, i) => `tcp://127.0.0.1:${kvPort + i}`).join(','));
+    args.push('--kv-replay', urls.map((_, i) => `tcp://127.0.0.1:${replayPort + i}`).join(','));
+    args.push('--tokenizer', 'qwen3', '--admin-token', TOKEN, '--reconcile-interval', '0');
+    if (count > 1) {
+      const config = join(work, `cluster-${k}.yaml`);
+      writeFileSync(config, `cluster:\n  nats: ${natsUrl}\n  fleet: live\n  replica: replica-${k}\n`);
+      args.push('--config', config);
+    }
+    return args;
+  };
+  const serves = [];
+  for (let k = 0; k < count; k += 1)
+    serves.push(start(process.execPath, serveArgs(k), (l) => l.includes('listening on')));
+  await Promise.all(serves.map((s) => s.up));
+  const bases = ports.map((p) => `http://127.0.0.1:${p}`);
+  const haproxyPort = await freePort();
+  const config = join(work, `haproxy-${count}.cfg`);
+  writeFileSync(
+    config,
+    [
+      'defaults',
+      '  mode http',
+      '  timeout connect 2s',
+      '  timeout client 300s',
+      '  timeout server 300s',
+      '  retries 3',
+      '  option redispatch',
+      'frontend in',
+      `  bind 127.0.0.1:${haproxyPort}`,
+      '  default_backend replicas',
+      'backend replicas',
+      '  balance roundrobin',
+      '  option httpchk',
+      '  http-check send meth GET uri /ready ver HTTP/1.1 hdr host localhost',
+      ...ports.map((p, k) => `  server r${k} 127.0.0.1:${p} check inter 200 fall 1 rise 2`),
+      '',
+    ].join('\n'),
+  );
+  const haproxy = start(/** @type {string} */ (haproxyBinary), ['-db', '-q', '-f', config]);
+  await listening(haproxyPort);
+  // Every replica ready (backends probed) before the replay starts.
+  for (const base of bases)
+    for (let t = 0; t < 200; t += 1) {
+      const ok = await fetch(`${base}/ready`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  await new Promise((r) => setTimeout(r, 1000)); // haproxy's checks rise (2 × 200 ms)
+  const records = join(work, `run-${count}.msgpack`);
+  const replayArgs = [cli, 'replay', '--trace', trace, '--target', `http://127.0.0.1:${haproxyPort}`];
+  replayArgs.push('--records', records, '--speed', values.speed, '--no-hash-ids');
+  const began = Date.now();
+  const replay = start(process.execPath, replayArgs);
+  /** @type {{ killed_at_s: number, warm_ms: number | null, blocks: number, peer_blocks: number } | undefined} */
+  let restart;
+  if (count > 1) {
+    const expectedMs = (Number(values.duration) / Number(values.speed)) * 1000;
+    await new Promise((r) => setTimeout(r, expectedMs * killAt));
+    await stop(/** @type {ReturnType<typeof start>} */ (serves[0]).child, 'SIGKILL');
+    const killedAt = (Date.now() - began) / 1000;
+    await new Promise((r) => setTimeout(r, 500));
+    const again = start(process.execPath, serveArgs(0), (l) => l.includes('listening on'));
+    await again.up;
+    serves[0] = again;
+    const startedAt = Date.now();
+    let warm = null;
+    let blocks = 0;
+    let peer = 0;
+    while (Date.now() - startedAt < 30_000) {
+      [blocks, peer] = await Promise.all([eventBlocks(`${bases[0]}`), eventBlocks(`${bases[1]}`)]).catch(() => [0, 1]);
+      if (peer > 0 && blocks >= 0.95 * peer) {
+        warm = Date.now() - startedAt;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    restart = { killed_at_s: killedAt, warm_ms: warm, blocks, peer_blocks: peer };
+  }
+  const code = await new Promise((resolve) => replay.child.once('exit', resolve));
+  if (code !== 0) throw new Error(`replay exited ${code}:\n${replay.stderr()}`);
+  const deltas = count > 1 ? (await Promise.all(bases.map(deltaMessages))).reduce((a, b) => a + b, 0) : 0;
+  await stop(haproxy.child);
+  await Promise.all(serves.map((s) => stop(s.child)));
+  if (nats !== undefined) await stop(nats.child);
+  await stop(sim.child);
+  const analysis = JSON.parse(kvroute(['analyze', 'run', records, '--json']));
+  return {
+    replicas: count,
+    requests: analysis.requests,
+    failed: analysis.failed,
+    apc: analysis.apc,
+    ttft_p90_s: analysis.ttft_s?.p90,
+    instances_per_session: analysis.instances_per_session,
+    ...(count > 1 ? { delta_messages_per_request: deltas / analysis.requests, restart } : {}),
+  };
+}
+
+const single = await cell(1);
+const split = await cell(replicas);
+process.stdout.write(
+  `${JSON.stringify(
+    {
+      trace: `trace synth --sessions ${values.sessions} --duration ${values.duration} --seed ${values.seed}`,
+      engines,
+      speed: Number(values.speed),
+      single,
+      split,
+      apc_points: (split.apc - single.apc) * 100,
+      ttft_p90_ratio: split.ttft_p90_s / single.ttft_p90_s,
+      instances_per_session_ratio: split.instances_per_session / single.instances_per_session,
+    },
+    null,
+    2,
+  )}\n`,
+);
+process.exit(0);
