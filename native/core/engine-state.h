@@ -71,13 +71,25 @@ inline double atLeast(double shadow, double observed) { return observed > shadow
 // made the compiler build it on the stack with 8-byte stores and copy it out
 // with 16-byte loads, a store-forwarding stall that cost more than everything
 // else in an empty route().
-inline void effectiveStateInto(EffectiveState& e, const ShadowCounters& shadow, const ShadowCounters& peer,
+// `peer` is nullptr while no instance has peer load (Router::peerCount_), so a
+// router that is not a replica pays one predictable branch for the feature.
+inline void effectiveStateInto(EffectiveState& e, const ShadowCounters& shadow, const ShadowCounters* peer,
                                const ObservedState& observed, bool fresh, double capacityBlocks) {
-  e.running = static_cast<double>(shadow.running + peer.running);
-  e.waiting = static_cast<double>(shadow.waiting + peer.waiting);
-  e.pendingPrefill = static_cast<double>(shadow.prefillTokens + peer.prefillTokens);
+  int64_t running = shadow.running;
+  int64_t waiting = shadow.waiting;
+  int64_t prefill = shadow.prefillTokens;
+  int64_t blocks = shadow.activeBlocks;
+  if (peer != nullptr) {
+    running += peer->running;
+    waiting += peer->waiting;
+    prefill += peer->prefillTokens;
+    blocks += peer->activeBlocks;
+  }
+  e.running = static_cast<double>(running);
+  e.waiting = static_cast<double>(waiting);
+  e.pendingPrefill = static_cast<double>(prefill);
   e.decodeBatch = e.running;
-  e.kvUsage = static_cast<double>(shadow.activeBlocks + peer.activeBlocks) / capacityBlocks;
+  e.kvUsage = static_cast<double>(blocks) / capacityBlocks;
   if (fresh) {
     e.running = detail::atLeast(e.running, observed.running);
     e.waiting = detail::atLeast(e.waiting, observed.waiting);

@@ -68,6 +68,7 @@ uint32_t Router::addInstance(const std::string& name, uint64_t capacityBlocks) {
   if (slot < FleetIndex::kMaxInstances) inst.index->attachFleet(&fleet_, slot);
   events_.reset(slot);
   eff_.resize(instances_.size());
+  peerLoad_.resize(instances_.size());
   uncached_.resize(instances_.size());
   capacity_.resize(instances_.size());
   costs_.resize(instances_.size());
@@ -84,6 +85,8 @@ void Router::drainInstance(uint32_t slot, bool drained) {
 void Router::removeInstance(uint32_t slot) {
   Instance& inst = instances_[slot];
   if (inst.observed.present) --observedCount_;
+  if (hasLoad(peerLoad_[slot])) --peerCount_;
+  peerLoad_[slot] = ShadowCounters();
   const uint32_t generation = inst.generation + 1;
   inst = Instance();
   inst.generation = generation;
@@ -160,7 +163,7 @@ void Router::setPolicy(const PolicyConfig& policy) {
 
 void Router::effective(uint32_t slot, double nowMs, EffectiveState& out) const {
   const Instance& inst = instances_[slot];
-  effectiveStateInto(out, inst.shadow, inst.peer, inst.observed, isFresh(inst.observed, nowMs, config_.stalenessMs),
+  effectiveStateInto(out, inst.shadow, peerOf(slot), inst.observed, isFresh(inst.observed, nowMs, config_.stalenessMs),
                      static_cast<double>(inst.index->capacity()));
 }
 
@@ -220,9 +223,9 @@ RouteOutput Router::route(const RouteInput& in, int32_t* matched, double* scores
     // A fresh feed snapshot stands in for the instance's own observed one.
     const ObservedState* fed = feed_ ? readFeed(s, feedNowNs) : nullptr;
     if (fed != nullptr) {
-      effectiveStateInto(e, inst.shadow, inst.peer, *fed, true, capacity);
+      effectiveStateInto(e, inst.shadow, peerOf(s), *fed, true, capacity);
     } else {
-      effectiveStateInto(e, inst.shadow, inst.peer, inst.observed,
+      effectiveStateInto(e, inst.shadow, peerOf(s), inst.observed,
                          observedCount_ > 0 && isFresh(inst.observed, nowMs, config_.stalenessMs), capacity);
     }
     const double cachedTokens = static_cast<double>(matched[s]) * in.blockTokens;
@@ -382,7 +385,10 @@ void Router::setObserved(uint32_t slot, const ObservedState& observed) {
   instances_[slot].observed = observed;
 }
 
-void Router::setPeerLoad(uint32_t slot, const ShadowCounters& peer) { instances_[slot].peer = peer; }
+void Router::setPeerLoad(uint32_t slot, const ShadowCounters& peer) {
+  peerCount_ += (hasLoad(peer) ? 1 : 0) - (hasLoad(peerLoad_[slot]) ? 1 : 0);
+  peerLoad_[slot] = peer;
+}
 
 void Router::pinSession(uint64_t sessionKey, int32_t group, uint32_t slot) { pin(pinKey(sessionKey, group), slot); }
 
@@ -394,7 +400,7 @@ InstanceStats Router::stats(uint32_t slot) const {
   st.segments = inst.index->segments();
   st.bytes = inst.index->bytes();
   st.shadow = inst.shadow;
-  st.peer = inst.peer;
+  st.peer = peerLoad_[slot];
   const double nowMs = now();
   st.observedFresh = isFresh(inst.observed, nowMs, config_.stalenessMs);
   effective(slot, nowMs, st.effective);
@@ -427,6 +433,9 @@ std::string Router::checkInvariants() const {
     }
     e.activeBlocks += r.blocks;
   });
+  uint32_t withPeerLoad = 0;
+  for (uint32_t s = 0; s < instances_.size(); ++s) withPeerLoad += instances_[s].live && hasLoad(peerLoad_[s]) ? 1 : 0;
+  if (withPeerLoad != peerCount_) return "peerCount_ disagrees with the instances' peer load";
   for (uint32_t s = 0; s < instances_.size(); ++s) {
     if (!instances_[s].live) continue;
     const ShadowCounters& a = instances_[s].shadow;
