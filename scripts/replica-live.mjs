@@ -25,6 +25,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { haproxyConfig } from './lib/haproxy-config.mjs';
+
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const cli = join(root, 'dist', 'cli.js');
 const TOKEN = 'replica-live-admin-token';
@@ -211,24 +213,11 @@ async function cell(count) {
   const config = join(work, `haproxy-${count}.cfg`);
   writeFileSync(
     config,
-    [
-      'defaults',
-      '  mode http',
-      '  timeout connect 2s',
-      '  timeout client 300s',
-      '  timeout server 300s',
-      '  retries 3',
-      '  option redispatch',
-      'frontend in',
-      `  bind 127.0.0.1:${haproxyPort}`,
-      '  default_backend replicas',
-      'backend replicas',
-      '  balance roundrobin',
-      '  option httpchk',
-      '  http-check send meth GET uri /ready ver HTTP/1.1 hdr host localhost',
-      ...ports.map((p, k) => `  server r${k} 127.0.0.1:${p} check inter 200 fall 1 rise 2`),
-      '',
-    ].join('\n'),
+    haproxyConfig(
+      haproxyPort,
+      ports.map((p) => `127.0.0.1:${p}`),
+      '/ready',
+    ),
   );
   const haproxy = start(/** @type {string} */ (haproxyBinary), ['-db', '-q', '-f', config]);
   await listening(haproxyPort);

@@ -135,6 +135,20 @@ describe.skipIf(binary === undefined)('the load plane over NATS', () => {
     return child;
   };
 
+  /** Replicas a and b of one fleet in front of `engines` holding stubs, once b hears a. */
+  const pair = async (engines: number, policy: string) => {
+    stubs = await Promise.all(Array.from({ length: engines }, holdingStub));
+    const urls = stubs.map((s) => s.url);
+    const a = await serve(nats.url, urls, policy, 'a');
+    const b = await serve(nats.url, urls, policy, 'b');
+    await until(
+      () => ready(b.base),
+      (r) => r.cluster?.peers?.includes('a') === true,
+      'b hears a',
+    );
+    return { a, b };
+  };
+
   beforeAll(async () => {
     nats = await startNatsServer();
   });
@@ -148,15 +162,7 @@ describe.skipIf(binary === undefined)('the load plane over NATS', () => {
   });
 
   it("counts a peer's in-flight requests, and forgets them when the peer is killed", async () => {
-    stubs = [await holdingStub(), await holdingStub()];
-    const urls = stubs.map((s) => s.url);
-    const a = await serve(nats.url, urls, 'min_ttft', 'a');
-    const b = await serve(nats.url, urls, 'min_ttft', 'b');
-    await until(
-      () => ready(b.base),
-      (r) => r.cluster?.peers?.includes('a') === true,
-      'b hears a',
-    );
+    const { a, b } = await pair(2, 'min_ttft');
     // Their answers never come: a is killed with them in flight.
     const pending = [1, 2, 3, 4].map((k) =>
       chat(a.base, `s${k}`, [k * 100, k * 100 + 1, k * 100 + 2]).catch(() => undefined),
@@ -189,15 +195,7 @@ describe.skipIf(binary === undefined)('the load plane over NATS', () => {
   });
 
   it('follows a session another replica placed (sticky), where it would place it elsewhere itself', async () => {
-    stubs = [await holdingStub(), await holdingStub()];
-    const urls = stubs.map((s) => s.url);
-    const a = await serve(nats.url, urls, 'sticky', 'a');
-    const b = await serve(nats.url, urls, 'sticky', 'b');
-    await until(
-      () => ready(b.base),
-      (r) => r.cluster?.peers?.includes('a') === true,
-      'b hears a',
-    );
+    const { a, b } = await pair(2, 'sticky');
     // On a, s1 takes the first engine and, held there, pushes s2 to the second.
     const first = chat(a.base, 's1', [1, 2, 3]);
     await until(
@@ -275,15 +273,7 @@ describe.skipIf(binary === undefined)('the load plane over NATS', () => {
   });
 
   it('resyncs after NATS restarts mid-run', async () => {
-    stubs = [await holdingStub()];
-    const urls = [stubs[0]!.url];
-    const a = await serve(nats.url, urls, 'min_ttft', 'a');
-    const b = await serve(nats.url, urls, 'min_ttft', 'b');
-    await until(
-      () => ready(b.base),
-      (r) => r.cluster?.peers?.includes('a') === true,
-      'b hears a',
-    );
+    const { a, b } = await pair(1, 'min_ttft');
     await nats.restart();
     const held = chat(a.base, 's', [9, 8, 7]);
     await until(

@@ -3,10 +3,8 @@
  * HTTP mode, round robin over the given loopback servers, on a free loopback port. Tests that need
  * it call `haproxyPath()` first and skip, saying so, when it is absent (`.ci/run` installs it).
  *
- * Each server is health-checked (GET /health over HTTP/1.1 every 200 ms, out after 1 failure, back after 2
- * passes), and a request whose connection fails is retried on another server (`retries 3`,
- * `option redispatch`), as an operator would run it in front of router replicas. Requests are
- * balanced one by one (HTTP mode), not per connection.
+ * The config is scripts/lib/haproxy-config.mjs's (the live replica experiment's), its health
+ * check on GET /health.
  *
  * Hazard: the server is a child process; every test that starts one must stop() it (by pid).
  */
@@ -15,6 +13,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import { haproxyConfig } from '../../scripts/lib/haproxy-config.mjs';
 import { childStopper } from './child-stop.js';
 import { freePort, waitListening } from './loopback-port.js';
 
@@ -36,30 +35,6 @@ export interface Haproxy {
   stop(): Promise<void>;
 }
 
-/** haproxy.cfg: one frontend on `port`, round robin over `servers` (host:port each). */
-export function haproxyConfig(port: number, servers: readonly string[]): string {
-  return [
-    'global',
-    '  maxconn 4096',
-    'defaults',
-    '  mode http',
-    '  timeout connect 2s',
-    '  timeout client 300s',
-    '  timeout server 300s',
-    '  retries 3',
-    '  option redispatch',
-    'frontend replicas_in',
-    `  bind 127.0.0.1:${port}`,
-    '  default_backend replicas',
-    'backend replicas',
-    '  balance roundrobin',
-    '  option httpchk',
-    '  http-check send meth GET uri /health ver HTTP/1.1 hdr host localhost',
-    ...servers.map((server, k) => `  server replica${k} ${server} check inter 200 fall 1 rise 2`),
-    '',
-  ].join('\n');
-}
-
 /** Starts haproxy in front of `servers`; throws when the binary is absent. */
 export async function startHaproxy(servers: readonly string[]): Promise<Haproxy> {
   const binary = haproxyPath();
@@ -67,7 +42,7 @@ export async function startHaproxy(servers: readonly string[]): Promise<Haproxy>
   const dir = mkdtempSync(join(tmpdir(), 'kvroute-haproxy-'));
   const port = await freePort();
   const config = join(dir, 'haproxy.cfg');
-  writeFileSync(config, haproxyConfig(port, servers));
+  writeFileSync(config, haproxyConfig(port, servers, '/health'));
   // -db: foreground, no daemon; -W would fork a master; -q keeps its alerts off stdout.
   const child = spawn(binary, ['-db', '-q', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
   let output = '';
