@@ -44,6 +44,8 @@ describe('kvroute --help', () => {
         'analyze trace',
         'bench',
         'bench interference',
+        'events',
+        'events relay',
         'explain',
         'hash',
         'report',

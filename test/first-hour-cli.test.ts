@@ -58,7 +58,7 @@ describe('the first hour', () => {
   });
 
   it.each([
-    [['events', 'relay', '--help'], "kvroute: unknown command 'events'"],
+    [['fleet', 'join', '--help'], "kvroute: unknown command 'fleet'"],
     [['state', 'bogus', '-h'], "kvroute state: unknown command 'bogus'"],
     [['trace', 'sinth', '--help'], "kvroute trace: unknown command 'sinth' (Did you mean synth?)"],
   ])('%j: an unknown verb with --help is reported, exit 2', (args, message) => {

@@ -2,10 +2,10 @@
  * Every example in every `kvroute … --help` runs as printed, in an empty directory where only the
  * shipped data/ and examples/ exist and `kvroute` is the built CLI: each Example block is one
  * shell script, bounded in time. A block that ends must exit 0; one whose last command serves
- * forever (serve, sim serve, state watch, state publish) must still be running after a few
+ * forever (serve, sim serve, events relay, state watch, state publish) must still be running after a few
  * seconds. Every process a block started is stopped with its process group.
  *
- * Hazard: the examples use fixed loopback ports (8000, 8101, 8102, 5557, 5600); a test elsewhere
+ * Hazard: the examples use fixed loopback ports (8000, 8101, 8102, 5557, 5567, 5600, NATS's 4222); a test elsewhere
  * holding one of them at the same moment makes a block fail.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -54,7 +54,7 @@ for (const path of commandPaths(createCli('0').program)) {
 
 const serves = (script: string): boolean => {
   const last = script.trim().split('\n').at(-1)!;
-  return /kvroute (serve|sim serve|state publish(?!.*--rounds)|state watch(?!.*--once))\b/.test(last);
+  return /kvroute (serve|sim serve|events relay|state publish(?!.*--rounds)|state watch(?!.*--once))\b/.test(last);
 };
 
 const sandbox = mkdtempSync(join(tmpdir(), 'kvroute-examples-'));

@@ -20,6 +20,7 @@ import { addExplainCommand } from './explain-command.js';
 import { addHashCommand } from './hash-command.js';
 import { addReportCommand } from './report-command.js';
 import { addReplayCommand } from './replay-command.js';
+import { addEventsCommand } from './events-command.js';
 import { addServeCommand } from './serve-command.js';
 import { addSimCommand } from './sim-command.js';
 import { addStateCommand } from './state-command.js';
@@ -64,6 +65,7 @@ export function createCli(version: string): Cli {
     addBenchCommand,
     addReportCommand,
     addStateCommand,
+    addEventsCommand,
     addServeCommand,
   ];
   for (const add of verbs) add(program);

@@ -78,6 +78,10 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
     '<NATS-URL>',
     "join the fleet's load plane over NATS (nats://HOST:PORT): share in-flight load and session placements with the other replicas (docs/scale-out.md)",
   ],
+  events: [
+    '<NATS-URL>',
+    "read every backend's KV events from the fleet's NATS stream that `kvroute events relay` fills (nats://HOST:PORT[/FLEET]) instead of each engine's socket (docs/scale-out.md)",
+  ],
   flow: [
     '<FILE>',
     'flow control: tenants, priority classes, weights, rate limits (YAML or JSON; docs/flow-control.md)',
@@ -112,7 +116,7 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
   ],
   'kv-events': [
     '<URL,…>',
-    "each backend's vLLM KV event endpoint (tcp://HOST:PORT), in backend order; an empty entry skips one",
+    "each backend's vLLM KV event endpoint (tcp://HOST:PORT, or nats://HOST:PORT[/FLEET] for a relayed stream), in backend order; an empty entry skips one",
   ],
   'kv-replay': ['<URL,…>', 'their replay endpoints, asked for missed events (same order)'],
   tokenizer: [

@@ -22,7 +22,6 @@ import {
   PROXY_DEFAULTS,
   ProxyOptionError,
   resolveBackend,
-  zmqEndpoint,
   type BackendSpec,
   type ProxyOptions,
 } from '../proxy/proxy-options.js';
@@ -30,6 +29,12 @@ import { counted } from './counted.js';
 import type { FlowConfig } from '../flow/flow-config.js';
 import { ClusterOptionError, parseClusterOptions, type ClusterOptions } from '../cluster/cluster-options.js';
 import { flowConfigFrom } from './flow-file.js';
+import { kvEventSource } from '../proxy/upstream/backend-spec.js';
+import {
+  isNatsEventSource,
+  NATS_EVENT_SOURCE_EXPECTED,
+  parseNatsEventSource,
+} from '../events/nats/nats-event-source.js';
 
 /** A configuration value that is wrong; the message names its source. */
 export class ConfigError extends Error {}
@@ -78,6 +83,20 @@ function withEndpoints(
     if (endpoint !== '') backends[k] = { ...backends[k]!, [key]: endpoint };
   });
   return backends;
+}
+
+/**
+ * `events: nats://HOST:PORT[/FLEET]` feeds every backend without its own kv_events from the fleet's
+ * stream; a NATS source that names no fleet gets the replica's cluster fleet (else `default`), so
+ * the load plane and the event plane of one replica agree without saying it twice.
+ */
+function eventsOverNats(backends: BackendSpec[], events: string | undefined, fleet: string): void {
+  backends.forEach((b, k) => {
+    const source = b.kvEvents ?? events;
+    if (source === undefined || !isNatsEventSource(source)) return;
+    const parsed = parseNatsEventSource(source, fleet)!;
+    backends[k] = { ...b, kvEvents: `${parsed.server}/${parsed.fleet}` };
+  });
 }
 
 /** Admin tokens shorter than this are refused: a guessable token is no protection. */
@@ -181,13 +200,16 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
         return (list as unknown[]).map((u, k) =>
           u === null || (typeof u === 'string' && u.trim() === '')
             ? ''
-            : zmqEndpoint(u, Array.isArray(raw) ? `${source}[${k}]` : `${source} entry ${k + 1}`),
+            : kvEventSource(u, Array.isArray(raw) ? `${source}[${k}]` : `${source} entry ${k + 1}`),
         );
       } catch (error) {
         if (error instanceof ProxyOptionError) throw new ConfigError(error.message);
         throw error;
       }
     }
+    case 'nats-events':
+      if (parseNatsEventSource(text, 'default') === undefined) fail(NATS_EVENT_SOURCE_EXPECTED);
+      return (text as string).trim();
     case 'tokenizers':
       return parseTokenizers(raw, source);
     case 'flow':
@@ -347,6 +369,12 @@ export function resolveServeConfig(
   for (const b of backends)
     if (b.kvReplay !== undefined && b.kvEvents === undefined)
       throw new ConfigError(`--kv-replay names ${b.kvReplay} for ${b.url}, which has no --kv-events endpoint`);
+    else if (b.kvReplay !== undefined && isNatsEventSource(b.kvEvents!))
+      throw new ConfigError(
+        `--kv-replay names ${b.kvReplay} for ${b.url}, whose events come over NATS (the stream is the replay)`,
+      );
+  const cluster = get<ClusterOptions>('cluster');
+  eventsOverNats(backends, get<string>('events'), cluster?.fleet ?? 'default');
   return {
     backends,
     tokenizers: get<TokenizerConfig>('tokenizer'),
@@ -357,7 +385,7 @@ export function resolveServeConfig(
     reconcileMs: get<number>('reconcile-interval') ?? SERVE_DEFAULTS.reconcileMs,
     threads: get<number>('threads') ?? SERVE_DEFAULTS.threads,
     accessLog: get<string>('access-log'),
-    cluster: get<ClusterOptions>('cluster'),
+    cluster,
     proxy: {
       policy: get<PolicyName | PolicySpec>('policy') ?? PROXY_DEFAULTS.policy,
       costs: get<'learned' | 'fixed'>('costs'),

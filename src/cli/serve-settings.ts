@@ -28,7 +28,8 @@ type Kind =
   | 'costs'
   | 'scale'
   | 'flow'
-  | 'cluster';
+  | 'cluster'
+  | 'nats-events';
 
 export interface Setting {
   flag: string;
@@ -79,6 +80,7 @@ export const SETTINGS = [
   { flag: 'threads', kind: 'threads' },
   { flag: 'flow', kind: 'flow' },
   { flag: 'cluster', kind: 'cluster' },
+  { flag: 'events', kind: 'nats-events' },
 ] as const satisfies readonly Setting[];
 
 /** A setting's flag name, e.g. 'max-body'. */

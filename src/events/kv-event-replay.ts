@@ -24,6 +24,19 @@ export interface ReplayResult {
   malformed: number;
 }
 
+/** A replayed message not decoded: its seq and its payload frame as received. */
+export interface ReplayedPayload {
+  seq: bigint;
+  payload: Buffer;
+}
+
+/** What requestPayloads() returns: framing checked, payloads not. */
+export interface RawReplayResult {
+  messages: ReplayedPayload[];
+  /** Replies of the wrong shape (skipped). */
+  malformed: number;
+}
+
 export class ReplayTimeoutError extends Error {
   readonly code = 'ERR_KVROUTE_KV_REPLAY' as const;
 }
@@ -51,8 +64,26 @@ export class KvEventReplayClient {
     return socket;
   }
 
-  /** Every buffered message from seq `from` on, up to the end marker. */
+  /** Every buffered message from seq `from` on, up to the end marker, decoded. */
   async request(from: bigint): Promise<ReplayResult> {
+    const raw = await this.requestPayloads(from);
+    const result: ReplayResult = { messages: [], malformed: raw.malformed };
+    for (const { seq, payload } of raw.messages) {
+      try {
+        result.messages.push({ topic: '', seq, batch: decodeKvEventBatch(payload) });
+      } catch (error) {
+        if (!(error instanceof KvEventFormatError)) throw error;
+        result.malformed++;
+      }
+    }
+    return result;
+  }
+
+  /**
+   * Every buffered message from seq `from` on, up to the end marker, its payload not decoded (the
+   * relay forwards payloads as they are; the replicas decode them).
+   */
+  async requestPayloads(from: bigint): Promise<RawReplayResult> {
     if (this.closed) throw new ReplayTimeoutError(`replay ${this.endpoint}: closed`);
     if (this.busy) throw new Error('KvEventReplayClient: one request at a time');
     this.busy = true;
@@ -62,7 +93,7 @@ export class KvEventReplayClient {
       start.writeBigInt64BE(from);
       await socket.send([EMPTY, start]);
       const deadline = Date.now() + this.timeoutMs;
-      const result: ReplayResult = { messages: [], malformed: 0 };
+      const result: RawReplayResult = { messages: [], malformed: 0 };
       for (;;) {
         if (Date.now() > deadline) throw new ReplayTimeoutError(`replay ${this.endpoint}: no end marker`);
         let frames: Buffer[];
@@ -80,12 +111,7 @@ export class KvEventReplayClient {
         const seq = frames[1]!.readBigInt64BE(0);
         if (seq === END_SEQ || frames[2]!.length === 0) return result;
         if (seq < from) continue;
-        try {
-          result.messages.push({ topic: '', seq, batch: decodeKvEventBatch(frames[2]!) });
-        } catch (error) {
-          if (!(error instanceof KvEventFormatError)) throw error;
-          result.malformed++;
-        }
+        result.messages.push({ seq, payload: frames[2]! });
       }
     } catch (error) {
       // Whatever the publisher still sends for this request must not be read as the next answer.

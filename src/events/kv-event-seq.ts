@@ -63,6 +63,14 @@ export class KvEventSeq {
     this.last = -1n;
   }
 
+  /**
+   * Continues from `last` as the last applied seq (a relay resuming from what its stream holds,
+   * or one re-checking a message after a replay), keeping the counts.
+   */
+  resume(last: bigint): void {
+    this.last = last;
+  }
+
   /** The last applied seq (-1 before any). */
   get lastApplied(): bigint {
     return this.last;

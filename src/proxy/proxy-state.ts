@@ -29,7 +29,7 @@ import { isDeepStrictEqual } from 'node:util';
 
 import { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { Router } from '../core/router.js';
-import { subscribeKvEvents } from '../events/kv-event-subscription.js';
+import { subscribeBackendEvents } from './upstream/backend-events.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import type { Admission } from './exchange/admission.js';
 import { createAdmission, type AdmissionOptions } from './threads/shared-admission.js';
@@ -381,7 +381,7 @@ export class ProxyState {
     const backend = new Backend(id, models, this.options);
     this.router.addInstance(id, { models: backend.modelIds() });
     if (events.kvEvents !== undefined) {
-      subscribeKvEvents(this.router, id, { endpoint: events.kvEvents, replay: events.kvReplay });
+      subscribeBackendEvents(this.router, id, events.kvEvents, events.kvReplay);
       this.eventFed = true;
     }
     this.router.drainInstance(id); // until its first probe passes

@@ -6,6 +6,11 @@
  * never import each other.
  */
 import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../../events/zmq-endpoint.js';
+import {
+  isNatsEventSource,
+  NATS_EVENT_SOURCE_EXPECTED,
+  parseNatsEventSource,
+} from '../../events/nats/nats-event-source.js';
 
 /**
  * A backend: its base URL, and optionally the models it serves. Without `models` they are
@@ -18,7 +23,8 @@ export interface BackendSpec {
   /**
    * The engine's KV cache event endpoint (vLLM `--kv-events-config` `endpoint`, e.g.
    * tcp://10.0.0.5:5557): its cache index is then fed by the engine's events (docs/kv-events.md).
-   * YAML: `kv_events`.
+   * Or `nats://HOST:PORT[/FLEET]`: the engine's events as `kvroute events relay` puts them in the
+   * fleet's JetStream stream (docs/scale-out.md, "One event plane over NATS"). YAML: `kv_events`.
    */
   kvEvents?: string;
   /** The engine's replay endpoint (vLLM `replay_endpoint`), asked for missed events. YAML: `replay`. */
@@ -58,15 +64,37 @@ export function resolveBackend(entry: unknown, field: string, yaml = false): Res
       throw new ProxyOptionError(`${field}.models must be a list of model names, got ${JSON.stringify(models)}`);
     resolved.models = [...new Set(models as string[])];
   }
-  if (kvEvents !== undefined && kvEvents !== null) resolved.kvEvents = zmqEndpoint(kvEvents, `${field}.${eventsKey}`);
+  if (kvEvents !== undefined && kvEvents !== null) resolved.kvEvents = kvEventSource(kvEvents, `${field}.${eventsKey}`);
   if (kvReplay !== undefined && kvReplay !== null) {
     if (resolved.kvEvents === undefined)
       throw new ProxyOptionError(
         `${field}.${replayKey} needs ${field}.${eventsKey}: a replay endpoint serves a KV event stream`,
       );
+    if (isNatsEventSource(resolved.kvEvents))
+      throw new ProxyOptionError(
+        `${field}.${replayKey} needs a ZeroMQ ${field}.${eventsKey}: over NATS the stream itself is the replay`,
+      );
     resolved.kvReplay = zmqEndpoint(kvReplay, `${field}.${replayKey}`);
   }
   return resolved;
+}
+
+/**
+ * Where a backend's KV events come from: a ZeroMQ endpoint, or a NATS event source kept as
+ * written (its fleet, when absent, is the default one: see parseNatsEventSource).
+ */
+export function kvEventSource(raw: unknown, field: string): string {
+  if (typeof raw === 'string' && isNatsEventSource(raw)) {
+    if (parseNatsEventSource(raw, 'default') === undefined)
+      throw new ProxyOptionError(`${field} must be ${NATS_EVENT_SOURCE_EXPECTED}, got ${JSON.stringify(raw)}`);
+    return raw.trim();
+  }
+  const endpoint = parseZmqEndpoint(raw);
+  if (endpoint === undefined)
+    throw new ProxyOptionError(
+      `${field} must be ${ZMQ_ENDPOINT_EXPECTED}, or ${NATS_EVENT_SOURCE_EXPECTED}, got ${JSON.stringify(raw)}`,
+    );
+  return endpoint;
 }
 
 /** A ZeroMQ endpoint to connect to (events/zmq-endpoint.ts), or a ProxyOptionError naming `field`. */
