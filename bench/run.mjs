@@ -39,6 +39,7 @@ const WORKLOADS = [
   'replay-driver',
   'tokenize',
   'kv-events',
+  'event-relay',
   'flow',
   'flow-targets',
 ];

@@ -6,6 +6,7 @@ import { bodiesTargetChecks, renderBodiesResults } from './bodies-report.mjs';
 import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.mjs';
 import { importCostChecks, renderImportCostResults } from './import-cost-report.mjs';
 import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
+import { eventRelayChecks, renderEventRelayResults } from './event-relay-report.mjs';
 import { flowChecks, renderFlowResults } from './flow-report.mjs';
 import { flowTargetChecks, renderFlowTargetResults } from './flow-targets-report.mjs';
 import { renderThreadsResults, threadsTargetChecks } from './threads-report.mjs';
@@ -28,7 +29,7 @@ import { renderTokenizeResults, tokenizeChecks } from './tokenize-report.mjs';
  * @typedef {import('../tokenize.mjs').TokenizeLibraryResult | import('../tokenize.mjs').TokenizeSessionResult} TokenizeResult
  * @typedef {import('../kv-events.mjs').KvEventsResult} KvEventsResult
  * @typedef {import('../import-cost.mjs').ImportCostResult} ImportCostResult
- * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult | ImportCostResult) & { date?: string }} AnyResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult | import('../event-relay.mjs').EventRelayResult | ImportCostResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -207,6 +208,7 @@ export function targetChecks(allResults) {
     ...replayDriverChecks(allResults),
     ...tokenizeChecks(allResults),
     ...kvEventsChecks(allResults),
+    ...eventRelayChecks(allResults),
     ...flowChecks(allResults),
     ...flowTargetChecks(allResults),
     ...threadsTargetChecks(allResults),
@@ -379,6 +381,7 @@ export function renderResults(doc, command) {
     ...renderReplayDriverResults(doc.results),
     ...renderTokenizeResults(doc.results),
     ...renderKvEventsResults(doc.results),
+    ...renderEventRelayResults(doc.results),
     ...renderFlowResults(doc.results),
     ...renderFlowTargetResults(doc.results),
     ...renderThreadsResults(doc.results),
