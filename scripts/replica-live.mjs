@@ -3,13 +3,16 @@
 /**
  * The live replica experiment of docs/scale-out.md ("Measured live"): `kvroute replay` of an
  * agentic trace through haproxy (round robin, HTTP mode) in front of R `kvroute serve` replicas,
- * against the same replay through one replica. Every replica subscribes to every `sim serve`
- * engine's KV events (ZeroMQ, with replay) and, with R > 1, joins one load plane on a local
- * nats-server (`--cluster`). Mid-run one replica is killed (SIGKILL) and restarted on its port;
- * the script measures how long its event-fed index takes to hold 95% of a peer's blocks.
+ * against the same replay through one replica. The single replica subscribes to every `sim serve`
+ * engine's KV events (ZeroMQ, with replay). The R replicas join one load plane on a local
+ * nats-server (`--cluster`) and, with `--events nats` (the default), read the engines' events from
+ * its JetStream stream, which one `kvroute events relay` fills from the engines' sockets; with
+ * `--events zmq` each subscribes to every engine itself. Mid-run one replica is killed (SIGKILL)
+ * and restarted on its port; the script measures how long its event-fed index takes to hold 95%
+ * of a peer's blocks.
  *
  *   node scripts/replica-live.mjs [--replicas 3] [--sessions 30] [--duration 120] [--speed 10]
- *     [--seed 3] [--kill-at 0.4] [--engines 4]
+ *     [--seed 3] [--kill-at 0.4] [--engines 4] [--events nats|zmq]
  *
  * Needs `npm run build`, Debian's nats-server and haproxy. Prints one JSON object: the single
  * replica's and the R replicas' APC, TTFT p90, instances per session and failed requests, the
@@ -39,6 +42,7 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '3' },
     'kill-at': { type: 'string', default: '0.4' },
     engines: { type: 'string', default: '4' },
+    events: { type: 'string', default: 'nats' },
   },
 });
 const fail = (/** @type {string} */ m) => {
@@ -51,6 +55,9 @@ const killAt = Number(values['kill-at']);
 if (!(Number.isInteger(replicas) && replicas >= 2 && replicas <= 8)) fail('--replicas must be an integer from 2 to 8');
 if (!(Number.isInteger(engines) && engines >= 1 && engines <= 16)) fail('--engines must be an integer from 1 to 16');
 if (!(killAt > 0 && killAt < 1)) fail('--kill-at must be a fraction of the run in (0, 1)');
+const viaNats = values.events === 'nats';
+if (!viaNats && values.events !== 'zmq')
+  fail('--events must be nats (through a relay) or zmq (every replica to every engine)');
 const which = (/** @type {string} */ name) =>
   ['/usr/sbin', '/usr/bin'].map((d) => join(d, name)).find((p) => existsSync(p));
 const natsBinary = which('nats-server');
@@ -86,6 +93,32 @@ const freePort = () =>
       s.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
     });
   });
+
+/** Whether `port` can be listened on now. @param {number} port @returns {Promise<boolean>} */
+const portFree = (port) =>
+  new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+
+/**
+ * A first port of `n` consecutive free ones, none in `avoid` (`sim serve` binds engine i's
+ * sockets on PORT+i, so every one of the range must be free, not only the first).
+ * @param {number} n @param {Set<number>} avoid
+ */
+async function freeRange(n, avoid = new Set()) {
+  for (let attempt = 0; attempt < 50; attempt += 1) {
+    const first = await freePort();
+    const range = Array.from({ length: n }, (_, i) => first + i);
+    if (range.some((p) => avoid.has(p) || p > 65535)) continue;
+    if ((await Promise.all(range.map(portFree))).every(Boolean)) {
+      for (const p of range) avoid.add(p);
+      return first;
+    }
+  }
+  throw new Error(`no ${n} consecutive free ports`);
+}
 
 /** @param {number} port */
 async function listening(port, ms = 20_000) {
@@ -174,8 +207,9 @@ kvroute([
 
 /** One cell: R replicas (1 = the single router) behind haproxy. @param {number} count */
 async function cell(count) {
-  const kvPort = await freePort();
-  const replayPort = await freePort();
+  const taken = new Set();
+  const kvPort = await freeRange(engines, taken);
+  const replayPort = await freeRange(engines, taken);
   const simArgs = [cli, 'sim', 'serve', '--instances', String(engines), '--port', '0', '--speed', values.speed];
   simArgs.push('--tokenizer', 'qwen3', '--kv-events', String(kvPort), '--kv-events-replay', String(replayPort));
   const sim = start(process.execPath, simArgs, (line) => line.startsWith('http://'));
@@ -187,15 +221,30 @@ async function cell(count) {
   let natsUrl = '';
   if (count > 1) {
     const port = await freePort();
-    nats = start(/** @type {string} */ (natsBinary), ['-a', '127.0.0.1', '-p', String(port)]);
+    const store = join(work, `nats-${count}`);
+    nats = start(/** @type {string} */ (natsBinary), ['-js', '-sd', store, '-a', '127.0.0.1', '-p', String(port)]);
     await listening(port);
     natsUrl = `nats://127.0.0.1:${port}`;
+  }
+  const kvEvents = urls.map((_, i) => `tcp://127.0.0.1:${kvPort + i}`).join(',');
+  const kvReplay = urls.map((_, i) => `tcp://127.0.0.1:${replayPort + i}`).join(',');
+  /** @type {ReturnType<typeof start> | undefined} */
+  let relay;
+  if (count > 1 && viaNats) {
+    const relayArgs = [cli, 'events', 'relay', '--nats', `${natsUrl}/live`, '--backends', urls.join(',')];
+    relayArgs.push('--kv-events', kvEvents, '--kv-replay', kvReplay, '--stats-interval', '0');
+    relay = start(process.execPath, relayArgs);
+    for (let t = 0; !relay.stderr().includes('into stream'); t += 1) {
+      if (t > 400 || relay.child.exitCode !== null) throw new Error(`the relay did not start:\n${relay.stderr()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
   }
   const ports = await Promise.all(Array.from({ length: count }, freePort));
   const serveArgs = (/** @type {number} */ k) => {
     const args = [cli, 'serve', '--backends', urls.join(','), '--port', String(ports[k]), '--policy', 'min_ttft'];
-    args.push('--kv-events', urls.map((_, i) => `tcp://127.0.0.1:${kvPort + i}`).join(','));
-    args.push('--kv-replay', urls.map((_, i) => `tcp://127.0.0.1:${replayPort + i}`).join(','));
+    // The R replicas' events through the relay's stream (the cluster's fleet, `live`), or direct.
+    if (count > 1 && viaNats) args.push('--events', natsUrl);
+    else args.push('--kv-events', kvEvents, '--kv-replay', kvReplay);
     args.push('--tokenizer', 'qwen3', '--admin-token', TOKEN, '--reconcile-interval', '0');
     if (count > 1) {
       const config = join(work, `cluster-${k}.yaml`);
@@ -267,6 +316,7 @@ async function cell(count) {
   const deltas = count > 1 ? (await Promise.all(bases.map(deltaMessages))).reduce((a, b) => a + b, 0) : 0;
   await stop(haproxy.child);
   await Promise.all(serves.map((s) => stop(s.child)));
+  if (relay !== undefined) await stop(relay.child);
   if (nats !== undefined) await stop(nats.child);
   await stop(sim.child);
   const analysis = JSON.parse(kvroute(['analyze', 'run', records, '--json']));
@@ -288,6 +338,7 @@ process.stdout.write(
     {
       trace: `trace synth --sessions ${values.sessions} --duration ${values.duration} --seed ${values.seed}`,
       engines,
+      events: viaNats ? 'engines → events relay → JetStream → replicas' : 'every replica to every engine (ZeroMQ)',
       speed: Number(values.speed),
       single,
       split,

@@ -4,7 +4,8 @@
  * answers. A replica's router counts its peers' in-flight requests and forgets them when the
  * peer is killed; a session placed by one replica is followed by another; a replica started while
  * NATS is down routes on its own view, says so in /ready and /metrics, and joins when NATS
- * comes; replicas resync after NATS restarts and after a partition heals. Skipped, saying so,
+ * comes; replicas resync after NATS restarts and after a partition heals; a replica stalled by
+ * SIGSTOP (a slow consumer) catches up when it resumes. Skipped, saying so,
  * when nats-server is absent.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -289,6 +290,49 @@ describe.skipIf(binary === undefined)('the load plane over NATS', () => {
       (n) => n === 0,
       'and its end',
     );
+  });
+
+  it('a replica stalled (SIGSTOP, a slow consumer) catches up on resuming, and its peer takes it back', async () => {
+    const { a, b } = await pair(1, 'min_ttft');
+    const held = chat(a.base, 's', [4, 5, 6]);
+    await until(
+      () => seenWaiting(b.base),
+      (n) => n === 1,
+      "b sees a's request",
+    );
+    // b stops reading for 1.5 s (over twice the TTL) while a keeps publishing to it.
+    b.child.kill('SIGSTOP');
+    try {
+      const second = chat(a.base, 't', [7, 8, 9]);
+      await until(
+        () => ready(a.base),
+        (r) => r.cluster?.peers?.length === 0,
+        'a forgets the silent b',
+      );
+      await new Promise((r) => setTimeout(r, 1500));
+      b.child.kill('SIGCONT');
+      // What piled up in b's socket is read; b sees both of a's requests, a hears b again.
+      await until(
+        () => seenWaiting(b.base),
+        (n) => n === 2,
+        "b sees a's two requests after its stall",
+        5000,
+      );
+      await until(
+        () => ready(a.base),
+        (r) => r.cluster?.peers?.includes('b') === true,
+        'a hears b again',
+      );
+      stubs[0]!.release();
+      await Promise.all([held, second]);
+      await until(
+        () => seenWaiting(b.base),
+        (n) => n === 0,
+        'and their ends',
+      );
+    } finally {
+      b.child.kill('SIGCONT');
+    }
   });
 
   it('expires the other side of a partition, and recovers when it heals', async () => {

@@ -34,7 +34,7 @@ const ENTRIES: Record<string, string[]> = {
     'CostLearner',
     'DEFAULT_COST_PRIOR',
   ],
-  'kvroute/events': ['applyKvEvents', 'subscribeKvEvents'],
+  'kvroute/events': ['applyKvEvents', 'subscribeKvEvents', 'subscribeNatsKvEvents'],
   'kvroute/proxy': [
     'createProxy',
     'kvrouteFastify',

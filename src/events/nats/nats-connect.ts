@@ -3,7 +3,7 @@
  * second until it succeeds or `isClosed()` says to stop (a relay or replica must come up with NATS
  * down and join when it returns), and once connected the client reconnects forever.
  */
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 
 const RETRY_MS = 1000;
 
@@ -18,6 +18,8 @@ export interface ConnectForeverOptions {
 
 /** The connection, or undefined when isClosed() turned true first. */
 export async function connectForever(options: ConnectForeverOptions): Promise<NatsConnection | undefined> {
+  // Loaded on the first connection: a router that reads no events over NATS never loads the client.
+  const { connect } = await import('@nats-io/transport-node');
   let warned = false;
   while (!options.isClosed()) {
     try {

@@ -23,7 +23,7 @@
  * resumes where it was (JetStream kept what was published meanwhile: nothing is lost, nothing
  * re-applied). No stream yet (no relay ever ran): a warning, and a retry every second.
  */
-import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
+import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 
 import type { KvEventSink, KvEventSinkOwner } from '../../core/kv-event-sink.js';
@@ -119,6 +119,7 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
     if (nc === undefined || this.closed) return;
     this.connected = true;
     void this.watch(nc);
+    const { DeliverPolicy, jetstream, jetstreamManager } = await import('@nats-io/jetstream');
     const jsm = await jetstreamManager(nc);
     for (;;) {
       if (this.closed) return;
