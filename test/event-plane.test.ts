@@ -5,8 +5,9 @@
  * reach a replica; a replica started later is warm from the retained stream; a relay restarted
  * repairs its downtime from the engine's replay buffer (no reset), or, when the buffer no longer
  * holds it, says so with a reset marker the replica rebuilds from; an engine restart; NATS down at
- * a replica's start; NATS restarted mid-run; a replica stalled while events flow (a slow consumer)
- * loses nothing. Skipped, saying so, when nats-server is absent.
+ * a replica's start; a replica started before any relay; NATS restarted mid-run; a replica
+ * stalled while events flow (a slow consumer) loses nothing. Skipped, saying so, when
+ * nats-server is absent.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
@@ -227,6 +228,22 @@ describe.skipIf(binary === undefined)('the event plane over NATS JetStream', () 
     const r = relay(pub);
     await publishUntilRelayed(pub, r, [0, 1, 2, 3, 4]);
     await until(() => rep.events().fed && rep.events().heldKeys === 5, 15_000, 'the replica to join');
+  });
+
+  it('a replica started before any relay waits for the stream, saying so, then reads it', async () => {
+    nextFleet();
+    const warnings: string[] = [];
+    const rep = replica(warnings);
+    await until(
+      () => warnings.some((w) => /cannot read stream KVROUTE_t\d+_EVENTS .*kvroute events relay/.test(w)),
+      10_000,
+      'the warning',
+    );
+    expect(rep.events().fed).toBe(false);
+    const pub = await engine();
+    const r = relay(pub);
+    await publishUntilRelayed(pub, r, [0, 1, 2]);
+    await until(() => rep.events().fed && rep.events().heldKeys === 3, 15_000, 'the replica to read the new stream');
   });
 
   it('resumes after NATS restarts mid-run: a replica ends with the engine’s later blocks', async () => {

@@ -26,6 +26,7 @@ import type { KvEventMessage } from './kv-event-batch.js';
 import { KvEventReplayClient, type ReplayResult } from './kv-event-replay.js';
 import type { SeqVerdict } from './kv-event-seq.js';
 import { KvEventSubscriber, type KvConnectionEvent } from './kv-event-subscriber.js';
+import { TurnBatch } from './turn-batch.js';
 
 /** Where one instance's events go: its event-fed index in the router. */
 export interface KvEventSink {
@@ -83,8 +84,10 @@ export class KvEventFeed {
   private replaying = false;
   /** Messages received while a replay is in flight, with their verdicts, in order. */
   private waiting: Array<{ message: KvEventMessage; verdict: Exclude<SeqVerdict, { kind: 'stale' }> }> = [];
-  private pending: KvEventMessage[] = [];
-  private flushScheduled = false;
+  /** Messages of this event-loop turn, applied in one sink.apply() when it ends. */
+  private readonly pending = new TurnBatch<KvEventMessage>((batch) => {
+    if (!this.closed) this.sink.apply(batch);
+  });
   private fed = false;
   private closed = false;
   private readonly counts = { replays: 0, replayFailures: 0, rebuilds: 0, disconnects: 0 };
@@ -136,7 +139,7 @@ export class KvEventFeed {
     this.closed = true;
     this.replayClient?.close();
     await this.subscriber.close();
-    this.pending = [];
+    this.pending.clear();
     this.waiting = [];
   }
 
@@ -173,20 +176,10 @@ export class KvEventFeed {
       this.rebuild();
     }
     this.pending.push(message);
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(() => {
-        this.flushScheduled = false;
-        this.flush();
-      });
-    }
   }
 
   private flush(): void {
-    if (this.pending.length === 0 || this.closed) return;
-    const batch = this.pending;
-    this.pending = [];
-    this.sink.apply(batch);
+    this.pending.flush();
   }
 
   private rebuild(): void {

@@ -175,7 +175,8 @@ export class EventRelay {
     const relay = this.relays.get(subject);
     if (relay === undefined || this.closed) return;
     relay.publishFailed();
-    if (relay.stats().resets === 0 || this.publisher!.failed % 1000 === 1)
+    // The first failure and every thousandth: NATS down fails every publish in flight.
+    if (this.publisher!.failed % 1000 === 1)
       this.options.log(`warning: relay: publish to ${subject} failed (${error.message}); a reset marker follows`);
   }
 

@@ -33,6 +33,7 @@ import { KvEventFormatError } from '../kv-event-batch.js';
 import { KvEventSeq } from '../kv-event-seq.js';
 import type { KvEventSubscription } from '../kv-event-subscription.js';
 import { KvEventPacker } from '../packed-kv-events.js';
+import { TurnBatch } from '../turn-batch.js';
 import { eventStreamName, eventSubject, RESET_HEADER, SEQ_HEADER } from './event-subjects.js';
 import type { NatsEventSource } from './nats-event-source.js';
 import { acquireNats, releaseNats } from './shared-nats.js';
@@ -75,8 +76,8 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
   private readonly startedAt = Date.now();
   /** ms from start until the retained messages were applied; undefined until then. */
   warmMs: number | undefined;
-  private pending: Uint8Array[] = [];
-  private flushScheduled = false;
+  /** Payloads of this event-loop turn, applied in one addon call when it ends. */
+  private readonly pending = new TurnBatch<Uint8Array>((payloads) => this.apply(payloads));
   private closed = false;
   private messages: ConsumerMessages | undefined;
   private warnedNoStream = false;
@@ -120,31 +121,32 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
     this.connected = true;
     void this.watch(nc);
     const { DeliverPolicy, jetstream, jetstreamManager } = await import('@nats-io/jetstream');
-    const jsm = await jetstreamManager(nc);
-    for (;;) {
-      if (this.closed) return;
+    // Until the consumer runs: the stream may not exist yet (no relay ever ran), or NATS may
+    // drop between the calls; each failure is retried a second later.
+    while (!this.closed) {
       try {
+        const jsm = await jetstreamManager(nc);
         const last = await jsm.streams.getMessage(this.stream, { last_by_subj: this.subject });
         this.target = last?.seq ?? 0;
-        break;
+        const consumer = await jetstream(nc).consumers.get(this.stream, {
+          filter_subjects: this.subject,
+          deliver_policy: DeliverPolicy.All,
+        });
+        if (this.closed) return;
+        this.updateFed();
+        if (this.target === 0) this.markCaughtUp();
+        this.messages = await consumer.consume({ callback: (m) => this.take(m), max_messages: 1024 });
+        if (this.closed) this.messages.stop();
+        return;
       } catch (error) {
         if (!this.warnedNoStream)
           this.warn(
-            `no stream ${this.stream} yet (${(error as Error).message}); is \`kvroute events relay\` running? Retrying every second`,
+            `cannot read stream ${this.stream} (${(error as Error).message}); is \`kvroute events relay\` running? Retrying every second`,
           );
         this.warnedNoStream = true;
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref());
       }
     }
-    this.state = 'replaying';
-    if (this.target === 0) this.markCaughtUp();
-    const consumer = await jetstream(nc).consumers.get(this.stream, {
-      filter_subjects: this.subject,
-      deliver_policy: DeliverPolicy.All,
-    });
-    if (this.closed) return;
-    this.messages = await consumer.consume({ callback: (m) => this.take(m), max_messages: 1024 });
-    if (this.closed) this.messages.stop();
   }
 
   private async watch(nc: NatsConnection): Promise<void> {
@@ -199,20 +201,15 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
     }
     this.fresh = false;
     this.pending.push(payload);
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(() => {
-        this.flushScheduled = false;
-        this.flush();
-      });
-    }
   }
 
-  /** Applies what arrived this event-loop turn in one addon call; a malformed payload is skipped alone. */
   private flush(): void {
-    if (this.pending.length === 0 || this.closed) return;
-    const payloads = this.pending;
-    this.pending = [];
+    this.pending.flush();
+  }
+
+  /** Applies one turn's payloads in one addon call; a malformed payload is skipped alone. */
+  private apply(payloads: readonly Uint8Array[]): void {
+    if (this.closed) return;
     packer.reset();
     for (const payload of payloads) {
       try {
@@ -263,7 +260,7 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.pending = [];
+    this.pending.clear();
     this.sink?.setFed(false);
     this.messages?.stop();
     await releaseNats(this.source.server);
