@@ -9,17 +9,9 @@ import { parseZmqEndpoint, ZMQ_ENDPOINT_EXPECTED } from '../events/zmq-endpoint.
 import { normaliseBackend, ProxyOptionError } from '../proxy/upstream/backend-spec.js';
 import { integerFlag, stringFlag, untilStopped, UsageError, type OptionValues } from './common.js';
 import { EVENTS_DEFAULTS } from './defaults/events-defaults.js';
+import { parseByteSize } from './byte-size.js';
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-const SIZE_UNITS: Record<string, number> = {
-  b: 1,
-  kib: 2 ** 10,
-  mib: 2 ** 20,
-  gib: 2 ** 30,
-  kb: 1e3,
-  mb: 1e6,
-  gb: 1e9,
-};
 
 /** `90s`, `15m`, `1h`, `2d`, or milliseconds. */
 export function parseDuration(raw: string, flag: string): number {
@@ -32,9 +24,7 @@ export function parseDuration(raw: string, flag: string): number {
 
 /** `512MiB`, `1GiB`, `1000000` bytes. */
 export function parseSize(raw: string, flag: string): number {
-  const match = /^(\d+(?:\.\d+)?)\s*([a-zA-Z]*)$/.exec(raw.trim());
-  const unit = match === null ? undefined : match[2] === '' ? 1 : SIZE_UNITS[match[2]!.toLowerCase()];
-  const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
+  const bytes = parseByteSize(raw);
   if (!(bytes >= 65_536 && Number.isSafeInteger(bytes)))
     throw new UsageError(`--${flag} must be a size of at least 64KiB (e.g. 512MiB, 1GiB, or bytes), got ${raw}`);
   return bytes;

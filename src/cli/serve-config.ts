@@ -29,6 +29,7 @@ import { counted } from './counted.js';
 import type { FlowConfig } from '../flow/flow-config.js';
 import { ClusterOptionError, parseClusterOptions, type ClusterOptions } from '../cluster/cluster-options.js';
 import { flowConfigFrom } from './flow-file.js';
+import { parseByteSize } from './byte-size.js';
 import { kvEventSource } from '../proxy/upstream/backend-spec.js';
 import {
   isNatsEventSource,
@@ -101,20 +102,6 @@ function eventsOverNats(backends: BackendSpec[], events: string | undefined, fle
 
 /** Admin tokens shorter than this are refused: a guessable token is no protection. */
 const MIN_TOKEN_LENGTH = 16;
-
-const SIZE_UNITS: Record<string, number> = {
-  '': 1,
-  b: 1,
-  k: 1024,
-  kb: 1000,
-  kib: 1024,
-  m: 2 ** 20,
-  mb: 1e6,
-  mib: 2 ** 20,
-  g: 2 ** 30,
-  gb: 1e9,
-  gib: 2 ** 30,
-};
 
 type Value =
   | ClusterOptions
@@ -261,9 +248,7 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       return Number(text);
     }
     case 'size': {
-      const match = typeof text === 'string' ? /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(text) : null;
-      const unit = match === null ? undefined : SIZE_UNITS[match[2]!.toLowerCase()];
-      const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
+      const bytes = parseByteSize(text);
       if (!(bytes >= 1 && Number.isSafeInteger(bytes))) fail('a size in bytes ≥ 1, e.g. 65536, 512KiB, 64MiB');
       return bytes;
     }
