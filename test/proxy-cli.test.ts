@@ -85,6 +85,15 @@ describe('serve configuration', () => {
     expect(fromFlags.proxy.retries).toBe(0);
     expect(fromFlags.proxy.offloadPrefillTimeoutMs).toBe(900);
     expect(resolveServeConfig({}, {}).proxy.offloadPrefillTimeoutMs).toBeUndefined(); // createProxy's 60,000
+    // Agent session headers: a list from a flag, a variable or YAML; none: an empty list.
+    expect(resolveServeConfig({ 'agent-session-headers': 'X-A, x-b' }, {}).proxy.agentSessionHeaders).toEqual([
+      'x-a',
+      'x-b',
+    ]);
+    expect(resolveServeConfig({}, { KVROUTE_AGENT_SESSION_HEADERS: 'none' }).proxy.agentSessionHeaders).toEqual([]);
+    const agents = file('agents.yaml', 'agent-session-headers: [x-claude-code-session-id]\n');
+    expect(resolveServeConfig({ config: agents }, {}).proxy.agentSessionHeaders).toEqual(['x-claude-code-session-id']);
+    expect(resolveServeConfig({}, {}).proxy.agentSessionHeaders).toBeUndefined(); // createProxy's default list
   });
 
   it('every bad value names its flag, variable or key, and the reason', () => {
@@ -123,6 +132,11 @@ describe('serve configuration', () => {
     bad({ 'max-body-memory': 'lots' }, {}, /^--max-body-memory must be a size/);
     bad({ 'engine-state': 'redis' }, {}, /^--engine-state must be shadow or shm:NAME/);
     bad({ 'session-header': 'bad header' }, {}, /^--session-header must be an HTTP header name/);
+    bad(
+      { 'agent-session-headers': 'x-a,bad header' },
+      {},
+      /^--agent-session-headers must be HTTP header names .*"bad header"/,
+    );
     bad({}, { KVROUTE_STRIP_EXTENSIONS: 'maybe' }, /^KVROUTE_STRIP_EXTENSIONS must be true or false/);
     bad({ 'connect-timeout': '0' }, {}, /^--connect-timeout must be an integer ≥ 1 \(milliseconds\)/);
     bad({ 'offload-prefill-timeout': '-5' }, {}, /^--offload-prefill-timeout must be an integer ≥ 0 \(milliseconds\)/);

@@ -10,6 +10,7 @@ import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { relayedResponseHeaders } from '../src/proxy/exchange/forward-headers.js';
+import { resolveProxyOptions } from '../src/proxy/proxy-options.js';
 
 import { MODEL, post, startProxy, startStub, type ProxyRig, type StubUpstream } from './helpers/proxy-harness.js';
 
@@ -250,6 +251,53 @@ describe('proxy: what is forwarded', () => {
       expect(hashed.observer.named('routed').every((e) => e[2] === 'session_hash')).toBe(true);
     } finally {
       await hashed.close();
+      await second.close();
+    }
+  });
+
+  it("takes an agent's session header when x-session-id is absent, in the list's order; the list is configurable", async () => {
+    const second = await startStub((_req, res) => res.writeHead(200).end('{}'));
+    const agents = await startProxy({ backends: [upstream.url, second.url], policy: 'session_hash' });
+    const custom = await startProxy({
+      backends: [upstream.url, second.url],
+      policy: 'session_hash',
+      agentSessionHeaders: ['X-My-Agent-Session', 'session_id'],
+      // uWebSockets.js closes the connection on a header name with `_` (docs/proxy.md "Sessions").
+      http: 'node',
+    });
+    try {
+      const where = async (proxy: typeof agents, headers: Record<string, string>): Promise<string> => {
+        const r = await post(proxy.base, '/v1/completions', { model: MODEL, prompt: 'p' }, headers);
+        await r.arrayBuffer();
+        return r.headers.get('x-kvroute-instance')!;
+      };
+      const sessions = Array.from({ length: 16 }, (_, s) => `agent-${s}`);
+      const byId = new Map<string, string>();
+      for (const s of sessions) byId.set(s, await where(agents, { 'x-session-id': s }));
+      expect(new Set(byId.values()).size).toBe(2);
+      for (const [s, instance] of byId) {
+        // Each agent's header alone is the session, as x-session-id would be.
+        for (const header of ['x-claude-code-session-id', 'session-id', 'x-opencode-session', 'x-qwen-code-session-id'])
+          expect(await where(agents, { [header]: s })).toBe(instance);
+        // x-session-id beats an agent's header; an earlier agent header beats a later one.
+        const other = sessions.find((o) => byId.get(o) !== instance)!;
+        expect(await where(agents, { 'x-session-id': s, 'x-claude-code-session-id': other })).toBe(instance);
+        expect(await where(agents, { 'x-claude-code-session-id': s, 'session-id': other })).toBe(instance);
+        // A configured list replaces the default one.
+        expect(await where(custom, { 'x-my-agent-session': s })).toBe(instance);
+        expect(await where(custom, { session_id: s })).toBe(instance);
+      }
+      // The custom list does not read the default's headers: the same prompt without a session
+      // keys by its first block, so every such request lands on one instance.
+      const unplaced = new Set<string>();
+      for (const s of sessions) unplaced.add(await where(custom, { 'x-claude-code-session-id': s }));
+      expect(unplaced.size).toBe(1);
+      expect(() => resolveProxyOptions({ backends: [upstream.url], agentSessionHeaders: ['bad header'] })).toThrow(
+        /options\.agentSessionHeaders\[0\] must be an HTTP header name/,
+      );
+    } finally {
+      await agents.close();
+      await custom.close();
       await second.close();
     }
   });

@@ -47,8 +47,10 @@ export async function floorSteps(names, backendCount) {
   if (names.includes('headers')) {
     const { readIncomingHead } = await import('../../dist/proxy/exchange/forward-headers.js');
     const { DEFAULT_FLOW_CONFIG } = await import('../../dist/flow/flow-config.js');
+    const { AGENT_SESSION_HEADERS, sessionHeaderRanks } = await import('../../dist/proxy/exchange/session-headers.js');
+    const sessionRanks = sessionHeaderRanks('x-session-id', AGENT_SESSION_HEADERS);
     steps.readHead = (req, state) => {
-      const head = readIncomingHead(req, 'x-session-id', DEFAULT_FLOW_CONFIG);
+      const head = readIncomingHead(req, sessionRanks, DEFAULT_FLOW_CONFIG);
       let forwarded = '';
       for (let i = 0; i + 1 < head.headers.length; i += 2)
         forwarded += `${head.headers[i]}: ${head.headers[i + 1]}\r\n`;

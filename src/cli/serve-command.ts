@@ -39,6 +39,13 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
   port: ['<P>', withDefault('listen port (0: a free port)', SERVE_DEFAULTS.port)],
   host: ['<H>', withDefault('listen address', SERVE_DEFAULTS.host)],
   'session-header': ['<H>', withDefault('session id header; without it, the body\'s "user"', P.sessionHeader)],
+  'agent-session-headers': [
+    '<H,…>',
+    withDefault(
+      'headers coding agents send their session id in, read when the session header is absent (none: read none)',
+      P.agentSessionHeaders.join(','),
+    ),
+  ],
   'strip-extensions': ['', "remove kvroute's body fields (hash_ids) before forwarding"],
   retries: ['<N>', withDefault('re-routes after a failure before the first byte', P.retries)],
   'max-body': ['<SIZE>', withDefault('request body cap, e.g. 64MiB', `${P.maxBodyBytes / MIB}MiB`)],

@@ -19,6 +19,7 @@ import { POLICY_NAMES, resolvePolicy } from '../core/policy-spec.js';
 import type { PolicyName, PolicySpec } from '../core/types.js';
 import { MAX_THREADS, SERVE_DEFAULTS, SETTINGS, envName, type Setting } from './serve-settings.js';
 import {
+  HEADER_NAME,
   PROXY_DEFAULTS,
   ProxyOptionError,
   resolveBackend,
@@ -230,8 +231,21 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       if (typeof text !== 'string' || text.trim() === '' || /\s/.test(text)) fail('a host name or address');
       return text as string;
     case 'header':
-      if (typeof text !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(text)) fail('an HTTP header name');
+      if (typeof text !== 'string' || !HEADER_NAME.test(text)) fail('an HTTP header name');
       return (text as string).toLowerCase();
+    case 'headers': {
+      // Comma-separated, or a YAML list; `none` or an empty value: no headers.
+      const list = Array.isArray(raw)
+        ? raw
+        : typeof raw === 'string'
+          ? raw.split(',')
+          : fail('a list of HTTP header names');
+      const names = (list as unknown[]).map((h) => (typeof h === 'string' ? h.trim() : h)).filter((h) => h !== '');
+      if (names.length === 1 && names[0] === 'none') return [];
+      const bad = names.find((h) => typeof h !== 'string' || !HEADER_NAME.test(h));
+      if (bad !== undefined) fail(`HTTP header names separated by commas, or none (${JSON.stringify(bad)} is not one)`);
+      return (names as string[]).map((h) => h.toLowerCase());
+    }
     case 'bool': {
       if (typeof raw === 'boolean') return raw;
       const t = typeof text === 'string' ? text.toLowerCase() : '';
@@ -377,6 +391,7 @@ export function resolveServeConfig(
       costPriorScale: get<number>('cost-prior-scale'),
       sessionReturns: get<boolean>('session-returns'),
       sessionHeader: get<string>('session-header'),
+      agentSessionHeaders: get<string[]>('agent-session-headers'),
       stripExtensions: get<boolean>('strip-extensions'),
       retries: get<number>('retries'),
       maxBodyBytes: get<number>('max-body'),

@@ -12,6 +12,7 @@ type Kind =
   | 'port'
   | 'host'
   | 'header'
+  | 'headers'
   | 'bool'
   | 'count'
   | 'size'
@@ -48,6 +49,7 @@ export const SETTINGS = [
   { flag: 'port', kind: 'port' },
   { flag: 'host', kind: 'host' },
   { flag: 'session-header', kind: 'header' },
+  { flag: 'agent-session-headers', kind: 'headers' },
   { flag: 'strip-extensions', kind: 'bool' },
   { flag: 'retries', kind: 'count', min: 0 },
   { flag: 'max-body', kind: 'size' },

@@ -11,6 +11,8 @@ import type { PolicyName, PolicySpec } from '../core/types.js';
 import { COST_MODES, type CostMode } from '../core/cost-learning/cost-mode.js';
 import { FlowConfigError, resolveFlowConfig, type FlowConfig } from '../flow/flow-config.js';
 import { SharedSlots } from '../flow/slot-counter.js';
+import { AGENT_SESSION_HEADERS, HEADER_NAME, sessionHeaderRanks } from './exchange/session-headers.js';
+export { HEADER_NAME };
 import type { ProxyObserver } from './observe/proxy-observer.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
@@ -70,6 +72,11 @@ export interface ProxyOptions {
   sessionReturns?: boolean;
   /** Header carrying the session id (default `x-session-id`); the body's `user` is the fallback. */
   sessionHeader?: string;
+  /**
+   * Headers coding agents send their session id in, read when `sessionHeader` is absent, first
+   * present wins (default AGENT_SESSION_HEADERS: Claude Code's, Codex's, OpenCode's, …); [] reads none.
+   */
+  agentSessionHeaders?: readonly string[];
   /** Remove kvroute's body extension fields (`hash_ids`) before forwarding (default false). */
   stripExtensions?: boolean;
   /** Re-routes after a failure before the first byte (default 2). */
@@ -164,6 +171,8 @@ export type ResolvedProxyOptions = Required<
   backendApiKey: string | undefined;
   tokenizers: Record<string, string> | undefined;
   onWarning: (message: string) => void;
+  /** Session header name → precedence (session-headers.ts), from sessionHeader and agentSessionHeaders. */
+  sessionRanks: ReadonlyMap<string, number>;
 };
 
 export const PROXY_DEFAULTS = {
@@ -172,6 +181,7 @@ export const PROXY_DEFAULTS = {
   costPriorScale: 1,
   sessionReturns: true,
   sessionHeader: 'x-session-id',
+  agentSessionHeaders: AGENT_SESSION_HEADERS,
   stripExtensions: false,
   retries: 2,
   maxBodyBytes: 64 * 2 ** 20,
@@ -197,6 +207,17 @@ export const PROXY_DEFAULTS = {
   offloadPrefillTimeoutMs: 60_000,
   maxBodyMemoryBytes: 512 * 2 ** 20,
 };
+
+/** A list of HTTP header names, lower-cased; the default when absent. */
+function headerNames(field: string, value: readonly string[] | undefined): readonly string[] {
+  if (value === undefined) return PROXY_DEFAULTS.agentSessionHeaders;
+  if (!Array.isArray(value)) throw new ProxyOptionError(`${field} must be a list of HTTP header names`);
+  return value.map((name: unknown, k) => {
+    if (typeof name !== 'string' || !HEADER_NAME.test(name))
+      throw new ProxyOptionError(`${field}[${k}] must be an HTTP header name, got ${JSON.stringify(name)}`);
+    return name.toLowerCase();
+  });
+}
 
 function positiveInteger(field: string, value: number | undefined, fallback: number, min = 1): number {
   if (value === undefined) return fallback;
@@ -278,8 +299,9 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
   )
     throw new ProxyOptionError('options.backendApiKey must be a non-empty string');
   const sessionHeader = (options.sessionHeader ?? PROXY_DEFAULTS.sessionHeader).toLowerCase();
-  if (!/^[a-z0-9!#$%&'*+.^_`|~-]+$/.test(sessionHeader))
+  if (!HEADER_NAME.test(sessionHeader))
     throw new ProxyOptionError(`options.sessionHeader must be an HTTP header name, got ${options.sessionHeader}`);
+  const agentSessionHeaders = headerNames('options.agentSessionHeaders', options.agentSessionHeaders);
   const d = PROXY_DEFAULTS;
   const resolved: ResolvedProxyOptions = {
     backends,
@@ -288,6 +310,8 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     costPriorScale: priorScale(options.costPriorScale, d.costPriorScale),
     sessionReturns: booleanOption('options.sessionReturns', options.sessionReturns, d.sessionReturns),
     sessionHeader,
+    agentSessionHeaders,
+    sessionRanks: sessionHeaderRanks(sessionHeader, agentSessionHeaders),
     stripExtensions: options.stripExtensions ?? d.stripExtensions,
     retries: positiveInteger('options.retries', options.retries, d.retries, 0),
     maxBodyBytes: positiveInteger('options.maxBodyBytes', options.maxBodyBytes, d.maxBodyBytes),

@@ -45,7 +45,10 @@ export const REQUEST_ID = 'x-request-id';
 export interface IncomingHead {
   /** Flat [name, value, …] to forward. */
   headers: string[];
-  /** The session header's value ('' if absent). */
+  /**
+   * The session: the non-empty value of the best-ranked session header present (session-headers.ts),
+   * '' if none.
+   */
   session: string;
   /** The declared body length, or -1. */
   contentLength: number;
@@ -67,18 +70,23 @@ export interface FlowHeaderNames {
 /** Copies what the upstream request needs out of a uWS request (call synchronously in the handler). */
 export function readIncomingHead(
   req: ClientRequestHead,
-  sessionHeader: string,
+  sessionRanks: ReadonlyMap<string, number>,
   flowNames: FlowHeaderNames,
 ): IncomingHead {
   const flow: FlowHeaders = { tenant: '', priority: '', deadline: '', authorization: '', apiKey: '' };
   const headers: string[] = [];
   let session = '';
+  let sessionRank = Infinity;
   let contentLength = -1;
   let connection = '';
   let requestId = '';
   let contentEncoding = '';
   req.forEach((name, value) => {
-    if (name === sessionHeader) session = value;
+    const rank = sessionRanks.get(name);
+    if (rank !== undefined && rank < sessionRank && value !== '') {
+      session = value;
+      sessionRank = rank;
+    }
     if (name === REQUEST_ID) requestId = value;
     if (name === 'content-encoding') contentEncoding = value;
     if (name === flowNames.tenantHeader) flow.tenant = value;

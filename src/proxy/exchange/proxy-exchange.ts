@@ -146,7 +146,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     private readonly ctx: ExchangeContext,
   ) {
     res.onAborted(() => this.clientAborted());
-    const head = readIncomingHead(req, ctx.options.sessionHeader, ctx.state.admission.flow.flowConfig);
+    const head = readIncomingHead(req, ctx.options.sessionRanks, ctx.state.admission.flow.flowConfig);
     const query = req.getQuery();
     this.path = query === undefined || query === '' ? req.getUrl() : `${req.getUrl()}?${query}`;
     this.headers = head.headers;
