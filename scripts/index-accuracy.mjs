@@ -6,7 +6,10 @@
 // processes on loopback, replays the trace through the proxy, and reads `kvroute analyze run`.
 //
 //   node scripts/index-accuracy.mjs --out DIR [--trace FILE] [--capacities 1,0.4] [--speed 10]
-//     [--dispatch session|poisson] [--rate R]
+//     [--dispatch session|poisson] [--rate R] [--sglang N]
+//
+// --sglang N makes the last N of the 4 engines SGLang-flavoured (`sim serve --flavor sglang`, a
+// second process): a mixed vLLM + SGLang fleet behind one proxy.
 //
 // --dispatch poisson sends the trace's requests at R per second in arrival order (replay's
 // --mode poisson), interleaving sessions so that a session's next turn can find its blocks
@@ -41,6 +44,7 @@ const { values } = parseArgs({
     dispatch: { type: 'string', default: 'session' },
     rate: { type: 'string', default: '2' },
     modes: { type: 'string', default: MODES.join(',') },
+    sglang: { type: 'string', default: '0' },
   },
 });
 if (values.out === undefined) {
@@ -127,20 +131,40 @@ function stop(child) {
 
 /** @param {string} mode @param {number} capacity */
 async function cell(mode, capacity) {
-  const name = `${values.dispatch}-${mode}-kv${capacity}`;
+  const sglangEngines = Number(values.sglang);
+  const flavor = sglangEngines > 0 ? `-sglang${sglangEngines}` : '';
+  const name = `${values.dispatch}-${mode}-kv${capacity}${flavor}`;
   const json = join(out, `${name}.json`);
   if (existsSync(json)) return JSON.parse(readFileSync(json, 'utf8'));
   const records = join(out, `${name}.records`);
   const kvPort = 20000 + Math.floor(Math.random() * 20000);
-  const engineArgs = ['sim', 'serve', '--instances', String(ENGINES), '--port', '0', '--speed', values.speed];
-  engineArgs.push('--kv-capacity', String(capacity));
-  if (mode !== 'hash_ids') engineArgs.push('--tokenizer', 'qwen3');
-  if (mode === 'events') engineArgs.push('--kv-events', String(kvPort));
-  const engines = await start(engineArgs, () => true);
-  // One URL per engine on stdout.
-  while (engines.lines.length < ENGINES) await new Promise((r) => setTimeout(r, 20));
+  /** @param {number} count @param {number} firstKvPort @param {boolean} asSglang */
+  const simArgs = (count, firstKvPort, asSglang) => {
+    const args = ['sim', 'serve', '--instances', String(count), '--port', '0', '--speed', values.speed];
+    args.push('--kv-capacity', String(capacity));
+    if (mode !== 'hash_ids') args.push('--tokenizer', 'qwen3');
+    if (mode === 'events') args.push('--kv-events', String(firstKvPort));
+    if (asSglang) args.push('--flavor', 'sglang');
+    return args;
+  };
+  const vllmEngines = ENGINES - sglangEngines;
+  const engineArgs = simArgs(vllmEngines, kvPort, false);
+  const sglangArgs = simArgs(sglangEngines, kvPort + vllmEngines, true);
+  /** @type {Array<Awaited<ReturnType<typeof start>>>} */
+  const fleets = [];
   /** @type {string[]} */
-  const urls = engines.lines.slice(0, ENGINES);
+  const urls = [];
+  for (const [count, args] of /** @type {const} */ ([
+    [vllmEngines, engineArgs],
+    [sglangEngines, sglangArgs],
+  ])) {
+    if (count === 0) continue;
+    const engines = await start(args, () => true);
+    fleets.push(engines);
+    // One URL per engine on stdout.
+    while (engines.lines.length < count) await new Promise((r) => setTimeout(r, 20));
+    urls.push(...engines.lines.slice(0, count));
+  }
   const serveArgs = ['serve', '--backends', urls.join(','), '--port', '0', '--policy', POLICY];
   if (mode === 'events') {
     serveArgs.push('--kv-events', urls.map((_, i) => `tcp://127.0.0.1:${kvPort + i}`).join(','));
@@ -167,7 +191,7 @@ async function cell(mode, capacity) {
     if (mode === 'events') feed = await feedCounters(base);
   } finally {
     if (proxy !== undefined) await stop(proxy.child);
-    await stop(engines.child);
+    for (const engines of fleets) await stop(engines.child);
   }
   const analysis = JSON.parse(run(['analyze', 'run', records, '--json']));
   const result = {
@@ -181,7 +205,13 @@ async function cell(mode, capacity) {
     kv_event_feed: feed,
     prediction: analysis.prediction,
     dispatch: values.dispatch,
-    commands: { engines: engineArgs, proxy: serveArgs, replay: replayArgs },
+    sglang_engines: sglangEngines,
+    commands: {
+      engines: vllmEngines > 0 ? engineArgs : undefined,
+      sglang_engines: sglangEngines > 0 ? sglangArgs : undefined,
+      proxy: serveArgs,
+      replay: replayArgs,
+    },
   };
   writeFileSync(json, `${JSON.stringify(result, null, 2)}\n`);
   return result;
@@ -191,7 +221,8 @@ const capacities = values.capacities.split(',').map(Number);
 const modes = values.modes.split(',');
 const results = [];
 for (const capacity of capacities) for (const mode of modes) results.push(await cell(mode, capacity));
-writeFileSync(join(out, `results-${values.dispatch}.json`), `${JSON.stringify(results, null, 2)}\n`);
+const suffix = Number(values.sglang) > 0 ? `-sglang${values.sglang}` : '';
+writeFileSync(join(out, `results-${values.dispatch}${suffix}.json`), `${JSON.stringify(results, null, 2)}\n`);
 
 const pct = (/** @type {number | undefined} */ x) => (x === undefined || x === null ? '–' : `${(100 * x).toFixed(1)}%`);
 const lines = [

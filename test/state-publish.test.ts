@@ -88,12 +88,14 @@ describe('engine counts from /metrics', () => {
     expect(countsFromMetrics(parseExposition('# nothing\nprocess_cpu_seconds_total 3\n'))).toBeUndefined();
   });
 
-  it("reads the engine's own prefix-cache hit ratio: vLLM's counters, else SGLang's gauge", () => {
+  it("reads the engine's own prefix-cache hit ratio: vLLM's counters, else SGLang's counters, else its gauge", () => {
     expect(prefixCacheHitRatio(parseExposition(VLLM))).toBe(0.75);
     const twoEngines = `vllm:prefix_cache_queries_total{engine="0"} 100\nvllm:prefix_cache_hits_total{engine="0"} 90
 vllm:prefix_cache_queries_total{engine="1"} 300\nvllm:prefix_cache_hits_total{engine="1"} 10\n`;
     expect(prefixCacheHitRatio(parseExposition(twoEngines))).toBe(0.25); // 100 of 400 tokens, not the mean of ratios
-    const sglang = `${SGLANG}sglang:cache_hit_rate{model_name="m",tp_rank="0"} 0.5\nsglang:cache_hit_rate{model_name="m",tp_rank="1"} 0.7\n`;
+    // Two data-parallel schedulers average; a second tensor-parallel rank mirrors its rank 0 and is left out.
+    const sglang = `${SGLANG}sglang:cache_hit_rate{model_name="m",dp_rank="0",tp_rank="0"} 0.5
+sglang:cache_hit_rate{model_name="m",dp_rank="1",tp_rank="0"} 0.7\nsglang:cache_hit_rate{model_name="m",dp_rank="1",tp_rank="1"} 0.9\n`;
     expect(prefixCacheHitRatio(parseExposition(sglang))).toBeCloseTo(0.6);
     expect(prefixCacheHitRatio(parseExposition(SGLANG))).toBeUndefined(); // no rate exported
     expect(

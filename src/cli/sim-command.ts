@@ -130,15 +130,25 @@ function addServe(sim: Command): void {
     .option('--preset <NAME>', withDefault(`engine model: ${Object.keys(ENGINE_PRESETS).join(', ')}`, d.preset))
     .option('--block-size <B>', withDefault('tokens per KV block', d.blockSize))
     .option('--model <NAME>', withDefault('served model name', "the preset's model"))
+    .option(
+      '--flavor <vllm|sglang>',
+      withDefault(
+        'speak as vLLM or SGLang: metrics names, KV event shape, health and model routes, error bodies',
+        'vllm',
+      ),
+    )
     .option('--shm <NAME>', "publish each engine's state to the feed /dev/shm/NAME (slot i = engine i)")
     .option('--publish-ms <MS>', withDefault('how often --shm publishes', SIM_SERVE_DEFAULTS.publishMs))
     .option(
       '--kv-events <PORT>',
-      "publish vLLM KV cache events: engine i's ZeroMQ PUB socket on PORT+i (0: free ports)",
+      "publish KV cache events (vLLM's, or SGLang's with --flavor sglang): engine i's ZeroMQ PUB socket on PORT+i (0: free ports)",
     )
     .option(
       '--kv-events-encoding <E>',
-      withDefault('array (vLLM before 2026: positional) or map (maps with type)', SIM_SERVE_DEFAULTS.kvEventsEncoding),
+      withDefault(
+        'array (vLLM before 2026: positional) or map (maps with type); not with --flavor sglang (one shape)',
+        SIM_SERVE_DEFAULTS.kvEventsEncoding,
+      ),
     )
     .option('--kv-events-replay <PORT>', "answer KV event replay requests: engine i's ZeroMQ ROUTER on PORT+i")
     .option(

@@ -1,9 +1,10 @@
 /**
- * `kvroute sim serve` (declared in sim-command.ts): N simulated vLLM engines over HTTP until SIGINT
+ * `kvroute sim serve` (declared in sim-command.ts): N simulated vLLM (or SGLang) engines over HTTP until SIGINT
  * or SIGTERM (docs/sim-serve.md).
  */
 import { describeScaling, ENGINE_PRESETS, isUnscaled } from '../sim/engine-preset.js';
 import type { PromptTokenizer } from '../sim/completion-request.js';
+import { ENGINE_FLAVORS, type EngineFlavor } from '../sim/engine-flavor.js';
 import { KV_EVENT_ENCODINGS } from '../sim/kv-event-encoding.js';
 import type { TokenizerPool } from '../tokenize/tokenizer-pool.js';
 import { startSimFleet, type SimFleet, type SimFleetKvEvents } from '../sim/sim-fleet.js';
@@ -41,7 +42,8 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   if (model === '') throw new UsageError('--model must not be empty');
   const scaling = engineScalingFlags(values);
   const link = linkFlags(values);
-  const kvEvents = kvEventFlags(values, instances ?? SIM_FLEET_DEFAULTS.instances);
+  const flavor = choiceFlag(values, 'flavor', ENGINE_FLAVORS) ?? 'vllm';
+  const kvEvents = kvEventFlags(values, instances ?? SIM_FLEET_DEFAULTS.instances, flavor);
   const tokenizerDir = stringFlag(values, 'tokenizer');
   const pool = tokenizerDir === undefined ? undefined : await openTokenizer(tokenizerDir);
   const fleet = await startSimFleet({
@@ -56,6 +58,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
     ...(given.fleet === undefined ? {} : { fleet: given.fleet }),
     transferCost: link,
     ...(kvEvents === undefined ? {} : { kvEvents }),
+    flavor,
     ...(pool === undefined ? {} : { tokenizer: poolTokenizer(pool) }),
   }).catch(async (error: NodeJS.ErrnoException) => {
     await pool?.close();
@@ -72,7 +75,7 @@ export async function simServeVerb(values: OptionValues, hooks: SimServeHooks = 
   const maxModelLen = Math.min(...fleet.engines.map((e) => e.maxModelLen));
   const linked = Object.keys(link).length === 0 ? '' : ` · KV link ${describeLink(link)}`;
   process.stderr.write(
-    `kvroute sim serve: ${counted(fleet.urls.length, 'engine')}${fleetText} · model ${engine.model} · speed ${engine.realtime.speed}×${scaled}${linked} · max_model_len ${maxModelLen} · Ctrl-C stops\n`,
+    `kvroute sim serve: ${counted(fleet.urls.length, flavor === 'sglang' ? 'SGLang engine' : 'engine')}${fleetText} · model ${engine.model} · speed ${engine.realtime.speed}×${scaled}${linked} · max_model_len ${maxModelLen} · Ctrl-C stops\n`,
   );
   process.stdout.write(`${fleet.urls.join('\n')}\n`);
   if (kvEvents !== undefined) printKvEndpoints(fleet, kvEvents);
@@ -108,10 +111,12 @@ function poolTokenizer(pool: TokenizerPool): PromptTokenizer {
 }
 
 /** `--kv-events PORT [--kv-events-encoding E] [--kv-events-replay PORT]`, checked; undefined without `--kv-events`. */
-function kvEventFlags(values: OptionValues, instances: number): SimFleetKvEvents | undefined {
+function kvEventFlags(values: OptionValues, instances: number, flavor: EngineFlavor): SimFleetKvEvents | undefined {
   const port = portBaseFlag(values, 'kv-events', instances);
   const replayPort = portBaseFlag(values, 'kv-events-replay', instances);
   const encoding = choiceFlag(values, 'kv-events-encoding', KV_EVENT_ENCODINGS);
+  if (encoding !== undefined && flavor === 'sglang')
+    throw new UsageError("--kv-events-encoding is a vLLM choice; --flavor sglang publishes SGLang's one shape");
   if (port === undefined) {
     for (const [flag, given] of [
       ['kv-events-encoding', encoding],
@@ -122,7 +127,7 @@ function kvEventFlags(values: OptionValues, instances: number): SimFleetKvEvents
   }
   return {
     port,
-    encoding: encoding ?? SIM_SERVE_DEFAULTS.kvEventsEncoding,
+    encoding: flavor === 'sglang' ? 'sglang' : (encoding ?? SIM_SERVE_DEFAULTS.kvEventsEncoding),
     ...(replayPort === undefined ? {} : { replayPort }),
   };
 }

@@ -15,7 +15,14 @@
  * - the event-fed flag lives in the core alone: only setFed() changes it (apply() does not), and
  *   the core clears it when the instance is removed.
  */
-import { EVENT_STAT_FIELDS, EventStat, type CoreRouter, type PackedKvEvents } from './core-router.js';
+import {
+  EVENT_STAT_FIELDS,
+  EventStat,
+  PACKED_OP_STORED,
+  PACKED_OP_WORDS,
+  type CoreRouter,
+  type PackedKvEvents,
+} from './core-router.js';
 import type { KvEventIndexStats, KvEventInstanceStats } from './types.js';
 
 export type { KvEventIndexStats } from './types.js';
@@ -55,12 +62,16 @@ export class SlotKvEventSink implements KvEventSink {
   open = true;
   owner: KvEventSinkOwner | undefined;
   private readonly statsBuf = new Float64Array(EVENT_STAT_FIELDS);
+  /** Whether a stored block of another size than the router's was reported (warned once). */
+  private warnedBlockSize = false;
 
   constructor(
     private readonly core: CoreRouter,
     private readonly slot: number,
     readonly instance: string,
     private readonly onWarning: (message: string) => void,
+    /** The router's tokens per block: what a request's token keys are made of. */
+    private readonly blockSize: number,
   ) {}
 
   get fed(): boolean {
@@ -70,7 +81,27 @@ export class SlotKvEventSink implements KvEventSink {
   }
 
   apply(packed: PackedKvEvents): void {
-    if (this.open) this.core.applyKvEvents(this.slot, packed);
+    if (!this.open) return;
+    if (!this.warnedBlockSize) this.checkBlockSize(packed);
+    this.core.applyKvEvents(this.slot, packed);
+  }
+
+  /**
+   * Blocks of another size are keyed as given and can never match a request's keys: an engine
+   * configured apart from the router (SGLang's default page is 1 token; kvroute's block 16).
+   * Said once, naming both sizes, since every later event would repeat it.
+   */
+  private checkBlockSize(packed: PackedKvEvents): void {
+    for (let i = 0; i + PACKED_OP_WORDS <= packed.opsLength; i += PACKED_OP_WORDS) {
+      if (packed.ops[i] !== PACKED_OP_STORED) continue;
+      const size = packed.ops[i + 3]!;
+      if (size === this.blockSize) continue;
+      this.warnedBlockSize = true;
+      this.warn(
+        `the engine stores blocks of ${size} tokens and the router keys blocks of ${this.blockSize}; its cache will not match any request until they agree (vLLM --block-size, SGLang --page-size, kvroute --block-size)`,
+      );
+      return;
+    }
   }
 
   clear(): void {

@@ -562,7 +562,7 @@ export class Router {
         `instance ${describe(instance)} is fed by its own kvEvents subscription; a second writer would interleave a second stream`,
       );
     if (sink === undefined) {
-      sink = new SlotKvEventSink(this.core, slot, instance, this.warn);
+      sink = new SlotKvEventSink(this.core, slot, instance, this.warn, this.idTokens);
       this.sinks.set(slot, sink);
     }
     if (owner !== undefined) sink.owner = owner;

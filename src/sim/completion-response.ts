@@ -4,6 +4,7 @@
  * completions, their streamed chunks, the usage chunk, `/v1/models`, and error bodies.
  */
 import type { Endpoint } from './completion-request.js';
+import type { EngineFlavor } from './engine-flavor.js';
 
 /** The text of every generated token: the simulated engine produces no real text. */
 export const TOKEN_TEXT = ' tok';
@@ -83,7 +84,7 @@ function objectHead(head: ResponseHead, chunk: boolean): object {
   return { id: head.id, object, created: head.created, model: head.model };
 }
 
-export function modelList(model: string, created: number, maxModelLen: number): object {
+export function modelList(model: string, created: number, maxModelLen: number, flavor: EngineFlavor = 'vllm'): object {
   return {
     object: 'list',
     data: [
@@ -91,16 +92,11 @@ export function modelList(model: string, created: number, maxModelLen: number): 
         id: model,
         object: 'model',
         created,
-        owned_by: 'kvroute-sim',
+        owned_by: flavor === 'sglang' ? 'sglang' : 'kvroute-sim',
         root: model,
         parent: null,
         max_model_len: maxModelLen,
       },
     ],
   };
-}
-
-/** vLLM's error body: `{"error": {message, type, param, code}}` with the HTTP status as code. */
-export function errorBody(status: number, type: string, message: string): object {
-  return { error: { message, type, param: null, code: status } };
 }

@@ -1,10 +1,12 @@
 /**
- * One simulated vLLM engine over HTTP (Node's `http`): an EngineModel run in real time behind
- * vLLM's OpenAI-compatible routes (docs/sim-serve.md).
+ * One simulated vLLM or SGLang engine over HTTP (Node's `http`): an EngineModel run in real time
+ * behind the engine's OpenAI-compatible routes (docs/sim-serve.md; the flavours in engine-flavor.ts).
  *
  *   POST /v1/chat/completions, /v1/completions   streaming (SSE) and not
  *   GET  /v1/models, /health, /metrics
  *   POST /reset_prefix_cache                      vLLM's (dev mode) route: drops the cached blocks
+ *   GET  /health_generate, /get_model_info        SGLang's
+ *   POST /flush_cache (or GET)                    SGLang's prefix-cache reset
  *
  * With `kvEvents`, the engine publishes its block pool's changes as vLLM KV cache events
  * (docs/kv-events.md). With `tokenizer`, text prompts are tokenized and cached by token blocks.
@@ -31,7 +33,8 @@ import {
   type Endpoint,
   type PromptTokenizer,
 } from './completion-request.js';
-import { errorBody, modelList } from './completion-response.js';
+import { modelList } from './completion-response.js';
+import { flavorErrorBody, metricLabels, type EngineFlavor } from './engine-flavor.js';
 import { EngineMetrics } from './engine-metrics.js';
 import { EngineModel, type Sequence } from './engine-model.js';
 import type { EnginePreset } from './engine-preset.js';
@@ -70,6 +73,8 @@ export interface EngineServerOptions {
   peers?: KvTransferPeers;
   /** Engine seconds prefilled KV is held for a decode engine before it is freed (default 480, vLLM's). */
   kvHoldTimeoutS?: number;
+  /** The engine it speaks as (engine-flavor.ts; default vllm). */
+  flavor?: EngineFlavor;
 }
 
 export interface EngineKvEventOptions {
@@ -82,15 +87,26 @@ export interface EngineKvEventOptions {
   bufferSteps?: number;
 }
 
-type Route = 'chat' | 'completion' | 'models' | 'health' | 'metrics' | 'reset';
+type Route = 'chat' | 'completion' | 'models' | 'health' | 'metrics' | 'reset' | 'model-info';
+type Routes = Record<string, { methods: readonly ('GET' | 'POST')[]; route: Route }>;
 
-const ROUTES: Record<string, { method: 'GET' | 'POST'; route: Route }> = {
-  '/v1/chat/completions': { method: 'POST', route: 'chat' },
-  '/v1/completions': { method: 'POST', route: 'completion' },
-  '/v1/models': { method: 'GET', route: 'models' },
-  '/health': { method: 'GET', route: 'health' },
-  '/metrics': { method: 'GET', route: 'metrics' },
-  '/reset_prefix_cache': { method: 'POST', route: 'reset' },
+const SHARED_ROUTES: Routes = {
+  '/v1/chat/completions': { methods: ['POST'], route: 'chat' },
+  '/v1/completions': { methods: ['POST'], route: 'completion' },
+  '/v1/models': { methods: ['GET'], route: 'models' },
+  '/health': { methods: ['GET'], route: 'health' },
+  '/metrics': { methods: ['GET'], route: 'metrics' },
+};
+
+const ROUTES: Record<EngineFlavor, Routes> = {
+  vllm: { ...SHARED_ROUTES, '/reset_prefix_cache': { methods: ['POST'], route: 'reset' } },
+  sglang: {
+    ...SHARED_ROUTES,
+    // SGLang's health check that runs one token through the model; the simulated one always can.
+    '/health_generate': { methods: ['GET'], route: 'health' },
+    '/get_model_info': { methods: ['GET'], route: 'model-info' },
+    '/flush_cache': { methods: ['GET', 'POST'], route: 'reset' },
+  },
 };
 
 export class EngineServer {
@@ -104,6 +120,7 @@ export class EngineServer {
   /** KV transfers it received (the decode side). */
   readonly transfers: KvTransferCounters = kvTransferCounters();
   private readonly peers: KvTransferPeers;
+  readonly flavor: EngineFlavor;
   /** vLLM's max_model_len: the preset's, capped at what the KV cache holds. */
   readonly maxModelLen: number;
   private readonly server: Server;
@@ -117,10 +134,13 @@ export class EngineServer {
   private constructor(private readonly options: EngineServerOptions) {
     this.engine = new EngineModel({ preset: options.preset, blockSize: options.blockSize });
     this.realtime = new RealtimeEngine(this.engine, { speed: options.speed });
-    this.metrics = new EngineMetrics(this.engine, this.realtime, {
-      model_name: options.model,
-      engine: String(options.index),
-    });
+    this.flavor = options.flavor ?? 'vllm';
+    this.metrics = new EngineMetrics(
+      this.engine,
+      this.realtime,
+      this.flavor,
+      metricLabels(this.flavor, options.model, options.index),
+    );
     this.peers = options.peers ?? new KvTransferPeers();
     this.engineId = this.peers.engineId(options.index);
     this.holds = new KvHolds(this.realtime, options.kvHoldTimeoutS ?? DEFAULT_KV_HOLD_TIMEOUT_S);
@@ -205,20 +225,29 @@ export class EngineServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?', 1)[0]!;
-    const entry = ROUTES[path];
+    const entry = ROUTES[this.flavor][path];
     if (entry === undefined) return this.error(res, 404, 'NotFoundError', `Not Found: no route ${path}`);
     // HEAD is GET without a body (Node drops the body of a HEAD response).
-    const method = req.method === 'HEAD' && entry.method === 'GET' ? 'GET' : req.method;
-    if (method !== entry.method) {
-      res.setHeader('Allow', entry.method);
-      return this.error(res, 405, 'MethodNotAllowedError', `Method Not Allowed: ${path} takes ${entry.method}`);
+    const method = req.method === 'HEAD' && entry.methods.includes('GET') ? 'GET' : req.method;
+    if (!entry.methods.includes(method as 'GET' | 'POST')) {
+      res.setHeader('Allow', entry.methods.join(', '));
+      const takes = entry.methods.join(' or ');
+      return this.error(res, 405, 'MethodNotAllowedError', `Method Not Allowed: ${path} takes ${takes}`);
     }
     switch (entry.route) {
       case 'health':
         res.writeHead(200).end();
         return;
       case 'models':
-        return this.json(res, 200, modelList(this.options.model, this.created, this.maxModelLen));
+        return this.json(res, 200, modelList(this.options.model, this.created, this.maxModelLen, this.flavor));
+      case 'model-info':
+        // SGLang's: the served model's path and what kind it is.
+        return this.json(res, 200, {
+          model_path: this.options.model,
+          tokenizer_path: this.options.model,
+          is_generation: true,
+          weight_version: 'default',
+        });
       case 'metrics': {
         const text = await this.metrics.text();
         res.writeHead(200, { 'Content-Type': this.metrics.contentType }).end(text);
@@ -226,12 +255,13 @@ export class EngineServer {
       }
       case 'reset':
         req.resume();
-        // vLLM refuses while requests hold blocks; it logs, kvroute answers 409 so a client knows.
+        // vLLM refuses while requests hold blocks and logs; the simulator answers 409 so a client
+        // knows (SGLang answers 400 while requests run).
         if (!this.engine.pool.resetPrefixCache())
           return this.error(
             res,
-            409,
-            'ConflictError',
+            this.flavor === 'sglang' ? 400 : 409,
+            this.flavor === 'sglang' ? 'BadRequestError' : 'ConflictError',
             `cannot reset the prefix cache: ${this.engine.pool.referenced} blocks are held by running requests`,
           );
         res.writeHead(200).end();
@@ -335,7 +365,7 @@ export class EngineServer {
   }
 
   private error(res: ServerResponse, status: number, type: string, message: string): void {
-    this.json(res, status, errorBody(status, type, message));
+    this.json(res, status, flavorErrorBody(this.flavor, status, type, message));
   }
 
   private json(res: ServerResponse, status: number, value: object): void {

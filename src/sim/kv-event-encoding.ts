@@ -12,10 +12,17 @@
  * accept, so it goes out as a bigint). A negative id (a trace's `hash_ids` may hold one) is sent
  * as its unsigned 64-bit value. `lora_id` is null and `medium` is "GPU": the simulated engine
  * serves no adapters and has no offload tier.
+ *
+ * - `sglang` (SGLang's, python/sglang/srt/disaggregation/kv_events.py and its radix cache's event
+ *   mixin): positional as `array`, the batch `[ts, events, attn_dp_rank]`, but one event per page:
+ *   a BlockStored of n blocks goes out as n BlockStored of one hash each, each the next's parent,
+ *   and a BlockRemoved as n. Its hashes are signed int64 (SGLang folds a SHA-256 into an int64), so
+ *   the simulated ids are mixed into the whole signed range (sglangHash), negatives included.
  */
 import { Packr } from 'msgpackr';
 
-export type KvEventEncoding = 'array' | 'map';
+export type KvEventEncoding = 'array' | 'map' | 'sglang';
+/** vLLM's two encodings (`sim serve --kv-events-encoding`); `sglang` comes with `--flavor sglang`. */
 export const KV_EVENT_ENCODINGS: readonly KvEventEncoding[] = ['array', 'map'];
 
 /** One event as the engine produces it; ids are the engine's block ids (safe integers). */
@@ -43,8 +50,36 @@ function wireHash(id: number): number | bigint {
   return BigInt.asUintN(64, BigInt(id));
 }
 
+/**
+ * A block id as SGLang would carry it: a signed int64, spread over the whole range by an odd
+ * multiplier (a bijection mod 2^64, so ids never collide).
+ */
+export function sglangHash(id: number): bigint {
+  return BigInt.asIntN(64, BigInt(id) * 0x9e3779b97f4a7c15n);
+}
+
+/** One event as SGLang sends it: one per page (see the header). */
+function sglangWireEvents(event: PublishedKvEvent): unknown[] {
+  switch (event.type) {
+    case 'BlockStored': {
+      let parent = event.parentBlockHash === null ? null : sglangHash(event.parentBlockHash);
+      return event.blockHashes.map((id, j) => {
+        const hash = sglangHash(id);
+        const tokens = event.tokenIds.slice(j * event.blockSize, (j + 1) * event.blockSize);
+        const wire = ['BlockStored', [hash], parent, tokens, event.blockSize, null, MEDIUM_GPU];
+        parent = hash;
+        return wire;
+      });
+    }
+    case 'BlockRemoved':
+      return event.blockHashes.map((id) => ['BlockRemoved', [sglangHash(id)], MEDIUM_GPU]);
+    case 'AllBlocksCleared':
+      return [['AllBlocksCleared']];
+  }
+}
+
 /** One event as vLLM encodes it, before msgpack: an array or a map (see the header). */
-export function wireEvent(event: PublishedKvEvent, encoding: KvEventEncoding): unknown {
+export function wireEvent(event: PublishedKvEvent, encoding: 'array' | 'map'): unknown {
   switch (event.type) {
     case 'BlockStored': {
       const hashes = event.blockHashes.map(wireHash);
@@ -80,8 +115,9 @@ export function encodeKvEventBatch(
   encoding: KvEventEncoding,
   rank = 0,
 ): Buffer {
-  const wire = events.map((event) => wireEvent(event, encoding));
-  return packr.pack(encoding === 'array' ? [ts, wire, rank] : { ts, events: wire, data_parallel_rank: rank });
+  const wire =
+    encoding === 'sglang' ? events.flatMap(sglangWireEvents) : events.map((event) => wireEvent(event, encoding));
+  return packr.pack(encoding === 'map' ? { ts, events: wire, data_parallel_rank: rank } : [ts, wire, rank]);
 }
 
 /** `seq` as 8 bytes, big-endian, signed (the replay end marker is −1). */

@@ -16,6 +16,7 @@ import type { PromptTokenizer } from './completion-request.js';
 import { EngineServer } from './engine-server.js';
 import { checkFleetOf, fleetPresets, fleetSize, uniformFleet, type FleetGroup } from './fleet-spec.js';
 import { KvTransferPeers } from './kv-peers.js';
+import type { EngineFlavor } from './engine-flavor.js';
 import type { KvEventEncoding } from './kv-event-encoding.js';
 import { SIM_FLEET_DEFAULTS } from './sim-fleet-defaults.js';
 
@@ -51,6 +52,8 @@ export interface SimFleetOptions {
   transferCost?: Partial<OffloadCostModel>;
   /** Engine seconds prefilled KV waits for its decode engine before it is freed (default 480, vLLM's). */
   kvHoldTimeoutS?: number;
+  /** What every engine speaks as (engine-flavor.ts; default vllm). */
+  flavor?: EngineFlavor;
 }
 
 export interface SimFleetKvEvents {
@@ -58,7 +61,7 @@ export interface SimFleetKvEvents {
   port: number;
   /** Engine i's replay ROUTER binds `tcp://HOST:(replayPort + i)`; none when absent. */
   replayPort?: number;
-  /** Default `map`. */
+  /** Default `map` for vLLM engines; SGLang engines always use `sglang`. */
   encoding?: KvEventEncoding;
   /** Messages each engine keeps for replay (default 10,000). */
   bufferSteps?: number;
@@ -137,6 +140,7 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
           maxBodyBytes: options.maxBodyBytes,
           peers,
           ...(holdTimeout === undefined ? {} : { kvHoldTimeoutS: holdTimeout }),
+          ...(options.flavor === undefined ? {} : { flavor: options.flavor }),
           ...(options.tokenizer === undefined ? {} : { tokenizer: options.tokenizer }),
           ...(kv === undefined
             ? {}
@@ -146,7 +150,7 @@ export async function startSimFleet(options: SimFleetOptions = {}): Promise<SimF
                   ...(kv.replayPort === undefined
                     ? {}
                     : { replayEndpoint: zmqEndpoint(o.host, offset(kv.replayPort, index)) }),
-                  encoding: kv.encoding ?? 'map',
+                  encoding: options.flavor === 'sglang' ? 'sglang' : (kv.encoding ?? 'map'),
                   ...(kv.bufferSteps === undefined ? {} : { bufferSteps: kv.bufferSteps }),
                 },
               }),

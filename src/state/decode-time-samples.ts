@@ -1,9 +1,9 @@
 /**
  * Decode time per token from an engine's `/metrics` histograms, for the learned costs
  * (src/core/cost-learning/, docs/policies.md "Learned costs"): between two scrapes, the delta of
- * vLLM's inter-token latency histogram (`vllm:inter_token_latency_seconds`, or the older
- * `vllm:time_per_output_token_seconds`) gives the mean seconds per output token over the
- * interval, at about the running count of the scrapes. A CostLearner takes it with
+ * engine's inter-token latency histogram (vLLM's `vllm:inter_token_latency_seconds`, or the older
+ * `vllm:time_per_output_token_seconds`; SGLang's `sglang:inter_token_latency_seconds`) gives the
+ * mean seconds per output token over the interval, at about the running count of the scrapes. A CostLearner takes it with
  * `observeDecode(instance, secondsPerToken, batch)`.
  *
  * Invariants: sums and counts add over label sets (several engines behind one endpoint count as
@@ -13,7 +13,7 @@
  * attention term), so a mean would bias the per-token cost; first tokens seen by the router carry
  * each request's own length instead.
  */
-import type { MetricSample } from './engine-metrics-scrape.js';
+import { sumSamples, type MetricSample } from './engine-metrics-scrape.js';
 
 /** The histogram sums and counts and the running gauge one scrape holds (NaN when absent). */
 export interface DecodeTimeCounters {
@@ -28,20 +28,19 @@ export interface DecodeTimeSample {
   batch: number;
 }
 
-const HISTOGRAMS = ['vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds'] as const;
+/** Each engine's histogram and the running gauge that goes with it, in the order they are tried. */
+const HISTOGRAMS = [
+  ['vllm:inter_token_latency_seconds', 'vllm:num_requests_running'],
+  ['vllm:time_per_output_token_seconds', 'vllm:num_requests_running'],
+  ['sglang:inter_token_latency_seconds', 'sglang:num_running_reqs'],
+] as const;
 
 /** Reads the counters from one scrape's samples (parseExposition). */
 export function decodeTimeCounters(samples: readonly MetricSample[]): DecodeTimeCounters {
-  const sum = (name: string): number => {
-    let total = NaN;
-    for (const s of samples)
-      if (s.name === name && Number.isFinite(s.value)) total = (Number.isNaN(total) ? 0 : total) + s.value;
-    return total;
-  };
-  for (const histogram of HISTOGRAMS) {
+  const sum = (name: string): number => sumSamples(samples, name) ?? NaN;
+  for (const [histogram, running] of HISTOGRAMS) {
     const count = sum(`${histogram}_count`);
-    if (!Number.isNaN(count))
-      return { sumSeconds: sum(`${histogram}_sum`), count, running: sum('vllm:num_requests_running') };
+    if (!Number.isNaN(count)) return { sumSeconds: sum(`${histogram}_sum`), count, running: sum(running) };
   }
   return { sumSeconds: NaN, count: NaN, running: sum('vllm:num_requests_running') };
 }

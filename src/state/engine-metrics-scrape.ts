@@ -1,7 +1,13 @@
 /**
  * Engine state from an engine's Prometheus `/metrics`: vLLM's names (`vllm:num_requests_running`,
  * `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`, the prefix-cache counters) or SGLang's
- * (`sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:token_usage`).
+ * (`sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:token_usage`, and for the prefix
+ * cache `sglang:prompt_tokens_total` and `sglang:cached_tokens_total`; names from SGLang's
+ * python/sglang/srt/metrics/collector.py).
+ *
+ * SGLang labels each scheduler's samples with its `tp_rank`: the ranks of one tensor-parallel group
+ * run one scheduler state, so only `tp_rank="0"` (or no such label) is read, where summing would
+ * count each request once per GPU. Data-parallel schedulers (`dp_rank`) are distinct and add up.
  *
  * Metrics carry no pending-prefill figures, so those publish as 0, and the decode batch is the
  * running count. KV usage comes as a fraction; it is published against KV_BLOCKS_SCALE blocks
@@ -53,11 +59,7 @@ export function parseExposition(text: string): MetricSample[] {
  * endpoint count as one); undefined when the text has neither vLLM's nor SGLang's gauges.
  */
 export function countsFromMetrics(samples: readonly MetricSample[]): EngineCounts | undefined {
-  const sum = (name: string): number | undefined => {
-    let total: number | undefined;
-    for (const s of samples) if (s.name === name && Number.isFinite(s.value)) total = (total ?? 0) + s.value;
-    return total;
-  };
+  const sum = (name: string) => sumSamples(samples, name);
   const running = sum('vllm:num_requests_running') ?? sum('sglang:num_running_reqs');
   const waiting = sum('vllm:num_requests_waiting') ?? sum('sglang:num_queue_reqs');
   if (running === undefined && waiting === undefined) return undefined;
@@ -73,34 +75,49 @@ export function countsFromMetrics(samples: readonly MetricSample[]): EngineCount
     pendingPrefillTokens: 0,
     maxPrefillRemaining: 0,
     decodeBatch: count(running),
-    prefixCacheQueries: count(sum('vllm:prefix_cache_queries_total')),
-    prefixCacheHits: count(sum('vllm:prefix_cache_hits_total')),
+    prefixCacheQueries: count(sum('vllm:prefix_cache_queries_total') ?? sum('sglang:prompt_tokens_total')),
+    prefixCacheHits: count(sum('vllm:prefix_cache_hits_total') ?? sum('sglang:cached_tokens_total')),
   };
+}
+
+/** A sample another rank of the same SGLang scheduler also reports (see the header). */
+export function mirroredRank(sample: MetricSample): boolean {
+  const rank = sample.labels.tp_rank;
+  return rank !== undefined && rank !== '0' && sample.name.startsWith('sglang:');
+}
+
+/** The sum of a metric's finite samples over label sets, mirrored ranks left out; undefined if none. */
+export function sumSamples(samples: readonly MetricSample[], name: string): number | undefined {
+  let total: number | undefined;
+  for (const s of samples)
+    if (s.name === name && Number.isFinite(s.value) && !mirroredRank(s)) total = (total ?? 0) + s.value;
+  return total;
 }
 
 /**
  * The engine's prefix-cache hit ratio since it started, 0–1: vLLM's
  * `prefix_cache_hits_total / prefix_cache_queries_total` (tokens), else SGLang's
- * `sglang:cache_hit_rate` gauge (averaged over label sets); undefined when it exports neither or
- * has answered no query yet.
+ * `cached_tokens_total / prompt_tokens_total`, else its `sglang:cache_hit_rate` gauge (averaged over
+ * label sets); undefined when it exports none of them or has answered no query yet.
  */
 export function prefixCacheHitRatio(samples: readonly MetricSample[]): number | undefined {
-  let queries = 0;
-  let hits = 0;
-  let rates = 0;
-  let rateSum = 0;
-  for (const s of samples) {
-    if (!Number.isFinite(s.value)) continue;
-    if (s.name === 'vllm:prefix_cache_queries_total') queries += s.value;
-    else if (s.name === 'vllm:prefix_cache_hits_total') hits += s.value;
-    else if (s.name === 'sglang:cache_hit_rate') {
-      rates++;
-      rateSum += s.value;
-    }
-  }
-  if (queries > 0) return Math.min(1, Math.max(0, hits / queries));
-  if (rates > 0) return Math.min(1, Math.max(0, rateSum / rates));
-  return undefined;
+  const ratio = (hits: number | undefined, queries: number | undefined): number | undefined =>
+    queries !== undefined && queries > 0 ? Math.min(1, Math.max(0, (hits ?? 0) / queries)) : undefined;
+  const vllm = ratio(
+    sumSamples(samples, 'vllm:prefix_cache_hits_total'),
+    sumSamples(samples, 'vllm:prefix_cache_queries_total'),
+  );
+  if (vllm !== undefined) return vllm;
+  const sglang = ratio(
+    sumSamples(samples, 'sglang:cached_tokens_total'),
+    sumSamples(samples, 'sglang:prompt_tokens_total'),
+  );
+  if (sglang !== undefined) return sglang;
+  const rates = samples.filter(
+    (s) => s.name === 'sglang:cache_hit_rate' && Number.isFinite(s.value) && !mirroredRank(s),
+  );
+  if (rates.length === 0) return undefined;
+  return Math.min(1, Math.max(0, rates.reduce((a, s) => a + s.value, 0) / rates.length));
 }
 
 /** What one scrape of an engine's `/metrics` gives. */
