@@ -6,6 +6,7 @@
  * aborts a late onConnect and ignores late callbacks; the deadline mid-stream ends the exchange
  * before uWS's close() could report a client abort.
  */
+import { apiDialect } from '../src/proxy/exchange/api-dialect.js';
 import { describe, expect, it } from 'vitest';
 
 import {
@@ -93,6 +94,7 @@ function rig(stream = true) {
     path: '/v1/chat/completions',
     headers: [],
     requestId: 'r1',
+    dialect: apiDialect('chat'),
     stream,
     keysNote: '',
     t0: performance.now(),
@@ -142,8 +144,7 @@ describe('AttemptRelay', () => {
     relay.onError(reset);
     expect(res.wire[0]).toBe('status 200 OK');
     expect(res.wire.slice(1, 2)).toEqual(['write data: 1\n\n']);
-    expect(res.wire[2]).toMatch(/^write data: \{"error":.*upstream_interrupted/);
-    expect(res.wire[3]).toBe('end data: [DONE]\n\n');
+    expect(res.wire[2]).toMatch(/^end data: \{"error":.*upstream_interrupted.*\n\ndata: \[DONE\]\n\n$/s);
     expect(ends).toEqual(['200 interrupted (wire: 2)']);
     expect(router).toEqual(['first 7', 'abort 7']);
   });

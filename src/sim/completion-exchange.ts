@@ -18,6 +18,14 @@
  */
 import type { ServerResponse } from 'node:http';
 
+import {
+  messagesBody,
+  messagesStream,
+  responsesBody,
+  responsesStream,
+  type ApiStream,
+  type PromptUsage,
+} from './api-answers.js';
 import type { CompletionRequest } from './completion-request.js';
 import {
   completionResponse,
@@ -48,6 +56,8 @@ export class CompletionExchange implements GenerationListener {
   private generation: Generation | undefined;
   private generated = 0;
   private lastTokenAt = 0;
+  /** The Messages or Responses stream writer, for a streamed request on those routes. */
+  private readonly apiStream: ApiStream | undefined;
 
   constructor(
     private readonly res: ServerResponse,
@@ -56,7 +66,17 @@ export class CompletionExchange implements GenerationListener {
     private readonly requestId: number,
     private readonly context: ExchangeContext,
     private readonly options: ExchangeOptions = {},
-  ) {}
+  ) {
+    const apiHead = { id: head.id, created: head.created, model: head.model, maxTokens: request.maxTokens };
+    if (request.stream && request.api === 'messages') this.apiStream = messagesStream(apiHead);
+    else if (request.stream && request.api === 'responses') this.apiStream = responsesStream(apiHead);
+  }
+
+  /** The prompt's tokens and those the engine served from its cache (or received by transfer). */
+  private promptUsage(sequence: Sequence): PromptUsage {
+    const cached = (sequence.cachedTokens ?? 0) + sequence.transferredTokens;
+    return { prompt: this.request.inputTokens, cached, output: this.generated };
+  }
 
   /** When the request's latency starts: its arrival, before any transfer wait. */
   private arrivedAt(sequence: Sequence): number {
@@ -95,6 +115,11 @@ export class CompletionExchange implements GenerationListener {
       else metrics.interToken(i === 0 ? at - this.lastTokenAt : 0);
       this.generated++;
       if (!this.request.stream || this.res.destroyed) continue;
+      if (this.apiStream !== undefined) {
+        if (this.generated === 1) this.res.write(this.apiStream.begin(this.promptUsage(sequence)));
+        this.res.write(this.apiStream.token());
+        continue;
+      }
       if (this.generated === 1 && this.head.endpoint === 'chat')
         this.send(
           streamChunk(this.head, '', { first: true, finishReason: null, includeUsage: this.request.includeUsage }),
@@ -121,9 +146,26 @@ export class CompletionExchange implements GenerationListener {
       this.context.realtime.releaseHeld(sequence); // nobody will pull a prefill nobody received
       return;
     }
+    if (this.apiStream !== undefined) {
+      res.end(this.apiStream.end(this.promptUsage(sequence)));
+      return;
+    }
     if (this.request.stream) {
       if (this.request.includeUsage) this.send(usageChunk(this.head, totals));
       res.end('data: [DONE]\n\n');
+      return;
+    }
+    const { api } = this.request;
+    if (api === 'messages' || api === 'responses') {
+      const apiHead = {
+        id: this.head.id,
+        created: this.head.created,
+        model: this.head.model,
+        maxTokens: this.request.maxTokens,
+      };
+      const answer = (api === 'messages' ? messagesBody : responsesBody)(apiHead, this.promptUsage(sequence));
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify(answer));
       return;
     }
     const response = completionResponse(this.head, TOKEN_TEXT.repeat(this.generated), 'length', totals);

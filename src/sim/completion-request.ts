@@ -35,9 +35,14 @@ import { hashPrompt } from '../core/hashing.js';
 import { promptText } from '../core/prompt-text.js';
 import type { ChatMessage } from '../core/types.js';
 import { checkInteger, checkObject, checkString } from '../core/validate.js';
+import { ApiError } from './api-error.js';
+import { apiChatBody } from './api-request-body.js';
+
+export { ApiError };
 import { parseKvTransferParams, type KvTransferRequest } from './kv-transfer-params.js';
 
-export type Endpoint = 'chat' | 'completion';
+/** The route's request shape: chat, completions, or an API served as chat (api-request-body.ts). */
+export type Endpoint = 'chat' | 'completion' | 'messages' | 'responses';
 
 /** Output length of a chat request that names none. */
 export const DEFAULT_CHAT_MAX_TOKENS = 256;
@@ -45,17 +50,6 @@ export const DEFAULT_CHAT_MAX_TOKENS = 256;
 export const DEFAULT_COMPLETION_MAX_TOKENS = 16;
 
 const ID_MASK = (1n << 52n) - 1n;
-
-/** An error with its HTTP status and vLLM's error `type`. */
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly type: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 export interface RequestLimits {
   /** The served model name. */
@@ -67,7 +61,9 @@ export interface RequestLimits {
 }
 
 export interface CompletionRequest {
-  endpoint: Endpoint;
+  /** `chat` for the APIs served as chat; `api` says which one the client called. */
+  endpoint: 'chat' | 'completion';
+  api: Endpoint;
   model: string;
   stream: boolean;
   includeUsage: boolean;
@@ -105,6 +101,14 @@ export type PromptTokenizer = (input: TokenizerInput) => Promise<Uint32Array>;
  */
 export function tokenizerInput(endpoint: Endpoint, raw: unknown): TokenizerInput | undefined {
   const body = checkObject('the request body', raw);
+  if (endpoint === 'messages' || endpoint === 'responses') {
+    const { shape } = apiChatBody(endpoint, body);
+    return {
+      kind: 'chat',
+      messages: shape.messages,
+      body: shape.tools === undefined ? {} : { tools: shape.tools },
+    };
+  }
   if (endpoint === 'chat') {
     chatPrompt(body.messages);
     return { kind: 'chat', messages: body.messages as ChatMessage[], body };
@@ -120,7 +124,12 @@ export function parseCompletionRequest(
   limits: RequestLimits,
   tokenized?: Uint32Array,
 ): CompletionRequest {
-  const body = checkObject('the request body', raw);
+  const api = endpoint;
+  let body = checkObject('the request body', raw);
+  if (endpoint === 'messages' || endpoint === 'responses') {
+    body = apiChatBody(endpoint, body).chat;
+    endpoint = 'chat';
+  }
   const model = present(body.model) ? checkString('model', body.model) : limits.model;
   if (model !== limits.model) throw new ApiError(404, 'NotFoundError', `The model \`${model}\` does not exist.`);
   const stream = optionalBoolean('stream', body.stream) ?? false;
@@ -143,7 +152,18 @@ export function parseCompletionRequest(
   if (tokenized !== undefined && prompt.ids === undefined) prompt.ids = tokenized;
   const { hashIds, inputTokens } = promptBlocks(endpoint, body, prompt, limits.blockSize);
   const maxTokens = outputTokens(endpoint, body, inputTokens, limits.maxModelLen);
-  return { endpoint, model, stream, includeUsage, hashIds, tokens: prompt.ids, inputTokens, maxTokens, kvTransfer };
+  return {
+    endpoint,
+    api,
+    model,
+    stream,
+    includeUsage,
+    hashIds,
+    tokens: prompt.ids,
+    inputTokens,
+    maxTokens,
+    kvTransfer,
+  };
 }
 
 /** The request's block ids and prompt length in tokens (see the header). */

@@ -3,6 +3,7 @@
  * behind the engine's OpenAI-compatible routes (docs/sim-serve.md; the flavours in engine-flavor.ts).
  *
  *   POST /v1/chat/completions, /v1/completions   streaming (SSE) and not
+ *   POST /v1/messages, /v1/responses              Anthropic's and OpenAI's, served as chat (api-answers.ts)
  *   GET  /v1/models, /health, /metrics
  *   POST /reset_prefix_cache                      vLLM's (dev mode) route: drops the cached blocks
  *   GET  /health_generate, /get_model_info        SGLang's
@@ -33,6 +34,7 @@ import {
   type Endpoint,
   type PromptTokenizer,
 } from './completion-request.js';
+import { anthropicErrorType } from '../tokenize/api-requests.js';
 import { modelList } from './completion-response.js';
 import { flavorErrorBody, metricLabels, type EngineFlavor } from './engine-flavor.js';
 import { EngineMetrics } from './engine-metrics.js';
@@ -47,6 +49,9 @@ import type { RemoteDecodeParams } from './kv-transfer-params.js';
 import { kvTransferCounters, registerKvTransferMetrics, type KvTransferCounters } from './kv-transfer-metrics.js';
 import { RealtimeEngine } from './realtime-engine.js';
 import { awaitTransfer, claimRemotePrefill } from './remote-prefill.js';
+
+/** Response ids by route: OpenAI's `chatcmpl-`/`cmpl-`/`resp_`, Anthropic's `msg_`. */
+const ID_PREFIX = { chat: 'chatcmpl-', completion: 'cmpl-', messages: 'msg_', responses: 'resp_' } as const;
 
 /** Request bodies above this are refused with 413 (agentic prompts reach a few MB). */
 export const DEFAULT_MAX_BODY_BYTES = 64 * 2 ** 20;
@@ -87,12 +92,16 @@ export interface EngineKvEventOptions {
   bufferSteps?: number;
 }
 
-type Route = 'chat' | 'completion' | 'models' | 'health' | 'metrics' | 'reset' | 'model-info';
+type Route =
+  'chat' | 'completion' | 'messages' | 'responses' | 'models' | 'health' | 'metrics' | 'reset' | 'model-info';
 type Routes = Record<string, { methods: readonly ('GET' | 'POST')[]; route: Route }>;
 
 const SHARED_ROUTES: Routes = {
   '/v1/chat/completions': { methods: ['POST'], route: 'chat' },
   '/v1/completions': { methods: ['POST'], route: 'completion' },
+  // Anthropic's Messages API and OpenAI's Responses API, which vLLM serves as chat.
+  '/v1/messages': { methods: ['POST'], route: 'messages' },
+  '/v1/responses': { methods: ['POST'], route: 'responses' },
   '/v1/models': { methods: ['GET'], route: 'models' },
   '/health': { methods: ['GET'], route: 'health' },
   '/metrics': { methods: ['GET'], route: 'metrics' },
@@ -288,7 +297,7 @@ export class EngineServer {
     const n = this.nextRequest++;
     const head = {
       endpoint,
-      id: `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${this.options.index}-${n}`,
+      id: `${ID_PREFIX[endpoint]}${this.options.index}-${n}`,
       created: Math.floor(Date.now() / 1000),
       model: request.model,
     };
@@ -364,8 +373,16 @@ export class EngineServer {
     else res.destroy();
   }
 
+  /** The engine's error body; on the Messages route, Anthropic's (as vLLM answers there). */
   private error(res: ServerResponse, status: number, type: string, message: string): void {
-    this.json(res, status, flavorErrorBody(this.flavor, status, type, message));
+    const anthropic = (res.req?.url ?? '').split('?', 1)[0] === '/v1/messages';
+    this.json(
+      res,
+      status,
+      anthropic
+        ? { type: 'error', error: { type: anthropicErrorType(status), message } }
+        : flavorErrorBody(this.flavor, status, type, message),
+    );
   }
 
   private json(res: ServerResponse, status: number, value: object): void {

@@ -5,7 +5,8 @@
  * In order of preference (issue 17's "Request tokens"):
  * 1. `/v1/completions` whose `prompt` is an array of token ids: those ids, no tokenizer needed;
  * 2. with the model's tokenizer: `/v1/chat/completions` messages rendered and encoded as vLLM
- *    does, or a `/v1/completions` string prompt encoded;
+ *    does, or a `/v1/completions` string prompt encoded; `/v1/messages` and `/v1/responses` as the
+ *    chat request vLLM converts them to (api-requests.ts), rendered the same way;
  * 3. otherwise none, with the reason (the caller routes on text-chunk keys and says so).
  * A batch prompt (an array of strings or of id arrays) is several requests to vLLM: none.
  *
@@ -13,13 +14,19 @@
  * scanner); it is parsed again here, off the loop, because the proxy's scanner keeps no JS
  * objects. A body that no longer parses cannot happen, but is reported as none, not thrown.
  */
+import { apiRequestToChat } from './api-requests.js';
 import type { ChatExtras } from './chat-render.js';
 import type { LoadedTokenizer } from './load-tokenizer.js';
 import type { EncodedText, ReuseResult } from './prefix-reuse.js';
 
+/** The routes whose bodies are tokenized: chat and completions, and the APIs rendered as chat (api-requests.ts). */
+export type BodyEndpoint = 'chat' | 'completions' | 'messages' | 'responses';
+
 export type BodyTokens =
   | { tokens: Uint32Array; reused: ReuseResult | undefined }
-  | { none: 'no tokenizer for the model' | 'a batch prompt' | 'token ids out of range' | 'not JSON' };
+  | {
+      none: 'no tokenizer for the model' | 'a batch prompt' | 'token ids out of range' | 'not JSON' | 'not renderable';
+    };
 
 const MAX_TOKEN_ID = 0xffffffff;
 
@@ -36,7 +43,7 @@ function promptIds(prompt: unknown[]): Uint32Array | 'out of range' | undefined 
 }
 
 export function bodyTokens(
-  endpoint: 'chat' | 'completions',
+  endpoint: BodyEndpoint,
   body: Uint8Array,
   tokenizer: LoadedTokenizer | undefined,
   previous: EncodedText | undefined,
@@ -61,6 +68,17 @@ export function bodyTokens(
     return { tokens: tokenizer.tokenizeText(b.prompt), reused: undefined };
   }
   if (tokenizer === undefined) return { none: 'no tokenizer for the model' };
+  if (endpoint === 'messages' || endpoint === 'responses') {
+    let shape;
+    try {
+      shape = apiRequestToChat(endpoint, b);
+    } catch {
+      return { none: 'not renderable' };
+    }
+    const extras: ChatExtras = shape.tools === undefined ? {} : { tools: shape.tools };
+    const reused = tokenizer.tokenizeChat(shape.messages, extras, previous);
+    return { tokens: reused.encoded.tokens, reused };
+  }
   const reused = tokenizer.tokenizeChat(b.messages, b as ChatExtras, previous);
   return { tokens: reused.encoded.tokens, reused };
 }

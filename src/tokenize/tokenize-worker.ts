@@ -9,7 +9,7 @@
 import type { ChatExtras } from './chat-render.js';
 import { LoadedTokenizer } from './load-tokenizer.js';
 import type { EncodedText } from './prefix-reuse.js';
-import { bodyTokens } from './request-body-tokens.js';
+import { bodyTokens, type BodyEndpoint } from './request-body-tokens.js';
 import { toWire, type WireError } from './tokenizer-errors.js';
 
 export type TokenizeTask =
@@ -29,7 +29,7 @@ export type TokenizeTask =
       /** A raw completion request body (request-body-tokens.ts); `dir` undefined: no tokenizer. */
       kind: 'body';
       dir: string | undefined;
-      endpoint: 'chat' | 'completions';
+      endpoint: BodyEndpoint;
       body: Uint8Array;
       previous: EncodedText | undefined;
       keep: boolean;

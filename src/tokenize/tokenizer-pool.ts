@@ -28,6 +28,7 @@ import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
 
 import type { ChatExtras } from './chat-render.js';
+import type { BodyEndpoint } from './request-body-tokens.js';
 import { SessionCache } from './session-cache.js';
 import { resolveTokenizerDir } from './tokenizer-files.js';
 import { fromWire, inputError, loadError, TokenizerError } from './tokenizer-errors.js';
@@ -225,7 +226,7 @@ export class TokenizerPool {
    */
   async tokenizeBody(
     model: string,
-    endpoint: 'chat' | 'completions',
+    endpoint: BodyEndpoint,
     body: Uint8Array,
     sessionKey?: string,
   ): Promise<{ tokens: Uint32Array } | { none: string }> {

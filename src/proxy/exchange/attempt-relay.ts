@@ -66,10 +66,10 @@ import { REQUEST_ID, relayedResponseHeaders } from './forward-headers.js';
 import { completionTokensIn, StreamedTokenCounter } from './output-tokens.js';
 import { classifyUpstreamError, upstreamFailure } from './upstream-errors.js';
 import { SseUsageScanner, usageIn } from './usage-scan.js';
+import type { ApiDialect } from './api-dialect.js';
 
 /** A held (non-streaming) body past this many bytes is written through instead. */
 const HOLD_LIMIT = 8 * 2 ** 20;
-const SSE_DONE = Buffer.from('data: [DONE]\n\n');
 // Header names and values written on every response, pre-encoded: uWS copies a string into UTF-8
 // on each call, a Buffer it reads in place.
 const INSTANCE_HEADER = Buffer.from('x-kvroute-instance');
@@ -109,6 +109,8 @@ export interface RelayedRequest {
   readonly keysNote: string;
   /** performance.now() at the request's arrival (time to first byte counts from it). */
   readonly t0: number;
+  /** The called API's usage keys, token markers and error shapes (api-dialect.ts). */
+  readonly dialect: ApiDialect;
 }
 
 /** The router's decision for this attempt, copied out of router.decision (valid until the next route()). */
@@ -292,8 +294,9 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     this.responseHeaders = relayedResponseHeaders(rawHeaders);
     this.phase = 'head';
     const streams = this.streams();
-    if (streams && this.request.observers.any) this.sse = new SseUsageScanner();
-    if (streams) this.tokens = new StreamedTokenCounter();
+    const dialect = this.request.dialect;
+    if (streams && this.request.observers.any) this.sse = new SseUsageScanner(dialect.usage);
+    if (streams) this.tokens = new StreamedTokenCounter(dialect.streamedToken, dialect.completion);
     // An offload's decode: its answer may carry kv_transfer_params (not in a coded body, left alone).
     if (this.transferParams === 'sent')
       this.transferParams = statusCode < 300 && !hasCoding(this.responseHeaders) ? 'strip' : 'none';
@@ -346,8 +349,9 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
       let body = this.held.length === 1 ? this.held[0]! : Buffer.concat(this.held);
       this.held = [];
       if (this.transferParams === 'strip') body = withoutTransferParams(body);
-      if (observers.any && status < 300) usage = usageIn(body);
-      if (status >= 200 && status < 300) this.heldTokens = completionTokensIn(body);
+      const { dialect } = this.request;
+      if (observers.any && status < 300) usage = usageIn(body, 0, body.length, dialect.usage);
+      if (status >= 200 && status < 300) this.heldTokens = completionTokensIn(body, dialect.completion);
       res.cork(() => {
         this.commit(false);
         res.end(body, close);
@@ -416,10 +420,10 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
    */
   private failMidResponse(error: ClientError, was: RelayPhase): void {
     const what = `${error.code}: ${error.logMessage}`;
-    const { res, state, stream, requestId } = this.request;
+    const { res, state, stream, requestId, dialect } = this.request;
     if (was !== 'streaming' && was !== 'paused') {
       this.held = [];
-      sendJson(res, error.status, error.body(), [REQUEST_ID, requestId], state.closing);
+      sendJson(res, error.status, error.body(dialect.errorFormat), [REQUEST_ID, requestId], state.closing);
       this.owner.relayEnded(error.status, 'error', undefined, what);
       return;
     }
@@ -427,11 +431,8 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     // which must find the exchange over (an interrupted answer, not a client abort).
     this.owner.relayEnded(this.status, 'interrupted', undefined, what);
     if (stream && this.status < 300) {
-      const event = `data: ${error.body()}\n\n`;
-      res.cork(() => {
-        res.write(event);
-        res.end(SSE_DONE);
-      });
+      const events = dialect.streamError(error);
+      res.cork(() => res.end(events));
     } else {
       // A written-through non-SSE body cannot carry an error: cut the connection so the
       // client sees an incomplete chunked response, not a silently short one.

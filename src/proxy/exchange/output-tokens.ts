@@ -15,11 +15,11 @@ const DELTA = Buffer.from('"delta"');
 /** Bytes after the key the integer is looked for in. */
 const WINDOW = 32;
 
-/** `usage.completion_tokens` in `buf` (its last), or undefined. */
-export function completionTokensIn(buf: Buffer): number | undefined {
-  const key = buf.lastIndexOf(COMPLETION_TOKENS);
-  if (key < 0) return undefined;
-  const start = key + COMPLETION_TOKENS.length;
+/** `usage.completion_tokens` (or the API's `key`) in `buf` (its last), or undefined. */
+export function completionTokensIn(buf: Buffer, key: Buffer = COMPLETION_TOKENS): number | undefined {
+  const at = buf.lastIndexOf(key);
+  if (at < 0) return undefined;
+  const start = at + key.length;
   const value = integerAfter(buf, start, Math.min(buf.length, start + WINDOW));
   return value < 0 ? undefined : value;
 }
@@ -29,9 +29,16 @@ export class StreamedTokenCounter {
   private chunks = 0;
   private reported: number | undefined;
 
+  /** `token`: occurs once per token event; `completion`: the usage key of the output's count (api-dialect.ts). */
+  constructor(
+    private readonly token: Buffer = DELTA,
+    private readonly completion: Buffer = COMPLETION_TOKENS,
+  ) {}
+
   feed(chunk: Buffer): void {
-    for (let at = chunk.indexOf(DELTA); at >= 0; at = chunk.indexOf(DELTA, at + DELTA.length)) this.chunks++;
-    this.reported = completionTokensIn(chunk) ?? this.reported;
+    const token = this.token;
+    for (let at = chunk.indexOf(token); at >= 0; at = chunk.indexOf(token, at + token.length)) this.chunks++;
+    this.reported = completionTokensIn(chunk, this.completion) ?? this.reported;
   }
 
   /** The engine's count when it sent one, else the chunks seen. */

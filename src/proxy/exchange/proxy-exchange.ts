@@ -1,5 +1,5 @@
 /**
- * Long file: about 535 lines, one request's life, whose phases read best in one place; the body,
+ * Long file: about 550 lines, one request's life, whose phases read best in one place; the body,
  * the relay, flow control and the offload are each in their own file.
  *
  * One completion request through the proxy, from its head to its last byte. Its walk, top to
@@ -90,10 +90,11 @@ import type { Backend } from '../upstream/backend.js';
 import type { Admission, Admittable } from './admission.js';
 import { FlowTicket } from './flow-ticket.js';
 import type { FlowOutcome } from '../observe/proxy-observer.js';
+import { apiDialect, type ApiDialect } from './api-dialect.js';
 import { AttemptRelay, type RelayedRequest, type RelayOwner } from './attempt-relay.js';
 import { REQUEST_ID, readIncomingHead } from './forward-headers.js';
 import { RequestBodyReader, type BodySink } from './request-body.js';
-import type { Endpoint, ParsedRequest } from './request-inputs.js';
+import { scannedNatively, type Endpoint, type ParsedRequest } from './request-inputs.js';
 import { scanRequest, scanRequestAsync, SYNC_SCAN_MAX_BYTES } from './request-scan.js';
 import { upstreamFailure } from './upstream-errors.js';
 
@@ -135,6 +136,8 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
   private request: RelayedRequest | undefined;
   /** Retries so far. */
   private attempts = 0;
+  /** The called API's usage keys and error shapes. */
+  private readonly dialect: ApiDialect;
   /** The latest routed attempt (the request record's instance, reason, ttft and offload). */
   private relay: AttemptRelay | undefined;
 
@@ -146,6 +149,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     private readonly ctx: ExchangeContext,
   ) {
     res.onAborted(() => this.clientAborted());
+    this.dialect = apiDialect(endpoint);
     const head = readIncomingHead(req, ctx.options.sessionRanks, ctx.state.admission.flow.flowConfig);
     const query = req.getQuery();
     this.path = query === undefined || query === '' ? req.getUrl() : `${req.getUrl()}?${query}`;
@@ -364,14 +368,18 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     state.costs.routed(ticket, session);
     // Read in place: valid until the next route(), so copied now.
     const offload = decision.offload;
+    // vLLM's disaggregated-prefill exchange (kv_transfer_params) is chat's and completions': a
+    // Messages or Responses request is served whole on its decode instance, its prefill ticket let go.
+    const offloads = offload.outcome === 'offload' && scannedNatively(this.endpoint);
+    if (offload.outcome === 'offload' && !offloads) router.abort(offload.prefillTicket);
     const relay = new AttemptRelay(this, this.relayedRequest(parsed), {
       ticket,
       backend,
       reason: decision.reason,
       predictedCachedTokens: decision.predictedCachedTokens,
-      offloadNote: offloadReason(offload),
-      prefillTicket: offload.outcome === 'offload' ? offload.prefillTicket : -1,
-      prefillInstance: offload.prefillInstance,
+      offloadNote: offloads || offload.outcome !== 'offload' ? offloadReason(offload) : '; offload: not for this API',
+      prefillTicket: offloads ? offload.prefillTicket : -1,
+      prefillInstance: offloads ? offload.prefillInstance : undefined,
     });
     this.relay = relay;
     if (observers.any)
@@ -392,6 +400,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
       stream: parsed.stream,
       keysNote: this.keysNote,
       t0: this.t0,
+      dialect: this.dialect,
     };
     return this.request;
   }
@@ -452,8 +461,9 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     const extra = [REQUEST_ID, this.requestId, ...headers];
     // closeConnection: the body is unread; drained (bounded) after the answer, which a close
     // under the arriving bytes would lose to a reset.
-    if (closeConnection) sendClientErrorThenDrain(this.res, error, extra);
-    else sendClientError(this.res, error, this.ctx.state.closing, extra);
+    const format = this.dialect.errorFormat;
+    if (closeConnection) sendClientErrorThenDrain(this.res, error, extra, format);
+    else sendClientError(this.res, error, this.ctx.state.closing, extra, format);
     this.finished(error.status, 'error', undefined, `${error.code}: ${error.logMessage}`);
   }
 

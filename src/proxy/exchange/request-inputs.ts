@@ -33,9 +33,14 @@ import { describe, isKvrouteError } from '../../core/errors.js';
 import { hashPrompt } from '../../core/hashing.js';
 import { promptText } from '../../core/prompt-text.js';
 import type { ChatMessage, RouteRequest } from '../../core/types.js';
+import { ApiRequestError, apiRequestToChat, chatPromptMessages } from '../../tokenize/api-requests.js';
 import { ClientError } from '../server/error-body.js';
 
-export type Endpoint = 'chat' | 'completions';
+export type Endpoint = 'chat' | 'completions' | 'messages' | 'responses';
+
+/** The endpoints the native scanner reads; the other two are parsed here (parseApiRequest). */
+export const scannedNatively = (endpoint: Endpoint): endpoint is 'chat' | 'completions' =>
+  endpoint === 'chat' || endpoint === 'completions';
 
 /** kvroute's own body fields, removed by --strip-extensions. */
 export const EXTENSION_FIELDS = ['hash_ids'] as const;
@@ -104,8 +109,10 @@ export function parseRequest(
       : new ClientError(400, 'model must be a non-empty string', 'invalid_field', 'model');
 
   const route: ParsedRoute = {};
-  const session = sessionHeader !== '' ? sessionHeader : typeof b.user === 'string' && b.user !== '' ? b.user : '';
+  const session = sessionHeader !== '' ? sessionHeader : bodySession(endpoint, b);
   if (session !== '') route.session = session;
+  if (endpoint === 'messages' || endpoint === 'responses')
+    return parseApiRequest(endpoint, b, bytes, route, stripExtensions);
 
   if (endpoint === 'chat') {
     if (b.messages === undefined) throw missing('messages', 'a list of chat messages');
@@ -124,6 +131,60 @@ export function parseRequest(
   else if (endpoint === 'chat') route.messages = b.messages as ChatMessage[];
   else route.prompt = typeof b.prompt === 'string' ? b.prompt : promptString(b.prompt as unknown[]);
 
+  let forward = bytes;
+  if (stripExtensions && EXTENSION_FIELDS.some((f) => b[f] !== undefined)) {
+    for (const f of EXTENSION_FIELDS) delete b[f];
+    forward = Buffer.from(JSON.stringify(b));
+  }
+  return { model: b.model as string, route, body: forward, stream: b.stream === true, priority, maxTokens };
+}
+
+/**
+ * The session a body names when no session header does: chat and completions' `user`; the
+ * Messages API's `metadata.user_id`; the Responses API's `prompt_cache_key` (OpenAI's key for
+ * requests that share a prefix; Codex sends its conversation id there), else its `user`.
+ */
+function bodySession(endpoint: Endpoint, b: Record<string, unknown>): string {
+  const nonEmpty = (v: unknown): string => (typeof v === 'string' ? v : '');
+  if (endpoint === 'messages') {
+    const metadata = b.metadata;
+    return typeof metadata === 'object' && metadata !== null
+      ? nonEmpty((metadata as Record<string, unknown>).user_id)
+      : '';
+  }
+  if (endpoint === 'responses') return nonEmpty(b.prompt_cache_key) || nonEmpty(b.user);
+  return nonEmpty(b.user);
+}
+
+/**
+ * A Messages or Responses body: the chat request the engine renders it into (api-requests.ts) is
+ * the prompt, with its tools first (a system message of their JSON, so that the text keys of a
+ * conversation keep their prefix); `max_tokens` (Messages, required as the API requires it) or
+ * `max_output_tokens` (Responses) is the output cap.
+ */
+function parseApiRequest(
+  endpoint: 'messages' | 'responses',
+  b: Record<string, unknown>,
+  bytes: Buffer,
+  route: ParsedRoute,
+  stripExtensions: boolean,
+): ParsedRequest {
+  if (endpoint === 'messages' && b.max_tokens === undefined)
+    throw missing('max_tokens', 'the most tokens to generate (the Messages API requires it)');
+  const priority = readPriority(b.priority);
+  const maxTokens = readMaxTokens(undefined, endpoint === 'messages' ? b.max_tokens : b.max_output_tokens);
+  if (b.hash_ids !== undefined) route.hashIds = hashIds(b.hash_ids);
+  else {
+    let shape;
+    try {
+      shape = apiRequestToChat(endpoint, b);
+    } catch (error) {
+      if (!(error instanceof ApiRequestError)) throw error;
+      const code = error.message.includes(' is required') ? 'missing_field' : 'invalid_field';
+      throw new ClientError(400, error.message, code, error.field.replace(/[[.].*$/, ''));
+    }
+    route.messages = chatPromptMessages(shape);
+  }
   let forward = bytes;
   if (stripExtensions && EXTENSION_FIELDS.some((f) => b[f] !== undefined)) {
     for (const f of EXTENSION_FIELDS) delete b[f];

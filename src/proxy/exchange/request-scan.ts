@@ -28,6 +28,7 @@ import { ClientError } from '../server/error-body.js';
 import {
   hashParsedRequest,
   parseRequest,
+  scannedNatively,
   type Endpoint,
   type ParsedRequest,
   type ParsedRoute,
@@ -89,7 +90,8 @@ export function scanRequest(
   stripExtensions: boolean,
   chunkBytes = 128,
 ): ParsedRequest {
-  if (javascriptOnly()) return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
+  if (javascriptOnly() || !scannedNatively(endpoint))
+    return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
   return (
     toParsed(scanBody(endpoint, bytes, chunkBytes, stripExtensions), bytes, sessionHeader) ??
     parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes)
@@ -109,7 +111,8 @@ export async function scanRequestAsync(
   stripExtensions: boolean,
   chunkBytes = 128,
 ): Promise<ParsedRequest> {
-  if (javascriptOnly()) return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
+  if (javascriptOnly() || !scannedNatively(endpoint))
+    return parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes);
   const result = await scanBodyAsync(endpoint, bytes, chunkBytes, stripExtensions);
   return (
     toParsed(result, bytes, sessionHeader) ?? parseInJs(endpoint, bytes, sessionHeader, stripExtensions, chunkBytes)

@@ -5,7 +5,7 @@
  */
 
 import type { ClientResponse } from './client-io.js';
-import { ClientError, echo, errorJson, statusLine, type ProxyErrorCode } from './error-body.js';
+import { ClientError, echo, errorJson, statusLine, type ErrorFormat, type ProxyErrorCode } from './error-body.js';
 import { sendJsonThenDrain } from './lingering-close.js';
 
 /** Writes a complete JSON response. `closeConnection` for refusals whose body was never read. */
@@ -30,16 +30,22 @@ export function sendClientError(
   error: ClientError,
   closeConnection = false,
   headers?: readonly string[],
+  format: ErrorFormat = 'openai',
 ): void {
-  sendJson(res, error.status, error.body(), errorHeaders(error, headers), closeConnection);
+  sendJson(res, error.status, error.body(format), errorHeaders(error, headers), closeConnection);
 }
 
 /**
  * Sends a ClientError refusing a request whose body is still unread, then reads and discards that
  * body (bounded) and closes the connection (lingering-close.ts), so the client gets the answer.
  */
-export function sendClientErrorThenDrain(res: ClientResponse, error: ClientError, headers?: readonly string[]): void {
-  sendJsonThenDrain(res, error.status, error.body(), errorHeaders(error, headers));
+export function sendClientErrorThenDrain(
+  res: ClientResponse,
+  error: ClientError,
+  headers?: readonly string[],
+  format: ErrorFormat = 'openai',
+): void {
+  sendJsonThenDrain(res, error.status, error.body(format), errorHeaders(error, headers));
 }
 
 function errorHeaders(error: ClientError, headers: readonly string[] | undefined): readonly string[] | undefined {

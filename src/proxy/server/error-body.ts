@@ -1,9 +1,13 @@
 /**
- * OpenAI-style error bodies, the only error shape the proxy sends:
- *   {"error":{"message":"…","type":"invalid_request_error","param":null,"code":null}}
- * Client mistakes (4xx) are `invalid_request_error`; the proxy's and the fleet's failures (5xx,
- * and 429 when the fleet is at its admission limit) are `server_error` with a stable `code`
- * clients can branch on.
+ * Error bodies in the format of the API the client called (ErrorFormat):
+ * - OpenAI's (chat, completions, responses, every other route):
+ *     {"error":{"message":"…","type":"invalid_request_error","param":null,"code":null}}
+ *   Client mistakes (4xx) are `invalid_request_error`; the proxy's and the fleet's failures (5xx,
+ *   and 429 when the fleet is at its admission limit) are `server_error` with a stable `code`
+ *   clients can branch on.
+ * - Anthropic's (`/v1/messages`):
+ *     {"type":"error","error":{"type":"invalid_request_error","message":"…"}}
+ *   with Anthropic's types by status (anthropicErrorType); the stable code leads the message.
  *
  * Client input in messages: anything the client sent (a model name, a header value, a path, a
  * field) is quoted through echo(), which keeps its first ECHO_CHARS characters and says how long
@@ -11,7 +15,18 @@
  * whole message at MAX_MESSAGE_CHARS as well, for any message that quotes input another way.
  */
 
+import { anthropicErrorType } from '../../tokenize/api-requests.js';
+
 export type ErrorType = 'invalid_request_error' | 'server_error';
+
+/** Which API's error shape a body takes (see the header). */
+export type ErrorFormat = 'openai' | 'anthropic';
+
+/** The Anthropic error body of a status and message; `code` (the proxy's stable code) leads the message. */
+export function anthropicErrorJson(status: number, message: string, code: string | null): string {
+  const text = echo(code === null ? message : `${code}: ${message}`, MAX_MESSAGE_CHARS);
+  return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(status), message: text } });
+}
 
 /** Stable `code`s of the proxy's own errors. */
 export type ProxyErrorCode =
@@ -108,7 +123,8 @@ export class ClientError extends Error {
   /** The Retry-After of a 429 or 503, whole seconds (at least 1). */
   retryAfterSeconds = 1;
 
-  body(): string {
+  body(format: ErrorFormat = 'openai'): string {
+    if (format === 'anthropic') return anthropicErrorJson(this.status, this.message, this.code);
     return errorJson(
       this.message,
       this.status >= 500 || this.status === 429 ? 'server_error' : 'invalid_request_error',

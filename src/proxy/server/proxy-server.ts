@@ -3,6 +3,7 @@
  * http module (`http: 'node'`, node-server.ts); both serve one RouteTable.
  *
  *   POST /v1/chat/completions, /v1/completions   routed, relayed (exchange/proxy-exchange.ts)
+ *   POST /v1/messages (Anthropic), /v1/responses  the same, their prompts keyed as chat (docs/api-formats.md)
  *   GET  /v1/models, /v1/models/{id}             from the backends' discovered models
  *   GET  /health                                  liveness: 200 while the process serves
  *   GET  /ready                                   200 once started, not closing, ≥ 1 routable backend; else 503
@@ -114,6 +115,14 @@ function proxyRoutes(table: RouteTable, ctx: ExchangeContext, warn: (m: string) 
   table.post(
     '/v1/completions',
     g((res, req) => new ProxyExchange(res, req, 'completions', ctx)),
+  );
+  table.post(
+    '/v1/messages',
+    g((res, req) => new ProxyExchange(res, req, 'messages', ctx)),
+  );
+  table.post(
+    '/v1/responses',
+    g((res, req) => new ProxyExchange(res, req, 'responses', ctx)),
   );
   table.get(
     '/v1/models',
