@@ -40,6 +40,7 @@ const WORKLOADS = [
   'tokenize',
   'kv-events',
   'event-relay',
+  'tracing',
   'flow',
   'flow-targets',
 ];

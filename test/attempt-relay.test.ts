@@ -104,6 +104,7 @@ function rig(stream = true) {
     relayEnded: (status, outcome) => void ends.push(`${status} ${outcome} (wire: ${res.wire.length})`),
     attemptFailed: (b, kind, _error, retryable) => void ends.push(`failed ${b.id} ${kind} retryable=${retryable}`),
     streamedTokens: () => {},
+    firstByte: () => {},
   };
   const routed: RoutedAttempt = {
     ticket: 7,

@@ -85,6 +85,10 @@ describe('serve configuration', () => {
     expect(fromFlags.proxy.retries).toBe(0);
     expect(fromFlags.proxy.offloadPrefillTimeoutMs).toBe(900);
     expect(resolveServeConfig({}, {}).proxy.offloadPrefillTimeoutMs).toBeUndefined(); // createProxy's 60,000
+    expect(
+      resolveServeConfig({ discover: 'dns:engines:8000', 'discover-dns-server': '10.0.0.10:53' }, {}).proxy.discovery,
+    ).toEqual({ spec: 'dns:engines:8000', servers: ['10.0.0.10:53'] });
+    expect(resolveServeConfig({}, { KVROUTE_DISCOVER: 'dns-srv:_http._tcp.e' }).backends).toEqual([]);
     // Agent session headers: a list from a flag, a variable or YAML; none: an empty list.
     expect(resolveServeConfig({ 'agent-session-headers': 'X-A, x-b' }, {}).proxy.agentSessionHeaders).toEqual([
       'x-a',

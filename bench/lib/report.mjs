@@ -7,6 +7,7 @@ import { cliStartupChecks, renderCliStartupResults } from './cli-startup-report.
 import { importCostChecks, renderImportCostResults } from './import-cost-report.mjs';
 import { kvEventsChecks, renderKvEventsResults } from './kv-events-report.mjs';
 import { eventRelayChecks, renderEventRelayResults } from './event-relay-report.mjs';
+import { renderTracingResults, tracingChecks } from './tracing-report.mjs';
 import { flowChecks, renderFlowResults } from './flow-report.mjs';
 import { flowTargetChecks, renderFlowTargetResults } from './flow-targets-report.mjs';
 import { renderThreadsResults, threadsTargetChecks } from './threads-report.mjs';
@@ -29,7 +30,7 @@ import { renderTokenizeResults, tokenizeChecks } from './tokenize-report.mjs';
  * @typedef {import('../tokenize.mjs').TokenizeLibraryResult | import('../tokenize.mjs').TokenizeSessionResult} TokenizeResult
  * @typedef {import('../kv-events.mjs').KvEventsResult} KvEventsResult
  * @typedef {import('../import-cost.mjs').ImportCostResult} ImportCostResult
- * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult | import('../event-relay.mjs').EventRelayResult | ImportCostResult) & { date?: string }} AnyResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult | import('../event-relay.mjs').EventRelayResult | import('../tracing.js').TracingResult | ImportCostResult) & { date?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -209,6 +210,7 @@ export function targetChecks(allResults) {
     ...tokenizeChecks(allResults),
     ...kvEventsChecks(allResults),
     ...eventRelayChecks(allResults),
+    ...tracingChecks(allResults),
     ...flowChecks(allResults),
     ...flowTargetChecks(allResults),
     ...threadsTargetChecks(allResults),
@@ -382,6 +384,7 @@ export function renderResults(doc, command) {
     ...renderTokenizeResults(doc.results),
     ...renderKvEventsResults(doc.results),
     ...renderEventRelayResults(doc.results),
+    ...renderTracingResults(doc.results),
     ...renderFlowResults(doc.results),
     ...renderFlowTargetResults(doc.results),
     ...renderThreadsResults(doc.results),

@@ -130,6 +130,22 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
     '<DIR>',
     'tokenizer for token-exact keys: DIR (tokenizer.json + tokenizer_config.json) or qwen3, or MODEL=DIR,…',
   ],
+  discover: [
+    '<SPEC>',
+    withDefault(
+      'backends from DNS: dns:NAME:PORT (A/AAAA records) or dns-srv:NAME (SRV), e.g. a Kubernetes headless Service',
+      'off',
+    ),
+  ],
+  'discover-interval': ['<MS>', withDefault('how often --discover resolves the name again', 5000)],
+  'discover-dns-server': ['<HOST[:PORT],…>', withDefault('DNS servers --discover asks', "the system's")],
+  'otlp-endpoint': [
+    '<URL>',
+    withDefault(
+      'export OpenTelemetry traces of every request to this OTLP/HTTP collector (http://HOST:4318); also OTEL_EXPORTER_OTLP_ENDPOINT',
+      'off',
+    ),
+  ],
 };
 
 export function addServeCommand(program: Command): void {

@@ -32,6 +32,8 @@ import { ClusterOptionError, parseClusterOptions, type ClusterOptions } from '..
 import { flowConfigFrom } from './flow-file.js';
 import { parseByteSize } from './byte-size.js';
 import { kvEventSource } from '../proxy/upstream/backend-spec.js';
+import { tracesUrl } from '../proxy/observe/tracing-options.js';
+import { DISCOVER_EXPECTED, parseDiscoverSpec } from '../proxy/upstream/dns-discovery.js';
 import {
   isNatsEventSource,
   NATS_EVENT_SOURCE_EXPECTED,
@@ -153,6 +155,50 @@ function parseTokenizers(raw: unknown, source: string): TokenizerConfig {
   return out;
 }
 
+/** Discovery (docs/discovery.md): --discover with its interval and DNS servers; the two alone are refused. */
+function discoveryFrom(
+  spec: string | undefined,
+  intervalMs: number | undefined,
+  servers: string[] | undefined,
+): ProxyOptions['discovery'] {
+  if (spec === undefined) {
+    if (intervalMs !== undefined) throw new ConfigError('--discover-interval needs --discover');
+    if (servers !== undefined) throw new ConfigError('--discover-dns-server needs --discover');
+    return undefined;
+  }
+  return { spec, ...(intervalMs === undefined ? {} : { intervalMs }), ...(servers === undefined ? {} : { servers }) };
+}
+
+/**
+ * Tracing (docs/tracing.md): `--otlp-endpoint`, else OpenTelemetry's own variables, read as its
+ * SDKs read them: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the traces URL itself) or
+ * OTEL_EXPORTER_OTLP_ENDPOINT (the collector, `/v1/traces` added); off with OTEL_SDK_DISABLED=true
+ * or OTEL_TRACES_EXPORTER=none; OTEL_SERVICE_NAME names the service (default kvroute).
+ */
+function tracingFrom(flag: string | undefined, env: NodeJS.ProcessEnv): ProxyOptions['tracing'] {
+  const disabled =
+    env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true' || env.OTEL_TRACES_EXPORTER?.trim() === 'none';
+  let endpoint = flag;
+  if (endpoint === undefined && !disabled) {
+    const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+    const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+    endpoint = traces !== undefined && traces !== '' ? traces : base !== undefined && base !== '' ? base : undefined;
+    for (const [name, value] of [
+      ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', traces],
+      ['OTEL_EXPORTER_OTLP_ENDPOINT', base],
+    ] as const)
+      if (value !== undefined && value !== '' && value === endpoint)
+        try {
+          tracesUrl(value);
+        } catch {
+          throw new ConfigError(`${name} must be an OTLP/HTTP collector URL, got ${JSON.stringify(value)}`);
+        }
+  }
+  if (endpoint === undefined) return undefined;
+  const serviceName = env.OTEL_SERVICE_NAME?.trim();
+  return { endpoint, ...(serviceName ? { serviceName } : {}) };
+}
+
 /** Parses one raw value (a flag's or variable's string, or a YAML scalar or list) of a setting. */
 function parseValue(setting: Setting, raw: unknown, source: string): Value {
   const fail = (expected: string): never => {
@@ -195,6 +241,31 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
         throw error;
       }
     }
+    case 'discover':
+      if (typeof text !== 'string' || parseDiscoverSpec(text) === undefined) return fail(DISCOVER_EXPECTED);
+      return text.trim();
+    case 'hosts': {
+      const list = Array.isArray(raw)
+        ? raw
+        : typeof raw === 'string'
+          ? raw.split(',')
+          : fail('DNS servers: HOST or HOST:PORT, separated by commas');
+      const hosts = (list as unknown[]).map((h) => (typeof h === 'string' ? h.trim() : h));
+      if (
+        hosts.length === 0 ||
+        hosts.some((h) => typeof h !== 'string' || !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.test(h))
+      )
+        return fail('DNS servers: HOST or HOST:PORT, separated by commas');
+      return hosts as string[];
+    }
+    case 'otlp':
+      if (typeof text !== 'string') return fail('an OTLP/HTTP collector URL, e.g. http://otel-collector:4318');
+      try {
+        tracesUrl(text.trim());
+      } catch {
+        return fail('an OTLP/HTTP collector URL, e.g. http://otel-collector:4318');
+      }
+      return text.trim();
     case 'nats-events':
       if (parseNatsEventSource(text, 'default') === undefined) fail(NATS_EVENT_SOURCE_EXPECTED);
       return (text as string).trim();
@@ -416,6 +487,12 @@ export function resolveServeConfig(
       offloadPrefillTimeoutMs: get<number>('offload-prefill-timeout'),
       maxBodyMemoryBytes: get<number>('max-body-memory'),
       flow: get<FlowConfig>('flow'),
+      tracing: tracingFrom(get<string>('otlp-endpoint'), env),
+      discovery: discoveryFrom(
+        get<string>('discover'),
+        get<number>('discover-interval'),
+        get<string[]>('discover-dns-server'),
+      ),
     },
   };
 }

@@ -30,7 +30,10 @@ type Kind =
   | 'scale'
   | 'flow'
   | 'cluster'
-  | 'nats-events';
+  | 'nats-events'
+  | 'otlp'
+  | 'discover'
+  | 'hosts';
 
 export interface Setting {
   flag: string;
@@ -83,6 +86,10 @@ export const SETTINGS = [
   { flag: 'flow', kind: 'flow' },
   { flag: 'cluster', kind: 'cluster' },
   { flag: 'events', kind: 'nats-events' },
+  { flag: 'otlp-endpoint', kind: 'otlp' },
+  { flag: 'discover', kind: 'discover' },
+  { flag: 'discover-interval', kind: 'ms', min: 100 },
+  { flag: 'discover-dns-server', kind: 'hosts' },
 ] as const satisfies readonly Setting[];
 
 /** A setting's flag name, e.g. 'max-body'. */

@@ -29,6 +29,7 @@ import { perThreadLimits } from '../proxy/threads/thread-limits.js';
 import { ProxyThreads } from '../proxy/threads/proxy-threads.js';
 import { ThreadMetrics } from '../proxy/threads/thread-metrics.js';
 import { ShadowReconciler } from '../state/shadow-reconciler.js';
+import { DEFAULT_DISCOVERY_INTERVAL_MS } from '../proxy/upstream/discovered-backends.js';
 import { ConfigError, resolveServeConfig } from './serve-config.js';
 import { envName } from './serve-settings.js';
 import { startSimFleet, type SimFleet } from '../sim/sim-fleet.js';
@@ -79,7 +80,9 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   // Opened first: a path that cannot be written is a usage error before anything starts.
   const accessLog = config.accessLog === undefined ? undefined : await openRequestLog(config.accessLog);
   const fleet =
-    config.backends.length === 0 ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 }) : undefined;
+    config.backends.length === 0 && config.proxy.discovery === undefined
+      ? await startSimFleet({ instances: EMBEDDED_ENGINES, port: 0 })
+      : undefined;
   const metrics = createProxyMetrics();
   const dashboard = createDashboard({ onWarning: serveWarning });
   // Started once the proxy exists (it needs the router); placements reach it through this observer.
@@ -195,6 +198,16 @@ export async function serveVerb(values: OptionValues, hooks: ServeHooks = {}): P
   process.stderr.write(
     `kvroute serve: dashboard ${base}/ · metrics ${base}/metrics · admin API ${config.adminToken === undefined ? 'off (--admin-token)' : 'on'}\n`,
   );
+  const discovery = config.proxy.discovery;
+  if (discovery !== undefined)
+    process.stderr.write(
+      `kvroute serve: discovering backends from ${discovery.spec} every ${discovery.intervalMs ?? DEFAULT_DISCOVERY_INTERVAL_MS} ms (${proxy.state.list().length} now)\n`,
+    );
+  const tracing = config.proxy.tracing;
+  if (tracing?.endpoint !== undefined)
+    process.stderr.write(
+      `kvroute serve: OpenTelemetry traces to ${tracing.endpoint} as service ${tracing.serviceName ?? 'kvroute'}\n`,
+    );
   if (threads !== undefined)
     process.stderr.write(
       `kvroute serve: ${threadCount} threads sharing one routing core serve ${base} (the main thread and ${threads.size} more)\n`,

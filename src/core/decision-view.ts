@@ -106,6 +106,11 @@ export class DecisionView implements Decision {
     const slot = this.buf[DECISION_SLOT]!;
     return slot < 0 ? 0 : predictCachedTokens(this.matched[slot]!, this.blockTokens, this.promptTokens);
   }
+  /** Prompt blocks the chosen instance holds (the match the prediction is made of); 0 when none was chosen. */
+  get matchedBlocks(): number {
+    const slot = this.buf[DECISION_SLOT]!;
+    return slot < 0 ? 0 : this.matched[slot]!;
+  }
   get predictedUncachedTokens(): number {
     return this.chosenTerm(TERM_UNCACHED);
   }

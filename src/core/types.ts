@@ -225,6 +225,8 @@ export interface Decision {
    * chosen. Works for every index mode: it reads the matched blocks the decision itself read.
    */
   readonly predictedCachedTokens: number;
+  /** Prompt blocks the chosen instance holds: the match predictedCachedTokens is made of. */
+  readonly matchedBlocks: number;
   /**
    * What the decision read of the chosen instance (its `terms` in explain(), read in place): the
    * request's tokens it does not hold (`uncached`), the prefill queued ahead of the request there

@@ -66,6 +66,11 @@ export class ProxyCosts {
     this.returns?.routed(ticket, session === '' ? undefined : session);
   }
 
+  /** The TTFT the learned costs predict for a routed, unfinished ticket, seconds; undefined if unknown. */
+  predictedTtftSeconds(ticket: number): number | undefined {
+    return this.learner.predictedTtftSeconds(ticket);
+  }
+
   /** The ticket's first token (its answer's first body byte). */
   firstToken(ticket: number): void {
     this.learner.firstToken(ticket);

@@ -14,6 +14,9 @@ import { SharedSlots } from '../flow/slot-counter.js';
 import { AGENT_SESSION_HEADERS, HEADER_NAME, sessionHeaderRanks } from './exchange/session-headers.js';
 export { HEADER_NAME };
 import type { ProxyObserver } from './observe/proxy-observer.js';
+import { tracesUrl, type TracingOptions } from './observe/tracing-options.js';
+import { DEFAULT_DISCOVERY_INTERVAL_MS, type DiscoveryOptions } from './upstream/discovered-backends.js';
+import { DISCOVER_EXPECTED, parseDiscoverSpec } from './upstream/dns-discovery.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
 import {
@@ -160,10 +163,24 @@ export interface ProxyOptions {
   tokenizers?: Record<string, string>;
   /** Hears warnings (router feed warnings, backend state changes). Default: process.emitWarning. */
   onWarning?: (message: string) => void;
+  /**
+   * OpenTelemetry traces of every request (docs/tracing.md): `{ endpoint }` exports to an OTLP/HTTP
+   * collector (`http://HOST:4318`), `{ exporter }` to a SpanExporter of yours. Absent: no tracing,
+   * and the client's `traceparent` reaches the engine unchanged.
+   */
+  tracing?: TracingOptions;
+  /**
+   * Backends from DNS (docs/discovery.md): `{ spec: 'dns:NAME:PORT' | 'dns-srv:NAME', intervalMs?,
+   * servers? }`, re-resolved every intervalMs (default 5,000). With it, `backends` may be empty.
+   */
+  discovery?: DiscoveryOptions;
 }
 
 export type ResolvedProxyOptions = Required<
-  Omit<ProxyOptions, 'onWarning' | 'backends' | 'backendApiKey' | 'tokenizers' | 'flow' | 'flowSlots'>
+  Omit<
+    ProxyOptions,
+    'onWarning' | 'backends' | 'backendApiKey' | 'tokenizers' | 'flow' | 'flowSlots' | 'tracing' | 'discovery'
+  >
 > & {
   flow: FlowConfig;
   flowSlots: SharedArrayBuffer | undefined;
@@ -173,6 +190,8 @@ export type ResolvedProxyOptions = Required<
   onWarning: (message: string) => void;
   /** Session header name → precedence (session-headers.ts), from sessionHeader and agentSessionHeaders. */
   sessionRanks: ReadonlyMap<string, number>;
+  tracing: TracingOptions | undefined;
+  discovery: DiscoveryOptions | undefined;
 };
 
 export const PROXY_DEFAULTS = {
@@ -207,6 +226,42 @@ export const PROXY_DEFAULTS = {
   offloadPrefillTimeoutMs: 60_000,
   maxBodyMemoryBytes: 512 * 2 ** 20,
 };
+
+/** The discovery option, checked (its spec, interval and servers named in the error). */
+function discoveryOptions(value: DiscoveryOptions | undefined): DiscoveryOptions | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null || typeof value.spec !== 'string')
+    throw new ProxyOptionError(`options.discovery needs a spec: ${DISCOVER_EXPECTED}`);
+  if (parseDiscoverSpec(value.spec) === undefined)
+    throw new ProxyOptionError(
+      `options.discovery.spec must be ${DISCOVER_EXPECTED}, got ${JSON.stringify(value.spec)}`,
+    );
+  positiveInteger('options.discovery.intervalMs', value.intervalMs, DEFAULT_DISCOVERY_INTERVAL_MS, 100);
+  if (
+    value.servers !== undefined &&
+    (!Array.isArray(value.servers) || value.servers.some((s) => typeof s !== 'string' || s === ''))
+  )
+    throw new ProxyOptionError('options.discovery.servers must be a list of DNS server addresses (HOST or HOST:PORT)');
+  return value;
+}
+
+/** The tracing option, checked: an OTLP endpoint URL (its traces URL must form) or an exporter. */
+function tracingOptions(value: TracingOptions | undefined): TracingOptions | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null) throw new ProxyOptionError('options.tracing must be an object');
+  if (value.exporter === undefined) {
+    if (typeof value.endpoint !== 'string')
+      throw new ProxyOptionError('options.tracing needs an endpoint (the OTLP/HTTP collector URL) or an exporter');
+    try {
+      tracesUrl(value.endpoint);
+    } catch (error) {
+      throw new ProxyOptionError(`options.tracing.endpoint: ${(error as Error).message}`);
+    }
+  }
+  if (value.serviceName !== undefined && (typeof value.serviceName !== 'string' || value.serviceName === ''))
+    throw new ProxyOptionError('options.tracing.serviceName must be a non-empty string');
+  return value;
+}
 
 /** A list of HTTP header names, lower-cased; the default when absent. */
 function headerNames(field: string, value: readonly string[] | undefined): readonly string[] {
@@ -288,8 +343,9 @@ function flowConfig(raw: unknown): FlowConfig {
 /** Fills defaults and checks every field. Backend URLs are normalised by normaliseBackend(). */
 export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions {
   if (typeof options !== 'object' || options === null) throw new ProxyOptionError('options must be an object');
-  if (!Array.isArray(options.backends) || options.backends.length === 0)
-    throw new ProxyOptionError('options.backends must list at least one backend URL');
+  const discovery = discoveryOptions(options.discovery);
+  if (!Array.isArray(options.backends) || (options.backends.length === 0 && discovery === undefined))
+    throw new ProxyOptionError('options.backends must list at least one backend URL (or set options.discovery)');
   const backends = options.backends.map((entry, k) => resolveBackend(entry, `options.backends[${k}]`));
   if (new Set(backends.map((b) => b.id)).size !== backends.length)
     throw new ProxyOptionError('options.backends lists a URL twice');
@@ -349,6 +405,8 @@ export function resolveProxyOptions(options: ProxyOptions): ResolvedProxyOptions
     observers: options.observers ?? [],
     mounts: options.mounts ?? [],
     onWarning: options.onWarning ?? ((message) => process.emitWarning(message, { code: 'KVROUTE_PROXY' })),
+    tracing: tracingOptions(options.tracing),
+    discovery,
   };
   if (resolved.maxBodyMemoryBytes < resolved.maxBodyBytes)
     throw new ProxyOptionError(

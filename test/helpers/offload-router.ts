@@ -48,6 +48,9 @@ export function forceOffload(
     get ticket() {
       return decision.ticket;
     },
+    get matchedBlocks() {
+      return 0;
+    },
     get predictedCachedTokens() {
       return decision.predicted;
     },

@@ -46,6 +46,7 @@ import {
   DEFAULT_ESTIMATOR_OPTIONS,
   InstanceCostEstimator,
   checkCostPrior,
+  predictTtftSeconds,
   type CostCoefficients,
   type CostEstimatorOptions,
   type InstanceCostEstimate,
@@ -155,6 +156,16 @@ export class CostLearner {
       ownTokens: uncached * (1 + attention * (cached + uncached / 2)),
       requests: d.requestsAhead,
     });
+  }
+
+  /**
+   * The TTFT the instance's current estimate predicts for a ticket routed() and not yet completed,
+   * seconds (the same model the estimate is fitted to); undefined for a ticket it does not hold.
+   */
+  predictedTtftSeconds(ticket: number): number | undefined {
+    const t = this.open.get(ticket);
+    if (t === undefined) return undefined;
+    return predictTtftSeconds(this.estimate(t.instance), t.pendingPrefillTokens + t.ownTokens, t.requests);
   }
 
   /** The ticket's first token came (repeats keep the first). */

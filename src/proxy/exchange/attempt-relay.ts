@@ -137,6 +137,8 @@ export interface RelayOwner {
   attemptFailed(backend: Backend, kind: UpstreamErrorKind, error: Error, retryable: boolean): void;
   /** A streamed answer's output tokens so far (flow control charges them to the tenant as they stream). */
   streamedTokens(total: number): void;
+  /** The answer's first byte came (the request's trace marks it). */
+  firstByte(): void;
 }
 
 export class AttemptRelay implements Dispatcher.DispatchHandlers {
@@ -406,6 +408,7 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     state.router.onFirstToken(this.ticket);
     state.costs.firstToken(this.ticket);
     this.ttft = performance.now() - t0;
+    this.owner.firstByte();
     if (observers.any) {
       observers.onFirstByte(this.backend.id, this.ttft);
       if (this.stripper !== undefined)

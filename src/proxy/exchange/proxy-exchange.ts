@@ -90,7 +90,10 @@ import type { Backend } from '../upstream/backend.js';
 import type { Admission, Admittable } from './admission.js';
 import { FlowTicket } from './flow-ticket.js';
 import type { FlowOutcome } from '../observe/proxy-observer.js';
+import type { RequestTrace } from '../observe/request-trace.js';
+import type { Tracing } from '../observe/tracing.js';
 import { apiDialect, type ApiDialect } from './api-dialect.js';
+import { startTrace, traceAttempt } from './exchange-trace.js';
 import { AttemptRelay, type RelayedRequest, type RelayOwner } from './attempt-relay.js';
 import { REQUEST_ID, readIncomingHead } from './forward-headers.js';
 import { RequestBodyReader, type BodySink } from './request-body.js';
@@ -109,6 +112,8 @@ export interface ExchangeContext {
   state: ProxyState;
   observers: ObserverList;
   options: ResolvedProxyOptions;
+  /** Request spans (observe/tracing.ts); undefined when tracing is off. */
+  tracing: Tracing | undefined;
 }
 
 export class ProxyExchange implements Admittable, BodySink, RelayOwner {
@@ -136,6 +141,8 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
   private request: RelayedRequest | undefined;
   /** Retries so far. */
   private attempts = 0;
+  /** This request's spans, when tracing is on. */
+  private readonly trace: RequestTrace | undefined;
   /** The called API's usage keys and error shapes. */
   private readonly dialect: ApiDialect;
   /** The latest routed attempt (the request record's instance, reason, ttft and offload). */
@@ -158,6 +165,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     this.session = head.session;
     this.requestId = head.requestId;
     if (this.requestId === '') this.headers.push(REQUEST_ID, (this.requestId = randomUUID()));
+    if (ctx.tracing !== undefined) this.trace = startTrace(ctx.tracing, this.path, this.headers);
     // Counted from here to finished(), which every path below reaches exactly once.
     ctx.state.exchangeStarted();
     this.reader = new RequestBodyReader(ctx.options.maxBodyBytes, ctx.state.bodies, this);
@@ -225,6 +233,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
   private bodyParsed(parsed: ParsedRequest): void {
     this.parsed = parsed;
     parsed.route.model = parsed.model;
+    this.trace?.model(parsed.model);
     const availability = this.ctx.state.modelAvailability(parsed.model);
     if (availability === 'unknown') {
       this.refuse(modelNotFound(parsed.model));
@@ -384,6 +393,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     this.relay = relay;
     if (observers.any)
       observers.onRouted(instance, relay.reason, state.policyName, (performance.now() - started) * 1000);
+    if (this.trace !== undefined) traceAttempt(this.trace, this.headers, state, ticket, parsed.route);
     relay.start(parsed.body);
   }
 
@@ -408,6 +418,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
   /** RelayOwner: the attempt failed before its answer's first byte: retry, or answer 502/504. */
   attemptFailed(backend: Backend, kind: UpstreamErrorKind, error: Error, retryable: boolean): void {
     if (this.over()) return;
+    this.trace?.attemptFailed(kind, error.message);
     if (retryable && this.attempts < this.ctx.options.retries) {
       this.attempts++;
       if (this.ctx.observers.any) this.ctx.observers.onRetry(backend.id);
@@ -427,6 +438,11 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
         retries > 0 ? ` after ${retries} retr${retries === 1 ? 'y' : 'ies'}` : '',
       ),
     );
+  }
+
+  /** RelayOwner: the answer's first byte came. */
+  firstByte(): void {
+    this.trace?.firstByte();
   }
 
   /** RelayOwner: the relay wrote the response's end (or its in-band error). */
@@ -498,6 +514,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     this.reader.release();
     if (this.deadline !== undefined) clearTimeout(this.deadline);
     state.exchangeEnded();
+    this.trace?.end(status, outcome, usage, error);
     const observers = this.ctx.observers;
     if (observers.any) {
       const e2eMs = performance.now() - this.t0;

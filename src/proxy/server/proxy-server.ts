@@ -32,6 +32,7 @@ import { handleModel, handleModels } from './models-route.js';
 import { createNodeServer, dispatchNode, type NodeServerHooks } from './node-server.js';
 import { ProxyExchange, type ExchangeContext } from '../exchange/proxy-exchange.js';
 import { ObserverList } from '../observe/proxy-observer.js';
+import { discoverBackends } from '../upstream/discovered-backends.js';
 import { resolveProxyOptions, type ProxyOptions, type ResolvedProxyOptions } from '../proxy-options.js';
 import { ProxyState, type ThreadRole } from '../proxy-state.js';
 import { RouteTable, type RouteHandler } from './route-table.js';
@@ -192,7 +193,20 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     observers,
     resolved.onWarning,
   );
-  const ctx: ExchangeContext = { state, observers, options: resolved };
+  const ctx: ExchangeContext = { state, observers, options: resolved, tracing: undefined };
+  // The main thread owns the backend set; threads take it from the main thread's state.
+  const discovered =
+    resolved.discovery === undefined || internal.thread !== undefined
+      ? undefined
+      : discoverBackends(state, resolved.discovery, resolved.onWarning);
+  // The OpenTelemetry SDK is loaded only by a proxy that traces; requests before it loaded (an
+  // embedder's, ahead of started()) go untraced.
+  const tracingReady =
+    resolved.tracing === undefined
+      ? Promise.resolve()
+      : import('../observe/tracing.js').then(({ Tracing }) => {
+          ctx.tracing = new Tracing(resolved.tracing!);
+        });
   const warn = resolved.onWarning;
 
   const table = new RouteTable();
@@ -269,11 +283,13 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     handleNode,
     paths: table.exactPaths(),
     owns: (path) => table.lookup('GET', path) !== undefined,
-    started: () => state.start(),
+    started: async () => {
+      await Promise.all([state.start(), tracingReady, discovered?.ready]);
+    },
     async listen(port, host = '127.0.0.1', { reusePort = false } = {}) {
       if (listenSocket !== undefined || nodeServer !== undefined) throw new Error('the proxy is already listening');
       if (reusePort && app === undefined) throw new Error('reusePort needs the uWebSockets.js server (http: uws)');
-      await state.start();
+      await Promise.all([state.start(), tracingReady, discovered?.ready]);
       return app !== undefined ? listenApp(app, port, host, !reusePort) : listenNode(port, host);
     },
     async listenControl() {
@@ -302,7 +318,13 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
             ? undefined
             : new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
         for (const cleanup of cleanups) cleanup();
+        discovered?.close();
         await state.close(graceMs);
+        // After the last request ended: its spans are in the batch the close exports.
+        await tracingReady.catch(() => {});
+        await ctx.tracing
+          ?.close()
+          .catch((error: unknown) => warn(`kvroute proxy: exporting traces failed: ${String(error)}`));
         if (controlSocket !== undefined) closeListenSocket(controlSocket);
         controlSocket = undefined;
         server?.closeAllConnections();

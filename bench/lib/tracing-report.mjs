@@ -1,0 +1,35 @@
+// @ts-check
+// Issue #33's tracing workload: its target check and its section of bench/RESULTS.md.
+
+/** @typedef {import('../tracing.js').TracingResult & { date?: string }} TracingResult */
+
+/** @param {readonly object[]} results */
+const rows = (results) => /** @type {TracingResult[]} */ (results.filter((r) => 'kind' in r && r.kind === 'tracing'));
+
+/** @param {readonly object[]} allResults */
+export function tracingChecks(allResults) {
+  return rows(allResults).map(
+    (r) =>
+      `  ${r.added_cpu_us_per_req <= 10 ? 'PASS' : 'FAIL'}  tracing on adds <= 10 µs CPU per request: ${r.added_cpu_us_per_req} µs ` +
+      `(off ${r.off_cpu_us_per_req} / ${r.off_again_cpu_us_per_req}, on ${r.on_cpu_us_per_req}; two off servers differ by ${r.off_spread_us_per_req})`,
+  );
+}
+
+/** @param {readonly object[]} allResults */
+export function renderTracingResults(allResults) {
+  const list = rows(allResults);
+  if (list.length === 0) return [];
+  const out = ['## tracing: OpenTelemetry off and on (issue #33)', ''];
+  out.push(
+    '`kvroute serve` in front of the stub engines, 64 connections of non-streaming chat, three servers alternated rep by rep: tracing off, on (`--otlp-endpoint` to an OTLP/HTTP sink that drops the spans; 3 spans per request, batched), and off again (the noise between two identical servers). Each figure is the server process’s CPU per request (user + system), the median over the reps. Target: on adds <= 10 µs. [bench/tracing.ts](tracing.ts).',
+    '',
+    '| reps | requests | spans exported | off µs/req | off again µs/req | on µs/req | added µs/req | date |',
+    '|---:|---:|---:|---:|---:|---:|---:|---|',
+  );
+  for (const r of list)
+    out.push(
+      `| ${r.reps} | ${r.requests.toLocaleString('en-US')} | ${r.spans.toLocaleString('en-US')} | ${r.off_cpu_us_per_req} | ${r.off_again_cpu_us_per_req} | ${r.on_cpu_us_per_req} | ${r.added_cpu_us_per_req} | ${r.date ?? ''} |`,
+    );
+  out.push('');
+  return out;
+}
