@@ -16,10 +16,10 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { PromptTokenizer } from '../src/sim/completion-request.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
 import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';
+import { poolTokenizer } from './helpers/pool-tokenizer.js';
 import { waitFor } from './helpers/wait-for.js';
 
 /** A TCP tee in front of one engine: records what the engine sends back, connection by connection. */
@@ -87,10 +87,7 @@ const recordingFetch: typeof fetch = async (input, init) => {
 
 beforeAll(async () => {
   pool = await TokenizerPool.open({ tokenizers: { '*': 'qwen3' }, threads: 1 });
-  const tokenizer: PromptTokenizer = (input) =>
-    input.kind === 'chat'
-      ? pool.tokenizeChat('*', input.messages, input.body, input.session)
-      : pool.tokenizeText('*', input.text);
+  const tokenizer = poolTokenizer(pool);
   fleet = await startSimFleet({ instances: 2, port: 0, speed: 50, kvEvents: { port: 0 }, tokenizer, model: MODEL });
   tees = await Promise.all(fleet.urls.map((url) => EngineTee.start(new URL(url))));
   rig = await startProxy({

@@ -13,6 +13,7 @@ import { createProxy } from '../src/proxy/server/proxy-server.js';
 import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';
+import { poolTokenizer } from './helpers/pool-tokenizer.js';
 import { waitFor } from './helpers/wait-for.js';
 
 let fleet: SimFleet;
@@ -60,10 +61,7 @@ beforeAll(async () => {
     port: 0,
     speed: 50,
     kvEvents: { port: 0 },
-    tokenizer: (input) =>
-      input.kind === 'chat'
-        ? enginePool.tokenizeChat('*', input.messages, input.body, input.session)
-        : enginePool.tokenizeText('*', input.text),
+    tokenizer: poolTokenizer(enginePool),
   });
   rig = await startProxy({
     backends: fleet.engines.map((e, k) => ({ url: fleet.urls[k]!, kvEvents: e.kvEventPublisher!.endpoint })),

@@ -20,9 +20,9 @@ import {
 } from '../src/state/engine-metrics-scrape.js';
 import { TokenizerPool } from '../src/tokenize/tokenizer-pool.js';
 import { encodeKvEventBatch, sglangHash } from '../src/sim/kv-event-encoding.js';
-import type { PromptTokenizer } from '../src/sim/completion-request.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
 import { MODEL, startProxy, type ProxyRig } from './helpers/proxy-harness.js';
+import { poolTokenizer } from './helpers/pool-tokenizer.js';
 import { waitFor } from './helpers/wait-for.js';
 
 let vllm: SimFleet;
@@ -34,10 +34,7 @@ const urls = () => [...vllm.urls, ...sglang.urls];
 
 beforeAll(async () => {
   enginePool = await TokenizerPool.open({ tokenizers: { '*': 'qwen3' }, threads: 1 });
-  const tokenizer: PromptTokenizer = (input) =>
-    input.kind === 'chat'
-      ? enginePool.tokenizeChat('*', input.messages, input.body, input.session)
-      : enginePool.tokenizeText('*', input.text);
+  const tokenizer = poolTokenizer(enginePool);
   vllm = await startSimFleet({ instances: 2, port: 0, speed: 50, kvEvents: { port: 0 }, tokenizer, model: MODEL });
   sglang = await startSimFleet({
     instances: 2,
