@@ -58,6 +58,11 @@ export interface EventRelayStats {
   engines: EngineRelayStats[];
 }
 
+/** How long a JetStream admin call may take, ms. */
+const JETSTREAM_API_TIMEOUT_MS = 10_000;
+/** Attempts of one setup call that times out before the relay gives up. */
+const SETUP_ATTEMPTS = 5;
+
 export class EventRelay {
   private nc: NatsConnection | undefined;
   private publisher: JetStreamPublisher | undefined;
@@ -95,8 +100,10 @@ export class EventRelay {
     if (nc === undefined) return;
     this.nc = nc;
     this.connected = true;
-    const jsm = await jetstreamManager(nc);
-    await this.ensureStream(jsm);
+    // JetStream's admin calls wait longer than the connection's 2 s: a busy server creating a
+    // file-backed stream can take that long, which is no reason to give up.
+    const jsm = await jetstreamManager(nc, { timeout: JETSTREAM_API_TIMEOUT_MS });
+    await this.timeoutRetried('set up the stream', () => this.ensureStream(jsm));
     const publisher = new JetStreamPublisher(jetstream(nc), {
       ...(options.window === undefined ? {} : { window: options.window }),
       onFailed: (subject, error) => this.publishFailed(subject, error),
@@ -105,7 +112,9 @@ export class EventRelay {
     for (const e of options.engines) {
       if (this.closed) return;
       const subject = eventSubject(options.fleet, e.engine);
-      const last = await jsm.streams.getMessage(this.stream, { last_by_subj: subject });
+      const last = await this.timeoutRetried(`read ${subject}'s last message`, () =>
+        jsm.streams.getMessage(this.stream, { last_by_subj: subject }),
+      );
       const seqText = last?.header?.get(SEQ_HEADER) ?? '';
       const relay = new EngineRelay({
         engine: e.engine,
@@ -125,6 +134,24 @@ export class EventRelay {
       `relay: ${options.engines.length} engine(s) into stream ${this.stream} on ${nc.getServer()} (subjects ${eventSubjects(options.fleet)})`,
     );
     void this.watch(nc, jsm);
+  }
+
+  /**
+   * Runs a JetStream admin call, again after a timeout (NATS slow to answer), at most
+   * SETUP_ATTEMPTS times; any other error, or the last timeout, is thrown.
+   */
+  private async timeoutRetried<T>(what: string, call: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (error) {
+        const timedOut = (error as Error).name === 'TimeoutError' || /timeout/i.test((error as Error).message);
+        if (!timedOut || attempt >= SETUP_ATTEMPTS || this.closed) throw error;
+        this.options.log(
+          `warning: relay: NATS did not answer in time to ${what}; asking again (${attempt}/${SETUP_ATTEMPTS})`,
+        );
+      }
+    }
   }
 
   /** Creates the stream, or brings an existing one's limits to the configured ones. */

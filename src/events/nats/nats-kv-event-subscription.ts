@@ -125,7 +125,8 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
     // drop between the calls; each failure is retried a second later.
     while (!this.closed) {
       try {
-        const jsm = await jetstreamManager(nc);
+        // Longer than the connection's 2 s: a busy JetStream answers slowly (the loop retries anyway).
+        const jsm = await jetstreamManager(nc, { timeout: 10_000 });
         const last = await jsm.streams.getMessage(this.stream, { last_by_subj: this.subject });
         this.target = last?.seq ?? 0;
         const consumer = await jetstream(nc).consumers.get(this.stream, {
