@@ -23,6 +23,7 @@ import {
   messagesStream,
   responsesBody,
   responsesStream,
+  type ApiAnswerHead,
   type ApiStream,
   type PromptUsage,
 } from './api-answers.js';
@@ -58,6 +59,8 @@ export class CompletionExchange implements GenerationListener {
   private lastTokenAt = 0;
   /** The Messages or Responses stream writer, for a streamed request on those routes. */
   private readonly apiStream: ApiStream | undefined;
+  /** What the Messages and Responses answers share (their id, time, model, output cap). */
+  private readonly apiHead: ApiAnswerHead;
 
   constructor(
     private readonly res: ServerResponse,
@@ -67,9 +70,9 @@ export class CompletionExchange implements GenerationListener {
     private readonly context: ExchangeContext,
     private readonly options: ExchangeOptions = {},
   ) {
-    const apiHead = { id: head.id, created: head.created, model: head.model, maxTokens: request.maxTokens };
-    if (request.stream && request.api === 'messages') this.apiStream = messagesStream(apiHead);
-    else if (request.stream && request.api === 'responses') this.apiStream = responsesStream(apiHead);
+    this.apiHead = { id: head.id, created: head.created, model: head.model, maxTokens: request.maxTokens };
+    if (request.stream && request.api === 'messages') this.apiStream = messagesStream(this.apiHead);
+    else if (request.stream && request.api === 'responses') this.apiStream = responsesStream(this.apiHead);
   }
 
   /** The prompt's tokens and those the engine served from its cache (or received by transfer). */
@@ -157,13 +160,7 @@ export class CompletionExchange implements GenerationListener {
     }
     const { api } = this.request;
     if (api === 'messages' || api === 'responses') {
-      const apiHead = {
-        id: this.head.id,
-        created: this.head.created,
-        model: this.head.model,
-        maxTokens: this.request.maxTokens,
-      };
-      const answer = (api === 'messages' ? messagesBody : responsesBody)(apiHead, this.promptUsage(sequence));
+      const answer = (api === 'messages' ? messagesBody : responsesBody)(this.apiHead, this.promptUsage(sequence));
       res.writeHead(200, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify(answer));
       return;

@@ -34,7 +34,7 @@ import {
   type Endpoint,
   type PromptTokenizer,
 } from './completion-request.js';
-import { anthropicErrorType } from '../tokenize/api-requests.js';
+import { anthropicErrorBody } from '../tokenize/api-requests.js';
 import { modelList } from './completion-response.js';
 import { flavorErrorBody, metricLabels, type EngineFlavor } from './engine-flavor.js';
 import { EngineMetrics } from './engine-metrics.js';
@@ -379,9 +379,7 @@ export class EngineServer {
     this.json(
       res,
       status,
-      anthropic
-        ? { type: 'error', error: { type: anthropicErrorType(status), message } }
-        : flavorErrorBody(this.flavor, status, type, message),
+      anthropic ? anthropicErrorBody(status, message) : flavorErrorBody(this.flavor, status, type, message),
     );
   }
 

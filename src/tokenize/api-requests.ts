@@ -69,6 +69,11 @@ export function anthropicErrorType(status: number): string {
   }
 }
 
+/** Anthropic's error body: `{"type": "error", "error": {type by status, message}}`. */
+export function anthropicErrorBody(status: number, message: string): object {
+  return { type: 'error', error: { type: anthropicErrorType(status), message } };
+}
+
 export class ApiRequestError extends Error {
   constructor(
     readonly field: string,

@@ -131,12 +131,15 @@ export function parseRequest(
   else if (endpoint === 'chat') route.messages = b.messages as ChatMessage[];
   else route.prompt = typeof b.prompt === 'string' ? b.prompt : promptString(b.prompt as unknown[]);
 
-  let forward = bytes;
-  if (stripExtensions && EXTENSION_FIELDS.some((f) => b[f] !== undefined)) {
-    for (const f of EXTENSION_FIELDS) delete b[f];
-    forward = Buffer.from(JSON.stringify(b));
-  }
+  const forward = forwardedBody(b, bytes, stripExtensions);
   return { model: b.model as string, route, body: forward, stream: b.stream === true, priority, maxTokens };
+}
+
+/** The bytes to forward: the client's, unless --strip-extensions has a field of ours to remove. */
+function forwardedBody(b: Record<string, unknown>, bytes: Buffer, stripExtensions: boolean): Buffer {
+  if (!stripExtensions || !EXTENSION_FIELDS.some((f) => b[f] !== undefined)) return bytes;
+  for (const f of EXTENSION_FIELDS) delete b[f];
+  return Buffer.from(JSON.stringify(b));
 }
 
 /**
@@ -185,11 +188,7 @@ function parseApiRequest(
     }
     route.messages = chatPromptMessages(shape);
   }
-  let forward = bytes;
-  if (stripExtensions && EXTENSION_FIELDS.some((f) => b[f] !== undefined)) {
-    for (const f of EXTENSION_FIELDS) delete b[f];
-    forward = Buffer.from(JSON.stringify(b));
-  }
+  const forward = forwardedBody(b, bytes, stripExtensions);
   return { model: b.model as string, route, body: forward, stream: b.stream === true, priority, maxTokens };
 }
 

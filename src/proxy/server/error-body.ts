@@ -15,7 +15,7 @@
  * whole message at MAX_MESSAGE_CHARS as well, for any message that quotes input another way.
  */
 
-import { anthropicErrorType } from '../../tokenize/api-requests.js';
+import { anthropicErrorBody } from '../../tokenize/api-requests.js';
 
 export type ErrorType = 'invalid_request_error' | 'server_error';
 
@@ -25,7 +25,7 @@ export type ErrorFormat = 'openai' | 'anthropic';
 /** The Anthropic error body of a status and message; `code` (the proxy's stable code) leads the message. */
 export function anthropicErrorJson(status: number, message: string, code: string | null): string {
   const text = echo(code === null ? message : `${code}: ${message}`, MAX_MESSAGE_CHARS);
-  return JSON.stringify({ type: 'error', error: { type: anthropicErrorType(status), message: text } });
+  return JSON.stringify(anthropicErrorBody(status, text));
 }
 
 /** Stable `code`s of the proxy's own errors. */
