@@ -6,14 +6,17 @@
  * repairs its downtime from the engine's replay buffer (no reset), or, when the buffer no longer
  * holds it, says so with a reset marker the replica rebuilds from; an engine restart; NATS down at
  * a replica's start; a replica started before any relay; NATS restarted mid-run; a replica
- * stalled while events flow (a slow consumer) loses nothing. Skipped, saying so, when
+ * stalled while events flow (a slow consumer) loses nothing; a stream listed without the relay's
+ * ready marker is not read where nats-server exits on a read mid-creation. Skipped, saying so, when
  * nats-server is absent.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 import { Router } from '../src/core/router.js';
 import { EventRelay } from '../src/events/nats/event-relay.js';
+import { eventStreamName, eventSubjects } from '../src/events/nats/event-subjects.js';
 import { subscribeNatsKvEvents } from '../src/events/nats/nats-kv-event-subscription.js';
+import { fleetStreamNames, readyStreamName, streamCreateRaceAffected } from '../src/events/nats/stream-ready.js';
 import { KvEventPublisher } from '../src/sim/kv-event-publisher.js';
 import type { PublishedKvEvent } from '../src/sim/kv-event-encoding.js';
 import { NATS_SKIP_REASON, natsServerPath, startNatsServer, type NatsServer } from './helpers/nats-server.js';
@@ -43,22 +46,51 @@ const stored = (id: number): PublishedKvEvent[] => [
 ];
 
 const open: Array<{ close(): unknown }> = [];
-afterEach(async () => {
-  for (const o of open.splice(0).reverse()) await o.close();
-});
+
+/**
+ * Whether the server's JetStream API answers (`$JS.API.INFO`) within 10 s. Asked after each test's
+ * clients closed: CI saw a shared server stop answering JetStream calls at the start of a test
+ * (5 × 10 s), so each test now has its own server, and one that hung is reported with its stacks.
+ */
+async function jetStreamAnswers(url: string): Promise<boolean> {
+  const { connect } = await import('@nats-io/transport-node');
+  const nc = await connect({ servers: [url], timeout: 5_000 });
+  try {
+    await nc.request('$JS.API.INFO', undefined, { timeout: 10_000 });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await nc.close();
+  }
+}
 
 describe.skipIf(binary === undefined)('the event plane over NATS JetStream', () => {
   let nats: NatsServer;
   let fleetNo = 0;
   let fleet = '';
-  beforeAll(async () => {
+  // What the relays said; printed with the server's state when a test fails.
+  let relayLogs: string[] = [];
+  // Each test its own server and fleet (so its own stream): no test depends on another's state.
+  beforeEach(async ({ onTestFailed }) => {
+    relayLogs = [];
     nats = await startNatsServer();
+    onTestFailed(async () => {
+      console.error(`relays' log:\n${relayLogs.join('\n')}\n\n${await nats.diagnose()}`);
+    });
   });
-  afterAll(async () => {
-    await nats?.dispose();
+  afterEach(async ({ task }) => {
+    fleetNo++;
+    for (const o of open.splice(0).reverse()) await o.close();
+    try {
+      if (!(await jetStreamAnswers(nats.url)))
+        console.error(
+          `test/event-plane.test.ts: after "${task.name}" the nats-server no longer answers JetStream API calls\n${await nats.diagnose()}`,
+        );
+    } finally {
+      await nats.dispose();
+    }
   });
-  // Each test its own fleet, so its own stream: no test reads another's events.
-  afterEach(() => void fleetNo++);
   const nextFleet = () => (fleet = `t${fleetNo}`);
 
   async function engine(bufferSteps = 10_000): Promise<KvEventPublisher> {
@@ -72,14 +104,17 @@ describe.skipIf(binary === undefined)('the event plane over NATS JetStream', () 
     return pub;
   }
 
-  function relay(pub: KvEventPublisher, logs: string[] = []): EventRelay {
+  function relay(pub: KvEventPublisher, logs: string[] = relayLogs): EventRelay {
     const r = EventRelay.start({
       server: nats.url,
       fleet,
       engines: [{ engine: ENGINE, endpoint: pub.endpoint, replay: pub.replayEndpoint }],
       maxAgeMs: 3_600_000,
       maxBytes: 64 * 2 ** 20,
-      log: (line) => logs.push(line),
+      log: (line) => {
+        logs.push(line);
+        if (logs !== relayLogs) relayLogs.push(line);
+      },
     });
     open.push(r);
     return r;
@@ -195,7 +230,7 @@ describe.skipIf(binary === undefined)('the event plane over NATS JetStream', () 
       engines: [{ engine: ENGINE, endpoint, replay }],
       maxAgeMs: 3_600_000,
       maxBytes: 64 * 2 ** 20,
-      log: () => {},
+      log: (line) => relayLogs.push(line),
     });
     open.push(r);
     const rep = replica();
@@ -203,7 +238,16 @@ describe.skipIf(binary === undefined)('the event plane over NATS JetStream', () 
     await until(() => rep.events().heldKeys === 4);
     await first.close();
     // The engine comes back on the same endpoints, numbering from 0 again.
-    const second = await KvEventPublisher.start({ endpoint, replayEndpoint: replay, encoding: 'map' });
+    // ZeroMQ frees a closed socket's port in its I/O thread, a moment after close(): bind again until it is free.
+    let second: KvEventPublisher | undefined;
+    for (let tries = 0; second === undefined; tries++) {
+      try {
+        second = await KvEventPublisher.start({ endpoint, replayEndpoint: replay, encoding: 'map' });
+      } catch (error) {
+        if (!/in use/i.test((error as Error).message) || tries >= 40) throw error;
+        await sleep(50);
+      }
+    }
     open.push(second);
     for (let k = 0; k < 500 && rep.events().restarts === 0; k++) {
       second.publish(stored(1000 + k));
@@ -262,6 +306,32 @@ describe.skipIf(binary === undefined)('the event plane over NATS JetStream', () 
     }
     await until(() => rep.events().fed && rep.events().heldKeys >= 8, 20_000, 'the replica to resume');
     expect(rep.events().state).toBe('live');
+  });
+
+  it('reads a stream only once its relay marked it created, where nats-server exits on a read mid-creation', async () => {
+    nextFleet();
+    const { connect } = await import('@nats-io/transport-node');
+    const { jetstreamManager } = await import('@nats-io/jetstream');
+    const admin = await connect({ servers: [nats.url] });
+    open.push(admin);
+    const jsm = await jetstreamManager(admin);
+    const affected = streamCreateRaceAffected(admin.info?.version);
+    // A stream without its marker: what a replica sees while a relay is still creating it.
+    await jsm.streams.add({ name: eventStreamName(fleet), subjects: [eventSubjects(fleet)] });
+    const warnings: string[] = [];
+    const rep = replica(warnings);
+    if (affected) {
+      await until(() => warnings.some((w) => /has not marked it created/.test(w)), 10_000, 'the warning');
+      await sleep(1_200); // a retry or more
+      expect(rep.events().fed).toBe(false);
+    }
+    // A relay finds the stream without a marker: it waits for another relay's creation to end
+    // (bounded), then adds the marker; the replica then reads the stream.
+    const pub = await engine();
+    const r = relay(pub);
+    await publishUntilRelayed(pub, r, [0, 1]);
+    await until(() => rep.events().fed && rep.events().heldKeys === 2, 15_000, 'the replica to read the stream');
+    expect(await fleetStreamNames(jsm, fleet)).toEqual(new Set([eventStreamName(fleet), readyStreamName(fleet)]));
   });
 
   it('a replica stalled while events flow (a slow consumer) catches up with nothing lost', async () => {

@@ -13,6 +13,7 @@ import { parseDuration, parseSize, relayedEngines } from '../src/cli/events-rela
 import { EngineRelay, type EventPublisher } from '../src/events/nats/engine-relay.js';
 import { engineFromToken, engineToken, eventSubject } from '../src/events/nats/event-subjects.js';
 import { parseNatsEventSource } from '../src/events/nats/nats-event-source.js';
+import { streamCreateRaceAffected } from '../src/events/nats/stream-ready.js';
 import { Rng } from './helpers/random.js';
 
 const CLI = join(resolve(import.meta.dirname, '..'), 'dist/cli.js');
@@ -29,6 +30,15 @@ describe('engine subject tokens', () => {
     }
     expect(eventSubject('prod', 'http://10.0.0.5:8000')).toBe('kvroute.prod.events.http_3A_2F_2F10_2E0_2E0_2E5_3A8000');
     expect(engineFromToken('bad_ZZ')).toBeUndefined();
+  });
+});
+
+describe('nats-server versions that exit on a stream read mid-creation', () => {
+  it('are those before 2.9.15, and an unknown version counts as one', () => {
+    for (const v of ['2.9.10', 'v2.9.14', '2.8.4', '1.4.1', '2.9.14-beta.1', '', 'nats', undefined])
+      expect(streamCreateRaceAffected(v), String(v)).toBe(true);
+    for (const v of ['2.9.15', '2.9.25', 'v2.10.0', '2.10.22-RC.1', '2.11.0', '3.0.0'])
+      expect(streamCreateRaceAffected(v), v).toBe(false);
   });
 });
 

@@ -6,7 +6,9 @@
  * Hazard: the server is a child process. Every test that starts one must `stop()` it (by its
  * pid, SIGTERM then SIGKILL) in an afterEach/afterAll or a finally, or the run leaves it behind.
  * `restart()` stops it and starts it again on the same port with the same store, which is how
- * tests take NATS away and bring it back.
+ * tests take NATS away and bring it back. `diagnose()` is what a failed test prints: the server's
+ * last output, and from its monitoring port its JetStream state, connections and goroutine stacks
+ * (a server that stops answering shows where it is stuck).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -42,6 +44,8 @@ export interface NatsServer {
   restart(): Promise<void>;
   /** Stops it and removes its store. */
   dispose(): Promise<void>;
+  /** The server's last output and its monitoring endpoints' answers (never throws). */
+  diagnose(): Promise<string>;
 }
 
 /** Starts nats-server with JetStream on a free loopback port. Throws when the binary is absent. */
@@ -50,15 +54,20 @@ export async function startNatsServer(options: { timeoutMs?: number } = {}): Pro
   if (binary === undefined) throw new Error(NATS_SKIP_REASON);
   const store = mkdtempSync(join(tmpdir(), 'kvroute-nats-'));
   const port = await freePort();
+  const monitorPort = await freePort();
   const timeoutMs = options.timeoutMs ?? 10_000;
   let child: ChildProcess | undefined;
   let stopChild: ((graceMs?: number) => Promise<number | null>) | undefined;
   let output = '';
 
   const start = async (): Promise<void> => {
-    const started = spawn(binary, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const started = spawn(
+      binary,
+      ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort), '-sd', store],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child = started;
     stopChild = childStopper(started, 2_000);
     const keep = (chunk: Buffer): void => {
@@ -66,6 +75,9 @@ export async function startNatsServer(options: { timeoutMs?: number } = {}): Pro
     };
     started.stdout?.on('data', keep);
     started.stderr?.on('data', keep);
+    started.on('exit', (code, signal) =>
+      keep(Buffer.from(`[pid ${started.pid} exited: code ${code}, signal ${signal}]\n`)),
+    );
     try {
       await waitListening(port, started, 'nats-server', timeoutMs);
     } catch (error) {
@@ -91,6 +103,20 @@ export async function startNatsServer(options: { timeoutMs?: number } = {}): Pro
     dispose: async () => {
       await stop();
       rmSync(store, { recursive: true, force: true });
+    },
+    diagnose: async () => {
+      const parts = [`nats-server pid ${child?.pid ?? -1} on port ${port}; its last output:\n${output}`];
+      for (const path of ['/jsz?streams=true&consumers=true', '/connz?subs=true', '/stacksz']) {
+        try {
+          const response = await fetch(`http://127.0.0.1:${monitorPort}${path}`, {
+            signal: AbortSignal.timeout(5_000),
+          });
+          parts.push(`GET ${path}:\n${(await response.text()).slice(0, 60_000)}`);
+        } catch (error) {
+          parts.push(`GET ${path}: ${(error as Error).message}`);
+        }
+      }
+      return parts.join('\n\n');
     },
   };
 }

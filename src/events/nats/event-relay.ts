@@ -5,7 +5,8 @@
  *
  * The relay creates the stream `KVROUTE_<FLEET>_EVENTS` (subjects `kvroute.<fleet>.events.>`,
  * file storage, oldest messages discarded past `maxAgeMs` or `maxBytes`) or updates those limits
- * on an existing one, then starts one EngineRelay per engine from the last seq the stream holds
+ * on an existing one, then the fleet's ready marker (stream-ready.ts: old nats-servers crash when
+ * a stream is read mid-creation, so replicas wait for it there), then starts one EngineRelay per engine from the last seq the stream holds
  * for it. NATS down at start: it waits (saying so) and starts when NATS answers. NATS lost later:
  * the client reconnects; what it could not publish meanwhile becomes a reset marker, and the
  * stream is re-created if the server came back without it.
@@ -27,6 +28,7 @@ import { EngineRelay, type EngineRelayStats } from './engine-relay.js';
 import { eventStreamName, eventSubject, eventSubjects, SEQ_HEADER } from './event-subjects.js';
 import { JetStreamPublisher } from './jetstream-publisher.js';
 import { closeNats, connectForever } from './nats-connect.js';
+import { fleetStreamNames, readyStreamName, readySubject, streamCreateRaceAffected } from './stream-ready.js';
 
 export interface RelayedEngine {
   /** The engine's backend URL, as the replicas' `backends` name it. */
@@ -62,6 +64,8 @@ export interface EventRelayStats {
 const JETSTREAM_API_TIMEOUT_MS = 10_000;
 /** Attempts of one setup call that times out before the relay gives up. */
 const SETUP_ATTEMPTS = 5;
+/** How long a relay waits for another's creation of the stream to finish (its ready marker), ms. */
+const READY_WAIT_MS = 5_000;
 
 export class EventRelay {
   private nc: NatsConnection | undefined;
@@ -154,7 +158,12 @@ export class EventRelay {
     }
   }
 
-  /** Creates the stream, or brings an existing one's limits to the configured ones. */
+  /**
+   * Creates the stream, or brings an existing one's limits to the configured ones; then the
+   * fleet's ready marker (stream-ready.ts). Against a nats-server that crashes on a stream read
+   * while it is created, an event stream listed without its marker is another relay's creation
+   * in progress (or a relay from before the marker): it is read only after READY_WAIT_MS.
+   */
   private async ensureStream(jsm: JetStreamManager): Promise<void> {
     const { fleet, maxAgeMs, maxBytes } = this.options;
     const wanted = {
@@ -166,19 +175,36 @@ export class EventRelay {
       max_age: nanos(maxAgeMs),
       max_bytes: maxBytes,
     };
-    let info;
-    try {
-      info = await jsm.streams.info(this.stream);
-    } catch (error) {
-      if (!/not found/i.test((error as Error).message)) throw error;
+    let names = await fleetStreamNames(jsm, fleet);
+    if (!names.has(this.stream)) {
       await jsm.streams.add(wanted);
       this.options.log(`relay: created stream ${this.stream} (max age ${maxAgeMs} ms, max bytes ${maxBytes})`);
-      return;
+    } else {
+      const marker = readyStreamName(fleet);
+      for (let waited = 0; !names.has(marker) && this.raceAffected() && waited < READY_WAIT_MS; waited += 250) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        names = await fleetStreamNames(jsm, fleet);
+      }
+      const info = await jsm.streams.info(this.stream);
+      if (info.config.max_age !== wanted.max_age || info.config.max_bytes !== maxBytes) {
+        await jsm.streams.update(this.stream, { ...info.config, max_age: wanted.max_age, max_bytes: maxBytes });
+        this.options.log(`relay: stream ${this.stream} limits set to max age ${maxAgeMs} ms, max bytes ${maxBytes}`);
+      }
     }
-    if (info.config.max_age !== wanted.max_age || info.config.max_bytes !== maxBytes) {
-      await jsm.streams.update(this.stream, { ...info.config, max_age: wanted.max_age, max_bytes: maxBytes });
-      this.options.log(`relay: stream ${this.stream} limits set to max age ${maxAgeMs} ms, max bytes ${maxBytes}`);
-    }
+    // Empty, and never published to (an existing one with this configuration is left as it is).
+    if (!names.has(readyStreamName(fleet)))
+      await jsm.streams.add({
+        name: readyStreamName(fleet),
+        subjects: [readySubject(fleet)],
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        max_msgs: 1,
+      });
+  }
+
+  private raceAffected(): boolean {
+    return streamCreateRaceAffected(this.nc?.info?.version);
   }
 
   private async watch(nc: NatsConnection, jsm: JetStreamManager): Promise<void> {

@@ -21,9 +21,11 @@
  * NATS: unreachable at start, the instance waits on its belief index (a warning says so); lost
  * later, it routes on the belief index until the client reconnects, and the ordered consumer
  * resumes where it was (JetStream kept what was published meanwhile: nothing is lost, nothing
- * re-applied). No stream yet (no relay ever ran): a warning, and a retry every second.
+ * re-applied). No stream yet (no relay ever ran): a warning, and a retry every second. Against a
+ * nats-server older than 2.9.15 the stream is read only once the relay's ready marker is listed
+ * (stream-ready.ts: such a server exits when a stream is read while it is created).
  */
-import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import type { ConsumerMessages, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 
 import type { KvEventSink, KvEventSinkOwner } from '../../core/kv-event-sink.js';
@@ -37,6 +39,7 @@ import { TurnBatch } from '../turn-batch.js';
 import { eventStreamName, eventSubject, RESET_HEADER, SEQ_HEADER } from './event-subjects.js';
 import type { NatsEventSource } from './nats-event-source.js';
 import { acquireNats, releaseNats } from './shared-nats.js';
+import { fleetStreamNames, readyStreamName, streamCreateRaceAffected } from './stream-ready.js';
 
 const RETRY_MS = 1000;
 
@@ -127,6 +130,7 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
       try {
         // Longer than the connection's 2 s: a busy JetStream answers slowly (the loop retries anyway).
         const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+        await this.untilStreamCreated(jsm, nc.info?.version);
         const last = await jsm.streams.getMessage(this.stream, { last_by_subj: this.subject });
         this.target = last?.seq ?? 0;
         const consumer = await jetstream(nc).consumers.get(this.stream, {
@@ -148,6 +152,22 @@ class NatsKvEventSubscription implements KvEventSinkOwner, KvEventSubscription {
         await new Promise((resolve) => setTimeout(resolve, RETRY_MS).unref());
       }
     }
+  }
+
+  /**
+   * Throws while the relay may still be creating the stream, on a nats-server that crashes on a
+   * read of a stream mid-creation (stream-ready.ts): there the stream is read once its ready
+   * marker is listed. Newer servers: returns at once.
+   */
+  private async untilStreamCreated(jsm: JetStreamManager, version: string | undefined): Promise<void> {
+    if (!streamCreateRaceAffected(version)) return;
+    const names = await fleetStreamNames(jsm, this.source.fleet);
+    if (!names.has(readyStreamName(this.source.fleet)))
+      throw new Error(
+        names.has(this.stream)
+          ? `its relay has not marked it created (${readyStreamName(this.source.fleet)}): nats-server ${version ?? '(unknown version)'} exits when a stream is read while it is created (fixed in 2.9.15)`
+          : 'stream not found',
+      );
   }
 
   private async watch(nc: NatsConnection): Promise<void> {
