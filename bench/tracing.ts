@@ -12,6 +12,7 @@ import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 
+import { protoFields } from '../src/proxy/observe/otlp-proto.js';
 import { closedLoop } from './lib/proxy-load.js';
 import { cpuSeconds, startKvroute, startStub, type Running } from './lib/proxy-procs.js';
 import { chatRequests } from './lib/proxy-requests.js';
@@ -34,19 +35,26 @@ export interface TracingResult {
   off_spread_us_per_req: number;
 }
 
-/** An OTLP/HTTP sink: counts the spans it is sent (JSON), answers 200. */
+/** The spans of an OTLP/HTTP protobuf request: resource_spans (1) → scope_spans (2) → spans (2). */
+function countSpans(body: Uint8Array): number {
+  let spans = 0;
+  const inside = (bytes: Uint8Array, field: number, then: (b: Uint8Array) => void) =>
+    protoFields(bytes, (f, v) => {
+      if (f === field && typeof v !== 'number') then(v);
+    });
+  inside(body, 1, (rs) => inside(rs, 2, (ss) => inside(ss, 2, () => spans++)));
+  return spans;
+}
+
+/** An OTLP/HTTP sink: counts the spans it is sent (protobuf), answers 200. */
 async function otlpSink(): Promise<{ url: string; spans: () => number; close: () => void }> {
   let spans = 0;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      spans += (
-        Buffer.concat(chunks)
-          .toString('utf8')
-          .match(/"spanId"/g) ?? []
-      ).length;
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      spans += countSpans(Buffer.concat(chunks));
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -12,21 +12,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { resolveServeConfig } from '../src/cli/serve-config.js';
 import { startSimFleet, type SimFleet } from '../src/sim/sim-fleet.js';
+import { decodeTraceRequest, type DecodedSpan } from './helpers/otlp-decode.js';
 import { MODEL, startProxy } from './helpers/proxy-harness.js';
 import { waitFor } from './helpers/wait-for.js';
 
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  attributes: Array<{ key: string; value: Record<string, unknown> }>;
-  events?: Array<{ name: string }>;
-  status?: { code?: number };
-}
+type OtlpSpan = DecodedSpan;
 
-/** An OTLP/HTTP receiver (JSON): every span it was sent, with its resource's service name. */
+/** An OTLP/HTTP receiver (protobuf): every span it was sent, with its resource's service name. */
 async function otlpReceiver(): Promise<{ url: string; spans: OtlpSpan[]; services: string[]; server: Server }> {
   const spans: OtlpSpan[] = [];
   const services: string[] = [];
@@ -35,17 +27,12 @@ async function otlpReceiver(): Promise<{ url: string; spans: OtlpSpan[]; service
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       expect(req.url).toBe('/v1/traces');
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
-        resourceSpans: Array<{
-          resource: { attributes: OtlpSpan['attributes'] };
-          scopeSpans: Array<{ spans: OtlpSpan[] }>;
-        }>;
-      };
-      for (const rs of body.resourceSpans) {
-        services.push(String(rs.resource.attributes.find((a) => a.key === 'service.name')?.value.stringValue));
-        for (const ss of rs.scopeSpans) spans.push(...ss.spans);
-      }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      expect(req.headers['content-type']).toBe('application/x-protobuf');
+      const body = decodeTraceRequest(Buffer.concat(chunks));
+      for (const attributes of body.resources)
+        services.push(String(attributes.find((a) => a.key === 'service.name')?.value.stringValue));
+      spans.push(...body.spans);
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -191,6 +178,15 @@ describe('OpenTelemetry tracing', () => {
     expect(resolveServeConfig({}, {}).proxy.tracing).toBeUndefined();
     expect(() => resolveServeConfig({ 'otlp-endpoint': 'collector:4318' }, {})).toThrow(
       /^--otlp-endpoint must be an OTLP\/HTTP collector URL/,
+    );
+    expect(
+      resolveServeConfig({}, { ...env, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' }).proxy.tracing,
+    ).toBeDefined();
+    expect(() => resolveServeConfig({}, { ...env, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' })).toThrow(
+      /^OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be http\/protobuf .*got "grpc"/,
+    );
+    expect(() => resolveServeConfig({}, { ...env, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })).toThrow(
+      /^OTEL_EXPORTER_OTLP_PROTOCOL must be http\/protobuf/,
     );
     expect(() => resolveServeConfig({}, { OTEL_EXPORTER_OTLP_ENDPOINT: 'ftp://x' })).toThrow(
       /^OTEL_EXPORTER_OTLP_ENDPOINT must be an OTLP\/HTTP collector URL/,

@@ -173,7 +173,8 @@ function discoveryFrom(
  * Tracing (docs/tracing.md): `--otlp-endpoint`, else OpenTelemetry's own variables, read as its
  * SDKs read them: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the traces URL itself) or
  * OTEL_EXPORTER_OTLP_ENDPOINT (the collector, `/v1/traces` added); off with OTEL_SDK_DISABLED=true
- * or OTEL_TRACES_EXPORTER=none; OTEL_SERVICE_NAME names the service (default kvroute).
+ * or OTEL_TRACES_EXPORTER=none; OTEL_SERVICE_NAME names the service (default kvroute);
+ * OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, if set, must be http/protobuf.
  */
 function tracingFrom(flag: string | undefined, env: NodeJS.ProcessEnv): ProxyOptions['tracing'] {
   const disabled =
@@ -195,6 +196,16 @@ function tracingFrom(flag: string | undefined, env: NodeJS.ProcessEnv): ProxyOpt
         }
   }
   if (endpoint === undefined) return undefined;
+  // kvroute sends OTLP/HTTP protobuf, the OTLP default; a variable asking for another is refused.
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL'] as const) {
+    const protocol = env[name]?.trim();
+    if (protocol === undefined || protocol === '') continue;
+    if (protocol !== 'http/protobuf')
+      throw new ConfigError(
+        `${name} must be http/protobuf (kvroute exports traces over OTLP/HTTP as protobuf), got ${JSON.stringify(protocol)}`,
+      );
+    break;
+  }
   const serviceName = env.OTEL_SERVICE_NAME?.trim();
   return { endpoint, ...(serviceName ? { serviceName } : {}) };
 }

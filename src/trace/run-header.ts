@@ -2,18 +2,10 @@
  * The RunHeader a verb writes at the top of its record file: what ran, on what, when, by which kvroute.
  * Lives beside the record format (records.ts) so libraries (replay) and verbs alike can write it.
  */
-import { readFileSync } from 'node:fs';
-
+import { kvrouteVersion } from '../core/version.js';
 import { RECORDS_FORMAT, RECORDS_VERSION, type RunHeader } from './records.js';
 
-let version: string | undefined;
-
-/** kvroute's version, from package.json (read once). */
-export function kvrouteVersion(): string {
-  version ??= (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
-    .version;
-  return version;
-}
+export { kvrouteVersion };
 
 type RunFacts = Omit<RunHeader, 'format' | 'version' | 'kvroute_version' | 'command' | 'started_at'>;
 

@@ -1,45 +1,56 @@
 /**
- * OpenTelemetry tracing of the proxy's requests (docs/tracing.md): one tracer provider per proxy,
- * its spans batched to an OTLP/HTTP collector (`@opentelemetry/exporter-trace-otlp-http`, JSON to
- * `<endpoint>/v1/traces`), or to an exporter the embedder gives.
+ * OpenTelemetry tracing of the proxy's requests (docs/tracing.md): each request's spans
+ * (request-trace.ts) batched (trace-batch.ts) to an OTLP/HTTP collector (otlp-sender.ts, protobuf to
+ * `<endpoint>/v1/traces`), or to a SpanExporter the embedder gives (readable-spans.ts).
  *
- * Off (no `tracing` option) the proxy makes no tracer, no span and no context: each request pays
- * one `undefined` check. On, a request's spans come from request-trace.ts. W3C trace context
- * (`traceparent`, `tracestate`) is read from the client's headers and written, with the upstream
- * attempt's span, into the request to the engine; off, the client's headers pass through as they
- * came (the engine continues the client's trace).
+ * Off (no `tracing` option) the proxy loads none of this and makes no trace: each request pays one
+ * `undefined` check. On, W3C trace context (`traceparent`, `tracestate`) is read from the client's
+ * headers and written, with the upstream attempt's span, into the request to the engine; off, the
+ * client's headers pass through as they came (the engine continues the client's trace).
  *
- * The provider is the proxy's own: it is never registered as the process's global, so an embedder's
- * own OpenTelemetry setup is untouched. Its spans are flushed at close().
+ * Spans are kvroute's own records, encoded by kvroute (otlp-proto.ts), not the SDK's span objects
+ * and serializer: those cost ~60–100 µs of CPU per request, against a budget of 10 (bench/
+ * RESULTS.md, "tracing"). OpenTelemetry's packages still parse the trace context, make the
+ * resource and carry the export (the OTLP exporter's transport and its OTEL_EXPORTER_OTLP_*
+ * settings). Nothing is registered as the process's global: an embedder's own OpenTelemetry setup
+ * is untouched. close() exports what is buffered.
  */
-import { SpanKind, trace, type Tracer } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 
+import { kvrouteVersion } from '../../core/version.js';
+import { otlpSender } from './otlp-sender.js';
+import { spanExporterSender } from './readable-spans.js';
 import { RequestTrace } from './request-trace.js';
+import { TraceBatch } from './trace-batch.js';
+import { parentFromHeaders } from './trace-context.js';
 import { tracesUrl, type TracingOptions } from './tracing-options.js';
-import { contextFromHeaders } from './trace-context.js';
 
 export class Tracing {
-  private readonly provider: BasicTracerProvider;
-  readonly tracer: Tracer;
+  private readonly batch: TraceBatch;
+  private readonly shutdown: () => Promise<void>;
 
-  constructor(options: TracingOptions) {
-    const exporter = options.exporter ?? new OTLPTraceExporter({ url: tracesUrl(options.endpoint ?? '') });
-    this.provider = new BasicTracerProvider({
-      resource: resourceFromAttributes({ 'service.name': options.serviceName ?? 'kvroute' }),
-      // A deeper queue than the SDK's 2,048 spans: at a few thousand requests per second (three
-      // spans each) the default drops spans between two exports.
-      spanProcessors: [
-        new BatchSpanProcessor(exporter, {
-          maxQueueSize: 32_768,
-          maxExportBatchSize: 2_048,
-          scheduledDelayMillis: 1_000,
-        }),
-      ],
-    });
-    this.tracer = this.provider.getTracer('kvroute');
+  constructor(options: TracingOptions, warn: (line: string) => void) {
+    const attributes = { 'service.name': options.serviceName ?? 'kvroute', 'service.version': kvrouteVersion() };
+    const scope = { name: 'kvroute', version: kvrouteVersion() };
+    const sender =
+      options.exporter !== undefined
+        ? spanExporterSender(options.exporter, resourceFromAttributes(attributes), scope)
+        : otlpSender(
+            tracesUrl(options.endpoint ?? ''),
+            {
+              resource: attributes,
+              scopeName: scope.name,
+              scopeVersion: scope.version,
+            },
+            warn,
+          );
+    this.batch = new TraceBatch(sender.send, { warn });
+    this.shutdown = sender.shutdown;
+  }
+
+  /** Requests whose spans were dropped because the exporter fell behind. */
+  get dropped(): number {
+    return this.batch.dropped;
   }
 
   /**
@@ -47,21 +58,18 @@ export class Tracing {
    * `tracestate`) when it sent a valid one.
    */
   request(method: string, path: string, traceparent: string, tracestate: string): RequestTrace {
-    const parent = contextFromHeaders(traceparent, tracestate);
-    const route = path.split('?', 1)[0]!;
-    const span = this.tracer.startSpan(
-      `${method} ${route}`,
-      {
-        kind: SpanKind.SERVER,
-        attributes: { 'http.request.method': method, 'url.path': route, 'http.route': route },
-      },
-      parent,
+    const query = path.indexOf('?');
+    return new RequestTrace(
+      this.batch.add,
+      parentFromHeaders(traceparent, tracestate),
+      method,
+      query < 0 ? path : path.slice(0, query),
     );
-    return new RequestTrace(this.tracer, trace.setSpan(parent, span), span);
   }
 
   /** Exports what is buffered, then stops. */
   async close(): Promise<void> {
-    await this.provider.shutdown();
+    await this.batch.close();
+    await this.shutdown();
   }
 }

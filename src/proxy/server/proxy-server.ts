@@ -205,7 +205,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
     resolved.tracing === undefined
       ? Promise.resolve()
       : import('../observe/tracing.js').then(({ Tracing }) => {
-          ctx.tracing = new Tracing(resolved.tracing!);
+          ctx.tracing = new Tracing(resolved.tracing!, resolved.onWarning);
         });
   const warn = resolved.onWarning;
 

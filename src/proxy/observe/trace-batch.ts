@@ -1,0 +1,96 @@
+/**
+ * Finished requests' spans on their way out: queued as they end, sent in batches by a sender
+ * (OTLP/HTTP, or an embedder's SpanExporter) once a second or as soon as a batch is full, at most
+ * MAX_SENDING batches at once.
+ *
+ * Bounded: past `maxQueued` requests waiting (the collector slower than the traffic, or down), a
+ * request's spans are dropped and counted, and one warning says so per minute; the proxy's memory
+ * and latency never depend on the collector. close() sends what is queued, then waits for it.
+ */
+import type { FinishedTrace } from './request-trace.js';
+
+/** Sends one batch; resolves when the collector took it, rejects with why not. */
+export type TraceSender = (batch: FinishedTrace[]) => Promise<void>;
+
+export interface TraceBatchOptions {
+  /** Requests per batch (default 1,024: about 3,000 spans). */
+  maxBatch?: number;
+  /** Requests that may wait (default 16,384); past it they are dropped. */
+  maxQueued?: number;
+  /** The longest a finished request waits for its batch, ms (default 1,000). */
+  delayMs?: number;
+  warn(line: string): void;
+}
+
+const MAX_SENDING = 2;
+const WARN_EVERY_MS = 60_000;
+
+export class TraceBatch {
+  private queue: FinishedTrace[] = [];
+  private readonly sending = new Set<Promise<void>>();
+  private readonly timer: NodeJS.Timeout;
+  private readonly maxBatch: number;
+  private readonly maxQueued: number;
+  private lastWarning = -Infinity;
+  private closed = false;
+  /** Requests whose spans were dropped (queue full), and batches the collector refused. */
+  dropped = 0;
+  failedBatches = 0;
+
+  constructor(
+    private readonly send: TraceSender,
+    private readonly options: TraceBatchOptions,
+  ) {
+    this.maxBatch = options.maxBatch ?? 1024;
+    this.maxQueued = options.maxQueued ?? 16_384;
+    this.timer = setInterval(() => this.flush(), options.delayMs ?? 1000);
+    this.timer.unref();
+  }
+
+  /** A request's spans (bound, so it can be handed out as a callback). */
+  readonly add = (trace: FinishedTrace): void => {
+    if (this.closed) return;
+    if (this.queue.length >= this.maxQueued) {
+      this.dropped++;
+      this.warnAtMost(`${this.dropped} requests' spans dropped: the trace exporter cannot keep up`);
+      return;
+    }
+    this.queue.push(trace);
+    if (this.queue.length >= this.maxBatch && this.sending.size < MAX_SENDING) this.flush();
+  };
+
+  /** Sends full batches while fewer than MAX_SENDING are in flight, and then what is left. */
+  private flush(): void {
+    while (this.queue.length > 0 && this.sending.size < MAX_SENDING) {
+      const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
+      this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
+      const sent: Promise<void> = this.send(batch)
+        .catch((error: unknown) => {
+          this.failedBatches++;
+          this.warnAtMost(`exporting ${batch.length} requests' spans failed: ${(error as Error).message}`);
+        })
+        .finally(() => {
+          this.sending.delete(sent);
+          if (this.queue.length >= this.maxBatch) this.flush();
+        });
+      this.sending.add(sent);
+    }
+  }
+
+  private warnAtMost(line: string): void {
+    const at = Date.now();
+    if (at - this.lastWarning < WARN_EVERY_MS) return;
+    this.lastWarning = at;
+    this.options.warn(`kvroute proxy: tracing: ${line}`);
+  }
+
+  /** Sends everything queued and waits for it; later spans are ignored. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    while (this.queue.length > 0 || this.sending.size > 0) {
+      this.flush();
+      await Promise.race(this.sending);
+    }
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * The batch between finished requests' spans and the exporter (src/proxy/observe/trace-batch.ts):
+ * full batches leave at once, at most two at a time; past the queue's bound spans are dropped,
+ * counted and warned about; a failed export is a warning; close() sends everything and waits.
+ */
+import { describe, expect, it } from 'vitest';
+
+import type { FinishedTrace } from '../src/proxy/observe/request-trace.js';
+import { TraceBatch } from '../src/proxy/observe/trace-batch.js';
+
+const trace = (n: number): FinishedTrace => ({
+  parent: { traceId: n.toString(16).padStart(32, '0'), spanId: '', sampled: true, traceState: '' },
+  spans: [],
+});
+
+/** A sender whose exports stay open until the test ends them. */
+function heldSender() {
+  const open: Array<{ batch: FinishedTrace[]; end: (error?: Error) => void }> = [];
+  const sent: FinishedTrace[][] = [];
+  const send = (batch: FinishedTrace[]) =>
+    new Promise<void>((resolve, reject) => {
+      sent.push(batch);
+      open.push({ batch, end: (error) => (error ? reject(error) : resolve()) });
+    });
+  return { send, open, sent };
+}
+
+describe('the trace batch', () => {
+  it('sends a full batch at once, at most two at a time, and the rest as exports end', async () => {
+    const sender = heldSender();
+    const warnings: string[] = [];
+    const batch = new TraceBatch(sender.send, {
+      maxBatch: 4,
+      maxQueued: 100,
+      delayMs: 60_000,
+      warn: (w) => warnings.push(w),
+    });
+    for (let n = 0; n < 14; n++) batch.add(trace(n));
+    expect(sender.sent.map((b) => b.length)).toEqual([4, 4]); // two in flight; 6 wait
+    sender.open.shift()!.end();
+    await new Promise((r) => setImmediate(r));
+    expect(sender.sent.map((b) => b.length)).toEqual([4, 4, 4]);
+    const closed = batch.close();
+    for (let i = 0; i < 10 && sender.open.length > 0; i++) {
+      sender.open.shift()!.end();
+      await new Promise((r) => setImmediate(r));
+    }
+    await closed;
+    expect(sender.sent.flat().map((t) => Number.parseInt(t.parent.traceId, 16))).toEqual([...Array(14).keys()]);
+    expect(warnings).toEqual([]);
+    batch.add(trace(99)); // after close: ignored
+    expect(sender.sent.flat()).toHaveLength(14);
+  });
+
+  it('drops what passes the queue’s bound, counting it, and warns once', async () => {
+    const sender = heldSender();
+    const warnings: string[] = [];
+    const batch = new TraceBatch(sender.send, {
+      maxBatch: 2,
+      maxQueued: 3,
+      delayMs: 60_000,
+      warn: (w) => warnings.push(w),
+    });
+    for (let n = 0; n < 20; n++) batch.add(trace(n)); // 2 batches of 2 in flight, 3 queued, 13 dropped
+    expect(batch.dropped).toBe(13);
+    expect(warnings).toEqual([
+      expect.stringMatching(/^kvroute proxy: tracing: 1 requests' spans dropped: the trace exporter cannot keep up/),
+    ]);
+    const closed = batch.close();
+    while (sender.open.length > 0) {
+      sender.open.shift()!.end();
+      await new Promise((r) => setImmediate(r));
+    }
+    await closed;
+    expect(sender.sent.flat()).toHaveLength(7);
+  });
+
+  it('a failed export is a warning, and later batches still go', async () => {
+    const sender = heldSender();
+    const warnings: string[] = [];
+    const batch = new TraceBatch(sender.send, { maxBatch: 1, delayMs: 60_000, warn: (w) => warnings.push(w) });
+    batch.add(trace(1));
+    sender.open.shift()!.end(new Error('collector answered 400'));
+    await new Promise((r) => setImmediate(r));
+    expect(batch.failedBatches).toBe(1);
+    expect(warnings.join('\n')).toMatch(/exporting 1 requests' spans failed: collector answered 400/);
+    batch.add(trace(2));
+    expect(sender.sent).toHaveLength(2);
+    sender.open.shift()!.end();
+    await batch.close();
+  });
+
+  it('sends a partial batch after its delay', async () => {
+    const sender = heldSender();
+    const batch = new TraceBatch(sender.send, { maxBatch: 100, delayMs: 20, warn: () => {} });
+    batch.add(trace(1));
+    expect(sender.sent).toHaveLength(0);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(sender.sent.map((b) => b.length)).toEqual([1]);
+    sender.open.shift()!.end();
+    await batch.close();
+  });
+});
