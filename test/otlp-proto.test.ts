@@ -1,81 +1,68 @@
 /**
  * kvroute's OTLP protobuf encoder (src/proxy/observe/otlp-proto.ts) against the OpenTelemetry
- * SDK's own (ProtobufTraceSerializer of @opentelemetry/otlp-transformer): random requests' spans
- * encoded by both, the SDK's from the same records as ReadableSpans, decoded field by field and
- * compared. Also: nanosecond times exact past 2^53, long strings truncated, and a collector's
+ * SDK's own (ProtobufTraceSerializer of @opentelemetry/otlp-transformer): random requests' traces
+ * (made through RequestTrace's API) encoded by both, the SDK's from the same traces as
+ * ReadableSpans (readable-spans.ts), decoded field by field and compared. Also: nanosecond times exact past 2^53, long strings truncated, and a collector's
  * partial success read.
  */
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { describe, expect, it } from 'vitest';
 
-import { otlpProtoBody, rejectedSpans } from '../src/proxy/observe/otlp-proto.js';
+import { encodeRequestSpans, otlpProtoBody, rejectedSpans } from '../src/proxy/observe/otlp-proto.js';
 import { readableSpans } from '../src/proxy/observe/readable-spans.js';
-import type { FinishedTrace, SpanRecord } from '../src/proxy/observe/request-trace.js';
+import { RequestTrace } from '../src/proxy/observe/request-trace.js';
+import { parentFromHeaders } from '../src/proxy/observe/trace-context.js';
 import { decodeTraceRequest, type DecodedSpan } from './helpers/otlp-decode.js';
 import { Rng } from './helpers/random.js';
 
-const hexOf = (rng: Rng, bytes: number): string =>
-  Array.from({ length: bytes }, () => rng.int(0, 255).toString(16).padStart(2, '0')).join('');
-
 const WORDS = [
   'http://10.0.0.1:8000',
+  'http://[::1]:9000',
+  'not a url',
   'cache_hit',
-  'least_loaded',
   'Qwen/Qwen3-8B',
-  'text',
   'naïve ✓ 模型',
-  '',
   'a"b\\c\n',
 ];
 
-function randomTrace(rng: Rng, start: number): FinishedTrace {
-  const parentSpanId = rng.chance(0.5) ? hexOf(rng, 8) : '';
-  const parent = {
-    traceId: hexOf(rng, 16),
-    spanId: parentSpanId,
-    sampled: true,
-    traceState: rng.chance(0.3) ? 'vendor=abc,other=x1' : '',
-  };
-  const rootId = hexOf(rng, 8);
-  const spans: SpanRecord[] = [];
-  const count = rng.int(0, 3);
-  for (let i = 0; i <= count; i++) {
-    const isRoot = i === count;
-    const begin = start + rng.next() * 10_000;
-    const attributes: Record<string, string | number> = {};
-    for (let a = rng.int(0, 8); a > 0; a--) {
-      const key = `k.${rng.pick(['instance', 'reason', 'n', 'x', 'ttft_ms', 'port'])}${a}`;
-      const kind = rng.int(0, 3);
-      attributes[key] =
-        kind === 0
-          ? rng.pick(WORDS)
-          : kind === 1
-            ? rng.int(0, 2 ** 31)
-            : kind === 2
-              ? Number.MAX_SAFE_INTEGER - rng.int(0, 1000)
-              : Math.round(rng.next() * 1e6) / 1000;
-    }
-    const failed = rng.chance(0.3); // a message only with ERROR, as RequestTrace records
-    spans.push({
-      spanId: isRoot ? rootId : hexOf(rng, 8),
-      parentSpanId: isRoot ? parentSpanId : rootId,
-      name: isRoot
-        ? `POST /v1/${rng.pick(['chat/completions', 'messages'])}`
-        : rng.pick(['kvroute.route', 'kvroute.upstream']),
-      kind: isRoot ? 1 : rng.pick([0, 2]),
-      start: begin,
-      end: begin + rng.next() * 5_000,
-      attributes,
-      events: Array.from({ length: rng.int(0, 2) }, (_, k) => ({
-        name: k ? 'completion' : 'first_token',
-        at: begin + rng.next() * 100,
-      })),
-      status: failed ? 2 : 0,
-      statusMessage: failed && rng.chance(0.7) ? rng.pick(WORDS) : '',
+/** A request's trace made through its API, with random decisions, attempts, failures and answers. */
+function randomTrace(rng: Rng): RequestTrace {
+  const parent = parentFromHeaders(
+    rng.chance(0.5)
+      ? `00-${rng.u64().toString(16).padStart(16, '1')}${rng.u64().toString(16).padStart(16, '2')}-${rng.u64().toString(16).padStart(16, '3')}-01`
+      : '',
+    rng.chance(0.3) ? 'vendor=abc,other=x1' : '',
+  );
+  const t = new RequestTrace(
+    () => {},
+    parent,
+    'POST',
+    rng.pick(['/v1/chat/completions', '/v1/messages', '/v1/responses']),
+  );
+  if (rng.chance(0.8)) t.model(rng.pick(WORDS));
+  for (let a = rng.int(0, 3); a > 0; a--) {
+    t.routed({
+      instance: rng.pick(WORDS),
+      reason: rng.pick(WORDS),
+      matchedBlocks: rng.int(0, 5000),
+      predictedCachedTokens: rng.chance(0.1) ? Number.MAX_SAFE_INTEGER : rng.int(0, 2 ** 31),
+      predictedTtftMs: rng.chance(0.5) ? undefined : Math.round(rng.next() * 1e6) / 1000,
+      keys: rng.pick(['tokens', 'text', 'hash_ids']),
+      policy: rng.pick(['min_ttft', 'unified']),
     });
+    t.attempt(rng.pick(WORDS));
+    if (rng.chance(0.5)) t.firstByte();
+    if (a > 1) t.attemptFailed(rng.pick(['connect', 'timeout']), rng.pick(WORDS));
   }
-  return { parent, spans };
+  const outcome = rng.pick(['success', 'error', 'interrupted', 'client_abort'] as const);
+  t.end(
+    rng.pick([200, 200, 400, 502]),
+    outcome,
+    rng.chance(0.5) ? { prompt_tokens: rng.int(0, 1e6), cached_tokens: rng.int(0, 1e6) } : undefined,
+    rng.chance(0.5) ? rng.pick(WORDS) : undefined,
+  );
+  return t;
 }
 
 /** A decoded span with the SDK's defaults made explicit (it writes an UNSET status, kvroute omits it). */
@@ -87,9 +74,9 @@ describe('the OTLP protobuf encoder', () => {
     const resource = { 'service.name': 'kvroute-test', 'service.version': '0.1.0' };
     const scope = { name: 'kvroute', version: '0.1.0' };
     for (let round = 0; round < 40; round++) {
-      const traces = Array.from({ length: rng.int(1, 20) }, () => randomTrace(rng, 1.7e12 + rng.next() * 1e11));
+      const traces = Array.from({ length: rng.int(1, 20) }, () => randomTrace(rng));
       const ours = decodeTraceRequest(
-        otlpProtoBody(traces, { resource, scopeName: scope.name, scopeVersion: scope.version }),
+        otlpProtoBody(traces.map(encodeRequestSpans), { resource, scopeName: scope.name, scopeVersion: scope.version }),
       );
       const sdk = decodeTraceRequest(
         ProtobufTraceSerializer.serializeRequest(readableSpans(traces, resourceFromAttributes(resource), scope))!,
@@ -103,31 +90,18 @@ describe('the OTLP protobuf encoder', () => {
   });
 
   it('writes times exactly past 2^53 ns, and truncates strings past 4,096 characters', () => {
+    const t = new RequestTrace(() => {}, parentFromHeaders('', ''), 'POST', '/v1/chat/completions');
+    t.model('x'.repeat(5000));
+    t.end(502, 'error', undefined, 'y'.repeat(10_000));
     const at = 1_796_374_837_667 + 0.125; // ms, exact in a double: 1796374837667125000 ns, above 2^53
-    const trace: FinishedTrace = {
-      parent: { traceId: 'ab'.repeat(16), spanId: '', sampled: true, traceState: '' },
-      spans: [
-        {
-          spanId: 'cd'.repeat(8),
-          parentSpanId: '',
-          name: 'n',
-          kind: 1,
-          start: at,
-          end: at + 1,
-          attributes: { long: 'x'.repeat(5000) },
-          events: [],
-          status: 2,
-          statusMessage: 'y'.repeat(10_000),
-        },
-      ],
-    };
-    const [span] = decodeTraceRequest(otlpProtoBody([trace], { resource: {}, scopeName: 's', scopeVersion: '' })).spans;
-    const nanos = (ms: number) => BigInt(Math.floor(ms)) * 1_000_000n + BigInt(Math.round((ms - Math.floor(ms)) * 1e6));
-    expect(span!.startTimeUnixNano).toBe(nanos(at).toString());
-    expect(span!.endTimeUnixNano).toBe(nanos(at + 1).toString());
-    expect(BigInt(span!.startTimeUnixNano)).toBeGreaterThan(2n ** 53n);
-    expect(span!.attributes[0]!.value.stringValue).toHaveLength(4096);
-    expect(span!.status).toEqual({ code: 2, message: 'y'.repeat(4096) });
+    Object.assign(t, { start: at, endedAt: at + 1 });
+    const span = decodeTraceRequest(
+      otlpProtoBody([encodeRequestSpans(t)], { resource: {}, scopeName: 's', scopeVersion: '' }),
+    ).spans.at(-1)!;
+    expect(span.startTimeUnixNano).toBe('1796374837667125000');
+    expect(span.endTimeUnixNano).toBe('1796374837668125000');
+    expect(span.attributes.find((a) => a.key === 'gen_ai.request.model')!.value.stringValue).toHaveLength(4096);
+    expect(span.status).toEqual({ code: 2, message: 'y'.repeat(4096) });
   });
 
   it("reads a collector's partial success, and nothing from an empty answer", () => {

@@ -1,13 +1,15 @@
 /**
- * A request's span records (src/proxy/observe/request-trace.ts) and the W3C context they hang on
- * (trace-context.ts): the tree and its invariants (every span ends once, children under the
- * request), a retry's second attempt, and a client's unsampled trace recorded nowhere but still
- * propagated.
+ * A request's trace (src/proxy/observe/request-trace.ts), as its encoded spans say it
+ * (otlp-proto.ts, decoded): the tree and its invariants (every span ends once, children under
+ * the request), a retry's second attempt, a client's unsampled trace recorded nowhere but still
+ * propagated, and the W3C context parsing (trace-context.ts).
  */
 import { describe, expect, it } from 'vitest';
 
-import { RequestTrace, type FinishedTrace } from '../src/proxy/observe/request-trace.js';
+import { encodeRequestSpans, otlpProtoBody } from '../src/proxy/observe/otlp-proto.js';
+import { RequestTrace } from '../src/proxy/observe/request-trace.js';
 import { parentFromHeaders } from '../src/proxy/observe/trace-context.js';
+import { decodeTraceRequest, type DecodedSpan } from './helpers/otlp-decode.js';
 
 const CLIENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7';
 const facts = {
@@ -20,15 +22,23 @@ const facts = {
   policy: 'min_ttft',
 };
 
+const spansOf = (t: RequestTrace): DecodedSpan[] =>
+  decodeTraceRequest(otlpProtoBody([encodeRequestSpans(t)], { resource: {}, scopeName: 'k', scopeVersion: '' })).spans;
+const attrs = (s: DecodedSpan) =>
+  Object.fromEntries(
+    s.attributes.map((a) => [a.key, a.value.stringValue ?? Number(a.value.intValue ?? a.value.doubleValue)]),
+  );
+
 describe('a request trace', () => {
   it('records the request, its decisions and attempts (a retry is a second), each ending once', () => {
-    const finished: FinishedTrace[] = [];
+    const finished: RequestTrace[] = [];
     const t = new RequestTrace(
       (f) => finished.push(f),
       parentFromHeaders(`${CLIENT}-01`, 'v=1'),
       'POST',
       '/v1/messages',
     );
+    t.model('claude-x');
     t.routed(facts);
     const [first, state] = t.attempt(facts.instance);
     expect(first).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$/);
@@ -37,31 +47,61 @@ describe('a request trace', () => {
     t.routed({ ...facts, instance: 'http://10.0.0.2:8000', reason: 'retry' });
     const [second] = t.attempt('http://10.0.0.2:8000');
     t.firstByte();
-    t.end(200, 'success', { prompt_tokens: 100, cached_tokens: 48, completion_tokens: 5 } as never, undefined);
+    t.end(200, 'success', { prompt_tokens: 100, cached_tokens: 48 }, undefined);
     t.end(500, 'error', undefined, 'again'); // ignored
-    expect(finished).toHaveLength(1);
-    const spans = finished[0]!.spans;
+    t.routed(facts); // ignored
+    expect(finished).toEqual([t]);
+    const spans = spansOf(t);
     const root = spans.at(-1)!;
-    expect(root).toMatchObject({ name: 'POST /v1/messages', parentSpanId: '00f067aa0ba902b7', status: 0 });
-    expect(root.attributes).toMatchObject({ 'http.response.status_code': 200, 'gen_ai.usage.input_tokens': 100 });
+    expect(root).toMatchObject({
+      name: 'POST /v1/messages',
+      parentSpanId: '00f067aa0ba902b7',
+      kind: 2,
+      traceState: 'v=1',
+    });
+    expect(root.status).toBeUndefined();
+    expect(attrs(root)).toMatchObject({
+      'http.response.status_code': 200,
+      'gen_ai.request.model': 'claude-x',
+      'gen_ai.usage.input_tokens': 100,
+      'kvroute.usage.cached_tokens': 48,
+      'kvroute.outcome': 'success',
+    });
     expect(root.events.map((e) => e.name)).toEqual(['first_token', 'completion']);
     const attempts = spans.filter((s) => s.name === 'kvroute.upstream');
-    expect(attempts.map((a) => a.attributes['kvroute.attempt'])).toEqual([1, 2]);
-    expect(attempts[0]).toMatchObject({ status: 2, statusMessage: 'ECONNREFUSED' });
-    expect(attempts[0]!.attributes).toMatchObject({
+    expect(attempts.map((a) => attrs(a)['kvroute.attempt'])).toEqual([1, 2]);
+    expect(attempts[0]!.status).toEqual({ code: 2, message: 'ECONNREFUSED' });
+    expect(attrs(attempts[0]!)).toMatchObject({
       'error.type': 'connect',
       'server.address': '10.0.0.1',
       'server.port': 8000,
     });
+    expect(attrs(attempts[1]!)).toMatchObject({ 'http.response.status_code': 200 });
+    expect(attempts[1]!.events.map((e) => e.name)).toEqual(['first_token']);
     expect(second).toContain(attempts[1]!.spanId);
-    expect(spans.filter((s) => s.name === 'kvroute.route')).toHaveLength(2);
+    expect(spans.filter((s) => s.name === 'kvroute.route').map((s) => attrs(s)['kvroute.reason'])).toEqual([
+      'cache_hit',
+      'retry',
+    ]);
     for (const s of spans.slice(0, -1)) expect(s.parentSpanId).toBe(root.spanId);
-    for (const s of spans) expect(s.end).toBeGreaterThanOrEqual(s.start);
+    for (const s of spans) expect(BigInt(s.endTimeUnixNano)).toBeGreaterThanOrEqual(BigInt(s.startTimeUnixNano));
     expect(new Set(spans.map((s) => s.spanId)).size).toBe(spans.length);
   });
 
+  it('marks a 5xx or a cut stream as an error on the request and its attempt', () => {
+    const t = new RequestTrace(() => {}, parentFromHeaders('', ''), 'POST', '/v1/chat/completions');
+    t.attempt(facts.instance);
+    t.end(502, 'error', undefined, 'engine answered 502');
+    const spans = spansOf(t);
+    expect(spans.at(-1)!.status).toEqual({ code: 2, message: 'engine answered 502' });
+    expect(spans[0]!.status).toEqual({ code: 2, message: 'engine answered 502' });
+    const cut = new RequestTrace(() => {}, parentFromHeaders('', ''), 'POST', '/v1/chat/completions');
+    cut.end(200, 'interrupted', undefined, undefined);
+    expect(spansOf(cut).at(-1)!.status).toEqual({ code: 2, message: 'interrupted' });
+  });
+
   it("records nothing of a client's unsampled trace, and the engine still gets its traceparent", () => {
-    const finished: FinishedTrace[] = [];
+    const finished: RequestTrace[] = [];
     const t = new RequestTrace(
       (f) => finished.push(f),
       parentFromHeaders(`${CLIENT}-00`, ''),

@@ -17,7 +17,14 @@
  * Invariant: strings are truncated to MAX_STRING_BYTES code units, so a nested message (a span,
  * an attribute) is shorter than 2^21 bytes: its length fits the three bytes begin() reserves.
  */
-import type { FinishedTrace, SpanRecord } from './request-trace.js';
+import type { RequestTrace } from './request-trace.js';
+import {
+  attemptAttributes,
+  requestAttributes,
+  requestStatusMessage,
+  routedAttributes,
+  type Visit,
+} from './span-attributes.js';
 
 /** The body's fixed parts: the resource's attributes and the instrumentation scope. */
 export interface OtlpEnvelope {
@@ -82,6 +89,10 @@ function varintSize(v: number): number {
   return size;
 }
 
+/** Each hex digit's value, by character code (0 for anything else: ids are checked before). */
+const HEX_VALUE = new Uint8Array(128);
+for (let d = 0; d < 16; d++) HEX_VALUE[d.toString(16).charCodeAt(0)] = d;
+
 class ProtoWriter {
   buf: Buffer;
   pos = 0;
@@ -112,12 +123,29 @@ class ProtoWriter {
     this.pos += bytes.length;
   }
 
-  /** A bytes field from hex digits (ids). */
+  /**
+   * A bytes field from hex digits (ids: lower-case hex, as trace-context.ts makes and checks
+   * them), decoded here byte by byte: Buffer.write(…, 'hex') costs more than the decoding.
+   */
   hex(fieldTag: number, hex: string): void {
-    this.ensure(2 + (hex.length >> 1));
-    this.buf[this.pos++] = fieldTag;
-    this.buf[this.pos++] = hex.length >> 1;
-    this.pos += this.buf.write(hex, this.pos, 'hex');
+    const length = hex.length >> 1;
+    this.ensure(2 + length);
+    const buf = this.buf;
+    let at = this.pos;
+    buf[at++] = fieldTag;
+    buf[at++] = length;
+    for (let i = 0; i < hex.length; i += 2)
+      buf[at++] = (HEX_VALUE[hex.charCodeAt(i)]! << 4) | HEX_VALUE[hex.charCodeAt(i + 1)]!;
+    this.pos = at;
+  }
+
+  /** A little-endian 32-bit unsigned integer. */
+  u32(value: number): void {
+    const buf = this.buf;
+    buf[this.pos++] = value & 0xff;
+    buf[this.pos++] = (value >>> 8) & 0xff;
+    buf[this.pos++] = (value >>> 16) & 0xff;
+    buf[this.pos++] = (value >>> 24) & 0xff;
   }
 
   /** A fixed64 field of ms since the epoch, as nanoseconds: exact past 2^53 (two 32-bit halves). */
@@ -132,9 +160,8 @@ class ProtoWriter {
     const highNs = high * 1e6; // ns = highNs·2^20 + lowNs
     const lowNs = low * 1e6 + fraction;
     const mid = (highNs % 0x1000) * 0x100000 + lowNs; // below 2^42
-    this.buf.writeUInt32LE(mid % 0x100000000, this.pos);
-    this.buf.writeUInt32LE(Math.floor(highNs / 0x1000) + Math.floor(mid / 0x100000000), this.pos + 4);
-    this.pos += 8;
+    this.u32(mid % 0x100000000);
+    this.u32(Math.floor(highNs / 0x1000) + Math.floor(mid / 0x100000000));
   }
 
   /** Starts a length-delimited field; end(start) writes its length. */
@@ -250,89 +277,137 @@ function attributes(w: ProtoWriter, fieldTag: number, values: Record<string, str
   }
 }
 
-function span(w: ProtoWriter, record: SpanRecord, trace: FinishedTrace): void {
-  const start = w.begin(SCOPE_SPANS_SPANS);
-  w.hex(SPAN_TRACE_ID, trace.parent.traceId);
-  w.hex(SPAN_SPAN_ID, record.spanId);
-  if (trace.parent.traceState !== '') stringField(w, SPAN_TRACE_STATE, trace.parent.traceState);
-  if (record.parentSpanId !== '') w.hex(SPAN_PARENT_SPAN_ID, record.parentSpanId);
-  stringField(w, SPAN_NAME, record.name);
+/** Where a request's spans are encoded before they are copied out (reused: encoding is synchronous). */
+const scratch = new ProtoWriter(1 << 16);
+
+/** A span attribute into the scratch writer (the Visit of span-attributes.ts). */
+const spanAttribute: Visit = (key, value) => {
+  if (typeof value === 'string') stringAttribute(scratch, SPAN_ATTRIBUTES, key, value);
+  else numberAttribute(scratch, SPAN_ATTRIBUTES, key, value);
+};
+
+// OTLP's SpanKind (UNSPECIFIED = 0, INTERNAL = 1, SERVER = 2, CLIENT = 3).
+const INTERNAL = 1;
+const SERVER = 2;
+const CLIENT = 3;
+
+/** Starts a span: its ids, name, kind and times; returns where its length goes (ProtoWriter.end). */
+function spanHead(
+  w: ProtoWriter,
+  t: RequestTrace,
+  spanId: string,
+  parentSpanId: string,
+  name: string,
+  kind: number,
+  start: number,
+  end: number,
+): number {
+  const at = w.begin(SCOPE_SPANS_SPANS);
+  w.hex(SPAN_TRACE_ID, t.parent.traceId);
+  w.hex(SPAN_SPAN_ID, spanId);
+  if (t.parent.traceState !== '') stringField(w, SPAN_TRACE_STATE, t.parent.traceState);
+  if (parentSpanId !== '') w.hex(SPAN_PARENT_SPAN_ID, parentSpanId);
+  stringField(w, SPAN_NAME, name);
   w.ensure(2);
   w.buf[w.pos++] = SPAN_KIND;
-  w.buf[w.pos++] = record.kind + 1; // OTLP's SpanKind is the API's plus one (UNSPECIFIED = 0)
-  w.nanos(SPAN_START, record.start);
-  w.nanos(SPAN_END, record.end);
-  attributes(w, SPAN_ATTRIBUTES, record.attributes);
-  for (const event of record.events) {
-    const name = lengthPrefixed(event.name);
-    w.ensure(4);
-    w.buf[w.pos++] = SPAN_EVENTS;
-    w.varint(9 + 1 + name.length);
-    w.nanos(EVENT_TIME, event.at);
-    w.ensure(1);
-    w.buf[w.pos++] = EVENT_NAME;
-    w.raw(name);
-  }
-  if (record.status !== 0) {
-    const status = w.begin(SPAN_STATUS);
-    if (record.statusMessage !== '') stringField(w, STATUS_MESSAGE, record.statusMessage);
-    w.ensure(2);
-    w.buf[w.pos++] = STATUS_CODE;
-    w.buf[w.pos++] = record.status;
-    w.end(status);
-  }
-  const remoteParent = record.parentSpanId !== '' && record.parentSpanId === trace.parent.spanId;
+  w.buf[w.pos++] = kind;
+  w.nanos(SPAN_START, start);
+  w.nanos(SPAN_END, end);
+  return at;
+}
+
+function event(w: ProtoWriter, name: string, at: number): void {
+  const bytes = lengthPrefixed(name);
+  w.ensure(4);
+  w.buf[w.pos++] = SPAN_EVENTS;
+  w.varint(9 + 1 + bytes.length);
+  w.nanos(EVENT_TIME, at);
+  w.ensure(1);
+  w.buf[w.pos++] = EVENT_NAME;
+  w.raw(bytes);
+}
+
+/** Status ERROR (2) with its message. */
+function errorStatus(w: ProtoWriter, message: string): void {
+  const at = w.begin(SPAN_STATUS);
+  if (message !== '') stringField(w, STATUS_MESSAGE, message);
+  w.ensure(2);
+  w.buf[w.pos++] = STATUS_CODE;
+  w.buf[w.pos++] = 2;
+  w.end(at);
+}
+
+/** Ends a span: its flags (sampled; whether its parent is remote), then its length. */
+function spanTail(w: ProtoWriter, at: number, remoteParent: boolean): void {
   w.ensure(6);
   w.buf[w.pos++] = (SPAN_FLAGS & 0x7f) | 0x80; // tag 16·8+5 = 133: two varint bytes
   w.buf[w.pos++] = SPAN_FLAGS >> 7;
-  w.buf.writeUInt32LE(FLAGS_HAS_IS_REMOTE | (remoteParent ? FLAGS_IS_REMOTE : 0) | 0x01, w.pos);
-  w.pos += 4;
-  w.end(start);
+  w.u32(FLAGS_HAS_IS_REMOTE | (remoteParent ? FLAGS_IS_REMOTE : 0) | 0x01);
+  w.end(at);
 }
 
 /**
- * The spans of the batch being encoded: kept from one batch to the next, so that encoding touches
- * memory already mapped (a fresh megabyte per batch costs its page faults, measured as much as
- * the encoding). Encoding is synchronous: one batch at a time per thread.
+ * A request's spans as ScopeSpans.spans fields, ready to be placed in a body: encoded when the
+ * request ends, so its objects die young (kept until their batch leaves, they would reach the
+ * old generation: measured as costly as the encoding). Order: decisions, attempts, the request.
  */
-let scratch = new ProtoWriter(1 << 20);
-const SCRATCH_KEPT = 16 << 20;
+export function encodeRequestSpans(t: RequestTrace): Buffer {
+  const w = scratch;
+  w.pos = 0;
+  for (const r of t.routes) {
+    const at = spanHead(w, t, r.spanId, t.spanId, 'kvroute.route', INTERNAL, r.at, r.at);
+    routedAttributes(r, spanAttribute);
+    spanTail(w, at, false);
+  }
+  for (const a of t.attempts) {
+    const at = spanHead(w, t, a.spanId, t.spanId, 'kvroute.upstream', CLIENT, a.start, a.end);
+    attemptAttributes(a, spanAttribute);
+    if (a.firstByteAt !== 0) event(w, 'first_token', a.firstByteAt);
+    if (a.errorType !== '') errorStatus(w, a.errorMessage);
+    spanTail(w, at, false);
+  }
+  const at = spanHead(w, t, t.spanId, t.parent.spanId, t.name, SERVER, t.start, t.endedAt);
+  requestAttributes(t, spanAttribute);
+  if (t.firstByteAt !== 0) event(w, 'first_token', t.firstByteAt);
+  event(w, 'completion', t.endedAt);
+  if (t.failed) errorStatus(w, requestStatusMessage(t));
+  spanTail(w, at, t.parent.spanId !== '');
+  return Buffer.from(w.buf.subarray(0, w.pos));
+}
 
 /**
- * One OTLP/HTTP protobuf request body for the traces, in a buffer from `allocate(bytes)` (a
- * caller that reuses its buffers passes them here; by default a new one).
+ * One OTLP/HTTP protobuf request body (ExportTraceServiceRequest { resource_spans { resource,
+ * scope_spans { scope, spans… } } }) around requests' encoded spans, in a buffer from
+ * `allocate(bytes)` (a caller that reuses its buffers passes them here; by default a new one).
  */
 export function otlpProtoBody(
-  traces: readonly FinishedTrace[],
+  requests: readonly Uint8Array[],
   envelope: OtlpEnvelope,
   allocate: (bytes: number) => Buffer = (bytes) => Buffer.allocUnsafe(bytes),
 ): Buffer {
-  const w = scratch;
-  w.pos = 0;
-  // ExportTraceServiceRequest { resource_spans { resource { … } scope_spans { scope { … } spans… } } }:
-  // the head (resource, scope) in a small writer, the spans in the scratch one, then both copied
-  // behind the two outer tags and lengths, which are known only once the spans are written.
-  const head = new ProtoWriter(256);
-  const resource = head.begin(RESOURCE_SPANS_RESOURCE);
-  attributes(head, RESOURCE_ATTRIBUTES, envelope.resource);
-  head.end(resource);
-  const scope = w.begin(SCOPE_SPANS_SCOPE);
-  stringField(w, SCOPE_NAME, envelope.scopeName);
-  stringField(w, SCOPE_VERSION, envelope.scopeVersion);
-  w.end(scope);
-  for (const trace of traces) for (const record of trace.spans) span(w, record, trace);
-  const scopeSpansLength = w.pos;
-  const resourceSpansLength = head.pos + 1 + varintSize(scopeSpansLength) + scopeSpansLength;
-  const total = 1 + varintSize(resourceSpansLength) + resourceSpansLength;
+  const resource = new ProtoWriter(256);
+  const start = resource.begin(RESOURCE_SPANS_RESOURCE);
+  attributes(resource, RESOURCE_ATTRIBUTES, envelope.resource);
+  resource.end(start);
+  const scope = new ProtoWriter(128);
+  const scopeStart = scope.begin(SCOPE_SPANS_SCOPE);
+  stringField(scope, SCOPE_NAME, envelope.scopeName);
+  stringField(scope, SCOPE_VERSION, envelope.scopeVersion);
+  scope.end(scopeStart);
+  let spans = 0;
+  for (const r of requests) spans += r.length;
+  // The two outer lengths are known only now: the tags and lengths, then the parts behind them.
+  const scopeSpansLength = scope.pos + spans;
+  const resourceSpansLength = resource.pos + 1 + varintSize(scopeSpansLength) + scopeSpansLength;
   const out = new ProtoWriter(0);
-  out.buf = allocate(total);
+  out.buf = allocate(1 + varintSize(resourceSpansLength) + resourceSpansLength);
   out.buf[out.pos++] = REQUEST_RESOURCE_SPANS;
   out.varint(resourceSpansLength);
-  out.raw(head.buf.subarray(0, head.pos));
+  out.raw(resource.buf.subarray(0, resource.pos));
   out.buf[out.pos++] = RESOURCE_SPANS_SCOPE_SPANS;
   out.varint(scopeSpansLength);
-  out.raw(w.buf.subarray(0, scopeSpansLength));
-  if (w.buf.length > SCRATCH_KEPT) scratch = new ProtoWriter(1 << 20);
+  out.raw(scope.buf.subarray(0, scope.pos));
+  for (const r of requests) out.raw(r);
   return out.buf.subarray(0, out.pos);
 }
 

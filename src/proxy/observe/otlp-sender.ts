@@ -10,7 +10,6 @@ import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
 
 import { otlpProtoBody, rejectedSpans, type OtlpEnvelope } from './otlp-proto.js';
-import type { FinishedTrace } from './request-trace.js';
 import type { TraceSender } from './trace-batch.js';
 
 /**
@@ -37,18 +36,21 @@ class BodyBuffers {
   }
 }
 
-/** A sender to the collector at `url` (the full `/v1/traces` URL), and its shutdown. */
+/**
+ * A sender of requests' encoded spans (otlp-proto.ts, encodeRequestSpans) to the collector at
+ * `url` (the full `/v1/traces` URL), and its shutdown.
+ */
 export function otlpSender(
   url: string,
   envelope: OtlpEnvelope,
   warn: (line: string) => void,
-): { send: TraceSender; shutdown(): Promise<void> } {
+): { send: TraceSender<Uint8Array>; shutdown(): Promise<void> } {
   const buffers = new BodyBuffers();
-  const exporter = new OTLPExporterBase<FinishedTrace[]>(
+  const exporter = new OTLPExporterBase<Uint8Array[]>(
     createOtlpHttpExportDelegate(
       convertLegacyHttpOptions({ url }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
       {
-        serializeRequest: (traces: FinishedTrace[]): Uint8Array => otlpProtoBody(traces, envelope, buffers.allocate),
+        serializeRequest: (requests: Uint8Array[]): Uint8Array => otlpProtoBody(requests, envelope, buffers.allocate),
         deserializeResponse: (data: Uint8Array): object => {
           const partial = rejectedSpans(data);
           if (partial !== undefined)
@@ -57,7 +59,7 @@ export function otlpSender(
         },
       },
       'kvroute_otlp_http_span_exporter',
-      { name: 'span', countItems: (traces) => traces.reduce((n, t) => n + t.spans.length, 0) },
+      { name: 'span', countItems: (requests) => requests.length },
       undefined,
     ),
   );

@@ -1,13 +1,21 @@
 /**
- * Requests' span records as the SDK's ReadableSpans, for an embedder's own SpanExporter (the
- * `tracing.exporter` option): made per batch, off the request path.
+ * Requests' traces as the SDK's ReadableSpans, for an embedder's own SpanExporter (the
+ * `tracing.exporter` option): made per batch, off the request path, with the attributes
+ * span-attributes.ts lists (as the OTLP encoder writes them).
  */
-import { TraceFlags, type HrTime, type SpanContext } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, TraceFlags, type HrTime, type SpanContext } from '@opentelemetry/api';
 import { ExportResultCode, TraceState } from '@opentelemetry/core';
 import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 
-import type { FinishedTrace } from './request-trace.js';
+import type { RequestTrace } from './request-trace.js';
+import {
+  attemptAttributes,
+  requestAttributes,
+  requestStatusMessage,
+  routedAttributes,
+  type Visit,
+} from './span-attributes.js';
 import type { TraceSender } from './trace-batch.js';
 
 /** ms since the epoch as [seconds, nanoseconds]. */
@@ -16,37 +24,56 @@ function hrTime(ms: number): HrTime {
   return [seconds, Math.round((ms - seconds * 1000) * 1e6)];
 }
 
+function attributesOf<T>(of: T, walk: (of: T, visit: Visit) => void): Record<string, string | number> {
+  const attributes: Record<string, string | number> = {};
+  walk(of, (key, value) => (attributes[key] = value));
+  return attributes;
+}
+
 export function readableSpans(
-  traces: readonly FinishedTrace[],
+  traces: readonly RequestTrace[],
   resource: Resource,
   scope: { name: string; version: string },
 ): ReadableSpan[] {
   const out: ReadableSpan[] = [];
-  for (const { parent, spans } of traces) {
-    const traceState = parent.traceState === '' ? undefined : new TraceState(parent.traceState);
+  for (const t of traces) {
+    const traceState = t.parent.traceState === '' ? undefined : new TraceState(t.parent.traceState);
     const contextOf = (spanId: string, isRemote: boolean): SpanContext => ({
-      traceId: parent.traceId,
+      traceId: t.parent.traceId,
       spanId,
       traceFlags: TraceFlags.SAMPLED,
       isRemote,
       ...(traceState === undefined ? {} : { traceState }),
     });
-    for (const span of spans) {
-      const context = contextOf(span.spanId, false);
-      const durationMs = span.end - span.start;
-      out.push({
-        name: span.name,
-        kind: span.kind,
+    const span = (
+      name: string,
+      kind: SpanKind,
+      spanId: string,
+      parentSpanId: string,
+      start: number,
+      end: number,
+      attributes: Record<string, string | number>,
+      events: Array<{ name: string; at: number }>,
+      error: string | undefined,
+    ): ReadableSpan => {
+      const context = contextOf(spanId, false);
+      const durationMs = end - start;
+      return {
+        name,
+        kind,
         spanContext: () => context,
-        ...(span.parentSpanId === ''
+        ...(parentSpanId === ''
           ? {}
-          : { parentSpanContext: contextOf(span.parentSpanId, span.parentSpanId === parent.spanId) }),
-        startTime: hrTime(span.start),
-        endTime: hrTime(span.end),
-        status: span.statusMessage === '' ? { code: span.status } : { code: span.status, message: span.statusMessage },
-        attributes: span.attributes,
+          : { parentSpanContext: contextOf(parentSpanId, parentSpanId === t.parent.spanId) }),
+        startTime: hrTime(start),
+        endTime: hrTime(end),
+        status:
+          error === undefined
+            ? { code: SpanStatusCode.UNSET }
+            : { code: SpanStatusCode.ERROR, ...(error === '' ? {} : { message: error }) },
+        attributes,
         links: [],
-        events: span.events.map((e) => ({ name: e.name, time: hrTime(e.at) })),
+        events: events.map((e) => ({ name: e.name, time: hrTime(e.at) })),
         duration: [Math.floor(durationMs / 1000), Math.round((durationMs % 1000) * 1e6)],
         ended: true,
         resource,
@@ -54,8 +81,52 @@ export function readableSpans(
         droppedAttributesCount: 0,
         droppedEventsCount: 0,
         droppedLinksCount: 0,
-      });
-    }
+      };
+    };
+    for (const r of t.routes)
+      out.push(
+        span(
+          'kvroute.route',
+          SpanKind.INTERNAL,
+          r.spanId,
+          t.spanId,
+          r.at,
+          r.at,
+          attributesOf(r, routedAttributes),
+          [],
+          undefined,
+        ),
+      );
+    for (const a of t.attempts)
+      out.push(
+        span(
+          'kvroute.upstream',
+          SpanKind.CLIENT,
+          a.spanId,
+          t.spanId,
+          a.start,
+          a.end,
+          attributesOf(a, attemptAttributes),
+          a.firstByteAt === 0 ? [] : [{ name: 'first_token', at: a.firstByteAt }],
+          a.errorType === '' ? undefined : a.errorMessage,
+        ),
+      );
+    out.push(
+      span(
+        t.name,
+        SpanKind.SERVER,
+        t.spanId,
+        t.parent.spanId,
+        t.start,
+        t.endedAt,
+        attributesOf(t, requestAttributes),
+        [
+          ...(t.firstByteAt === 0 ? [] : [{ name: 'first_token', at: t.firstByteAt }]),
+          { name: 'completion', at: t.endedAt },
+        ],
+        t.failed ? requestStatusMessage(t) : undefined,
+      ),
+    );
   }
   return out;
 }
@@ -65,7 +136,7 @@ export function spanExporterSender(
   exporter: SpanExporter,
   resource: Resource,
   scope: { name: string; version: string },
-): { send: TraceSender; shutdown(): Promise<void> } {
+): { send: TraceSender<RequestTrace>; shutdown(): Promise<void> } {
   return {
     send: (batch) =>
       new Promise((resolve, reject) =>

@@ -1,5 +1,6 @@
 /**
- * Finished requests' spans on their way out: queued as they end, sent in batches by a sender
+ * Finished requests' spans on their way out (one item per request: its records, or its spans
+ * already encoded): queued as they end, sent in batches by a sender
  * (OTLP/HTTP, or an embedder's SpanExporter) once a second or as soon as a batch is full, at most
  * MAX_SENDING batches at once.
  *
@@ -7,10 +8,8 @@
  * request's spans are dropped and counted, and one warning says so per minute; the proxy's memory
  * and latency never depend on the collector. close() sends what is queued, then waits for it.
  */
-import type { FinishedTrace } from './request-trace.js';
-
 /** Sends one batch; resolves when the collector took it, rejects with why not. */
-export type TraceSender = (batch: FinishedTrace[]) => Promise<void>;
+export type TraceSender<T> = (batch: T[]) => Promise<void>;
 
 export interface TraceBatchOptions {
   /** Requests per batch (default 1,024: about 3,000 spans). */
@@ -25,8 +24,8 @@ export interface TraceBatchOptions {
 const MAX_SENDING = 2;
 const WARN_EVERY_MS = 60_000;
 
-export class TraceBatch {
-  private queue: FinishedTrace[] = [];
+export class TraceBatch<T> {
+  private queue: T[] = [];
   private readonly sending = new Set<Promise<void>>();
   private readonly timer: NodeJS.Timeout;
   private readonly maxBatch: number;
@@ -38,7 +37,7 @@ export class TraceBatch {
   failedBatches = 0;
 
   constructor(
-    private readonly send: TraceSender,
+    private readonly send: TraceSender<T>,
     private readonly options: TraceBatchOptions,
   ) {
     this.maxBatch = options.maxBatch ?? 1024;
@@ -48,7 +47,7 @@ export class TraceBatch {
   }
 
   /** A request's spans (bound, so it can be handed out as a callback). */
-  readonly add = (trace: FinishedTrace): void => {
+  readonly add = (trace: T): void => {
     if (this.closed) return;
     if (this.queue.length >= this.maxQueued) {
       this.dropped++;

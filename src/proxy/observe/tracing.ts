@@ -20,32 +20,36 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { kvrouteVersion } from '../../core/version.js';
 import { otlpSender } from './otlp-sender.js';
 import { spanExporterSender } from './readable-spans.js';
+import { encodeRequestSpans } from './otlp-proto.js';
 import { RequestTrace } from './request-trace.js';
 import { TraceBatch } from './trace-batch.js';
 import { parentFromHeaders } from './trace-context.js';
 import { tracesUrl, type TracingOptions } from './tracing-options.js';
 
 export class Tracing {
-  private readonly batch: TraceBatch;
+  private readonly batch: TraceBatch<RequestTrace> | TraceBatch<Uint8Array>;
+  /** Where a request's spans go when it ends. */
+  private readonly finished: (trace: RequestTrace) => void;
   private readonly shutdown: () => Promise<void>;
 
   constructor(options: TracingOptions, warn: (line: string) => void) {
     const attributes = { 'service.name': options.serviceName ?? 'kvroute', 'service.version': kvrouteVersion() };
     const scope = { name: 'kvroute', version: kvrouteVersion() };
-    const sender =
-      options.exporter !== undefined
-        ? spanExporterSender(options.exporter, resourceFromAttributes(attributes), scope)
-        : otlpSender(
-            tracesUrl(options.endpoint ?? ''),
-            {
-              resource: attributes,
-              scopeName: scope.name,
-              scopeVersion: scope.version,
-            },
-            warn,
-          );
-    this.batch = new TraceBatch(sender.send, { warn });
-    this.shutdown = sender.shutdown;
+    if (options.exporter !== undefined) {
+      const sender = spanExporterSender(options.exporter, resourceFromAttributes(attributes), scope);
+      const batch = new TraceBatch(sender.send, { warn });
+      this.batch = batch;
+      this.finished = batch.add;
+      this.shutdown = sender.shutdown;
+    } else {
+      const envelope = { resource: attributes, scopeName: scope.name, scopeVersion: scope.version };
+      const sender = otlpSender(tracesUrl(options.endpoint ?? ''), envelope, warn);
+      const batch = new TraceBatch(sender.send, { warn });
+      this.batch = batch;
+      // Encoded as the request ends: its objects then die young (otlp-proto.ts).
+      this.finished = (trace) => batch.add(encodeRequestSpans(trace));
+      this.shutdown = sender.shutdown;
+    }
   }
 
   /** Requests whose spans were dropped because the exporter fell behind. */
@@ -60,7 +64,7 @@ export class Tracing {
   request(method: string, path: string, traceparent: string, tracestate: string): RequestTrace {
     const query = path.indexOf('?');
     return new RequestTrace(
-      this.batch.add,
+      this.finished,
       parentFromHeaders(traceparent, tracestate),
       method,
       query < 0 ? path : path.slice(0, query),
