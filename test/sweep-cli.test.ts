@@ -58,7 +58,7 @@ describe('kvroute sweep refusals', () => {
     const bad = join(dir, 'bad.jsonl');
     writeFileSync(bad, '{"timestamp": 1, "input_length": 3\n');
     const run = kvroute(['sweep', '--trace', bad, '--out', join(dir, 'b'), '--policies', 'sticky']);
-    expect(run.status).toBe(1);
+    expect(run.status, `${run.signal ?? ''} ${run.stderr}`).toBe(1);
     expect(run.stderr).toMatch(/bad\.jsonl:line 1: malformed JSON/);
     expect(existsSync(join(dir, 'b', 'sweep.json'))).toBe(false);
   });

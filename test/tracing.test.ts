@@ -8,6 +8,9 @@
  */
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 
+import { SpanKind } from '@opentelemetry/api';
+import { ExportResultCode } from '@opentelemetry/core';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { resolveServeConfig } from '../src/cli/serve-config.js';
@@ -162,6 +165,34 @@ describe('OpenTelemetry tracing', () => {
     expect(root.parentSpanId ?? '').toBe('');
     const hop = hops.find((h) => h.url === response.headers.get('x-kvroute-instance'))!;
     expect(hop.seen.at(-1)!.traceparent).toMatch(new RegExp(`^00-${root.traceId}-[0-9a-f]{16}-01$`));
+  });
+
+  it("hands an embedder's SpanExporter the SDK's ReadableSpans of the same tree", async () => {
+    const spans: ReadableSpan[] = [];
+    let shutDown = false;
+    const exporter: SpanExporter = {
+      export: (batch, done) => {
+        spans.push(...batch);
+        done({ code: ExportResultCode.SUCCESS });
+      },
+      shutdown: async () => void (shutDown = true),
+    };
+    const rig = await startProxy({ backends: hops.map((h) => h.url), tracing: { exporter, serviceName: 'embedded' } });
+    await rig.client.chat.completions.create(
+      { model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 1 },
+      { headers: { traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01` } },
+    );
+    await rig.close(); // flushes the batch into the exporter, then shuts it down
+    expect(shutDown).toBe(true);
+    expect(spans.map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'kvroute.route', 'kvroute.upstream']);
+    const root = spans.find((s) => s.name === 'POST /v1/chat/completions')!;
+    expect(root.spanContext().traceId).toBe(CLIENT_TRACE);
+    expect(root.parentSpanContext).toMatchObject({ spanId: CLIENT_SPAN, isRemote: true });
+    expect(root.kind).toBe(SpanKind.SERVER);
+    expect(root.resource.attributes['service.name']).toBe('embedded');
+    expect(root.events.map((e) => e.name)).toEqual(['first_token', 'completion']);
+    for (const child of spans.filter((s) => s !== root))
+      expect(child.parentSpanContext?.spanId).toBe(root.spanContext().spanId);
   });
 
   it('serve turns it on from --otlp-endpoint or the OTEL_* variables, and refuses a bad endpoint', () => {

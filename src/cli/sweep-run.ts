@@ -179,31 +179,36 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
 async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt: Date): Promise<SimCellResult[]> {
   const threads = Math.max(1, Math.min(cells.length, options.workers ?? availableParallelism()));
   const pool = new Piscina({ filename: SIM_WORKER_URL, minThreads: threads, maxThreads: threads });
+  const runs = cells.map(async (cell) => {
+    const task: SimCellTask = {
+      cell,
+      dir: options.out,
+      trace: options.trace,
+      reader: options.reader,
+      instances: options.instances,
+      preset: options.preset,
+      scaling: options.scaling ?? {},
+      ...(options.fleet === undefined ? {} : { fleet: options.fleet }),
+      costs: options.costs ?? 'learned',
+      sessionReturns: options.sessionReturns !== false,
+      ...(options.flow === undefined ? {} : { flow: options.flow }),
+      command: options.command,
+      startedAt: startedAt.toISOString(),
+    };
+    const result = (await pool.run(task)) as SimCellResult | CellFailure;
+    if ('failed' in result) throw new CellError(result.message, result.code);
+    options.onCell?.(cell, result.wall_s);
+    return result;
+  });
   try {
-    return await Promise.all(
-      cells.map(async (cell) => {
-        const task: SimCellTask = {
-          cell,
-          dir: options.out,
-          trace: options.trace,
-          reader: options.reader,
-          instances: options.instances,
-          preset: options.preset,
-          scaling: options.scaling ?? {},
-          ...(options.fleet === undefined ? {} : { fleet: options.fleet }),
-          costs: options.costs ?? 'learned',
-          sessionReturns: options.sessionReturns !== false,
-          ...(options.flow === undefined ? {} : { flow: options.flow }),
-          command: options.command,
-          startedAt: startedAt.toISOString(),
-        };
-        const result = (await pool.run(task)) as SimCellResult | CellFailure;
-        if ('failed' in result) throw new CellError(result.message, result.code);
-        options.onCell?.(cell, result.wall_s);
-        return result;
-      }),
-    );
+    return await Promise.all(runs);
   } finally {
+    // Hazard (Node 20): a worker terminated while it still loads its module (require of an ES
+    // module, which Piscina uses) aborts the whole process (V8 "IsGraphAsync must be used on an
+    // instantiated module", exit 134). One failed cell (a bad trace fails them all at once) must
+    // not destroy the pool under workers still loading: every cell settles first, so every worker
+    // has run a task, and so loaded the module, before destroy() terminates it.
+    await Promise.allSettled(runs);
     await pool.destroy();
   }
 }
