@@ -1,20 +1,26 @@
 /**
  * Issue #33's tracing cost: `kvroute serve` CPU per request with OpenTelemetry tracing off and on
- * (`--otlp-endpoint` to an OTLP/HTTP sink in this process that answers 200 and drops the spans),
+ * (`--otlp-endpoint` to an OTLP/HTTP collector, bench/otlp-sink.ts, in a process of its own, that
+ * answers 200 and counts the spans),
  * beside a second server with tracing off (the noise between two identical servers). Same stub
  * engines and load (64 connections, non-streaming chat, the bench's requests), servers alternated
  * rep by rep; the figure is each server process's CPU (user + system, /proc) per request, the
  * median over the reps. Target: tracing on adds <= 10 µs CPU per request.
  *
+ * The servers are pinned to the last CPU, and this process (the load), the collector and the
+ * stub engines to the others (taskset, when there are two CPUs or more): the figure is then the
+ * server's own work. Unpinned, on two shared cores, the three processes contend and a server's
+ * CPU per request grows with its slowness (wake-ups, cache refills): a build spinning a known
+ * 5 µs per request measured +13.5 µs unpinned and about +5 pinned (2026-12-04).
+ *
  *   node --import tsx bench/tracing.ts [--quick] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 
-import { protoFields } from '../src/proxy/observe/otlp-proto.js';
 import { closedLoop } from './lib/proxy-load.js';
-import { cpuSeconds, startKvroute, startStub, type Running } from './lib/proxy-procs.js';
+import { cpuSeconds, pinToCpus, startKvroute, startOtlpSink, startStub, type Running } from './lib/proxy-procs.js';
 import { chatRequests } from './lib/proxy-requests.js';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, out: { type: 'string' } } });
@@ -33,46 +39,35 @@ export interface TracingResult {
   on_cpu_us_per_req: number;
   added_cpu_us_per_req: number;
   off_spread_us_per_req: number;
+  /** Whether the servers had a CPU of their own (see the header). */
+  pinned: boolean;
 }
 
-/** The spans of an OTLP/HTTP protobuf request: resource_spans (1) → scope_spans (2) → spans (2). */
-function countSpans(body: Uint8Array): number {
-  let spans = 0;
-  const inside = (bytes: Uint8Array, field: number, then: (b: Uint8Array) => void) =>
-    protoFields(bytes, (f, v) => {
-      if (f === field && typeof v !== 'number') then(v);
-    });
-  inside(body, 1, (rs) => inside(rs, 2, (ss) => inside(ss, 2, () => spans++)));
-  return spans;
-}
-
-/** An OTLP/HTTP sink: counts the spans it is sent (protobuf), answers 200. */
-async function otlpSink(): Promise<{ url: string; spans: () => number; close: () => void }> {
-  let spans = 0;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      spans += countSpans(Buffer.concat(chunks));
-      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as { port: number }).port;
-  return { url: `http://127.0.0.1:${port}`, spans: () => spans, close: () => server.close() };
+/** The spans the sink has counted so far. */
+async function sinkSpans(sink: Running): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${sink.port}/spans`);
+  return Number(await res.text());
 }
 
 async function main(): Promise<TracingResult[]> {
   for (const name of Object.keys(process.env)) if (name.startsWith('OTEL_')) delete process.env[name];
   const stub = await startStub({ ports: 4, chunks: 16, chunkDelayMs: 0 });
-  const sink = await otlpSink();
+  const sink = await startOtlpSink();
   const servers: Running[] = [];
   try {
     servers.push(
       await startKvroute(stub.ports, {}, 'off'),
-      await startKvroute(stub.ports, { args: ['--otlp-endpoint', sink.url] }, 'on'),
+      await startKvroute(stub.ports, { args: ['--otlp-endpoint', `http://127.0.0.1:${sink.port}`] }, 'on'),
       await startKvroute(stub.ports, {}, 'off again'),
     );
+    const cpus = availableParallelism();
+    const others = cpus === 2 ? '0' : `0-${cpus - 2}`;
+    const pinned =
+      cpus >= 2 &&
+      servers.every((s) => pinToCpus(s.workerPid, String(cpus - 1))) &&
+      pinToCpus(process.pid, others) &&
+      pinToCpus(stub.workerPid, others) &&
+      pinToCpus(sink.workerPid, others);
     const requests = chatRequests(false, 16, true);
     const load = (s: Running, secs: number) =>
       closedLoop({ port: s.port, path: '/v1/chat/completions', requests }, { connections: 64, seconds: secs });
@@ -102,17 +97,18 @@ async function main(): Promise<TracingResult[]> {
       on_cpu_us_per_req: round(on),
       added_cpu_us_per_req: round(on - Math.min(off, offAgain)),
       off_spread_us_per_req: round(Math.abs(off - offAgain)),
+      pinned,
     };
     for (const s of servers) await s.stop();
     servers.length = 0;
-    result.spans = sink.spans();
+    result.spans = await sinkSpans(sink);
     console.log(
-      `  tracing off ${result.off_cpu_us_per_req} µs CPU/req (again: ${result.off_again_cpu_us_per_req}) · on ${result.on_cpu_us_per_req} · added ${result.added_cpu_us_per_req} µs · ${result.spans.toLocaleString('en-US')} spans exported`,
+      `  tracing off ${result.off_cpu_us_per_req} µs CPU/req (again: ${result.off_again_cpu_us_per_req}) · on ${result.on_cpu_us_per_req} · added ${result.added_cpu_us_per_req} µs · ${result.spans.toLocaleString('en-US')} spans exported · ${pinned ? 'servers pinned to a CPU of their own' : 'not pinned'}`,
     );
     return [result];
   } finally {
     for (const s of servers) await s.stop();
-    sink.close();
+    await sink.stop();
     await stub.stop();
   }
 }

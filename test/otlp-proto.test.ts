@@ -9,7 +9,8 @@ import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { describe, expect, it } from 'vitest';
 
-import { encodeRequestSpans, otlpProtoBody, rejectedSpans } from '../src/proxy/observe/otlp-proto.js';
+import { encodeRequestSpans, otlpProtoBody } from '../src/proxy/observe/otlp-proto.js';
+import { rejectedSpans } from '../src/proxy/observe/otlp-proto-read.js';
 import { readableSpans } from '../src/proxy/observe/readable-spans.js';
 import { RequestTrace } from '../src/proxy/observe/request-trace.js';
 import { parentFromHeaders } from '../src/proxy/observe/trace-context.js';
@@ -68,6 +69,20 @@ function randomTrace(rng: Rng): RequestTrace {
 /** A decoded span with the SDK's defaults made explicit (it writes an UNSET status, kvroute omits it). */
 const normal = (s: DecodedSpan): DecodedSpan => ({ ...s, status: s.status ?? { code: 0, message: '' } });
 
+/**
+ * Spans with the ids each side makes for itself (requests', decisions') replaced by their position
+ * in the body, in the span and in its children's parent: the tree compares, not the random ids.
+ * Attempts' ids were made before (the engine got them) and must be equal as they are.
+ */
+function byPosition(spans: DecodedSpan[]): DecodedSpan[] {
+  const position = new Map(spans.map((s, i) => [s.spanId, `#${i}`]));
+  return spans.map((s) => ({
+    ...s,
+    spanId: s.name === 'kvroute.upstream' ? s.spanId : position.get(s.spanId)!,
+    parentSpanId: position.get(s.parentSpanId) ?? s.parentSpanId,
+  }));
+}
+
 describe('the OTLP protobuf encoder', () => {
   it('encodes what the SDK’s serializer encodes, field by field, over random spans', () => {
     const rng = new Rng(33);
@@ -75,17 +90,26 @@ describe('the OTLP protobuf encoder', () => {
     const scope = { name: 'kvroute', version: '0.1.0' };
     for (let round = 0; round < 40; round++) {
       const traces = Array.from({ length: rng.int(1, 20) }, () => randomTrace(rng));
+      // Encoded in chunks of random sizes, as Tracing does (several chunks make one body).
+      const chunks: Buffer[] = [];
+      for (let i = 0; i < traces.length;) {
+        const n = rng.int(1, 8);
+        chunks.push(encodeRequestSpans(traces.slice(i, (i += n))));
+      }
       const ours = decodeTraceRequest(
-        otlpProtoBody(traces.map(encodeRequestSpans), { resource, scopeName: scope.name, scopeVersion: scope.version }),
+        otlpProtoBody(chunks, { resource, scopeName: scope.name, scopeVersion: scope.version }),
       );
       const sdk = decodeTraceRequest(
         ProtobufTraceSerializer.serializeRequest(readableSpans(traces, resourceFromAttributes(resource), scope))!,
       );
       expect(ours.resources).toEqual(sdk.resources);
       expect(ours.scopes).toEqual(sdk.scopes);
-      for (let i = 0; i < ours.spans.length; i++)
-        expect(normal(ours.spans[i]!), `span ${i}`).toEqual(normal(sdk.spans[i]!));
-      expect(ours.spans).toHaveLength(sdk.spans.length);
+      const [mine, theirs] = [byPosition(ours.spans), byPosition(sdk.spans)];
+      for (let i = 0; i < mine.length; i++) expect(normal(mine[i]!), `span ${i}`).toEqual(normal(theirs[i]!));
+      expect(mine).toHaveLength(theirs.length);
+      // The ids kvroute made: 8 bytes, not all zero, each its own.
+      for (const s of ours.spans) expect(s.spanId).toMatch(/^(?!0{16})[0-9a-f]{16}$/);
+      expect(new Set(ours.spans.map((s) => s.spanId)).size).toBe(ours.spans.length);
     }
   });
 
@@ -96,7 +120,7 @@ describe('the OTLP protobuf encoder', () => {
     const at = 1_796_374_837_667 + 0.125; // ms, exact in a double: 1796374837667125000 ns, above 2^53
     Object.assign(t, { start: at, endedAt: at + 1 });
     const span = decodeTraceRequest(
-      otlpProtoBody([encodeRequestSpans(t)], { resource: {}, scopeName: 's', scopeVersion: '' }),
+      otlpProtoBody([encodeRequestSpans([t])], { resource: {}, scopeName: 's', scopeVersion: '' }),
     ).spans.at(-1)!;
     expect(span.startTimeUnixNano).toBe('1796374837667125000');
     expect(span.endTimeUnixNano).toBe('1796374837668125000');

@@ -23,7 +23,8 @@ const facts = {
 };
 
 const spansOf = (t: RequestTrace): DecodedSpan[] =>
-  decodeTraceRequest(otlpProtoBody([encodeRequestSpans(t)], { resource: {}, scopeName: 'k', scopeVersion: '' })).spans;
+  decodeTraceRequest(otlpProtoBody([encodeRequestSpans([t])], { resource: {}, scopeName: 'k', scopeVersion: '' }))
+    .spans;
 const attrs = (s: DecodedSpan) =>
   Object.fromEntries(
     s.attributes.map((a) => [a.key, a.value.stringValue ?? Number(a.value.intValue ?? a.value.doubleValue)]),

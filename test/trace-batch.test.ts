@@ -75,6 +75,42 @@ describe('the trace batch', () => {
     expect(sender.sent.flat()).toHaveLength(7);
   });
 
+  it('counts requests, not items: chunks fill batches by their requests; held ones are drained', async () => {
+    const sender = heldSender();
+    const held: Item[] = [];
+    let drains = 0;
+    const batch: TraceBatch<Item> = new TraceBatch(sender.send, {
+      maxBatch: 8,
+      maxQueued: 12,
+      delayMs: 20,
+      warn: () => {},
+      drain: () => {
+        drains++;
+        for (const item of held.splice(0)) batch.add(item, item.n);
+      },
+    });
+    batch.add(trace(5), 5);
+    batch.add(trace(3), 3); // 8 requests: a full batch leaves at once
+    expect(sender.sent.map((b) => b.map((t) => t.n))).toEqual([[5, 3]]);
+    batch.add(trace(6), 6);
+    batch.add(trace(6), 6); // 12 requests: [6] leaves (6 more would pass 8), [6] waits
+    batch.add(trace(6), 6); // 12 waiting: at the bound
+    batch.add(trace(1), 1); // past it: dropped, counted as its requests
+    expect(batch.dropped).toBe(1);
+    sender.open.shift()!.end();
+    await new Promise((r) => setImmediate(r));
+    held.push(trace(2)); // a caller's held-back chunk: added by the timed flush's drain
+    while (drains === 0) await new Promise((r) => setTimeout(r, 5));
+    const closed = batch.close();
+    while (sender.open.length > 0 || sender.sent.flat().length < 5) {
+      sender.open.shift()?.end();
+      await new Promise((r) => setImmediate(r));
+    }
+    await closed;
+    // Batches hold at most 8 requests, but always at least one item.
+    expect(sender.sent.map((b) => b.map((t) => t.n))).toEqual([[5, 3], [6], [6], [6, 2]]);
+  });
+
   it('a failed export is a warning, and later batches still go', async () => {
     const sender = heldSender();
     const warnings: string[] = [];

@@ -125,6 +125,13 @@ export async function startStub(options: { ports: number; chunks: number; chunkD
   return running('stub', child, child.pid!, ports, () => stopChild('stub', child));
 }
 
+/** The tracing bench's OTLP/HTTP collector (bench/otlp-sink.ts) in its own process, through tsx. */
+export async function startOtlpSink() {
+  const args = ['--import', 'tsx', join(benchDir, 'otlp-sink.ts')];
+  const { child, match } = await spawnUntil('otlp sink', process.execPath, args, /listening on (\d+)$/, 20_000);
+  return running('otlp sink', child, child.pid!, [Number(match[1])], () => stopChild('otlp sink', child, 5000, true));
+}
+
 function running(
   name: string,
   child: ChildProcess,
@@ -332,6 +339,14 @@ function nginxWorkers(master: number): number[] {
     }
   }
   return workers;
+}
+
+/**
+ * Pins a process and every thread it has to `cpus` (a taskset list: "1", "0-2"); its later
+ * threads inherit it. False when it could not (no taskset: not Linux, util-linux missing).
+ */
+export function pinToCpus(pid: number, cpus: string): boolean {
+  return spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' }).status === 0;
 }
 
 /** User + system CPU seconds of a process so far (Linux /proc; NaN elsewhere). */

@@ -18,11 +18,14 @@
  * an attribute) is shorter than 2^21 bytes: its length fits the three bytes begin() reserves.
  */
 import type { RequestTrace } from './request-trace.js';
+import { randomSpanIdInto } from './trace-context.js';
 import {
   attemptAttributes,
+  attributeKeyCount,
   requestAttributes,
   requestStatusMessage,
   routedAttributes,
+  type AttributeKey,
   type Visit,
 } from './span-attributes.js';
 
@@ -84,14 +87,24 @@ const FLAGS_IS_REMOTE = 0x200;
 
 /** Bytes of a non-negative integer's varint (below 2^53). */
 function varintSize(v: number): number {
-  let size = 1;
-  for (; v >= 0x80; v = Math.floor(v / 0x80)) size++;
+  if (v < 0x80) return 1;
+  if (v < 0x4000) return 2;
+  if (v < 0x200000) return 3;
+  let size = 4;
+  for (v = Math.floor(v / 0x200000); v >= 0x80; v = Math.floor(v / 0x80)) size++;
   return size;
 }
 
 /** Each hex digit's value, by character code (0 for anything else: ids are checked before). */
 const HEX_VALUE = new Uint8Array(128);
 for (let d = 0; d < 16; d++) HEX_VALUE[d.toString(16).charCodeAt(0)] = d;
+
+/** Writes the bytes of hex digits into `buf` at `at`; returns how many. */
+function hexInto(buf: Uint8Array, at: number, hex: string): number {
+  for (let i = 0; i < hex.length; i += 2)
+    buf[at++] = (HEX_VALUE[hex.charCodeAt(i)]! << 4) | HEX_VALUE[hex.charCodeAt(i + 1)]!;
+  return hex.length >> 1;
+}
 
 class ProtoWriter {
   buf: Buffer;
@@ -128,24 +141,33 @@ class ProtoWriter {
    * them), decoded here byte by byte: Buffer.write(…, 'hex') costs more than the decoding.
    */
   hex(fieldTag: number, hex: string): void {
-    const length = hex.length >> 1;
+    this.ensure(2 + (hex.length >> 1));
+    this.buf[this.pos++] = fieldTag;
+    this.buf[this.pos++] = hex.length >> 1;
+    this.pos += hexInto(this.buf, this.pos, hex);
+  }
+
+  /** An id field: `id`'s bytes, or a new random span id's (8 bytes) when `id` is undefined. */
+  id(fieldTag: number, id: Uint8Array | undefined): void {
+    const length = id === undefined ? 8 : id.length;
     this.ensure(2 + length);
     const buf = this.buf;
-    let at = this.pos;
-    buf[at++] = fieldTag;
-    buf[at++] = length;
-    for (let i = 0; i < hex.length; i += 2)
-      buf[at++] = (HEX_VALUE[hex.charCodeAt(i)]! << 4) | HEX_VALUE[hex.charCodeAt(i + 1)]!;
-    this.pos = at;
+    buf[this.pos++] = fieldTag;
+    buf[this.pos++] = length;
+    if (id === undefined) randomSpanIdInto(buf, this.pos);
+    else for (let i = 0; i < length; i++) buf[this.pos + i] = id[i]!;
+    this.pos += length;
   }
 
   /** A little-endian 32-bit unsigned integer. */
   u32(value: number): void {
     const buf = this.buf;
-    buf[this.pos++] = value & 0xff;
-    buf[this.pos++] = (value >>> 8) & 0xff;
-    buf[this.pos++] = (value >>> 16) & 0xff;
-    buf[this.pos++] = (value >>> 24) & 0xff;
+    const at = this.pos;
+    buf[at] = value;
+    buf[at + 1] = value >>> 8;
+    buf[at + 2] = value >>> 16;
+    buf[at + 3] = value >>> 24;
+    this.pos = at + 4;
   }
 
   /** A fixed64 field of ms since the epoch, as nanoseconds: exact past 2^53 (two 32-bit halves). */
@@ -209,60 +231,35 @@ function stringField(w: ProtoWriter, fieldTag: number, s: string): void {
   w.raw(bytes);
 }
 
-/** Whole `attributes` fields of string KeyValues, by key then value. */
-const stringAttributes = new Map<string, Map<string, Buffer>>();
-let stringAttributeCount = 0;
-
-function stringAttribute(w: ProtoWriter, fieldTag: number, key: string, value: string): void {
-  const cached = fieldTag === SPAN_ATTRIBUTES;
-  let encoded = cached ? stringAttributes.get(key)?.get(value) : undefined;
-  if (encoded === undefined) {
-    const scratch = new ProtoWriter(64 + 2 * (key.length + value.length));
-    const kv = scratch.begin(fieldTag);
-    stringField(scratch, KEY, key);
-    const any = scratch.begin(VALUE);
-    stringField(scratch, STRING_VALUE, value);
-    scratch.end(any);
-    scratch.end(kv);
-    encoded = Buffer.from(scratch.buf.subarray(0, scratch.pos));
-    if (cached) {
-      if (stringAttributeCount >= CACHE_MAX) {
-        stringAttributes.clear();
-        stringAttributeCount = 0;
-      }
-      let byValue = stringAttributes.get(key);
-      if (byValue === undefined) stringAttributes.set(key, (byValue = new Map()));
-      byValue.set(value, encoded);
-      stringAttributeCount++;
-    }
-  }
-  w.raw(encoded);
+/**
+ * A KeyValue field's head: its tag and length, the key, and the tag and length of its AnyValue
+ * (`any` bytes long), which the caller writes next (having made room for it).
+ */
+function keyValueHead(w: ProtoWriter, fieldTag: number, keyBytes: Buffer, any: number): void {
+  const content = 1 + keyBytes.length + 1 + varintSize(any) + any;
+  w.ensure(1 + varintSize(content) + content);
+  w.buf[w.pos++] = fieldTag;
+  w.varint(content);
+  w.buf[w.pos++] = KEY;
+  w.raw(keyBytes);
+  w.buf[w.pos++] = VALUE;
+  w.varint(any);
 }
 
-function numberAttribute(w: ProtoWriter, fieldTag: number, key: string, value: number): void {
-  const keyBytes = lengthPrefixed(key);
-  if (Number.isSafeInteger(value) && value >= 0) {
-    const any = 1 + varintSize(value);
-    const content = 1 + keyBytes.length + 1 + varintSize(any) + any;
-    w.ensure(1 + varintSize(content) + content);
-    w.buf[w.pos++] = fieldTag;
-    w.varint(content);
-    w.buf[w.pos++] = KEY;
-    w.raw(keyBytes);
-    w.buf[w.pos++] = VALUE;
-    w.varint(any);
+/** A KeyValue field: the key's length-prefixed name, then a string's or a number's AnyValue. */
+function keyValue(w: ProtoWriter, fieldTag: number, keyBytes: Buffer, value: string | number): void {
+  if (typeof value === 'string') {
+    const valueBytes = lengthPrefixed(value);
+    keyValueHead(w, fieldTag, keyBytes, 1 + valueBytes.length);
+    w.buf[w.pos++] = STRING_VALUE;
+    w.raw(valueBytes);
+  } else if (Number.isSafeInteger(value) && value >= 0) {
+    keyValueHead(w, fieldTag, keyBytes, 1 + varintSize(value));
     w.buf[w.pos++] = INT_VALUE;
     w.varint(value);
   } else {
     // Doubles (and the negative or huge integers kvroute never records) as double_value.
-    const content = 1 + keyBytes.length + 1 + 1 + 9;
-    w.ensure(2 + content);
-    w.buf[w.pos++] = fieldTag;
-    w.varint(content);
-    w.buf[w.pos++] = KEY;
-    w.raw(keyBytes);
-    w.buf[w.pos++] = VALUE;
-    w.buf[w.pos++] = 9;
+    keyValueHead(w, fieldTag, keyBytes, 9);
     w.buf[w.pos++] = DOUBLE_VALUE;
     w.buf.writeDoubleLE(value, w.pos);
     w.pos += 8;
@@ -270,20 +267,43 @@ function numberAttribute(w: ProtoWriter, fieldTag: number, key: string, value: n
 }
 
 function attributes(w: ProtoWriter, fieldTag: number, values: Record<string, string | number>): void {
-  for (const key in values) {
-    const value = values[key]!;
-    if (typeof value === 'string') stringAttribute(w, fieldTag, key, value);
-    else numberAttribute(w, fieldTag, key, value);
-  }
+  for (const key in values) keyValue(w, fieldTag, lengthPrefixed(key), values[key]!);
 }
 
-/** Where a request's spans are encoded before they are copied out (reused: encoding is synchronous). */
+/**
+ * Per span attribute key (by AttributeKey.index): its length-prefixed name, and the whole
+ * `attributes` fields of its string values seen so far (instances, reasons, models repeat).
+ */
+const keyNames: Buffer[] = [];
+const keyStringValues: Map<string, Buffer>[] = Array.from({ length: attributeKeyCount }, () => new Map());
+let keyStringValueCount = 0;
+
+function keyName(key: AttributeKey): Buffer {
+  return (keyNames[key.index] ??= lengthPrefixed(key.name));
+}
+
+/** A string attribute's whole field, encoded and cached. */
+function stringAttributeField(key: AttributeKey, value: string): Buffer {
+  const field = new ProtoWriter(64 + 3 * (key.name.length + value.length));
+  keyValue(field, SPAN_ATTRIBUTES, keyName(key), value);
+  const encoded = Buffer.from(field.buf.subarray(0, field.pos));
+  if (keyStringValueCount >= CACHE_MAX) {
+    for (const values of keyStringValues) values.clear();
+    keyStringValueCount = 0;
+  }
+  keyStringValues[key.index]!.set(value, encoded);
+  keyStringValueCount++;
+  return encoded;
+}
+
+/** Where requests' spans are encoded before they are copied out (reused: encoding is synchronous). */
 const scratch = new ProtoWriter(1 << 16);
 
 /** A span attribute into the scratch writer (the Visit of span-attributes.ts). */
 const spanAttribute: Visit = (key, value) => {
-  if (typeof value === 'string') stringAttribute(scratch, SPAN_ATTRIBUTES, key, value);
-  else numberAttribute(scratch, SPAN_ATTRIBUTES, key, value);
+  if (typeof value === 'string')
+    scratch.raw(keyStringValues[key.index]!.get(value) ?? stringAttributeField(key, value));
+  else keyValue(scratch, SPAN_ATTRIBUTES, keyName(key), value);
 };
 
 // OTLP's SpanKind (UNSPECIFIED = 0, INTERNAL = 1, SERVER = 2, CLIENT = 3).
@@ -291,33 +311,74 @@ const INTERNAL = 1;
 const SERVER = 2;
 const CLIENT = 3;
 
-/** Starts a span: its ids, name, kind and times; returns where its length goes (ProtoWriter.end). */
+/** A name field's bytes (tag, length, UTF-8), encoded once. */
+function nameField(name: string): Buffer {
+  const w = new ProtoWriter(16 + 3 * name.length);
+  stringField(w, SPAN_NAME, name);
+  return Buffer.from(w.buf.subarray(0, w.pos));
+}
+
+const ROUTE_NAME = nameField('kvroute.route');
+const UPSTREAM_NAME = nameField('kvroute.upstream');
+/** Request spans' name fields, by method then route (`POST /v1/chat/completions`). */
+const requestNames = new Map<string, Map<string, Buffer>>();
+
+function requestName(t: RequestTrace): Buffer {
+  let byRoute = requestNames.get(t.method);
+  if (byRoute === undefined) requestNames.set(t.method, (byRoute = new Map()));
+  let name = byRoute.get(t.route);
+  if (name === undefined) {
+    if (byRoute.size >= CACHE_MAX) byRoute.clear();
+    byRoute.set(t.route, (name = nameField(t.name)));
+  }
+  return name;
+}
+
+/**
+ * The id of the request span being written: made when its spans are written (only an attempt's
+ * id leaves earlier, to the engine), and named by its children as their parent.
+ */
+const requestSpanId = Buffer.alloc(8);
+/** The trace id of the request being written, decoded once for its spans. */
+const traceId = Buffer.alloc(16);
+
+/**
+ * Starts a span: its trace, its id (`spanId`: an attempt's hex id; a Uint8Array; undefined for a
+ * new one) and its parent's, its name and kind; returns where its length goes (ProtoWriter.end).
+ */
 function spanHead(
   w: ProtoWriter,
   t: RequestTrace,
-  spanId: string,
-  parentSpanId: string,
-  name: string,
+  spanId: string | Uint8Array | undefined,
+  parentSpanId: string | Uint8Array,
+  name: Buffer,
   kind: number,
-  start: number,
-  end: number,
 ): number {
   const at = w.begin(SCOPE_SPANS_SPANS);
-  w.hex(SPAN_TRACE_ID, t.parent.traceId);
-  w.hex(SPAN_SPAN_ID, spanId);
+  w.id(SPAN_TRACE_ID, traceId);
+  if (typeof spanId === 'string') w.hex(SPAN_SPAN_ID, spanId);
+  else w.id(SPAN_SPAN_ID, spanId);
   if (t.parent.traceState !== '') stringField(w, SPAN_TRACE_STATE, t.parent.traceState);
-  if (parentSpanId !== '') w.hex(SPAN_PARENT_SPAN_ID, parentSpanId);
-  stringField(w, SPAN_NAME, name);
+  if (typeof parentSpanId !== 'string') w.id(SPAN_PARENT_SPAN_ID, parentSpanId);
+  else if (parentSpanId !== '') w.hex(SPAN_PARENT_SPAN_ID, parentSpanId);
+  w.raw(name);
   w.ensure(2);
   w.buf[w.pos++] = SPAN_KIND;
   w.buf[w.pos++] = kind;
-  w.nanos(SPAN_START, start);
-  w.nanos(SPAN_END, end);
   return at;
 }
 
-function event(w: ProtoWriter, name: string, at: number): void {
-  const bytes = lengthPrefixed(name);
+/** A span's start and end times. */
+function spanTimes(w: ProtoWriter, start: number, end: number): void {
+  w.nanos(SPAN_START, start);
+  w.nanos(SPAN_END, end);
+}
+
+const FIRST_TOKEN = lengthPrefixed('first_token');
+const COMPLETION = lengthPrefixed('completion');
+
+/** An event (name: FIRST_TOKEN or COMPLETION) at `at`. */
+function event(w: ProtoWriter, bytes: Buffer, at: number): void {
   w.ensure(4);
   w.buf[w.pos++] = SPAN_EVENTS;
   w.varint(9 + 1 + bytes.length);
@@ -347,32 +408,44 @@ function spanTail(w: ProtoWriter, at: number, remoteParent: boolean): void {
 }
 
 /**
- * A request's spans as ScopeSpans.spans fields, ready to be placed in a body: encoded when the
- * request ends, so its objects die young (kept until their batch leaves, they would reach the
- * old generation: measured as costly as the encoding). Order: decisions, attempts, the request.
+ * Requests' spans as ScopeSpans.spans fields, ready to be placed in a body, in a buffer from
+ * `allocate(bytes)` (a caller that recycles its buffers passes them here; by default a new one).
+ * Each request's order: decisions, attempts, the request.
  */
-export function encodeRequestSpans(t: RequestTrace): Buffer {
+export function encodeRequestSpans(
+  traces: readonly RequestTrace[],
+  allocate: (bytes: number) => Buffer = (bytes) => Buffer.allocUnsafe(bytes),
+): Buffer {
   const w = scratch;
   w.pos = 0;
-  for (const r of t.routes) {
-    const at = spanHead(w, t, r.spanId, t.spanId, 'kvroute.route', INTERNAL, r.at, r.at);
-    routedAttributes(r, spanAttribute);
-    spanTail(w, at, false);
+  for (const t of traces) {
+    hexInto(traceId, 0, t.parent.traceId);
+    randomSpanIdInto(requestSpanId, 0);
+    for (const r of t.routes) {
+      const at = spanHead(w, t, undefined, requestSpanId, ROUTE_NAME, INTERNAL);
+      spanTimes(w, r.at, r.at);
+      routedAttributes(r, spanAttribute);
+      spanTail(w, at, false);
+    }
+    for (const a of t.attempts) {
+      const at = spanHead(w, t, a.spanId, requestSpanId, UPSTREAM_NAME, CLIENT);
+      spanTimes(w, a.start, a.end);
+      attemptAttributes(a, spanAttribute);
+      if (a.firstByteAt !== 0) event(w, FIRST_TOKEN, a.firstByteAt);
+      if (a.errorType !== '') errorStatus(w, a.errorMessage);
+      spanTail(w, at, false);
+    }
+    const at = spanHead(w, t, requestSpanId, t.parent.spanId, requestName(t), SERVER);
+    spanTimes(w, t.start, t.endedAt);
+    requestAttributes(t, spanAttribute);
+    if (t.firstByteAt !== 0) event(w, FIRST_TOKEN, t.firstByteAt);
+    event(w, COMPLETION, t.endedAt);
+    if (t.failed) errorStatus(w, requestStatusMessage(t));
+    spanTail(w, at, t.parent.spanId !== '');
   }
-  for (const a of t.attempts) {
-    const at = spanHead(w, t, a.spanId, t.spanId, 'kvroute.upstream', CLIENT, a.start, a.end);
-    attemptAttributes(a, spanAttribute);
-    if (a.firstByteAt !== 0) event(w, 'first_token', a.firstByteAt);
-    if (a.errorType !== '') errorStatus(w, a.errorMessage);
-    spanTail(w, at, false);
-  }
-  const at = spanHead(w, t, t.spanId, t.parent.spanId, t.name, SERVER, t.start, t.endedAt);
-  requestAttributes(t, spanAttribute);
-  if (t.firstByteAt !== 0) event(w, 'first_token', t.firstByteAt);
-  event(w, 'completion', t.endedAt);
-  if (t.failed) errorStatus(w, requestStatusMessage(t));
-  spanTail(w, at, t.parent.spanId !== '');
-  return Buffer.from(w.buf.subarray(0, w.pos));
+  const out = allocate(w.pos);
+  w.buf.copy(out, 0, 0, w.pos);
+  return out;
 }
 
 /**
@@ -409,52 +482,4 @@ export function otlpProtoBody(
   out.raw(scope.buf.subarray(0, scope.pos));
   for (const r of requests) out.raw(r);
   return out.buf.subarray(0, out.pos);
-}
-
-/**
- * Visits each field of a protobuf message: varints as numbers (exact below 2^53), length-delimited
- * fields as their bytes; fixed-width fields are skipped. Throws on a truncated message.
- */
-export function protoFields(bytes: Uint8Array, visit: (field: number, value: number | Uint8Array) => void): void {
-  let at = 0;
-  const varint = (): number => {
-    let value = 0;
-    for (let shift = 1; at < bytes.length; shift *= 0x80) {
-      const byte = bytes[at++]!;
-      value += (byte & 0x7f) * shift;
-      if (byte < 0x80) return value;
-    }
-    throw new RangeError('a truncated varint');
-  };
-  while (at < bytes.length) {
-    const key = varint();
-    const wire = key % 8;
-    const field = Math.floor(key / 8);
-    if (wire === VARINT) visit(field, varint());
-    else if (wire === LEN) {
-      const length = varint();
-      if (at + length > bytes.length) throw new RangeError('a truncated field');
-      visit(field, bytes.subarray(at, (at += length)));
-    } else if (wire === I64) at += 8;
-    else if (wire === I32) at += 4;
-    else throw new RangeError(`wire type ${wire}`);
-  }
-}
-
-/**
- * What a collector's ExportTraceServiceResponse says it could not take: partial_success (1) with
- * rejected_spans (1, varint) and error_message (2); undefined when it took everything.
- */
-export function rejectedSpans(response: Uint8Array): { rejected: number; message: string } | undefined {
-  let result: { rejected: number; message: string } | undefined;
-  protoFields(response, (field, value) => {
-    if (field !== 1 || typeof value === 'number') return;
-    const partial = { rejected: 0, message: '' };
-    protoFields(value, (inner, v) => {
-      if (inner === 1 && typeof v === 'number') partial.rejected = v;
-      else if (inner === 2 && typeof v !== 'number') partial.message = Buffer.from(v).toString('utf8');
-    });
-    if (partial.rejected > 0 || partial.message !== '') result = partial;
-  });
-  return result;
 }

@@ -9,7 +9,8 @@ import { ExportResultCode } from '@opentelemetry/core';
 import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
 import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
 
-import { otlpProtoBody, rejectedSpans, type OtlpEnvelope } from './otlp-proto.js';
+import { otlpProtoBody, type OtlpEnvelope } from './otlp-proto.js';
+import { rejectedSpans } from './otlp-proto-read.js';
 import type { TraceSender } from './trace-batch.js';
 
 /**
@@ -37,6 +38,31 @@ class BodyBuffers {
 }
 
 /**
+ * Buffers for encoded chunks of requests' spans (encodeRequestSpans), recycled once a body holds
+ * them. A new buffer per chunk, kept until its batch leaves, outlives two scavenges and is freed
+ * only by a full collection: the server then ran 60% more mark-compacts (measured, --trace-gc).
+ * A chunk larger than a slab gets a buffer of its own, not recycled.
+ */
+class ChunkSlabs {
+  private static readonly SLAB_BYTES = 256 * 1024;
+  private static readonly MAX_FREE = 64;
+  private readonly free: ArrayBuffer[] = [];
+
+  readonly allocate = (bytes: number): Buffer => {
+    if (bytes > ChunkSlabs.SLAB_BYTES) return Buffer.allocUnsafe(bytes);
+    const slab = this.free.pop() ?? new ArrayBuffer(ChunkSlabs.SLAB_BYTES);
+    return Buffer.from(slab, 0, bytes);
+  };
+
+  /** The chunks' slabs are free again (their bytes were copied into a body). */
+  release(chunks: readonly Uint8Array[]): void {
+    for (const c of chunks)
+      if (c.buffer.byteLength === ChunkSlabs.SLAB_BYTES && c.byteOffset === 0 && this.free.length < ChunkSlabs.MAX_FREE)
+        this.free.push(c.buffer as ArrayBuffer);
+  }
+}
+
+/**
  * A sender of requests' encoded spans (otlp-proto.ts, encodeRequestSpans) to the collector at
  * `url` (the full `/v1/traces` URL), and its shutdown.
  */
@@ -44,13 +70,18 @@ export function otlpSender(
   url: string,
   envelope: OtlpEnvelope,
   warn: (line: string) => void,
-): { send: TraceSender<Uint8Array>; shutdown(): Promise<void> } {
+): { send: TraceSender<Uint8Array>; shutdown(): Promise<void>; allocateChunk: (bytes: number) => Buffer } {
   const buffers = new BodyBuffers();
+  const slabs = new ChunkSlabs();
   const exporter = new OTLPExporterBase<Uint8Array[]>(
     createOtlpHttpExportDelegate(
       convertLegacyHttpOptions({ url }, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }),
       {
-        serializeRequest: (requests: Uint8Array[]): Uint8Array => otlpProtoBody(requests, envelope, buffers.allocate),
+        serializeRequest: (requests: Uint8Array[]): Uint8Array => {
+          const body = otlpProtoBody(requests, envelope, buffers.allocate);
+          slabs.release(requests);
+          return body;
+        },
         deserializeResponse: (data: Uint8Array): object => {
           const partial = rejectedSpans(data);
           if (partial !== undefined)
@@ -80,5 +111,6 @@ export function otlpSender(
         else held.body = buffers.last;
       }),
     shutdown: () => exporter.shutdown(),
+    allocateChunk: slabs.allocate,
   };
 }

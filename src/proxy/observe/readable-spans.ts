@@ -9,6 +9,7 @@ import type { Resource } from '@opentelemetry/resources';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 
 import type { RequestTrace } from './request-trace.js';
+import { newSpanId } from './trace-context.js';
 import {
   attemptAttributes,
   requestAttributes,
@@ -26,7 +27,7 @@ function hrTime(ms: number): HrTime {
 
 function attributesOf<T>(of: T, walk: (of: T, visit: Visit) => void): Record<string, string | number> {
   const attributes: Record<string, string | number> = {};
-  walk(of, (key, value) => (attributes[key] = value));
+  walk(of, (key, value) => (attributes[key.name] = value));
   return attributes;
 }
 
@@ -37,6 +38,9 @@ export function readableSpans(
 ): ReadableSpan[] {
   const out: ReadableSpan[] = [];
   for (const t of traces) {
+    // The request's and its decisions' span ids are made here (the OTLP encoder makes its own):
+    // only an attempt's id is known before, as the engine got it.
+    const requestSpanId = newSpanId();
     const traceState = t.parent.traceState === '' ? undefined : new TraceState(t.parent.traceState);
     const contextOf = (spanId: string, isRemote: boolean): SpanContext => ({
       traceId: t.parent.traceId,
@@ -88,8 +92,8 @@ export function readableSpans(
         span(
           'kvroute.route',
           SpanKind.INTERNAL,
-          r.spanId,
-          t.spanId,
+          newSpanId(),
+          requestSpanId,
           r.at,
           r.at,
           attributesOf(r, routedAttributes),
@@ -103,7 +107,7 @@ export function readableSpans(
           'kvroute.upstream',
           SpanKind.CLIENT,
           a.spanId,
-          t.spanId,
+          requestSpanId,
           a.start,
           a.end,
           attributesOf(a, attemptAttributes),
@@ -115,7 +119,7 @@ export function readableSpans(
       span(
         t.name,
         SpanKind.SERVER,
-        t.spanId,
+        requestSpanId,
         t.parent.spanId,
         t.start,
         t.endedAt,

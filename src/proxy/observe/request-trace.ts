@@ -14,8 +14,8 @@
  *
  * The spans are plain fields of this object, not SDK span objects nor attribute maps: this runs
  * on every request's path, and the SDK's spans cost more than the whole budget (bench/RESULTS.md,
- * "tracing"). At end() the trace goes to `finished` (encoded there, or batched for an embedder's
- * exporter), unless the client's trace is unsampled: then nothing is recorded, and the engine
+ * "tracing"). At end() the trace goes to `finished` (encoded with the next requests to end, or
+ * batched for an embedder's exporter), unless the client's trace is unsampled: then nothing is recorded, and the engine
  * still gets a `traceparent` (flag 00). Times are ms since the epoch, with sub-ms fractions.
  *
  * Invariant: every span started here ends exactly once: an attempt at its failure or at the
@@ -37,9 +37,11 @@ export interface RoutedFacts {
   policy: string;
 }
 
-/** A routing decision's span (it has no duration: the decision is one call). */
+/**
+ * A routing decision's span (it has no duration: the decision is one call). Its id, like the
+ * request span's, is made when it is written out: only the attempt's id leaves earlier (to the engine).
+ */
 export interface RoutedSpan {
-  readonly spanId: string;
   readonly at: number;
   readonly facts: RoutedFacts;
 }
@@ -62,10 +64,16 @@ export interface AttemptSpan {
 }
 
 /** Wall-clock ms since the epoch, with the monotonic clock's sub-ms precision. */
-const now = (): number => performance.timeOrigin + performance.now();
+const timeOrigin = performance.timeOrigin;
+const now = (): number => timeOrigin + performance.now();
+
+/**
+ * The spans of a request that has none yet. A request almost always has one decision and one
+ * attempt: its arrays are made with one element (an empty array's first push reserves 17 slots).
+ */
+const NONE: readonly never[] = Object.freeze([]);
 
 export class RequestTrace {
-  readonly spanId = newSpanId();
   readonly start = now();
   /** When end() was called; 0 until then. */
   endedAt = 0;
@@ -77,8 +85,8 @@ export class RequestTrace {
   /** What went wrong, for every outcome but success ('' when nothing was said). */
   error = '';
   firstByteAt = 0;
-  readonly routes: RoutedSpan[] = [];
-  readonly attempts: AttemptSpan[] = [];
+  routes: readonly RoutedSpan[] = NONE;
+  attempts: readonly AttemptSpan[] = NONE;
   private current: AttemptSpan | undefined;
 
   constructor(
@@ -103,7 +111,7 @@ export class RequestTrace {
   }
 
   routed(facts: RoutedFacts): void {
-    if (this.endedAt === 0) this.routes.push({ spanId: newSpanId(), at: now(), facts });
+    if (this.endedAt === 0) this.routes = [...this.routes, { at: now(), facts }];
   }
 
   /** An attempt leaves for `instance`: its span, and the traceparent/tracestate the engine gets. */
@@ -120,7 +128,7 @@ export class RequestTrace {
       errorMessage: '',
       firstByteAt: 0,
     };
-    this.attempts.push(attempt);
+    this.attempts = [...this.attempts, attempt];
     this.current = attempt;
     return [traceparentOf(this.parent, attempt.spanId), this.parent.traceState];
   }

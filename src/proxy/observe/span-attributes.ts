@@ -2,10 +2,50 @@
  * The attributes of a request's spans (docs/tracing.md), in one place: the OTLP encoder
  * (otlp-proto.ts) and the conversion for an embedder's exporter (readable-spans.ts) both walk
  * them here, so the two never disagree. Each function calls `visit` once per attribute, in order.
+ *
+ * Keys are AttributeKey objects, not strings: each has a small `index`, so an encoder keeps its
+ * per-key tables (the key's encoding, its values' encodings) in arrays and finds them without a
+ * lookup by name.
  */
 import type { AttemptSpan, RequestTrace, RoutedSpan } from './request-trace.js';
 
-export type Visit = (key: string, value: string | number) => void;
+export interface AttributeKey {
+  readonly name: string;
+  /** 0, 1, 2, … in order of definition: below attributeKeyCount. */
+  readonly index: number;
+}
+
+export type Visit = (key: AttributeKey, value: string | number) => void;
+
+const keys: AttributeKey[] = [];
+function attributeKey(name: string): AttributeKey {
+  const key = { name, index: keys.length };
+  keys.push(key);
+  return key;
+}
+
+const METHOD = attributeKey('http.request.method');
+const URL_PATH = attributeKey('url.path');
+const HTTP_ROUTE = attributeKey('http.route');
+const REQUEST_MODEL = attributeKey('gen_ai.request.model');
+const STATUS_CODE = attributeKey('http.response.status_code');
+const OUTCOME = attributeKey('kvroute.outcome');
+const INPUT_TOKENS = attributeKey('gen_ai.usage.input_tokens');
+const CACHED_TOKENS = attributeKey('kvroute.usage.cached_tokens');
+const INSTANCE = attributeKey('kvroute.instance');
+const REASON = attributeKey('kvroute.reason');
+const MATCHED_BLOCKS = attributeKey('kvroute.matched_blocks');
+const PREDICTED_CACHED_TOKENS = attributeKey('kvroute.predicted_cached_tokens');
+const KEYS = attributeKey('kvroute.keys');
+const POLICY = attributeKey('kvroute.policy');
+const PREDICTED_TTFT_MS = attributeKey('kvroute.predicted_ttft_ms');
+const ATTEMPT = attributeKey('kvroute.attempt');
+const SERVER_ADDRESS = attributeKey('server.address');
+const SERVER_PORT = attributeKey('server.port');
+const ERROR_TYPE = attributeKey('error.type');
+
+/** How many keys there are (their indexes are below it). */
+export const attributeKeyCount = keys.length;
 
 /** `server.address` and `server.port` of an instance URL, parsed once per instance. */
 const servers = new Map<string, { address: string; port: number } | null>();
@@ -25,39 +65,39 @@ function serverOf(instance: string): { address: string; port: number } | null {
 }
 
 export function requestAttributes(t: RequestTrace, visit: Visit): void {
-  visit('http.request.method', t.method);
-  visit('url.path', t.route);
-  visit('http.route', t.route);
-  if (t.requestModel !== '') visit('gen_ai.request.model', t.requestModel);
-  visit('http.response.status_code', t.status);
-  visit('kvroute.outcome', t.outcome);
+  visit(METHOD, t.method);
+  visit(URL_PATH, t.route);
+  visit(HTTP_ROUTE, t.route);
+  if (t.requestModel !== '') visit(REQUEST_MODEL, t.requestModel);
+  visit(STATUS_CODE, t.status);
+  visit(OUTCOME, t.outcome);
   if (t.usage !== undefined) {
-    visit('gen_ai.usage.input_tokens', t.usage.prompt_tokens);
-    visit('kvroute.usage.cached_tokens', t.usage.cached_tokens);
+    visit(INPUT_TOKENS, t.usage.prompt_tokens);
+    visit(CACHED_TOKENS, t.usage.cached_tokens);
   }
 }
 
 export function routedAttributes(r: RoutedSpan, visit: Visit): void {
   const f = r.facts;
-  visit('kvroute.instance', f.instance);
-  visit('kvroute.reason', f.reason);
-  visit('kvroute.matched_blocks', f.matchedBlocks);
-  visit('kvroute.predicted_cached_tokens', f.predictedCachedTokens);
-  visit('kvroute.keys', f.keys);
-  visit('kvroute.policy', f.policy);
-  if (f.predictedTtftMs !== undefined) visit('kvroute.predicted_ttft_ms', f.predictedTtftMs);
+  visit(INSTANCE, f.instance);
+  visit(REASON, f.reason);
+  visit(MATCHED_BLOCKS, f.matchedBlocks);
+  visit(PREDICTED_CACHED_TOKENS, f.predictedCachedTokens);
+  visit(KEYS, f.keys);
+  visit(POLICY, f.policy);
+  if (f.predictedTtftMs !== undefined) visit(PREDICTED_TTFT_MS, f.predictedTtftMs);
 }
 
 export function attemptAttributes(a: AttemptSpan, visit: Visit): void {
-  visit('kvroute.instance', a.instance);
-  visit('kvroute.attempt', a.number);
+  visit(INSTANCE, a.instance);
+  visit(ATTEMPT, a.number);
   const server = serverOf(a.instance);
   if (server !== null) {
-    visit('server.address', server.address);
-    visit('server.port', server.port);
+    visit(SERVER_ADDRESS, server.address);
+    visit(SERVER_PORT, server.port);
   }
-  if (a.status !== 0) visit('http.response.status_code', a.status);
-  if (a.errorType !== '') visit('error.type', a.errorType);
+  if (a.status !== 0) visit(STATUS_CODE, a.status);
+  if (a.errorType !== '') visit(ERROR_TYPE, a.errorType);
 }
 
 /** A span's status: the request's when it failed (a 5xx, a cut stream), an attempt's when it failed. */

@@ -1,8 +1,8 @@
 /**
- * Finished requests' spans on their way out (one item per request: its records, or its spans
- * already encoded): queued as they end, sent in batches by a sender
- * (OTLP/HTTP, or an embedder's SpanExporter) once a second or as soon as a batch is full, at most
- * MAX_SENDING batches at once.
+ * Finished requests' spans on their way out (an item is one request's records, or several
+ * requests' spans already encoded: add() says how many requests it holds): queued as they end,
+ * sent in batches by a sender (OTLP/HTTP, or an embedder's SpanExporter) once a second or as soon
+ * as a batch is full, at most MAX_SENDING batches at once.
  *
  * Bounded: past `maxQueued` requests waiting (the collector slower than the traffic, or down), a
  * request's spans are dropped and counted, and one warning says so per minute; the proxy's memory
@@ -18,6 +18,8 @@ export interface TraceBatchOptions {
   maxQueued?: number;
   /** The longest a finished request waits for its batch, ms (default 1,000). */
   delayMs?: number;
+  /** Called before each timed flush and at close(): a caller holding requests back adds them then. */
+  drain?: () => void;
   warn(line: string): void;
 }
 
@@ -26,6 +28,9 @@ const WARN_EVERY_MS = 60_000;
 
 export class TraceBatch<T> {
   private queue: T[] = [];
+  /** How many requests each queued item holds, and their sum. */
+  private counts: number[] = [];
+  private queued = 0;
   private readonly sending = new Set<Promise<void>>();
   private readonly timer: NodeJS.Timeout;
   private readonly maxBatch: number;
@@ -42,35 +47,47 @@ export class TraceBatch<T> {
   ) {
     this.maxBatch = options.maxBatch ?? 1024;
     this.maxQueued = options.maxQueued ?? 16_384;
-    this.timer = setInterval(() => this.flush(), options.delayMs ?? 1000);
+    this.timer = setInterval(() => {
+      this.options.drain?.();
+      this.flush();
+    }, options.delayMs ?? 1000);
     this.timer.unref();
   }
 
-  /** A request's spans (bound, so it can be handed out as a callback). */
-  readonly add = (trace: T): void => {
+  /** An item of `requests` requests' spans (bound, so it can be handed out as a callback). */
+  readonly add = (item: T, requests = 1): void => {
     if (this.closed) return;
-    if (this.queue.length >= this.maxQueued) {
-      this.dropped++;
+    if (this.queued + requests > this.maxQueued) {
+      this.dropped += requests;
       this.warnAtMost(`${this.dropped} requests' spans dropped: the trace exporter cannot keep up`);
       return;
     }
-    this.queue.push(trace);
-    if (this.queue.length >= this.maxBatch && this.sending.size < MAX_SENDING) this.flush();
+    this.queue.push(item);
+    this.counts.push(requests);
+    this.queued += requests;
+    if (this.queued >= this.maxBatch && this.sending.size < MAX_SENDING) this.flush();
   };
 
   /** Sends full batches while fewer than MAX_SENDING are in flight, and then what is left. */
   private flush(): void {
     while (this.queue.length > 0 && this.sending.size < MAX_SENDING) {
-      const batch = this.queue.length <= this.maxBatch ? this.queue : this.queue.slice(0, this.maxBatch);
-      this.queue = batch === this.queue ? [] : this.queue.slice(this.maxBatch);
+      // The first items holding up to maxBatch requests (at least one item).
+      let items = 0;
+      let requests = 0;
+      while (items < this.queue.length && (items === 0 || requests + this.counts[items]! <= this.maxBatch))
+        requests += this.counts[items++]!;
+      const batch = this.queue.slice(0, items);
+      this.queue = this.queue.slice(items);
+      this.counts = this.counts.slice(items);
+      this.queued -= requests;
       const sent: Promise<void> = this.send(batch)
         .catch((error: unknown) => {
           this.failedBatches++;
-          this.warnAtMost(`exporting ${batch.length} requests' spans failed: ${(error as Error).message}`);
+          this.warnAtMost(`exporting ${requests} requests' spans failed: ${(error as Error).message}`);
         })
         .finally(() => {
           this.sending.delete(sent);
-          if (this.queue.length >= this.maxBatch) this.flush();
+          if (this.queued >= this.maxBatch) this.flush();
         });
       this.sending.add(sent);
     }
@@ -85,6 +102,7 @@ export class TraceBatch<T> {
 
   /** Sends everything queued and waits for it; later spans are ignored. */
   async close(): Promise<void> {
+    this.options.drain?.();
     this.closed = true;
     clearInterval(this.timer);
     while (this.queue.length > 0 || this.sending.size > 0) {

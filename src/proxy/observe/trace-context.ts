@@ -5,8 +5,9 @@
  * malformed `traceparent` is ignored (a new trace starts), as the W3C recommendation says, and a
  * `tracestate` is kept only beside a valid `traceparent`, re-serialized (invalid members dropped).
  *
- * Ids are hex, drawn from a pool of random bytes refilled 64 KiB at a time (crypto.randomFillSync):
- * a request's three span ids and trace id cost a slice of it, not a system call each.
+ * Ids are drawn from a pool of random bytes refilled 64 KiB at a time (crypto.randomFillSync): a
+ * request's span ids and trace id cost a slice of it, not a system call each. Ids that go out in a
+ * header are hex; the others are copied as bytes straight into the OTLP encoding (randomSpanIdInto).
  */
 import { randomFillSync } from 'node:crypto';
 
@@ -27,19 +28,38 @@ export interface ParentContext {
 
 const POOL_BYTES = 65_536;
 const pool = Buffer.allocUnsafe(POOL_BYTES);
+/**
+ * The pool as hex, made once per refill: an id's hex is a slice of it (V8 makes a slice of 13
+ * characters or more a view, not a copy; a toString('hex') per id cost more than the rest of the
+ * request's recording). Hazard: a live id keeps its pool's whole hex (128 KiB) alive.
+ */
+let poolHex = '';
 let offset = POOL_BYTES;
 
-/** `bytes` random bytes as hex, never all zero (an invalid id). */
-function randomHex(bytes: number): string {
+/** Where the next `bytes` random bytes start in the pool, never all zero (an invalid id). */
+function randomBytesAt(bytes: number): number {
   for (;;) {
     if (offset + bytes > POOL_BYTES) {
       randomFillSync(pool);
+      poolHex = pool.toString('hex');
       offset = 0;
     }
     const start = offset;
     offset += bytes;
-    for (let i = start; i < offset; i++) if (pool[i] !== 0) return pool.toString('hex', start, offset);
+    for (let i = start; i < offset; i++) if (pool[i] !== 0) return start;
   }
+}
+
+/** `bytes` random bytes as hex, never all zero. */
+function randomHex(bytes: number): string {
+  const start = randomBytesAt(bytes);
+  return poolHex.slice(2 * start, 2 * (start + bytes));
+}
+
+/** A new span id's 8 bytes written into `target` at `at`, never all zero. */
+export function randomSpanIdInto(target: Uint8Array, at: number): void {
+  const start = randomBytesAt(8);
+  for (let i = 0; i < 8; i++) target[at + i] = pool[start + i]!;
 }
 
 export const newTraceId = (): string => randomHex(16);
