@@ -10,7 +10,7 @@ import { request } from 'node:http';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { startSimFleet } from '../src/sim/sim-fleet.js';
-import { eventWithin, MODEL, post, refusingUrl, scopedRigs, startStub } from './helpers/proxy-harness.js';
+import { eventWithin, MODEL, post, refusingUrl, refusingUrls, scopedRigs, startStub } from './helpers/proxy-harness.js';
 import { within } from './helpers/wait-for.js';
 
 /** The upstream client the current suite runs with (every suite runs with both). */
@@ -159,7 +159,7 @@ describe.each(['h1', 'undici'] as const)('upstream client %s', (client) => {
     });
 
     it('every backend down at start: not ready, 503 with Retry-After, no engine touched', async () => {
-      const dead = [await refusingUrl(), await refusingUrl(), await refusingUrl()];
+      const dead = await refusingUrls(3);
       const rig = await proxyFor({ backends: dead, retries: 2, healthBackoffMs: 60_000 });
       const ready = await fetch(`${rig.base}/ready`);
       expect(ready.status).toBe(503);

@@ -187,11 +187,24 @@ export async function startStub(
 
 /** A loopback URL where nothing listens (connections are refused). */
 export async function refusingUrl(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
+  return (await refusingUrls(1))[0]!;
+}
+
+/**
+ * `count` distinct loopback URLs where nothing listens. Their ports are held open together while
+ * they are picked: picked one after another, the kernel may hand the same freed port out twice.
+ */
+export async function refusingUrls(count: number): Promise<string[]> {
+  const servers = await Promise.all(
+    Array.from({ length: count }, async () => {
+      const server = createServer();
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      return server;
+    }),
+  );
+  const urls = servers.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`);
+  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  return urls;
 }
 
 /** POSTs JSON (or raw bytes) to the proxy with fetch. */
