@@ -4,8 +4,13 @@
  * answers 200 and counts the spans),
  * beside a second server with tracing off (the noise between two identical servers). Same stub
  * engines and load (64 connections, non-streaming chat, the bench's requests), servers alternated
- * rep by rep; the figure is each server process's CPU (user + system, /proc) per request, the
- * median over the reps. Target: tracing on adds <= 10 µs CPU per request.
+ * rep by rep (off, on, off again: each rep's traced server runs between its two untraced ones);
+ * the figure is each server process's CPU (user + system, /proc) per request. What tracing adds is
+ * the median over the reps of on − (off + off again) / 2 within the rep: the machine's slow drift
+ * (2026-12-04, off servers' medians moved between 76 and 147 µs in one afternoon) cancels within
+ * a rep, and neither off server is preferred (`on − min(off, off again)` of the reps' medians,
+ * the earlier estimator, counted the gap between two identical servers as tracing's cost).
+ * Target: tracing on adds <= 10 µs CPU per request.
  *
  * The servers are pinned to the last CPU, and this process (the load), the collector and the
  * stub engines to the others (taskset, when there are two CPUs or more): the figure is then the
@@ -37,7 +42,10 @@ export interface TracingResult {
   off_cpu_us_per_req: number;
   off_again_cpu_us_per_req: number;
   on_cpu_us_per_req: number;
+  /** The median over the reps of on − (off + off again) / 2. */
   added_cpu_us_per_req: number;
+  /** Each rep's on − (off + off again) / 2, in order. */
+  added_by_rep_us: number[];
   off_spread_us_per_req: number;
   /** Whether the servers had a CPU of their own (see the header). */
   pinned: boolean;
@@ -85,6 +93,8 @@ async function main(): Promise<TracingResult[]> {
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
     const [off, on, offAgain] = servers.map((s) => median(cpu.get(s)!)) as [number, number, number];
     const round = (x: number) => Math.round(x * 10) / 10;
+    const [offByRep, onByRep, offAgainByRep] = servers.map((s) => cpu.get(s)!) as [number[], number[], number[]];
+    const addedByRep = onByRep.map((x, rep) => x - (offByRep[rep]! + offAgainByRep[rep]!) / 2);
     const result: TracingResult = {
       workload: 'tracing',
       kind: 'tracing',
@@ -95,7 +105,8 @@ async function main(): Promise<TracingResult[]> {
       off_cpu_us_per_req: round(off),
       off_again_cpu_us_per_req: round(offAgain),
       on_cpu_us_per_req: round(on),
-      added_cpu_us_per_req: round(on - Math.min(off, offAgain)),
+      added_cpu_us_per_req: round(median(addedByRep)),
+      added_by_rep_us: addedByRep.map(round),
       off_spread_us_per_req: round(Math.abs(off - offAgain)),
       pinned,
     };
@@ -103,7 +114,7 @@ async function main(): Promise<TracingResult[]> {
     servers.length = 0;
     result.spans = await sinkSpans(sink);
     console.log(
-      `  tracing off ${result.off_cpu_us_per_req} µs CPU/req (again: ${result.off_again_cpu_us_per_req}) · on ${result.on_cpu_us_per_req} · added ${result.added_cpu_us_per_req} µs · ${result.spans.toLocaleString('en-US')} spans exported · ${pinned ? 'servers pinned to a CPU of their own' : 'not pinned'}`,
+      `  tracing off ${result.off_cpu_us_per_req} µs CPU/req (again: ${result.off_again_cpu_us_per_req}) · on ${result.on_cpu_us_per_req} · added ${result.added_cpu_us_per_req} µs (median of the reps' on − mean of their offs: ${result.added_by_rep_us.join(', ')}) · ${result.spans.toLocaleString('en-US')} spans exported · ${pinned ? 'servers pinned to a CPU of their own' : 'not pinned'}`,
     );
     return [result];
   } finally {

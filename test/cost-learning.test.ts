@@ -85,6 +85,20 @@ describe('InstanceCostEstimator', () => {
     expect(relativeError(estimator.estimate().prefillSecondsPerToken, truth.prefillSecondsPerToken)).toBeLessThan(0.1);
   });
 
+  it('predicts a TTFT without making the estimate, as predictTtftSeconds(estimate()) does', () => {
+    const rand = random(21);
+    for (const factor of [0.5, 1, 3]) {
+      const estimator = new InstanceCostEstimator();
+      feed(estimator, scaled(factor, rand() * 0.5), 50, 9);
+      for (let i = 0; i < 20; i++) {
+        const work = Math.floor(rand() * 20_000);
+        const requests = Math.floor(rand() * 8);
+        const expected = predictTtftSeconds(estimator.estimate(), work, requests);
+        expect(estimator.predictedTtftSeconds(work, requests)).toBeCloseTo(expected, 12);
+      }
+    }
+  });
+
   it('learns the interference of requests on the instance', () => {
     const truth = scaled(1, 0.5);
     const estimator = new InstanceCostEstimator();

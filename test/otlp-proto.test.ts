@@ -128,6 +128,21 @@ describe('the OTLP protobuf encoder', () => {
     expect(span.status).toEqual({ code: 2, message: 'y'.repeat(4096) });
   });
 
+  it('writes a span longer than 16,383 bytes (a three-byte length) between two short ones', () => {
+    const traces = ['a', '€'.repeat(5000), 'b'].map((model) => {
+      const t = new RequestTrace(() => {}, parentFromHeaders('', ''), 'POST', '/v1/chat/completions');
+      t.model(model);
+      t.end(502, 'error', undefined, model);
+      return t;
+    });
+    const chunk = encodeRequestSpans(traces);
+    expect(chunk.length).toBeGreaterThan(2 * 3 * 4096);
+    const spans = decodeTraceRequest(otlpProtoBody([chunk], { resource: {}, scopeName: 's', scopeVersion: '' })).spans;
+    const models = spans.map((s) => s.attributes.find((a) => a.key === 'gen_ai.request.model')!.value.stringValue);
+    expect(models).toEqual(['a', '€'.repeat(4096), 'b']);
+    expect(spans.map((s) => s.status?.message)).toEqual(['a', '€'.repeat(4096), 'b']);
+  });
+
   it("reads a collector's partial success, and nothing from an empty answer", () => {
     // ExportTraceServiceResponse { partial_success (1) { rejected_spans (1): 3, error_message (2): "full" } }
     const body = Buffer.from([0x0a, 0x08, 0x08, 0x03, 0x12, 0x04, ...Buffer.from('full')]);

@@ -41,12 +41,12 @@ describe('a request trace', () => {
     );
     t.model('claude-x');
     t.routed(facts);
-    const [first, state] = t.attempt(facts.instance);
+    const first = t.attempt(facts.instance);
     expect(first).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$/);
-    expect(state).toBe('v=1');
+    expect(t.parent.traceState).toBe('v=1');
     t.attemptFailed('connect', 'ECONNREFUSED');
     t.routed({ ...facts, instance: 'http://10.0.0.2:8000', reason: 'retry' });
-    const [second] = t.attempt('http://10.0.0.2:8000');
+    const second = t.attempt('http://10.0.0.2:8000');
     t.firstByte();
     t.end(200, 'success', { prompt_tokens: 100, cached_tokens: 48 }, undefined);
     t.end(500, 'error', undefined, 'again'); // ignored
@@ -109,7 +109,7 @@ describe('a request trace', () => {
       'POST',
       '/v1/chat/completions',
     );
-    const [traceparent] = t.attempt(facts.instance);
+    const traceparent = t.attempt(facts.instance);
     expect(traceparent).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-00$/);
     t.end(200, 'success', undefined, undefined);
     expect(finished).toHaveLength(0);

@@ -46,7 +46,6 @@ import {
   DEFAULT_ESTIMATOR_OPTIONS,
   InstanceCostEstimator,
   checkCostPrior,
-  predictTtftSeconds,
   type CostCoefficients,
   type CostEstimatorOptions,
   type InstanceCostEstimate,
@@ -165,7 +164,7 @@ export class CostLearner {
   predictedTtftSeconds(ticket: number): number | undefined {
     const t = this.open.get(ticket);
     if (t === undefined) return undefined;
-    return predictTtftSeconds(this.estimate(t.instance), t.pendingPrefillTokens + t.ownTokens, t.requests);
+    return this.estimatorOf(t.instance).predictedTtftSeconds(t.pendingPrefillTokens + t.ownTokens, t.requests);
   }
 
   /** The ticket's first token came (repeats keep the first). */

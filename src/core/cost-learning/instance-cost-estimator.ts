@@ -180,6 +180,20 @@ export class InstanceCostEstimator {
     phi[1] = clamp(phi[1]!, 0, this.prior.decodeSecondsPerSequence > 0 ? r : 1);
   }
 
+  /**
+   * predictTtftSeconds(estimate(), workTokens, requests), without making the estimate: a traced
+   * request asks for it on every routing decision.
+   */
+  predictedTtftSeconds(workTokens: number, requests: number): number {
+    const phi = this.ttft.phi;
+    const prefill = phi[1]!;
+    const interference = (phi[2]! * this.interferenceScale) / prefill;
+    return (
+      phi[0]! * this.overheadScale +
+      prefill * this.prior.prefillSecondsPerToken * workTokens * (1 + interference * requests)
+    );
+  }
+
   estimate(): InstanceCostEstimate {
     const [overhead, prefill, slowdown] = this.ttft.phi;
     const prefillSecondsPerToken = prefill! * this.prior.prefillSecondsPerToken;

@@ -53,7 +53,6 @@ export function traceAttempt(
     keys: route.tokens !== undefined ? 'tokens' : route.idsFrom === 'text' ? 'text' : 'hash_ids',
     policy: state.policyName,
   });
-  const [traceparent, tracestate] = trace.attempt(decision.instance);
-  setHeader(headers, 'traceparent', traceparent);
-  setHeader(headers, 'tracestate', tracestate);
+  setHeader(headers, 'traceparent', trace.attempt(decision.instance));
+  setHeader(headers, 'tracestate', trace.parent.traceState);
 }

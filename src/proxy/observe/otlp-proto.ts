@@ -15,9 +15,10 @@
  * test/otlp-proto.test.ts decodes this against the SDK's own protobuf serializer on random spans.
  *
  * Invariant: strings are truncated to MAX_STRING_BYTES code units, so a nested message (a span,
- * an attribute) is shorter than 2^21 bytes: its length fits the three bytes begin() reserves.
+ * an attribute) is shorter than 2^21 bytes: its length's varint has at most three bytes.
  */
 import type { RequestTrace } from './request-trace.js';
+import { hexInto, ProtoWriter, varintSize } from './proto-writer.js';
 import { randomSpanIdInto } from './trace-context.js';
 import {
   attemptAttributes,
@@ -84,127 +85,6 @@ const DOUBLE_VALUE = tag(4, I64);
 // SpanFlags: the W3C trace flags in the low byte; bit 8: bit 9 is meaningful; bit 9: the parent is remote.
 const FLAGS_HAS_IS_REMOTE = 0x100;
 const FLAGS_IS_REMOTE = 0x200;
-
-/** Bytes of a non-negative integer's varint (below 2^53). */
-function varintSize(v: number): number {
-  if (v < 0x80) return 1;
-  if (v < 0x4000) return 2;
-  if (v < 0x200000) return 3;
-  let size = 4;
-  for (v = Math.floor(v / 0x200000); v >= 0x80; v = Math.floor(v / 0x80)) size++;
-  return size;
-}
-
-/** Each hex digit's value, by character code (0 for anything else: ids are checked before). */
-const HEX_VALUE = new Uint8Array(128);
-for (let d = 0; d < 16; d++) HEX_VALUE[d.toString(16).charCodeAt(0)] = d;
-
-/** Writes the bytes of hex digits into `buf` at `at`; returns how many. */
-function hexInto(buf: Uint8Array, at: number, hex: string): number {
-  for (let i = 0; i < hex.length; i += 2)
-    buf[at++] = (HEX_VALUE[hex.charCodeAt(i)]! << 4) | HEX_VALUE[hex.charCodeAt(i + 1)]!;
-  return hex.length >> 1;
-}
-
-class ProtoWriter {
-  buf: Buffer;
-  pos = 0;
-
-  constructor(size = 1 << 16) {
-    this.buf = Buffer.allocUnsafe(size);
-  }
-
-  ensure(bytes: number): void {
-    if (this.pos + bytes <= this.buf.length) return;
-    const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + bytes));
-    this.buf.copy(grown, 0, 0, this.pos);
-    this.buf = grown;
-  }
-
-  /** A non-negative integer below 2^53. */
-  varint(v: number): void {
-    while (v >= 0x80) {
-      this.buf[this.pos++] = (v % 0x80) | 0x80;
-      v = Math.floor(v / 0x80);
-    }
-    this.buf[this.pos++] = v;
-  }
-
-  raw(bytes: Uint8Array): void {
-    this.ensure(bytes.length);
-    this.buf.set(bytes, this.pos);
-    this.pos += bytes.length;
-  }
-
-  /**
-   * A bytes field from hex digits (ids: lower-case hex, as trace-context.ts makes and checks
-   * them), decoded here byte by byte: Buffer.write(…, 'hex') costs more than the decoding.
-   */
-  hex(fieldTag: number, hex: string): void {
-    this.ensure(2 + (hex.length >> 1));
-    this.buf[this.pos++] = fieldTag;
-    this.buf[this.pos++] = hex.length >> 1;
-    this.pos += hexInto(this.buf, this.pos, hex);
-  }
-
-  /** An id field: `id`'s bytes, or a new random span id's (8 bytes) when `id` is undefined. */
-  id(fieldTag: number, id: Uint8Array | undefined): void {
-    const length = id === undefined ? 8 : id.length;
-    this.ensure(2 + length);
-    const buf = this.buf;
-    buf[this.pos++] = fieldTag;
-    buf[this.pos++] = length;
-    if (id === undefined) randomSpanIdInto(buf, this.pos);
-    else for (let i = 0; i < length; i++) buf[this.pos + i] = id[i]!;
-    this.pos += length;
-  }
-
-  /** A little-endian 32-bit unsigned integer. */
-  u32(value: number): void {
-    const buf = this.buf;
-    const at = this.pos;
-    buf[at] = value;
-    buf[at + 1] = value >>> 8;
-    buf[at + 2] = value >>> 16;
-    buf[at + 3] = value >>> 24;
-    this.pos = at + 4;
-  }
-
-  /** A fixed64 field of ms since the epoch, as nanoseconds: exact past 2^53 (two 32-bit halves). */
-  nanos(fieldTag: number, ms: number): void {
-    this.ensure(9);
-    this.buf[this.pos++] = fieldTag;
-    const whole = Math.floor(ms);
-    const fraction = Math.min(999_999, Math.round((ms - whole) * 1e6));
-    // ns = whole·10^6 + fraction, with whole = high·2^20 + low, every product below 2^53.
-    const high = Math.floor(whole / 0x100000);
-    const low = whole % 0x100000;
-    const highNs = high * 1e6; // ns = highNs·2^20 + lowNs
-    const lowNs = low * 1e6 + fraction;
-    const mid = (highNs % 0x1000) * 0x100000 + lowNs; // below 2^42
-    this.u32(mid % 0x100000000);
-    this.u32(Math.floor(highNs / 0x1000) + Math.floor(mid / 0x100000000));
-  }
-
-  /** Starts a length-delimited field; end(start) writes its length. */
-  begin(fieldTag: number): number {
-    this.ensure(4);
-    this.buf[this.pos++] = fieldTag;
-    const start = this.pos;
-    this.pos += 3;
-    return start;
-  }
-
-  end(start: number): void {
-    const length = this.pos - start - 3;
-    const size = varintSize(length);
-    if (size > 3) throw new RangeError(`an OTLP message of ${length} bytes is longer than 2^21`);
-    if (size < 3) this.buf.copyWithin(start + size, start + 3, this.pos);
-    this.pos = start;
-    this.varint(length);
-    this.pos += length;
-  }
-}
 
 const truncated = (s: string): string => (s.length > MAX_STRING_BYTES ? s.slice(0, MAX_STRING_BYTES) : s);
 
@@ -299,11 +179,30 @@ function stringAttributeField(key: AttributeKey, value: string): Buffer {
 /** Where requests' spans are encoded before they are copied out (reused: encoding is synchronous). */
 const scratch = new ProtoWriter(1 << 16);
 
+/**
+ * Per key (by AttributeKey.index), then per varint size (1 to 8 bytes): an integer attribute's
+ * field up to its value (tag, length, key, AnyValue tag and length, int_value tag), encoded once.
+ */
+const intHeads: Buffer[][] = Array.from({ length: attributeKeyCount }, () => []);
+
+function intHead(key: AttributeKey, size: number): Buffer {
+  const head = new ProtoWriter(64 + 3 * key.name.length);
+  keyValueHead(head, SPAN_ATTRIBUTES, keyName(key), 1 + size);
+  head.buf[head.pos++] = INT_VALUE;
+  return (intHeads[key.index]![size] = Buffer.from(head.buf.subarray(0, head.pos)));
+}
+
 /** A span attribute into the scratch writer (the Visit of span-attributes.ts). */
 const spanAttribute: Visit = (key, value) => {
   if (typeof value === 'string')
     scratch.raw(keyStringValues[key.index]!.get(value) ?? stringAttributeField(key, value));
-  else keyValue(scratch, SPAN_ATTRIBUTES, keyName(key), value);
+  else if (value >= 0 && value <= 0xffffffff && Math.floor(value) === value) {
+    const size = varintSize(value);
+    const head = intHeads[key.index]![size] ?? intHead(key, size);
+    scratch.ensure(head.length + size);
+    scratch.raw(head);
+    scratch.varint(value);
+  } else keyValue(scratch, SPAN_ATTRIBUTES, keyName(key), value);
 };
 
 // OTLP's SpanKind (UNSPECIFIED = 0, INTERNAL = 1, SERVER = 2, CLIENT = 3).

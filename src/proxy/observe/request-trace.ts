@@ -114,12 +114,16 @@ export class RequestTrace {
     if (this.endedAt === 0) this.routes = [...this.routes, { at: now(), facts }];
   }
 
-  /** An attempt leaves for `instance`: its span, and the traceparent/tracestate the engine gets. */
-  attempt(instance: string): [string, string] {
-    this.endAttempt('', '');
+  /**
+   * An attempt leaves for `instance`: its span, and the `traceparent` the engine gets (with
+   * `parent.traceState` as its `tracestate`).
+   */
+  attempt(instance: string): string {
+    const start = now();
+    this.endAttempt('', '', start);
     const attempt: AttemptSpan = {
       spanId: newSpanId(),
-      start: now(),
+      start,
       end: 0,
       instance,
       number: this.attempts.length + 1,
@@ -130,7 +134,7 @@ export class RequestTrace {
     };
     this.attempts = [...this.attempts, attempt];
     this.current = attempt;
-    return [traceparentOf(this.parent, attempt.spanId), this.parent.traceState];
+    return traceparentOf(this.parent, attempt.spanId);
   }
 
   firstByte(): void {
@@ -141,28 +145,30 @@ export class RequestTrace {
 
   /** The attempt failed before its answer (a retry may follow). */
   attemptFailed(kind: string, message: string): void {
-    this.endAttempt(kind, message);
+    this.endAttempt(kind, message, now());
   }
 
   end(status: number, outcome: RequestOutcome, usage: UsageCounts | undefined, error: string | undefined): void {
     if (this.endedAt !== 0) return;
+    const at = now();
     if (this.current !== undefined) this.current.status = status;
-    if (status >= 500) this.endAttempt(outcome, error ?? '');
-    else this.endAttempt('', '');
+    if (status >= 500) this.endAttempt(outcome, error ?? '', at);
+    else this.endAttempt('', '', at);
     this.status = status;
     this.outcome = outcome;
     this.usage = usage;
     this.error = error ?? '';
-    this.endedAt = now();
+    this.endedAt = at;
     if (this.parent.sampled) this.finished(this);
   }
 
-  private endAttempt(errorType: string, errorMessage: string): void {
+  /** Ends the open attempt, if any, at `at` (its end is the request's when the request ends). */
+  private endAttempt(errorType: string, errorMessage: string, at: number): void {
     const attempt = this.current;
     if (attempt === undefined) return;
     this.current = undefined;
     attempt.errorType = errorType;
     attempt.errorMessage = errorMessage;
-    attempt.end = now();
+    attempt.end = at;
   }
 }
