@@ -347,16 +347,13 @@ export function encodeRequestSpans(
   return out;
 }
 
-/**
- * One OTLP/HTTP protobuf request body (ExportTraceServiceRequest { resource_spans { resource,
- * scope_spans { scope, spans… } } }) around requests' encoded spans, in a buffer from
- * `allocate(bytes)` (a caller that reuses its buffers passes them here; by default a new one).
- */
-export function otlpProtoBody(
-  requests: readonly Uint8Array[],
-  envelope: OtlpEnvelope,
-  allocate: (bytes: number) => Buffer = (bytes) => Buffer.allocUnsafe(bytes),
-): Buffer {
+/** The encoded `resource` and `scope` fields of a body's envelope (they never change). */
+export interface EnvelopeFields {
+  resource: Buffer;
+  scope: Buffer;
+}
+
+export function envelopeFields(envelope: OtlpEnvelope): EnvelopeFields {
   const resource = new ProtoWriter(256);
   const start = resource.begin(RESOURCE_SPANS_RESOURCE);
   attributes(resource, RESOURCE_ATTRIBUTES, envelope.resource);
@@ -366,19 +363,54 @@ export function otlpProtoBody(
   stringField(scope, SCOPE_NAME, envelope.scopeName);
   stringField(scope, SCOPE_VERSION, envelope.scopeVersion);
   scope.end(scopeStart);
+  return { resource: resource.buf.subarray(0, resource.pos), scope: scope.buf.subarray(0, scope.pos) };
+}
+
+/** The most bytes bodyPrefix() writes: the envelope's fields, two tags and two lengths. */
+export const maxBodyPrefixBytes = (fields: EnvelopeFields): number =>
+  fields.resource.length + fields.scope.length + 2 + 2 * 8;
+
+/**
+ * A body's bytes before its spans (`spansBytes` of ScopeSpans.spans fields): the outer lengths are
+ * known only once the spans are. Written into `out` so that it ends at `end`; returns where it starts.
+ */
+export function bodyPrefix(fields: EnvelopeFields, spansBytes: number, out: Buffer, end: number): number {
+  const scopeSpansLength = fields.scope.length + spansBytes;
+  const resourceSpansLength = fields.resource.length + 1 + varintSize(scopeSpansLength) + scopeSpansLength;
+  const bytes =
+    1 +
+    varintSize(resourceSpansLength) +
+    fields.resource.length +
+    1 +
+    varintSize(scopeSpansLength) +
+    fields.scope.length;
+  const w = new ProtoWriter(0);
+  w.buf = out;
+  w.pos = end - bytes;
+  w.buf[w.pos++] = REQUEST_RESOURCE_SPANS;
+  w.varint(resourceSpansLength);
+  w.raw(fields.resource);
+  w.buf[w.pos++] = RESOURCE_SPANS_SCOPE_SPANS;
+  w.varint(scopeSpansLength);
+  w.raw(fields.scope);
+  return end - bytes;
+}
+
+/**
+ * One OTLP/HTTP protobuf request body (ExportTraceServiceRequest { resource_spans { resource,
+ * scope_spans { scope, spans… } } }) around requests' encoded spans (copied), in a new buffer.
+ * The proxy writes its spans straight into their body instead (otlp-body.ts).
+ */
+export function otlpProtoBody(requests: readonly Uint8Array[], envelope: OtlpEnvelope): Buffer {
+  const fields = envelopeFields(envelope);
   let spans = 0;
   for (const r of requests) spans += r.length;
-  // The two outer lengths are known only now: the tags and lengths, then the parts behind them.
-  const scopeSpansLength = scope.pos + spans;
-  const resourceSpansLength = resource.pos + 1 + varintSize(scopeSpansLength) + scopeSpansLength;
-  const out = new ProtoWriter(0);
-  out.buf = allocate(1 + varintSize(resourceSpansLength) + resourceSpansLength);
-  out.buf[out.pos++] = REQUEST_RESOURCE_SPANS;
-  out.varint(resourceSpansLength);
-  out.raw(resource.buf.subarray(0, resource.pos));
-  out.buf[out.pos++] = RESOURCE_SPANS_SCOPE_SPANS;
-  out.varint(scopeSpansLength);
-  out.raw(scope.buf.subarray(0, scope.pos));
-  for (const r of requests) out.raw(r);
-  return out.buf.subarray(0, out.pos);
+  const room = maxBodyPrefixBytes(fields);
+  const out = Buffer.allocUnsafe(room + spans);
+  let at = room;
+  for (const r of requests) {
+    out.set(r, at);
+    at += r.length;
+  }
+  return out.subarray(bodyPrefix(fields, spans, out, room));
 }

@@ -1,7 +1,8 @@
 /**
  * OpenTelemetry tracing of the proxy's requests (docs/tracing.md): each request's spans
  * (request-trace.ts) batched (trace-batch.ts) to an OTLP/HTTP collector (otlp-sender.ts, protobuf to
- * `<endpoint>/v1/traces`), or to a SpanExporter the embedder gives (readable-spans.ts).
+ * `<endpoint>/v1/traces`, encoded straight into each request's body: otlp-body.ts), or to a
+ * SpanExporter the embedder gives (readable-spans.ts).
  *
  * Off (no `tracing` option) the proxy loads none of this and makes no trace: each request pays one
  * `undefined` check. On, W3C trace context (`traceparent`, `tracestate`) is read from the client's
@@ -18,6 +19,7 @@
 import { resourceFromAttributes } from '@opentelemetry/resources';
 
 import { kvrouteVersion } from '../../core/version.js';
+import { OtlpBodyBuilder, type OtlpBody } from './otlp-body.js';
 import { otlpSender } from './otlp-sender.js';
 import { spanExporterSender } from './readable-spans.js';
 import { encodeRequestSpans } from './otlp-proto.js';
@@ -28,13 +30,16 @@ import { tracesUrl, type TracingOptions } from './tracing-options.js';
 
 /**
  * Requests whose spans are encoded together: one call for several requests runs with the encoder's
- * code and caches warm, and copies out one buffer (bench/RESULTS.md, "tracing"). The timed flush
- * (TraceBatch's drain) encodes a part-filled chunk, so no request waits longer than the batch delay.
+ * code and caches warm, and copies one chunk into the body (bench/RESULTS.md, "tracing"). The timed
+ * flush (TraceBatch's drain) encodes a part-filled chunk, so no request waits longer than the batch
+ * delay.
  */
 const ENCODE_CHUNK = 64;
+/** Requests per body (an export request): about 3,000 spans, a megabyte. */
+const BODY_REQUESTS = 1024;
 
 export class Tracing {
-  private readonly batch: TraceBatch<RequestTrace> | TraceBatch<Uint8Array>;
+  private readonly batch: TraceBatch<RequestTrace> | TraceBatch<OtlpBody>;
   /** Where a request's spans go when it ends. */
   private readonly finished: (trace: RequestTrace) => void;
   private readonly shutdown: () => Promise<void>;
@@ -51,18 +56,35 @@ export class Tracing {
     } else {
       const envelope = { resource: attributes, scopeName: scope.name, scopeVersion: scope.version };
       const sender = otlpSender(tracesUrl(options.endpoint ?? ''), envelope, warn);
+      const body = new OtlpBodyBuilder(envelope, sender.buffers);
       // Ended requests wait here (at most ENCODE_CHUNK: young objects, gone before a collection
-      // would promote them) and are encoded together into one item of the batch.
+      // would promote them), then are encoded together straight into the body being filled.
       const ended: RequestTrace[] = [];
       const encodeEnded = (): void => {
         if (ended.length === 0) return;
-        batch.add(encodeRequestSpans(ended, sender.allocateChunk), ended.length);
+        encodeRequestSpans(ended, body.allocate);
+        body.requests += ended.length;
         ended.length = 0;
       };
-      const batch = new TraceBatch<Uint8Array>(sender.send, { warn, drain: encodeEnded });
+      const finishBody = (): void => {
+        const finished = body.finish();
+        if (finished !== undefined) batch.add(finished, finished.requests);
+      };
+      // A body is one batch (maxBatch 1: each is sent as soon as it is added); the timed flush
+      // finishes a part-filled one, so no request waits longer than the batch delay.
+      const batch = new TraceBatch<OtlpBody>(sender.send, {
+        warn,
+        maxBatch: 1,
+        drain: () => {
+          encodeEnded();
+          finishBody();
+        },
+      });
       this.batch = batch;
       this.finished = (trace) => {
-        if (ended.push(trace) >= ENCODE_CHUNK) encodeEnded();
+        if (ended.push(trace) < ENCODE_CHUNK) return;
+        encodeEnded();
+        if (body.requests >= BODY_REQUESTS) finishBody();
       };
       this.shutdown = sender.shutdown;
     }
