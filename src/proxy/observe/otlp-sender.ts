@@ -22,10 +22,11 @@ class BodyBuffers implements BufferPool {
   private static readonly MAX_FREE = 4;
   private readonly free: Buffer[] = [];
 
+  /** The last released buffer that is large enough: the memory most recently touched. */
   allocate(bytes: number): Buffer {
-    const index = this.free.findIndex((b) => b.length >= bytes);
+    const index = this.free.findLastIndex((b) => b.length >= bytes);
     if (index >= 0) return this.free.splice(index, 1)[0]!;
-    this.free.pop(); // none is large enough: one small buffer fewer in the pool
+    this.free.shift(); // none is large enough: one small buffer fewer in the pool
     return Buffer.allocUnsafeSlow(bytes);
   }
 

@@ -38,12 +38,13 @@ export interface RoutedFacts {
 }
 
 /**
- * A routing decision's span (it has no duration: the decision is one call). Its id, like the
- * request span's, is made when it is written out: only the attempt's id leaves earlier (to the engine).
+ * A routing decision's span (it has no duration: the decision is one call): its facts, copied
+ * into one object with its time (the encoder reads one object per decision, not two). Its id,
+ * like the request span's, is made when it is written out: only the attempt's id leaves earlier
+ * (to the engine).
  */
-export interface RoutedSpan {
+export interface RoutedSpan extends RoutedFacts {
   readonly at: number;
-  readonly facts: RoutedFacts;
 }
 
 /** An attempt's span. */
@@ -111,7 +112,18 @@ export class RequestTrace {
   }
 
   routed(facts: RoutedFacts): void {
-    if (this.endedAt === 0) this.routes = [...this.routes, { at: now(), facts }];
+    if (this.endedAt !== 0) return;
+    const span: RoutedSpan = {
+      at: now(),
+      instance: facts.instance,
+      reason: facts.reason,
+      matchedBlocks: facts.matchedBlocks,
+      predictedCachedTokens: facts.predictedCachedTokens,
+      predictedTtftMs: facts.predictedTtftMs,
+      keys: facts.keys,
+      policy: facts.policy,
+    };
+    this.routes = [...this.routes, span];
   }
 
   /**

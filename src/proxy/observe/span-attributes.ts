@@ -77,8 +77,7 @@ export function requestAttributes(t: RequestTrace, visit: Visit): void {
   }
 }
 
-export function routedAttributes(r: RoutedSpan, visit: Visit): void {
-  const f = r.facts;
+export function routedAttributes(f: RoutedSpan, visit: Visit): void {
   visit(INSTANCE, f.instance);
   visit(REASON, f.reason);
   visit(MATCHED_BLOCKS, f.matchedBlocks);
