@@ -29,7 +29,7 @@ import { cpuSeconds, pinToCpus, startKvroute, startOtlpSink, startStub, type Run
 import { chatRequests } from './lib/proxy-requests.js';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, out: { type: 'string' } } });
-const reps = values.quick ? 3 : 7;
+const reps = values.quick ? 3 : 9;
 const seconds = values.quick ? 2 : 3;
 
 export interface TracingResult {
@@ -46,6 +46,9 @@ export interface TracingResult {
   added_cpu_us_per_req: number;
   /** Each rep's on − (off + off again) / 2, in order. */
   added_by_rep_us: number[];
+  /** Each server's CPU per request, rep by rep: [off, on, off again]. */
+  cpu_by_rep_us: [number[], number[], number[]];
+  /** The noise: the median over the reps of |off − off again| within the rep. */
   off_spread_us_per_req: number;
   /** Whether the servers had a CPU of their own (see the header). */
   pinned: boolean;
@@ -107,7 +110,8 @@ async function main(): Promise<TracingResult[]> {
       on_cpu_us_per_req: round(on),
       added_cpu_us_per_req: round(median(addedByRep)),
       added_by_rep_us: addedByRep.map(round),
-      off_spread_us_per_req: round(Math.abs(off - offAgain)),
+      cpu_by_rep_us: [offByRep.map(round), onByRep.map(round), offAgainByRep.map(round)],
+      off_spread_us_per_req: round(median(offByRep.map((x, rep) => Math.abs(x - offAgainByRep[rep]!)))),
       pinned,
     };
     for (const s of servers) await s.stop();

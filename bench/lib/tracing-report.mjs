@@ -11,7 +11,8 @@ export function tracingChecks(allResults) {
   return rows(allResults).map(
     (r) =>
       `  ${r.added_cpu_us_per_req <= 10 ? 'PASS' : 'FAIL'}  tracing on adds <= 10 µs CPU per request: ${r.added_cpu_us_per_req} µs ` +
-      `(off ${r.off_cpu_us_per_req} / ${r.off_again_cpu_us_per_req}, on ${r.on_cpu_us_per_req}; two off servers differ by ${r.off_spread_us_per_req})`,
+      `(median of ${r.reps} reps' on − mean of their two offs; medians off ${r.off_cpu_us_per_req} / ${r.off_again_cpu_us_per_req}, on ${r.on_cpu_us_per_req}; ` +
+      `a rep's two off servers differ by ${r.off_spread_us_per_req}, median)`,
   );
 }
 
