@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { OtlpBodyBuilder, type BufferPool } from '../src/proxy/observe/otlp-body.js';
-import { encodeRequestSpans, otlpProtoBody } from '../src/proxy/observe/otlp-proto.js';
+import { otlpProtoBody } from '../src/proxy/observe/otlp-proto.js';
 import { otlpSender } from '../src/proxy/observe/otlp-sender.js';
 import { RequestTrace } from '../src/proxy/observe/request-trace.js';
 import { parentFromHeaders } from '../src/proxy/observe/trace-context.js';
@@ -33,10 +33,7 @@ const models = (spans: DecodedSpan[]) =>
 
 /** Fills a body with chunks of the given models, as the tracer does; returns it finished. */
 function bodyOf(builder: OtlpBodyBuilder, chunks: string[][]) {
-  for (const chunk of chunks) {
-    encodeRequestSpans(chunk.map(endedTrace), builder.allocate);
-    builder.requests += chunk.length;
-  }
+  for (const chunk of chunks) builder.encode(chunk.map(endedTrace));
   return builder.finish()!;
 }
 

@@ -10,11 +10,13 @@
  */
 import {
   bodyPrefix,
+  encodeRequestSpans,
   envelopeFields,
   maxBodyPrefixBytes,
   type EnvelopeFields,
   type OtlpEnvelope,
 } from './otlp-proto.js';
+import type { RequestTrace } from './request-trace.js';
 
 /** A finished body: what is sent, its spans alone (to merge bodies), and the buffer to give back. */
 export interface OtlpBody {
@@ -39,8 +41,7 @@ export class OtlpBodyBuilder {
   private readonly room: number;
   private buffer: Buffer | undefined;
   private end = 0;
-  /** Requests whose spans the body holds. */
-  requests = 0;
+  private held = 0;
 
   constructor(
     envelope: OtlpEnvelope,
@@ -50,11 +51,23 @@ export class OtlpBodyBuilder {
     this.room = maxBodyPrefixBytes(this.fields);
   }
 
+  /** Requests whose spans the body holds. */
+  get requests(): number {
+    return this.held;
+  }
+
+  /** Ended requests' spans, encoded together at the body's end. */
+  encode(traces: readonly RequestTrace[]): void {
+    if (traces.length === 0) return;
+    encodeRequestSpans(traces, this.allocate);
+    this.held += traces.length;
+  }
+
   /**
    * Room for a chunk of `bytes` bytes of spans at the body's end (encodeRequestSpans' allocate).
    * A body that outgrows its buffer moves to one twice as large.
    */
-  readonly allocate = (bytes: number): Buffer => {
+  private readonly allocate = (bytes: number): Buffer => {
     let buffer = this.buffer;
     if (buffer === undefined) {
       buffer = this.buffer = this.pool.allocate(Math.max(FIRST_BYTES, this.room + bytes));
@@ -79,10 +92,10 @@ export class OtlpBodyBuilder {
       bytes: buffer.subarray(start, this.end),
       spans: buffer.subarray(this.room, this.end),
       buffer,
-      requests: this.requests,
+      requests: this.held,
     };
     this.buffer = undefined;
-    this.requests = 0;
+    this.held = 0;
     return body;
   }
 }

@@ -22,7 +22,6 @@ import { kvrouteVersion } from '../../core/version.js';
 import { OtlpBodyBuilder, type OtlpBody } from './otlp-body.js';
 import { otlpSender } from './otlp-sender.js';
 import { spanExporterSender } from './readable-spans.js';
-import { encodeRequestSpans } from './otlp-proto.js';
 import { RequestTrace } from './request-trace.js';
 import { TraceBatch } from './trace-batch.js';
 import { parentFromHeaders } from './trace-context.js';
@@ -61,9 +60,7 @@ export class Tracing {
       // would promote them), then are encoded together straight into the body being filled.
       const ended: RequestTrace[] = [];
       const encodeEnded = (): void => {
-        if (ended.length === 0) return;
-        encodeRequestSpans(ended, body.allocate);
-        body.requests += ended.length;
+        body.encode(ended);
         ended.length = 0;
       };
       const finishBody = (): void => {
