@@ -3,13 +3,15 @@
  * (`--otlp-endpoint` to an OTLP/HTTP collector, bench/otlp-sink.ts, in a process of its own, that
  * answers 200 and counts the spans),
  * beside a second server with tracing off (the noise between two identical servers). Same stub
- * engines and load (64 connections, non-streaming chat, the bench's requests), servers alternated
- * rep by rep (off, on, off again: each rep's traced server runs between its two untraced ones);
- * the figure is each server process's CPU (user + system, /proc) per request. What tracing adds is
- * the median over the reps of on − (off + off again) / 2 within the rep: the machine's slow drift
- * (2026-12-04, off servers' medians moved between 76 and 147 µs in one afternoon) cancels within
- * a rep, and neither off server is preferred (`on − min(off, off again)` of the reps' medians,
- * the earlier estimator, counted the gap between two identical servers as tracing's cost).
+ * engines and load (64 connections, non-streaming chat, the bench's requests). Each rep starts
+ * three new server processes (off, on, off again), warms each, loads them one after the other (the
+ * traced one between its two untraced ones) and stops them: a server process keeps a speed of its
+ * own for its whole life (two identical servers differed by 2–21 µs per request, the same way round
+ * in each of 12 reps, 2026-12-04), so a new draw of processes each rep turns that into noise the
+ * median removes. The figure is each server process's CPU (user + system, /proc) per request. What
+ * tracing adds is the median over the reps of on − (off + off again) / 2 within the rep: the
+ * machine's slow drift (2026-12-04, off servers' medians moved between 76 and 147 µs in one
+ * afternoon) cancels within a rep, and neither off server is preferred.
  * Target: tracing on adds <= 10 µs CPU per request.
  *
  * The servers are pinned to the last CPU, and this process (the load), the collector and the
@@ -18,7 +20,7 @@
  * CPU per request grows with its slowness (wake-ups, cache refills): a build spinning a known
  * 5 µs per request measured +13.5 µs unpinned and about +5 pinned (2026-12-04).
  *
- *   node --import tsx bench/tracing.ts [--quick] [--out FILE]
+ *   node --import tsx bench/tracing.ts [--quick] [--reps N] [--seconds S] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -28,9 +30,16 @@ import { closedLoop } from './lib/proxy-load.js';
 import { cpuSeconds, pinToCpus, startKvroute, startOtlpSink, startStub, type Running } from './lib/proxy-procs.js';
 import { chatRequests } from './lib/proxy-requests.js';
 
-const { values } = parseArgs({ options: { quick: { type: 'boolean' }, out: { type: 'string' } } });
-const reps = values.quick ? 3 : 9;
-const seconds = values.quick ? 2 : 3;
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean' },
+    out: { type: 'string' },
+    reps: { type: 'string' },
+    seconds: { type: 'string' },
+  },
+});
+const reps = values.reps !== undefined ? Number(values.reps) : values.quick ? 3 : 9;
+const seconds = values.seconds !== undefined ? Number(values.seconds) : values.quick ? 2 : 3;
 
 export interface TracingResult {
   workload: 'tracing';
@@ -66,37 +75,46 @@ async function main(): Promise<TracingResult[]> {
   const sink = await startOtlpSink();
   const servers: Running[] = [];
   try {
-    servers.push(
-      await startKvroute(stub.ports, {}, 'off'),
-      await startKvroute(stub.ports, { args: ['--otlp-endpoint', `http://127.0.0.1:${sink.port}`] }, 'on'),
-      await startKvroute(stub.ports, {}, 'off again'),
-    );
     const cpus = availableParallelism();
     const others = cpus === 2 ? '0' : `0-${cpus - 2}`;
-    const pinned =
+    let pinned =
       cpus >= 2 &&
-      servers.every((s) => pinToCpus(s.workerPid, String(cpus - 1))) &&
       pinToCpus(process.pid, others) &&
       pinToCpus(stub.workerPid, others) &&
       pinToCpus(sink.workerPid, others);
     const requests = chatRequests(false, 16, true);
     const load = (s: Running, secs: number) =>
       closedLoop({ port: s.port, path: '/v1/chat/completions', requests }, { connections: 64, seconds: secs });
-    for (const s of servers) await load(s, 1); // warm-up
-    const cpu = new Map<Running, number[]>(servers.map((s) => [s, []]));
+    const legs = ['off', 'on', 'off again'] as const;
+    const cpu = new Map<string, number[]>(legs.map((leg) => [leg, []]));
     let total = 0;
-    for (let rep = 0; rep < reps; rep++)
+    for (let rep = 0; rep < reps; rep++) {
+      // New server processes every rep: two identical servers started side by side kept a gap of
+      // their own for their whole life (2–21 µs per request, the same sign in each of 12 reps,
+      // 2026-12-04), which a rep-by-rep pairing of the same processes cannot cancel.
+      for (const leg of legs)
+        servers.push(
+          await startKvroute(
+            stub.ports,
+            leg === 'on' ? { args: ['--otlp-endpoint', `http://127.0.0.1:${sink.port}`] } : {},
+            leg,
+          ),
+        );
+      pinned &&= cpus >= 2 && servers.every((s) => pinToCpus(s.workerPid, String(cpus - 1)));
+      for (const s of servers) await load(s, 1); // warm-up
       for (const s of servers) {
         const before = cpuSeconds(s.workerPid);
         const run = await load(s, seconds);
         if (run.errors > 0) throw new Error(`${s.name}: ${run.errors} errors`);
         total += run.ok;
-        cpu.get(s)!.push(((cpuSeconds(s.workerPid) - before) * 1e6) / Math.max(1, run.ok));
+        cpu.get(s.name)!.push(((cpuSeconds(s.workerPid) - before) * 1e6) / Math.max(1, run.ok));
       }
+      for (const s of servers.splice(0)) await s.stop();
+    }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
-    const [off, on, offAgain] = servers.map((s) => median(cpu.get(s)!)) as [number, number, number];
+    const [off, on, offAgain] = legs.map((leg) => median(cpu.get(leg)!)) as [number, number, number];
     const round = (x: number) => Math.round(x * 10) / 10;
-    const [offByRep, onByRep, offAgainByRep] = servers.map((s) => cpu.get(s)!) as [number[], number[], number[]];
+    const [offByRep, onByRep, offAgainByRep] = legs.map((leg) => cpu.get(leg)!) as [number[], number[], number[]];
     const addedByRep = onByRep.map((x, rep) => x - (offByRep[rep]! + offAgainByRep[rep]!) / 2);
     const result: TracingResult = {
       workload: 'tracing',
@@ -114,8 +132,6 @@ async function main(): Promise<TracingResult[]> {
       off_spread_us_per_req: round(median(offByRep.map((x, rep) => Math.abs(x - offAgainByRep[rep]!)))),
       pinned,
     };
-    for (const s of servers) await s.stop();
-    servers.length = 0;
     result.spans = await sinkSpans(sink);
     console.log(
       `  tracing off ${result.off_cpu_us_per_req} µs CPU/req (again: ${result.off_again_cpu_us_per_req}) · on ${result.on_cpu_us_per_req} · added ${result.added_cpu_us_per_req} µs (median of the reps' on − mean of their offs: ${result.added_by_rep_us.join(', ')}) · ${result.spans.toLocaleString('en-US')} spans exported · ${pinned ? 'servers pinned to a CPU of their own' : 'not pinned'}`,

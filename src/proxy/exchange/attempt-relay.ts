@@ -137,8 +137,8 @@ export interface RelayOwner {
   attemptFailed(backend: Backend, kind: UpstreamErrorKind, error: Error, retryable: boolean): void;
   /** A streamed answer's output tokens so far (flow control charges them to the tenant as they stream). */
   streamedTokens(total: number): void;
-  /** The answer's first byte came (the request's trace marks it). */
-  firstByte(): void;
+  /** The answer's first byte came, at `at` (`performance.now()` ms; the request's trace marks it). */
+  firstByte(at: number): void;
 }
 
 export class AttemptRelay implements Dispatcher.DispatchHandlers {
@@ -407,8 +407,9 @@ export class AttemptRelay implements Dispatcher.DispatchHandlers {
     this.phase = this.streams() ? 'received' : 'holding';
     state.router.onFirstToken(this.ticket);
     state.costs.firstToken(this.ticket);
-    this.ttft = performance.now() - t0;
-    this.owner.firstByte();
+    const at = performance.now();
+    this.ttft = at - t0;
+    this.owner.firstByte(at);
     if (observers.any) {
       observers.onFirstByte(this.backend.id, this.ttft);
       if (this.stripper !== undefined)

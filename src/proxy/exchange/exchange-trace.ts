@@ -26,9 +26,23 @@ function setHeader(headers: string[], name: string, value: string): void {
   if (value !== '') headers.push(name, value);
 }
 
-/** The request's trace, a child of the client's trace context when its headers carry one. */
-export function startTrace(tracing: Tracing, path: string, headers: readonly string[]): RequestTrace {
-  return tracing.request('POST', path, headerValue(headers, 'traceparent'), headerValue(headers, 'tracestate'));
+/**
+ * The request's trace, a child of the client's trace context when its headers carry one;
+ * `startedAt` is the request's arrival (`performance.now()` ms).
+ */
+export function startTrace(
+  tracing: Tracing,
+  path: string,
+  headers: readonly string[],
+  startedAt: number,
+): RequestTrace {
+  return tracing.request(
+    'POST',
+    path,
+    headerValue(headers, 'traceparent'),
+    headerValue(headers, 'tracestate'),
+    startedAt,
+  );
 }
 
 /**
@@ -43,16 +57,20 @@ export function traceAttempt(
   route: ParsedRoute,
 ): void {
   const decision = state.router.decision;
+  const at = performance.now(); // the decision's and the attempt's start: one clock read
   const ttft = state.costs.predictedTtftSeconds(ticket);
-  trace.routed({
-    instance: decision.instance,
-    reason: decision.reason,
-    matchedBlocks: decision.matchedBlocks,
-    predictedCachedTokens: decision.predictedCachedTokens,
-    predictedTtftMs: ttft === undefined ? undefined : Math.round(ttft * 1e4) / 10,
-    keys: route.tokens !== undefined ? 'tokens' : route.idsFrom === 'text' ? 'text' : 'hash_ids',
-    policy: state.policyName,
-  });
-  setHeader(headers, 'traceparent', trace.attempt(decision.instance));
+  trace.routed(
+    {
+      instance: decision.instance,
+      reason: decision.reason,
+      matchedBlocks: decision.matchedBlocks,
+      predictedCachedTokens: decision.predictedCachedTokens,
+      predictedTtftMs: ttft === undefined ? undefined : Math.round(ttft * 1e4) / 10,
+      keys: route.tokens !== undefined ? 'tokens' : route.idsFrom === 'text' ? 'text' : 'hash_ids',
+      policy: state.policyName,
+    },
+    at,
+  );
+  setHeader(headers, 'traceparent', trace.attempt(decision.instance, at));
   setHeader(headers, 'tracestate', trace.parent.traceState);
 }

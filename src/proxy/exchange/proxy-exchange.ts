@@ -165,7 +165,7 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     this.session = head.session;
     this.requestId = head.requestId;
     if (this.requestId === '') this.headers.push(REQUEST_ID, (this.requestId = randomUUID()));
-    if (ctx.tracing !== undefined) this.trace = startTrace(ctx.tracing, this.path, this.headers);
+    if (ctx.tracing !== undefined) this.trace = startTrace(ctx.tracing, this.path, this.headers, this.t0);
     // Counted from here to finished(), which every path below reaches exactly once.
     ctx.state.exchangeStarted();
     this.reader = new RequestBodyReader(ctx.options.maxBodyBytes, ctx.state.bodies, this);
@@ -440,9 +440,9 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     );
   }
 
-  /** RelayOwner: the answer's first byte came. */
-  firstByte(): void {
-    this.trace?.firstByte();
+  /** RelayOwner: the answer's first byte came, at `at` (`performance.now()` ms). */
+  firstByte(at: number): void {
+    this.trace?.firstByte(at);
   }
 
   /** RelayOwner: the relay wrote the response's end (or its in-band error). */
@@ -514,10 +514,12 @@ export class ProxyExchange implements Admittable, BodySink, RelayOwner {
     this.reader.release();
     if (this.deadline !== undefined) clearTimeout(this.deadline);
     state.exchangeEnded();
-    this.trace?.end(status, outcome, usage, error);
     const observers = this.ctx.observers;
+    // One clock read for the trace's end and the metrics' end-to-end time (none when neither is kept).
+    const endedAt = this.trace !== undefined || observers.any ? performance.now() : 0;
+    this.trace?.end(status, outcome, usage, error, endedAt);
     if (observers.any) {
-      const e2eMs = performance.now() - this.t0;
+      const e2eMs = endedAt - this.t0;
       const model = this.parsed !== undefined && status !== 404 ? this.parsed.model : '';
       observers.onFinished(this.relay?.backend.id, status, e2eMs, usage, outcome, model);
       if (observers.wantsRecords) observers.onRequest(this.record(status, outcome, e2eMs, usage, error));

@@ -1,5 +1,5 @@
 /**
- * The OTLP/HTTP body being filled: ended requests' spans are encoded (encodeRequestSpans, a chunk
+ * The OTLP/HTTP body being filled: ended requests' spans are encoded (encodeRequestSpansInto, a chunk
  * at a time) straight into the body that will carry them, after room left for its envelope, which
  * finish() writes once the spans' length is known. No copy between encoding and sending: when a
  * chunk had a buffer of its own, copying every chunk into the body cost two more passes over each
@@ -10,12 +10,13 @@
  */
 import {
   bodyPrefix,
-  encodeRequestSpans,
+  encodeRequestSpansInto,
   envelopeFields,
   maxBodyPrefixBytes,
   type EnvelopeFields,
   type OtlpEnvelope,
 } from './otlp-proto.js';
+import { ProtoWriter } from './proto-writer.js';
 import type { RequestTrace } from './request-trace.js';
 
 /** A finished body: what is sent, its spans alone (to merge bodies), and the buffer to give back. */
@@ -39,8 +40,12 @@ export class OtlpBodyBuilder {
   private readonly fields: EnvelopeFields;
   /** Where the spans start in every buffer: the envelope's room before them. */
   private readonly room: number;
+  /**
+   * Writes the spans into the body's buffer (`writer.buf`; `writer.pos` is the body's end). A body
+   * that outgrows its buffer moves to one twice as large, from the pool.
+   */
+  private readonly writer: ProtoWriter;
   private buffer: Buffer | undefined;
-  private end = 0;
   private held = 0;
 
   constructor(
@@ -49,6 +54,7 @@ export class OtlpBodyBuilder {
   ) {
     this.fields = envelopeFields(envelope);
     this.room = maxBodyPrefixBytes(this.fields);
+    this.writer = new ProtoWriter(0, (bytes) => pool.allocate(bytes));
   }
 
   /** Requests whose spans the body holds. */
@@ -59,38 +65,29 @@ export class OtlpBodyBuilder {
   /** Ended requests' spans, encoded together at the body's end. */
   encode(traces: readonly RequestTrace[]): void {
     if (traces.length === 0) return;
-    encodeRequestSpans(traces, this.allocate);
+    const w = this.writer;
+    if (this.buffer === undefined) {
+      w.buf = this.buffer = this.pool.allocate(FIRST_BYTES);
+      w.pos = this.room;
+    }
+    encodeRequestSpansInto(traces, w);
+    if (w.buf !== this.buffer) {
+      // It grew (ProtoWriter.ensure copied the body over): the old buffer goes back to the pool.
+      this.pool.release(this.buffer);
+      this.buffer = w.buf;
+    }
     this.held += traces.length;
   }
-
-  /**
-   * Room for a chunk of `bytes` bytes of spans at the body's end (encodeRequestSpans' allocate).
-   * A body that outgrows its buffer moves to one twice as large.
-   */
-  private readonly allocate = (bytes: number): Buffer => {
-    let buffer = this.buffer;
-    if (buffer === undefined) {
-      buffer = this.buffer = this.pool.allocate(Math.max(FIRST_BYTES, this.room + bytes));
-      this.end = this.room;
-    } else if (this.end + bytes > buffer.length) {
-      const grown = this.pool.allocate(Math.max(2 * buffer.length, this.end + bytes));
-      buffer.copy(grown, this.room, this.room, this.end);
-      this.pool.release(buffer);
-      buffer = this.buffer = grown;
-    }
-    const chunk = buffer.subarray(this.end, this.end + bytes);
-    this.end += bytes;
-    return chunk;
-  };
 
   /** The body, its envelope written before its spans; undefined when it holds none. The next chunk starts a new one. */
   finish(): OtlpBody | undefined {
     const buffer = this.buffer;
-    if (buffer === undefined || this.end === this.room) return undefined;
-    const start = bodyPrefix(this.fields, this.end - this.room, buffer, this.room);
+    const end = this.writer.pos;
+    if (buffer === undefined || end === this.room) return undefined;
+    const start = bodyPrefix(this.fields, end - this.room, buffer, this.room);
     const body: OtlpBody = {
-      bytes: buffer.subarray(start, this.end),
-      spans: buffer.subarray(this.room, this.end),
+      bytes: buffer.subarray(start, end),
+      spans: buffer.subarray(this.room, end),
       buffer,
       requests: this.held,
     };

@@ -21,10 +21,12 @@ import type { RequestTrace } from './request-trace.js';
 import { hexInto, ProtoWriter, varintSize } from './proto-writer.js';
 import { randomSpanIdInto } from './trace-context.js';
 import {
-  attemptAttributes,
+  attemptOwnAttributes,
   attributeKeyCount,
-  requestAttributes,
+  instanceAttributes,
+  requestOwnAttributes,
   requestStatusMessage,
+  routeAttributes,
   routedAttributes,
   type AttributeKey,
   type Visit,
@@ -176,8 +178,10 @@ function stringAttributeField(key: AttributeKey, value: string): Buffer {
   return encoded;
 }
 
-/** Where requests' spans are encoded before they are copied out (reused: encoding is synchronous). */
+/** Where encodeRequestSpans encodes before copying out (reused: encoding is synchronous). */
 const scratch = new ProtoWriter(1 << 16);
+/** Where spanAttribute writes: the writer of the encoding under way, or a block's (attributeBlock). */
+let into = scratch;
 
 /**
  * Per key (by AttributeKey.index), then per varint size (1 to 8 bytes): an integer attribute's
@@ -192,18 +196,61 @@ function intHead(key: AttributeKey, size: number): Buffer {
   return (intHeads[key.index]![size] = Buffer.from(head.buf.subarray(0, head.pos)));
 }
 
-/** A span attribute into the scratch writer (the Visit of span-attributes.ts). */
+/** Per key (by AttributeKey.index): a double attribute's field up to its 8 bytes, encoded once. */
+const doubleHeads: Buffer[] = [];
+
+function doubleHead(key: AttributeKey): Buffer {
+  const head = new ProtoWriter(64 + 3 * key.name.length);
+  keyValueHead(head, SPAN_ATTRIBUTES, keyName(key), 9);
+  head.buf[head.pos++] = DOUBLE_VALUE;
+  return (doubleHeads[key.index] = Buffer.from(head.buf.subarray(0, head.pos)));
+}
+
+/** A span attribute into `into` (the Visit of span-attributes.ts). */
 const spanAttribute: Visit = (key, value) => {
-  if (typeof value === 'string')
-    scratch.raw(keyStringValues[key.index]!.get(value) ?? stringAttributeField(key, value));
+  const w = into;
+  if (typeof value === 'string') w.raw(keyStringValues[key.index]!.get(value) ?? stringAttributeField(key, value));
   else if (value >= 0 && value <= 0xffffffff && Math.floor(value) === value) {
     const size = varintSize(value);
     const head = intHeads[key.index]![size] ?? intHead(key, size);
-    scratch.ensure(head.length + size);
-    scratch.raw(head);
-    scratch.varint(value);
-  } else keyValue(scratch, SPAN_ATTRIBUTES, keyName(key), value);
+    w.ensure(head.length + size);
+    w.raw(head);
+    w.varint(value);
+  } else if (Number.isSafeInteger(value) && value >= 0) keyValue(w, SPAN_ATTRIBUTES, keyName(key), value);
+  else {
+    // Doubles (and the negative integers kvroute never records): double_value.
+    const head = doubleHeads[key.index] ?? doubleHead(key);
+    w.ensure(head.length + 8);
+    w.raw(head);
+    w.buf.writeDoubleLE(value, w.pos);
+    w.pos += 8;
+  }
 };
+
+/** The attributes `write` visits, encoded as one block (attributes fields back to back). */
+function attributeBlock(write: (visit: Visit) => void): Buffer {
+  const saved = into;
+  const block = (into = new ProtoWriter(256));
+  try {
+    write(spanAttribute);
+  } finally {
+    into = saved;
+  }
+  return Buffer.from(block.buf.subarray(0, block.pos));
+}
+
+/** Attempts' instanceAttributes, a block per instance. */
+const instanceBlocks = new Map<string, Buffer>();
+
+function instanceBlock(instance: string): Buffer {
+  let block = instanceBlocks.get(instance);
+  if (block === undefined) {
+    block = attributeBlock((visit) => instanceAttributes(instance, visit));
+    if (instanceBlocks.size >= CACHE_MAX) instanceBlocks.clear(); // instances come and go: stay bounded
+    instanceBlocks.set(instance, block);
+  }
+  return block;
+}
 
 // OTLP's SpanKind (UNSPECIFIED = 0, INTERNAL = 1, SERVER = 2, CLIENT = 3).
 const INTERNAL = 1;
@@ -219,18 +266,28 @@ function nameField(name: string): Buffer {
 
 const ROUTE_NAME = nameField('kvroute.route');
 const UPSTREAM_NAME = nameField('kvroute.upstream');
-/** Request spans' name fields, by method then route (`POST /v1/chat/completions`). */
-const requestNames = new Map<string, Map<string, Buffer>>();
+/** What a request span's method and route make: its name field, and its routeAttributes as a block. */
+interface RouteFields {
+  name: Buffer;
+  attributes: Buffer;
+}
 
-function requestName(t: RequestTrace): Buffer {
-  let byRoute = requestNames.get(t.method);
-  if (byRoute === undefined) requestNames.set(t.method, (byRoute = new Map()));
-  let name = byRoute.get(t.route);
-  if (name === undefined) {
+/** By method then route (`POST`, `/v1/chat/completions`). */
+const routeFieldsCache = new Map<string, Map<string, RouteFields>>();
+
+function routeFields(t: RequestTrace): RouteFields {
+  let byRoute = routeFieldsCache.get(t.method);
+  if (byRoute === undefined) routeFieldsCache.set(t.method, (byRoute = new Map()));
+  let fields = byRoute.get(t.route);
+  if (fields === undefined) {
     if (byRoute.size >= CACHE_MAX) byRoute.clear();
-    byRoute.set(t.route, (name = nameField(t.name)));
+    fields = {
+      name: nameField(t.name),
+      attributes: attributeBlock((visit) => routeAttributes(t.method, t.route, visit)),
+    };
+    byRoute.set(t.route, fields);
   }
-  return name;
+  return fields;
 }
 
 /**
@@ -307,44 +364,54 @@ function spanTail(w: ProtoWriter, at: number, remoteParent: boolean): void {
 }
 
 /**
- * Requests' spans as ScopeSpans.spans fields, ready to be placed in a body, in a buffer from
- * `allocate(bytes)` (a caller that recycles its buffers passes them here; by default a new one).
- * Each request's order: decisions, attempts, the request.
+ * Requests' spans as ScopeSpans.spans fields, ready to be placed in a body, in a new buffer of
+ * their size. Each request's order: decisions, attempts, the request.
  */
-export function encodeRequestSpans(
-  traces: readonly RequestTrace[],
-  allocate: (bytes: number) => Buffer = (bytes) => Buffer.allocUnsafe(bytes),
-): Buffer {
-  const w = scratch;
-  w.pos = 0;
-  for (const t of traces) {
-    hexInto(traceId, 0, t.parent.traceId);
-    randomSpanIdInto(requestSpanId, 0);
-    for (const r of t.routes) {
-      const at = spanHead(w, t, undefined, requestSpanId, ROUTE_NAME, INTERNAL);
-      spanTimes(w, r.at, r.at);
-      routedAttributes(r, spanAttribute);
-      spanTail(w, at, false);
-    }
-    for (const a of t.attempts) {
-      const at = spanHead(w, t, a.spanId, requestSpanId, UPSTREAM_NAME, CLIENT);
-      spanTimes(w, a.start, a.end);
-      attemptAttributes(a, spanAttribute);
-      if (a.firstByteAt !== 0) event(w, FIRST_TOKEN, a.firstByteAt);
-      if (a.errorType !== '') errorStatus(w, a.errorMessage);
-      spanTail(w, at, false);
-    }
-    const at = spanHead(w, t, requestSpanId, t.parent.spanId, requestName(t), SERVER);
-    spanTimes(w, t.start, t.endedAt);
-    requestAttributes(t, spanAttribute);
-    if (t.firstByteAt !== 0) event(w, FIRST_TOKEN, t.firstByteAt);
-    event(w, COMPLETION, t.endedAt);
-    if (t.failed) errorStatus(w, requestStatusMessage(t));
-    spanTail(w, at, t.parent.spanId !== '');
+export function encodeRequestSpans(traces: readonly RequestTrace[]): Buffer {
+  scratch.pos = 0;
+  encodeRequestSpansInto(traces, scratch);
+  return Buffer.from(scratch.buf.subarray(0, scratch.pos));
+}
+
+/** Requests' spans as encodeRequestSpans makes them, written at `w.pos` (`w` grows as needed). */
+export function encodeRequestSpansInto(traces: readonly RequestTrace[], w: ProtoWriter): void {
+  const saved = into;
+  into = w;
+  try {
+    for (const t of traces) encodeRequest(w, t);
+  } finally {
+    into = saved;
   }
-  const out = allocate(w.pos);
-  w.buf.copy(out, 0, 0, w.pos);
-  return out;
+}
+
+/** One request's spans: its decisions, its attempts, then the request. */
+function encodeRequest(w: ProtoWriter, t: RequestTrace): void {
+  hexInto(traceId, 0, t.parent.traceId);
+  randomSpanIdInto(requestSpanId, 0);
+  for (const r of t.routes) {
+    const at = spanHead(w, t, undefined, requestSpanId, ROUTE_NAME, INTERNAL);
+    spanTimes(w, r.at, r.at);
+    routedAttributes(r, spanAttribute);
+    spanTail(w, at, false);
+  }
+  for (const a of t.attempts) {
+    const at = spanHead(w, t, a.spanId, requestSpanId, UPSTREAM_NAME, CLIENT);
+    spanTimes(w, a.start, a.end);
+    w.raw(instanceBlock(a.instance));
+    attemptOwnAttributes(a, spanAttribute);
+    if (a.firstByteAt !== 0) event(w, FIRST_TOKEN, a.firstByteAt);
+    if (a.errorType !== '') errorStatus(w, a.errorMessage);
+    spanTail(w, at, false);
+  }
+  const route = routeFields(t);
+  const at = spanHead(w, t, requestSpanId, t.parent.spanId, route.name, SERVER);
+  spanTimes(w, t.start, t.endedAt);
+  w.raw(route.attributes);
+  requestOwnAttributes(t, spanAttribute);
+  if (t.firstByteAt !== 0) event(w, FIRST_TOKEN, t.firstByteAt);
+  event(w, COMPLETION, t.endedAt);
+  if (t.failed) errorStatus(w, requestStatusMessage(t));
+  spanTail(w, at, t.parent.spanId !== '');
 }
 
 /** The encoded `resource` and `scope` fields of a body's envelope (they never change). */

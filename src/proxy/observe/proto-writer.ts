@@ -31,13 +31,20 @@ export class ProtoWriter {
   buf: Buffer;
   pos = 0;
 
-  constructor(size = 1 << 16) {
+  /**
+   * @param grow where a larger buffer comes from when the writer outgrows `buf` (its bytes so far
+   *   are copied over; the old buffer is the caller's to reuse, it can tell by `buf` changing).
+   */
+  constructor(
+    size = 1 << 16,
+    private readonly grow: (bytes: number) => Buffer = Buffer.allocUnsafe,
+  ) {
     this.buf = Buffer.allocUnsafe(size);
   }
 
   ensure(bytes: number): void {
     if (this.pos + bytes <= this.buf.length) return;
-    const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + bytes));
+    const grown = this.grow(Math.max(this.buf.length * 2, this.pos + bytes));
     this.buf.copy(grown, 0, 0, this.pos);
     this.buf = grown;
   }

@@ -3,6 +3,10 @@
  * (otlp-proto.ts) and the conversion for an embedder's exporter (readable-spans.ts) both walk
  * them here, so the two never disagree. Each function calls `visit` once per attribute, in order.
  *
+ * Attributes that depend only on a request's route, or an attempt's instance, are visited first, by
+ * functions of their own (routeAttributes, instanceAttributes): the encoder caches each such group
+ * as one block of bytes.
+ *
  * Keys are AttributeKey objects, not strings: each has a small `index`, so an encoder keeps its
  * per-key tables (the key's encoding, its values' encodings) in arrays and finds them without a
  * lookup by name.
@@ -64,10 +68,18 @@ function serverOf(instance: string): { address: string; port: number } | null {
   return known;
 }
 
-export function requestAttributes(t: RequestTrace, visit: Visit): void {
-  visit(METHOD, t.method);
-  visit(URL_PATH, t.route);
-  visit(HTTP_ROUTE, t.route);
+/**
+ * A request's attributes that depend on its method and route alone: an encoder writes them as one
+ * block, encoded once per route.
+ */
+export function routeAttributes(method: string, route: string, visit: Visit): void {
+  visit(METHOD, method);
+  visit(URL_PATH, route);
+  visit(HTTP_ROUTE, route);
+}
+
+/** A request's other attributes (after routeAttributes'). */
+export function requestOwnAttributes(t: RequestTrace, visit: Visit): void {
   if (t.requestModel !== '') visit(REQUEST_MODEL, t.requestModel);
   visit(STATUS_CODE, t.status);
   visit(OUTCOME, t.outcome);
@@ -75,6 +87,11 @@ export function requestAttributes(t: RequestTrace, visit: Visit): void {
     visit(INPUT_TOKENS, t.usage.prompt_tokens);
     visit(CACHED_TOKENS, t.usage.cached_tokens);
   }
+}
+
+export function requestAttributes(t: RequestTrace, visit: Visit): void {
+  routeAttributes(t.method, t.route, visit);
+  requestOwnAttributes(t, visit);
 }
 
 export function routedAttributes(f: RoutedSpan, visit: Visit): void {
@@ -87,16 +104,29 @@ export function routedAttributes(f: RoutedSpan, visit: Visit): void {
   if (f.predictedTtftMs !== undefined) visit(PREDICTED_TTFT_MS, f.predictedTtftMs);
 }
 
-export function attemptAttributes(a: AttemptSpan, visit: Visit): void {
-  visit(INSTANCE, a.instance);
-  visit(ATTEMPT, a.number);
-  const server = serverOf(a.instance);
+/**
+ * An attempt's attributes that depend on its instance alone: an encoder writes them as one block,
+ * encoded once per instance.
+ */
+export function instanceAttributes(instance: string, visit: Visit): void {
+  visit(INSTANCE, instance);
+  const server = serverOf(instance);
   if (server !== null) {
     visit(SERVER_ADDRESS, server.address);
     visit(SERVER_PORT, server.port);
   }
+}
+
+/** An attempt's other attributes (after instanceAttributes'). */
+export function attemptOwnAttributes(a: AttemptSpan, visit: Visit): void {
+  visit(ATTEMPT, a.number);
   if (a.status !== 0) visit(STATUS_CODE, a.status);
   if (a.errorType !== '') visit(ERROR_TYPE, a.errorType);
+}
+
+export function attemptAttributes(a: AttemptSpan, visit: Visit): void {
+  instanceAttributes(a.instance, visit);
+  attemptOwnAttributes(a, visit);
 }
 
 /** A span's status: the request's when it failed (a 5xx, a cut stream), an attempt's when it failed. */

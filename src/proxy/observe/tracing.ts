@@ -89,15 +89,22 @@ export class Tracing {
 
   /**
    * A request's trace, its root span a child of the client's `traceparent` (with its
-   * `tracestate`) when it sent a valid one.
+   * `tracestate`) when it sent a valid one; `startedAt` is its arrival, `performance.now()` ms.
    */
-  request(method: string, path: string, traceparent: string, tracestate: string): RequestTrace {
+  request(
+    method: string,
+    path: string,
+    traceparent: string,
+    tracestate: string,
+    startedAt: number = performance.now(),
+  ): RequestTrace {
     const query = path.indexOf('?');
     return new RequestTrace(
       this.finished,
       parentFromHeaders(traceparent, tracestate),
       method,
       query < 0 ? path : path.slice(0, query),
+      startedAt,
     );
   }
 
