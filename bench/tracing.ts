@@ -38,8 +38,36 @@ const { values } = parseArgs({
     seconds: { type: 'string' },
   },
 });
-const reps = values.reps !== undefined ? Number(values.reps) : values.quick ? 3 : 9;
-const seconds = values.seconds !== undefined ? Number(values.seconds) : values.quick ? 2 : 3;
+/** A flag's value as a number `ok` accepts, or the bench stops here naming the flag (exit 2). */
+function numberFlag(
+  name: string,
+  text: string | undefined,
+  fallback: number,
+  ok: (n: number) => boolean,
+  what: string,
+) {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (text.trim() === '' || !ok(n)) {
+    console.error(`bench/tracing.ts: --${name} must be ${what}, got "${text}"`);
+    process.exit(2);
+  }
+  return n;
+}
+const reps = numberFlag(
+  'reps',
+  values.reps,
+  values.quick ? 3 : 9,
+  (n) => Number.isInteger(n) && n >= 1,
+  'a whole number of reps, 1 or more',
+);
+const seconds = numberFlag(
+  'seconds',
+  values.seconds,
+  values.quick ? 2 : 3,
+  (n) => Number.isFinite(n) && n > 0,
+  'a number of seconds above 0',
+);
 
 export interface TracingResult {
   workload: 'tracing';
