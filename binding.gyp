@@ -18,6 +18,7 @@
         "native/bindings/js-shm-feed.cc",
         "native/bindings/js-request-scan.cc",
         "native/bindings/js-prefix-trie.cc",
+        "native/bindings/js-otlp-spans.cc",
         "native/util/xxhash64.cc",
         "native/hash/prompt-hash.cc",
         "native/util/robin-hood-map.cc",
@@ -46,7 +47,8 @@
         "native/scan/json-bytes.cc",
         "native/scan/dom-text.cc",
         "native/scan/request-scan.cc",
-        "native/trie/prefix-trie.cc"
+        "native/trie/prefix-trie.cc",
+        "native/otlp/span-ops.cc"
       ],
       "dependencies": ["simdjson"],
       "include_dirs": [

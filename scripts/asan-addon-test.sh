@@ -39,15 +39,15 @@ if [ -z "$addon" ] || ! ldd "$addon" | grep -q libasan; then
 fi
 built=$(date +%s)
 
-# The test files: those that drive the native router, the scanner, the KV-event index and the
-# proxy (which routes and scans natively by default). Not proxy-costs: its learned-cost tests
+# The test files: those that drive the native router, the scanner, the KV-event index, the OTLP
+# span encoder and the proxy (which routes and scans natively by default). Not proxy-costs: its learned-cost tests
 # assert speed ratios measured live, which the sanitized build shifts (three runs out of three
 # failed its ratio checks here with no sanitizer report).
 if [ $# -gt 0 ]; then
   files=("$@")
 else
   mapfile -t files < <(ls test/*.test.ts |
-    grep -E '/(router-|request-scan|packed-kv-events|event-index|kv-event|kv-events|proxy-|shm-feed|shared-core-threads|native-layout|block-index|hashing|token-keys|prefix-trie|bad-input)' |
+    grep -E '/(router-|request-scan|packed-kv-events|event-index|kv-event|kv-events|proxy-|shm-feed|shared-core-threads|native-layout|block-index|hashing|token-keys|prefix-trie|otlp-native|bad-input)' |
     grep -v '/proxy-costs\.')
 fi
 

@@ -19,10 +19,11 @@ const allowed = {
   trie: ['util', 'hash'],
   scan: ['util', 'hash'],
   core: ['util', 'hash', 'feed'],
-  bindings: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
-  test: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
-  bench: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
-  fuzz: ['util', 'hash', 'feed', 'trie', 'scan', 'core'],
+  otlp: [],
+  bindings: ['util', 'hash', 'feed', 'trie', 'scan', 'core', 'otlp'],
+  test: ['util', 'hash', 'feed', 'trie', 'scan', 'core', 'otlp'],
+  bench: ['util', 'hash', 'feed', 'trie', 'scan', 'core', 'otlp'],
+  fuzz: ['util', 'hash', 'feed', 'trie', 'scan', 'core', 'otlp'],
 };
 
 /** @param {string} dir @returns {Generator<string>} */

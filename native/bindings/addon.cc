@@ -8,6 +8,7 @@
 #include "bindings/js-hash.h"
 #include "bindings/js-layout.h"
 #include "bindings/js-memory.h"
+#include "bindings/js-otlp-spans.h"
 #include "bindings/js-prefix-trie.h"
 #include "bindings/js-request-scan.h"
 #include "bindings/js-router.h"
@@ -22,6 +23,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("FeedReader", JsFeedReader::Define(env));
   exports.Set("RequestScanner", JsRequestScanner::Define(env));
   exports.Set("PrefixTrie", JsPrefixTrie::Define(env));
+  exports.Set("OtlpSpanWriter", JsOtlpSpanWriter::Define(env));
   exports.Set("scanKernel", Napi::String::New(env, scanKernel()));
   exports.Set("hashPrompt", Napi::Function::New(env, JsHashPrompt, "hashPrompt"));
   exports.Set("xxhash64", Napi::Function::New(env, JsXxHash64, "xxhash64"));

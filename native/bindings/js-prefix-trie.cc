@@ -25,15 +25,6 @@ uint64_t idKey(double x) { return static_cast<uint64_t>(static_cast<int64_t>(x))
                       formatNumber(x));
 }
 
-template <typename T>
-Napi::TypedArrayOf<T> requireTypedArray(const Napi::Value& v, napi_typedarray_type type, const char* field,
-                                        const char* typeName) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type) {
-    throwTypeError(v.Env(), kErrArgType, std::string(field) + " must be a " + typeName);
-  }
-  return v.As<Napi::TypedArrayOf<T>>();
-}
-
 void requireLength(Napi::Env env, const char* field, size_t has, size_t needs) {
   if (has < needs) {
     throwRangeError(

@@ -81,6 +81,16 @@ T* typedArrayData(const Napi::Value& v, napi_typedarray_type type, size_t minLen
   return array.Data();
 }
 
+// `v` as a typed array of `type`, or a TypeError naming `field` and the type it must be.
+template <typename T>
+Napi::TypedArrayOf<T> requireTypedArray(const Napi::Value& v, napi_typedarray_type type, const char* field,
+                                        const char* typeName) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type) {
+    throwTypeError(v.Env(), kErrArgType, std::string(field) + " must be a " + typeName);
+  }
+  return v.As<Napi::TypedArrayOf<T>>();
+}
+
 // Copies a string's UTF-8 bytes into `out` (reused across calls). Lone
 // surrogates become U+FFFD, as TextEncoder does.
 inline void utf8Into(napi_env env, napi_value value, std::vector<char>& out) {

@@ -77,12 +77,26 @@ export interface NativePrefixTrie extends BlockTrie {
   readonly bytes: number;
 }
 
+/**
+ * The native half of the proxy's OTLP span encoder (native/bindings/js-otlp-spans.h): spans written
+ * from an op stream and pre-encoded blocks (src/proxy/observe/otlp-native.ts drives it).
+ */
+export interface NativeOtlpSpanWriter {
+  /** Keeps `bytes` (1 to 65,536 of them) as block `id` (below 65,536). */
+  block(id: number, bytes: Uint8Array): void;
+  /** Forgets every block. */
+  clear(): void;
+  /** Writes the spans of ops[0, opCount) into `out` from `at`: where they end, or -1 when they do not fit. */
+  write(ops: Float64Array, opCount: number, ids: Uint8Array, out: Uint8Array, at: number): number;
+}
+
 export interface NativeAddon {
   NativeRouter: CoreRouterConstructor;
   FeedWriter: new (path: string, slots: number, recreate: boolean) => NativeFeedWriter;
   FeedReader: new (path: string, recheckMs: number) => NativeFeedReader;
   RequestScanner: new (out: Float64Array, values: unknown[]) => NativeRequestScanner;
   PrefixTrie: new () => NativePrefixTrie;
+  OtlpSpanWriter: new () => NativeOtlpSpanWriter;
   /** simdjson's kernel for this CPU. */
   scanKernel: string;
   /** Chained XXH64 ids of `text`'s UTF-8 bytes in `chunkBytes` chunks. */

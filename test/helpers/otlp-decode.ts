@@ -39,7 +39,9 @@ export function decodeFields(bytes: Uint8Array): Fields {
               ? take(4)
               : undefined;
     if (value === undefined) throw new RangeError(`wire type ${wire}`);
-    fields.set(field, [...(fields.get(field) ?? []), value]);
+    const values = fields.get(field);
+    if (values === undefined) fields.set(field, [value]);
+    else values.push(value); // not a copy per value: a body of 20,000 spans decodes in linear time
   }
   return fields;
 }

@@ -1,6 +1,6 @@
 /**
- * The OTLP/HTTP body being filled: ended requests' spans are encoded (encodeRequestSpansInto, a chunk
- * at a time) straight into the body that will carry them, after room left for its envelope, which
+ * The OTLP/HTTP body being filled: ended requests' spans are encoded (by the addon or in TypeScript:
+ * otlp-native.ts, a chunk at a time) straight into the body that will carry them, after room left for its envelope, which
  * finish() writes once the spans' length is known. No copy between encoding and sending: when a
  * chunk had a buffer of its own, copying every chunk into the body cost two more passes over each
  * request's kilobyte of spans (bench/RESULTS.md, "tracing").
@@ -10,12 +10,12 @@
  */
 import {
   bodyPrefix,
-  encodeRequestSpansInto,
   envelopeFields,
   maxBodyPrefixBytes,
   type EnvelopeFields,
   type OtlpEnvelope,
 } from './otlp-proto.js';
+import { spansEncoder, type SpansEncoder } from './otlp-native.js';
 import { ProtoWriter } from './proto-writer.js';
 import type { RequestTrace } from './request-trace.js';
 
@@ -33,6 +33,12 @@ export interface BufferPool {
   release(buffer: Buffer): void;
 }
 
+/**
+ * Requests whose spans are written together: one write for several requests runs with the encoder's
+ * code and caches warm (bench/RESULTS.md, "tracing"). finish() writes a part-filled chunk, so no
+ * request waits longer than the batch delay.
+ */
+const ENCODE_CHUNK = 64;
 /** A new body's first buffer: 1,024 requests of about a kilobyte of spans each. */
 const FIRST_BYTES = 1 << 20;
 
@@ -48,9 +54,11 @@ export class OtlpBodyBuilder {
   private buffer: Buffer | undefined;
   private held = 0;
 
+  /** @param encoder the spans' encoder (otlp-native.ts: the addon's, else TypeScript's) */
   constructor(
     envelope: OtlpEnvelope,
     private readonly pool: BufferPool,
+    private readonly encoder: SpansEncoder = spansEncoder(() => {}, false),
   ) {
     this.fields = envelopeFields(envelope);
     this.room = maxBodyPrefixBytes(this.fields);
@@ -62,25 +70,39 @@ export class OtlpBodyBuilder {
     return this.held;
   }
 
-  /** Ended requests' spans, encoded together at the body's end. */
+  /** An ended request: its spans are written with the next ENCODE_CHUNK requests'. */
+  add(trace: RequestTrace): void {
+    this.encoder.add(trace);
+    if (this.encoder.pending >= ENCODE_CHUNK) this.encodePending();
+  }
+
+  /** Ended requests' spans, written at the body's end now. */
   encode(traces: readonly RequestTrace[]): void {
-    if (traces.length === 0) return;
+    for (const t of traces) this.encoder.add(t);
+    this.encodePending();
+  }
+
+  /** Writes the spans of the requests added so far at the body's end. */
+  private encodePending(): void {
+    const count = this.encoder.pending;
+    if (count === 0) return;
     const w = this.writer;
     if (this.buffer === undefined) {
       w.buf = this.buffer = this.pool.allocate(FIRST_BYTES);
       w.pos = this.room;
     }
-    encodeRequestSpansInto(traces, w);
+    this.encoder.flushInto(w);
     if (w.buf !== this.buffer) {
       // It grew (ProtoWriter.ensure copied the body over): the old buffer goes back to the pool.
       this.pool.release(this.buffer);
       this.buffer = w.buf;
     }
-    this.held += traces.length;
+    this.held += count;
   }
 
   /** The body, its envelope written before its spans; undefined when it holds none. The next chunk starts a new one. */
   finish(): OtlpBody | undefined {
+    this.encodePending();
     const buffer = this.buffer;
     const end = this.writer.pos;
     if (buffer === undefined || end === this.room) return undefined;

@@ -160,7 +160,7 @@ const keyNames: Buffer[] = [];
 const keyStringValues: Map<string, Buffer>[] = Array.from({ length: attributeKeyCount }, () => new Map());
 let keyStringValueCount = 0;
 
-function keyName(key: AttributeKey): Buffer {
+export function keyName(key: AttributeKey): Buffer {
   return (keyNames[key.index] ??= lengthPrefixed(key.name));
 }
 
@@ -176,6 +176,11 @@ function stringAttributeField(key: AttributeKey, value: string): Buffer {
   keyStringValues[key.index]!.set(value, encoded);
   keyStringValueCount++;
   return encoded;
+}
+
+/** A string attribute's whole `attributes` field (cached): what spanAttribute writes for it. */
+export function stringAttributeBytes(key: AttributeKey, value: string): Buffer {
+  return keyStringValues[key.index]!.get(value) ?? stringAttributeField(key, value);
 }
 
 /** Where encodeRequestSpans encodes before copying out (reused: encoding is synchronous). */
@@ -209,7 +214,7 @@ function doubleHead(key: AttributeKey): Buffer {
 /** A span attribute into `into` (the Visit of span-attributes.ts). */
 const spanAttribute: Visit = (key, value) => {
   const w = into;
-  if (typeof value === 'string') w.raw(keyStringValues[key.index]!.get(value) ?? stringAttributeField(key, value));
+  if (typeof value === 'string') w.raw(stringAttributeBytes(key, value));
   else if (value >= 0 && value <= 0xffffffff && Math.floor(value) === value) {
     const size = varintSize(value);
     const head = intHeads[key.index]![size] ?? intHead(key, size);
@@ -242,7 +247,7 @@ function attributeBlock(write: (visit: Visit) => void): Buffer {
 /** Attempts' instanceAttributes, a block per instance. */
 const instanceBlocks = new Map<string, Buffer>();
 
-function instanceBlock(instance: string): Buffer {
+export function instanceBlock(instance: string): Buffer {
   let block = instanceBlocks.get(instance);
   if (block === undefined) {
     block = attributeBlock((visit) => instanceAttributes(instance, visit));
@@ -253,9 +258,9 @@ function instanceBlock(instance: string): Buffer {
 }
 
 // OTLP's SpanKind (UNSPECIFIED = 0, INTERNAL = 1, SERVER = 2, CLIENT = 3).
-const INTERNAL = 1;
-const SERVER = 2;
-const CLIENT = 3;
+export const INTERNAL = 1;
+export const SERVER = 2;
+export const CLIENT = 3;
 
 /** A name field's bytes (tag, length, UTF-8), encoded once. */
 function nameField(name: string): Buffer {
@@ -264,10 +269,10 @@ function nameField(name: string): Buffer {
   return Buffer.from(w.buf.subarray(0, w.pos));
 }
 
-const ROUTE_NAME = nameField('kvroute.route');
-const UPSTREAM_NAME = nameField('kvroute.upstream');
+export const ROUTE_NAME = nameField('kvroute.route');
+export const UPSTREAM_NAME = nameField('kvroute.upstream');
 /** What a request span's method and route make: its name field, and its routeAttributes as a block. */
-interface RouteFields {
+export interface RouteFields {
   name: Buffer;
   attributes: Buffer;
 }
@@ -275,7 +280,7 @@ interface RouteFields {
 /** By method then route (`POST`, `/v1/chat/completions`). */
 const routeFieldsCache = new Map<string, Map<string, RouteFields>>();
 
-function routeFields(t: RequestTrace): RouteFields {
+export function routeFields(t: RequestTrace): RouteFields {
   let byRoute = routeFieldsCache.get(t.method);
   if (byRoute === undefined) routeFieldsCache.set(t.method, (byRoute = new Map()));
   let fields = byRoute.get(t.route);
@@ -330,8 +335,8 @@ function spanTimes(w: ProtoWriter, start: number, end: number): void {
   w.nanos(SPAN_END, end);
 }
 
-const FIRST_TOKEN = lengthPrefixed('first_token');
-const COMPLETION = lengthPrefixed('completion');
+export const FIRST_TOKEN = lengthPrefixed('first_token');
+export const COMPLETION = lengthPrefixed('completion');
 
 /** An event (name: FIRST_TOKEN or COMPLETION) at `at`. */
 function event(w: ProtoWriter, bytes: Buffer, at: number): void {

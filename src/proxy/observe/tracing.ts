@@ -20,6 +20,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 
 import { kvrouteVersion } from '../../core/version.js';
 import { OtlpBodyBuilder, type OtlpBody } from './otlp-body.js';
+import { spansEncoder } from './otlp-native.js';
 import { otlpSender } from './otlp-sender.js';
 import { spanExporterSender } from './readable-spans.js';
 import { RequestTrace } from './request-trace.js';
@@ -27,13 +28,6 @@ import { TraceBatch } from './trace-batch.js';
 import { parentFromHeaders } from './trace-context.js';
 import { tracesUrl, type TracingOptions } from './tracing-options.js';
 
-/**
- * Requests whose spans are encoded together: one call for several requests runs with the encoder's
- * code and caches warm, and copies one chunk into the body (bench/RESULTS.md, "tracing"). The timed
- * flush (TraceBatch's drain) encodes a part-filled chunk, so no request waits longer than the batch
- * delay.
- */
-const ENCODE_CHUNK = 64;
 /** Requests per body (an export request): about 3,000 spans, a megabyte. */
 const BODY_REQUESTS = 1024;
 
@@ -55,14 +49,7 @@ export class Tracing {
     } else {
       const envelope = { resource: attributes, scopeName: scope.name, scopeVersion: scope.version };
       const sender = otlpSender(tracesUrl(options.endpoint ?? ''), envelope, warn);
-      const body = new OtlpBodyBuilder(envelope, sender.buffers);
-      // Ended requests wait here (at most ENCODE_CHUNK: young objects, gone before a collection
-      // would promote them), then are encoded together straight into the body being filled.
-      const ended: RequestTrace[] = [];
-      const encodeEnded = (): void => {
-        body.encode(ended);
-        ended.length = 0;
-      };
+      const body = new OtlpBodyBuilder(envelope, sender.buffers, spansEncoder(warn));
       const finishBody = (): void => {
         const finished = body.finish();
         if (finished !== undefined) batch.add(finished, finished.requests);
@@ -72,15 +59,11 @@ export class Tracing {
       const batch = new TraceBatch<OtlpBody>(sender.send, {
         warn,
         maxBatch: 1,
-        drain: () => {
-          encodeEnded();
-          finishBody();
-        },
+        drain: finishBody,
       });
       this.batch = batch;
       this.finished = (trace) => {
-        if (ended.push(trace) < ENCODE_CHUNK) return;
-        encodeEnded();
+        body.add(trace);
         if (body.requests >= BODY_REQUESTS) finishBody();
       };
       this.shutdown = sender.shutdown;
