@@ -1,7 +1,7 @@
 /**
- * The OTLP/HTTP body being filled: ended requests' spans are encoded (by the addon or in TypeScript:
- * otlp-native.ts, a chunk at a time) straight into the body that will carry them, after room left for its envelope, which
- * finish() writes once the spans' length is known. No copy between encoding and sending: when a
+ * The OTLP/HTTP body being filled: ended requests' spans are encoded (by the addon or in
+ * TypeScript: otlp-native.ts, a chunk at a time) straight into the body that will carry them, after
+ * room left for its envelope, which finish() writes once the spans' length is known. No copy between encoding and sending: when a
  * chunk had a buffer of its own, copying every chunk into the body cost two more passes over each
  * request's kilobyte of spans (bench/RESULTS.md, "tracing").
  *

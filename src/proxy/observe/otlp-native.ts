@@ -73,10 +73,11 @@ export class NativeSpanEncoder implements SpansEncoder {
    */
   private readonly traces: RequestTrace[] = [];
   private readonly opEnds: number[] = [];
-  /** Block ids by the TypeScript encoder's cached buffers (the same buffer while it caches it). */
-  private readonly blockIds = new Map<Uint8Array, number>();
+  /** Blocks kept in the addon: ids 0 to blocks − 1. */
+  private blocks = 0;
   /**
-   * The ids of the blocks every request names, found without a lookup by buffer: per attribute key
+   * The ids of the blocks requests name (each kept once: a block is made only when its id is
+   * missing here, so no buffer is kept twice): per attribute key
    * (by AttributeKey.index), its name's id and its string values' ids; per instance, its
    * attributes' id; per method and route, the name's and the attributes' ids; the fixed names'.
    * All forgotten with the blocks (forget()).
@@ -107,7 +108,7 @@ export class NativeSpanEncoder implements SpansEncoder {
 
   /** Forgets every block, here and in the addon (no op may be pending). */
   private forget(): void {
-    this.blockIds.clear();
+    this.blocks = 0;
     this.writer.clear();
     this.keyIds = [];
     this.valueIds = [];
@@ -127,7 +128,7 @@ export class NativeSpanEncoder implements SpansEncoder {
   }
 
   add(t: RequestTrace): void {
-    if (!encodableNatively(t) || this.blockIds.size >= HARD_MAX_BLOCKS) {
+    if (!encodableNatively(t) || this.blocks >= HARD_MAX_BLOCKS) {
       this.traces.push(t);
       this.opEnds.push(-1); // written by TypeScript at the flush
       return;
@@ -159,7 +160,7 @@ export class NativeSpanEncoder implements SpansEncoder {
     this.opEnds.length = 0;
     this.opCount = 0;
     this.idBytes = 0;
-    if (this.blockIds.size > MAX_BLOCKS) this.forget();
+    if (this.blocks > MAX_BLOCKS) this.forget();
   }
 
   /** One request's ops: its decisions, its attempts, then the request (encodeRequest's order). */
@@ -267,14 +268,10 @@ export class NativeSpanEncoder implements SpansEncoder {
     return at;
   }
 
+  /** Keeps `bytes` in the addon as a new block: its id. */
   private blockId(bytes: Uint8Array): number {
-    let id = this.blockIds.get(bytes);
-    if (id === undefined) {
-      id = this.blockIds.size;
-      this.writer.block(id, bytes);
-      this.blockIds.set(bytes, id);
-    }
-    return id;
+    this.writer.block(this.blocks, bytes);
+    return this.blocks++;
   }
 
   /** Room for `ops` more ops and `ids` more id bytes: the arrays grow (their contents kept). */

@@ -272,7 +272,7 @@ function nameField(name: string): Buffer {
 export const ROUTE_NAME = nameField('kvroute.route');
 export const UPSTREAM_NAME = nameField('kvroute.upstream');
 /** What a request span's method and route make: its name field, and its routeAttributes as a block. */
-export interface RouteFields {
+interface RouteFields {
   name: Buffer;
   attributes: Buffer;
 }
