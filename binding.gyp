@@ -48,6 +48,7 @@
         "native/scan/dom-text.cc",
         "native/scan/request-scan.cc",
         "native/trie/prefix-trie.cc",
+        "native/otlp/request-rows.cc",
         "native/otlp/span-ops.cc"
       ],
       "dependencies": ["simdjson"],

@@ -78,6 +78,9 @@ describe('the addon’s span encoder', () => {
       write: () => {
         throw new RangeError('ops[0]: unknown op');
       },
+      writeRequests: () => {
+        throw new RangeError('rows[0]: the request’s row is cut short');
+      },
     };
     const warnings: string[] = [];
     const rng = new Rng(11);
@@ -92,7 +95,9 @@ describe('the addon’s span encoder', () => {
         ),
       ),
     );
-    expect(warnings[0]).toMatch(/the addon refused spans \(ops\[0\]: unknown op\); encoded in TypeScript/);
+    expect(warnings[0]).toMatch(
+      /the addon refused spans \(rows\[0\]: the request’s row is cut short\); encoded in TypeScript/,
+    );
     expect(warnings, 'said once, not per chunk').toHaveLength(1);
   });
 
@@ -117,5 +122,42 @@ describe('the addon’s span encoder', () => {
     expect(() => writer.block(1, new Uint8Array(0))).toThrow(/bytes must be 1 to 65536 bytes long, got 0/);
     expect(() => writer.block(70_000, Uint8Array.of(1))).toThrow(/id must be between/);
     expect(() => writer.write(ops(...span), span.length + 1, ids, out, 0)).toThrow(/opCount must be between/);
+  });
+
+  it('refuses a bad row by where it is, and answers -1 when the spans do not fit', () => {
+    const writer = new (loadNative().OtlpSpanWriter)();
+    const ids = new Uint8Array(32).fill(1);
+    const out = new Uint8Array(4096);
+    writer.block(0, Uint8Array.from([0x2a, 1, 0x61])); // a name field: "a"
+    writer.block(1, Uint8Array.from([0x4a, 0])); // an empty attribute field
+    const layout = new Float64Array(11); // every name and key: block 0
+    // traceIdAt parentAt start end firstByteAt name route model status outcome hasUsage input cached routes attempts
+    const request = [0, -1, 1, 2, 0, 0, 1, -1, 200, 1, 0, 0, 0, 0, 0];
+    const write = (xs: number[], bytes = out, at = 0) =>
+      writer.writeRequests(Float64Array.from(xs), xs.length, layout, ids, ids.length, bytes, at);
+    expect(write(request)).toBeGreaterThan(40);
+    expect(write([...request, ...request])).toBeGreaterThan(2 * 40);
+    expect(write(request, new Uint8Array(20))).toBe(-1);
+    const refused = (xs: number[], pattern: RegExp) => expect(() => write(xs)).toThrow(pattern);
+    refused(request.slice(0, 14), /rows\[0\]: the request's row is cut short/);
+    refused([...request.slice(0, 13), 1, 0], /rows\[0\]: the request's row is cut short/); // a decision promised
+    refused([...request.slice(0, 13), 1.5, 0], /rows\[13\]: decisions must be a whole number 0 to 1024/);
+    refused([...request.slice(0, 14), -1], /rows\[14\]: attempts must be/);
+    refused([...request.slice(0, 10), 2, ...request.slice(11)], /rows\[10\]: a flag must be 0 or 1/);
+    const decision = [5, 1, 1, 0, 0, 1, 1, 3, 0]; // hasTtft 3
+    refused([...request.slice(0, 13), 1, 0, ...decision], /rows\[22\]: a flag must be 0 or 1/);
+    // Blocks, ids and times are checked as the spans are written, and named by their request.
+    refused([...request, ...request.slice(0, 6), 99, ...request.slice(7)], /the request at rows\[15\]: unknown block/);
+    refused([28, ...request.slice(1)], /the request at rows\[0\]: id offset out of range/);
+    refused([0, -1, -5, ...request.slice(3)], /the request at rows\[0\]: times must be 0 to 10\^15 ms/);
+    expect(() => writer.writeRequests(new Float64Array(15), 15, new Float64Array(3), ids, 0, out, 0)).toThrow(
+      /layout must hold 11 block ids, got 3/,
+    );
+    expect(() => writer.writeRequests(new Float64Array(15), 15, layout, ids, 33, out, 0)).toThrow(
+      /idBytes must be between/,
+    );
+    expect(() => writer.writeRequests(new Float64Array(15), 16, layout, ids, 0, out, 0)).toThrow(
+      /rowCount must be between/,
+    );
   });
 });

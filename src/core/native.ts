@@ -79,7 +79,8 @@ export interface NativePrefixTrie extends BlockTrie {
 
 /**
  * The native half of the proxy's OTLP span encoder (native/bindings/js-otlp-spans.h): spans written
- * from an op stream and pre-encoded blocks (src/proxy/observe/otlp-native.ts drives it).
+ * from requests' rows (or an op stream) and pre-encoded blocks (src/proxy/observe/otlp-native.ts
+ * drives it).
  */
 export interface NativeOtlpSpanWriter {
   /** Keeps `bytes` (1 to 65,536 of them) as block `id` (below 65,536). */
@@ -88,6 +89,20 @@ export interface NativeOtlpSpanWriter {
   clear(): void;
   /** Writes the spans of ops[0, opCount) into `out` from `at`: where they end, or -1 when they do not fit. */
   write(ops: Float64Array, opCount: number, ids: Uint8Array, out: Uint8Array, at: number): number;
+  /**
+   * Writes the spans of the requests' rows in rows[0, rowCount) (native/otlp/request-rows.h) into
+   * `out` from `at`, with `layout`'s block ids and ids[0, idBytes): where they end, or -1 when they
+   * do not fit.
+   */
+  writeRequests(
+    rows: Float64Array,
+    rowCount: number,
+    layout: Float64Array,
+    ids: Uint8Array,
+    idBytes: number,
+    out: Uint8Array,
+    at: number,
+  ): number;
 }
 
 export interface NativeAddon {

@@ -106,7 +106,9 @@ export function plainTrace(rng: Rng): RequestTrace {
       policy: rng.pick(['min_ttft', 'unified']),
     });
   }
-  if (rng.chance(0.9)) {
+  // Up to two attempts: a second one ends the first with no status and no failure (the addon's rows
+  // then carry an attempt without a status).
+  for (let a = rng.pick([0, 1, 1, 1, 1, 2]); a > 0; a--) {
     t.attempt(word());
     if (rng.chance(0.7)) t.firstByte();
   }

@@ -1,52 +1,65 @@
 /**
- * Requests' spans encoded by the addon (native/otlp/span-ops.h): the same bytes as otlp-proto.ts's
- * encodeRequestSpansInto, at a fraction of its cost on the proxy's path (bench/RESULTS.md,
- * "tracing": in the server, the TypeScript encoder took ~2.5 µs per request).
+ * Requests' spans encoded by the addon (native/otlp/request-rows.h, span-ops.h): the same bytes as
+ * otlp-proto.ts's encodeRequestSpansInto, at a fraction of its cost on the proxy's path
+ * (bench/RESULTS.md, "tracing": in the server, the TypeScript encoder took ~2.9 µs per request).
  *
- * What a span holds is still decided here, in TypeScript: each request becomes a stream of ops
- * (begin a span, its times, a block of bytes, a number attribute, an event, end the span) that
- * walks the same span-attributes.ts functions as the TypeScript encoder, and every string goes as a
- * block the TypeScript encoder's own caches made (a name, a string attribute's whole field, an
- * instance's or a route's attributes), kept in the addon under a small id. The addon knows only the
- * protobuf wire format. test/otlp-native.test.ts holds the two encoders to the same bytes.
+ * Each request becomes, as it ends (its records still in the CPU's caches), one row of numbers in
+ * a Float64Array: its times, counts and numbers, and every string as a block id. A block is bytes
+ * the TypeScript encoder's own caches made (a string attribute's whole field, an instance's or a
+ * route's attributes, a name), kept in the addon under a small id. At the next flush the addon
+ * turns 64 requests' rows into their spans: the decisions', the attempts', the request's, with the
+ * attributes of span-attributes.ts in its order (request-rows.cc mirrors it; test/otlp-native.test.ts
+ * holds the two encoders to the same spans on random requests). The addon also draws the new span
+ * ids (the request's and its decisions'); the trace id and the attempts' ids, which left in a
+ * `traceparent`, go as bytes.
  *
- * A request's ops are made when it is added (at its end, its records still in the CPU's caches:
- * read 64 requests later they are not, and that reading was most of the encoder's cost in the
- * server); the addon writes them all at the next flush. Requests with a status message (a failure)
- * or a client's `tracestate` carry strings of their own and go to the TypeScript encoder, written
- * in their turn between the others. Without the addon (KVROUTE_NATIVE=0, or it does not load),
- * every request does.
+ * Requests with a status message (a failure) or a client's `tracestate` carry strings of their own
+ * and go to the TypeScript encoder, written in their turn between the others. Without the addon
+ * (KVROUTE_NATIVE=0, or it does not load), every request does.
  *
  * Hazard: block ids stay valid only until the blocks are forgotten, which happens only at the end of
- * a flush, with no op pending, so an op never names a forgotten block.
+ * a flush, with no row pending, so a row never names a forgotten block.
  */
 import { loadNative, nativeDisabledByEnv, type NativeOtlpSpanWriter } from '../../core/native.js';
 import {
-  CLIENT,
   COMPLETION,
   encodeRequestSpansInto,
   FIRST_TOKEN,
   instanceBlock,
-  INTERNAL,
   keyName,
   ROUTE_NAME,
   routeFields,
-  SERVER,
   stringAttributeBytes,
   UPSTREAM_NAME,
 } from './otlp-proto.js';
 import { hexInto, type ProtoWriter } from './proto-writer.js';
 import type { RequestTrace } from './request-trace.js';
-import { attemptOwnAttributes, requestOwnAttributes, routedAttributes, type Visit } from './span-attributes.js';
-import { randomSpanIdInto } from './trace-context.js';
+import {
+  ATTEMPT,
+  attributeKeyCount,
+  CACHED_TOKENS,
+  INPUT_TOKENS,
+  INSTANCE,
+  KEYS,
+  MATCHED_BLOCKS,
+  OUTCOME,
+  POLICY,
+  PREDICTED_CACHED_TOKENS,
+  PREDICTED_TTFT_MS,
+  REASON,
+  REQUEST_MODEL,
+  STATUS_CODE,
+  type AttributeKey,
+} from './span-attributes.js';
 
-// The ops (native/otlp/span-ops.h) and the doubles each takes after its code.
-const BEGIN = 1; // traceIdAt spanIdAt parentAt (-1: none) nameBlock kind
-const TIMES = 2; // startMs endMs
-const BLOCK = 3; // block
-const NUMBER = 4; // keyBlock value
-const EVENT = 5; // nameBlock atMs
-const END = 6; // remoteParent (0 or 1)
+// A request's row (request-rows.h: RequestRowField, then RouteRowField per decision and
+// AttemptRowField per attempt); the comments name the fields in order.
+/** traceIdAt parentAt start end firstByteAt nameBlock routeBlock modelBlock status outcomeBlock hasUsage inputTokens cachedTokens routes attempts */
+const ROW_FIELDS = 15;
+/** at instanceBlock reasonBlock matchedBlocks predictedCached keysBlock policyBlock hasTtft predictedTtft */
+const ROUTE_FIELDS = 9;
+/** spanIdAt start end instanceBlock number status firstByteAt */
+const ATTEMPT_FIELDS = 7;
 
 /**
  * Blocks kept before all are forgotten at the end of a flush; past HARD_MAX_BLOCKS (a caller that
@@ -54,39 +67,38 @@ const END = 6; // remoteParent (0 or 1)
  */
 const MAX_BLOCKS = 16_384;
 const HARD_MAX_BLOCKS = 60_000;
-/** The most ops and id bytes one span takes: begin, times, ~12 attributes, two events, end. */
-const SPAN_OPS = 64;
-const SPAN_IDS = 8;
 
 /** Whether the addon can encode `t`'s spans: none carries a string of its own. */
 const encodableNatively = (t: RequestTrace): boolean =>
   !t.failed && t.parent.traceState === '' && t.attempts.every((a) => a.errorType === '');
 
 export class NativeSpanEncoder implements SpansEncoder {
-  private ops = new Float64Array(4096);
-  private opCount = 0;
+  private rows = new Float64Array(4096);
+  private rowCount = 0;
   private ids = new Uint8Array(1024);
   private idBytes = 0;
+  /** The block ids every row's spans use (request-rows.h: RowLayoutSlot), set by forget(). */
+  private readonly layout = new Float64Array(11);
   /**
-   * The requests added, in order, and where each one's ops end (-1: TypeScript writes it). The
-   * records are kept for TypeScript to encode if the addon refuses their ops.
+   * The requests added, in order, and where each one's row ends (-1: TypeScript writes it). The
+   * records are kept for TypeScript to encode if the addon refuses their rows.
    */
   private readonly traces: RequestTrace[] = [];
-  private readonly opEnds: number[] = [];
+  private readonly rowEnds: number[] = [];
   /** Blocks kept in the addon: ids 0 to blocks − 1. */
   private blocks = 0;
   /**
-   * The ids of the blocks requests name (each kept once: a block is made only when its id is
-   * missing here, so no buffer is kept twice): per attribute key
-   * (by AttributeKey.index), its name's id and its string values' ids; per instance, its
-   * attributes' id; per method and route, the name's and the attributes' ids; the fixed names'.
-   * All forgotten with the blocks (forget()).
+   * The ids of the blocks rows name (each kept once: a block is made only when its id is missing
+   * here): per string attribute's key (by AttributeKey.index) its values' ids, and the last value
+   * asked for with its id (a request's model, outcome, reason, keys and policy are mostly the
+   * previous one's: one comparison, no lookup); per instance, its attributes' id; per method and
+   * route, the name's and the attributes' ids. All forgotten with the blocks (forget()).
    */
-  private keyIds: number[] = [];
   private valueIds: Map<string, number>[] = [];
+  private lastValue: (string | undefined)[] = [];
+  private lastId: number[] = [];
   private instanceIds = new Map<string, number>();
   private routeIds = new Map<string, Map<string, { name: number; attributes: number }>>();
-  private fixed = { route: -1, upstream: -1, firstToken: -1, completion: -1 };
   private warned = false;
 
   constructor(
@@ -96,30 +108,29 @@ export class NativeSpanEncoder implements SpansEncoder {
     this.forget();
   }
 
-  /** The visit that turns a span's attributes into ops. */
-  private readonly attribute: Visit = (key, value) => {
-    if (typeof value === 'string') {
-      const values = (this.valueIds[key.index] ??= new Map());
-      let id = values.get(value);
-      if (id === undefined) values.set(value, (id = this.blockId(stringAttributeBytes(key, value))));
-      this.op2(BLOCK, id);
-    } else this.op3(NUMBER, (this.keyIds[key.index] ??= this.blockId(keyName(key))), value);
-  };
-
-  /** Forgets every block, here and in the addon (no op may be pending). */
+  /** Forgets every block, here and in the addon (no row may be pending). */
   private forget(): void {
     this.blocks = 0;
     this.writer.clear();
-    this.keyIds = [];
     this.valueIds = [];
+    this.lastValue = new Array<string | undefined>(attributeKeyCount).fill(undefined);
+    this.lastId = new Array<number>(attributeKeyCount).fill(-1);
     this.instanceIds.clear();
     this.routeIds.clear();
-    this.fixed = {
-      route: this.blockId(ROUTE_NAME),
-      upstream: this.blockId(UPSTREAM_NAME),
-      firstToken: this.blockId(FIRST_TOKEN),
-      completion: this.blockId(COMPLETION),
-    };
+    // RowLayoutSlot's order.
+    this.layout.set([
+      this.blockId(ROUTE_NAME),
+      this.blockId(UPSTREAM_NAME),
+      this.blockId(FIRST_TOKEN),
+      this.blockId(COMPLETION),
+      this.blockId(keyName(STATUS_CODE)),
+      this.blockId(keyName(INPUT_TOKENS)),
+      this.blockId(keyName(CACHED_TOKENS)),
+      this.blockId(keyName(MATCHED_BLOCKS)),
+      this.blockId(keyName(PREDICTED_CACHED_TOKENS)),
+      this.blockId(keyName(PREDICTED_TTFT_MS)),
+      this.blockId(keyName(ATTEMPT)),
+    ]);
   }
 
   /** Requests added and not yet written. */
@@ -130,84 +141,120 @@ export class NativeSpanEncoder implements SpansEncoder {
   add(t: RequestTrace): void {
     if (!encodableNatively(t) || this.blocks >= HARD_MAX_BLOCKS) {
       this.traces.push(t);
-      this.opEnds.push(-1); // written by TypeScript at the flush
+      this.rowEnds.push(-1); // written by TypeScript at the flush
       return;
     }
-    const spans = t.routes.length + t.attempts.length + 1;
-    this.reserve(spans * SPAN_OPS, 16 + spans * SPAN_IDS);
     this.request(t);
     this.traces.push(t);
-    this.opEnds.push(this.opCount);
+    this.rowEnds.push(this.rowCount);
   }
 
   flushInto(w: ProtoWriter): void {
     const traces = this.traces;
-    let opStart = 0;
+    let rowStart = 0;
     for (let i = 0; i < traces.length;) {
-      if (this.opEnds[i]! < 0) {
+      if (this.rowEnds[i]! < 0) {
         encodeRequestSpansInto([traces[i]!], w);
         i++;
         continue;
       }
       let last = i;
-      while (last + 1 < traces.length && this.opEnds[last + 1]! >= 0) last++;
-      const opEnd = this.opEnds[last]!;
-      this.write(opStart, opEnd, traces.slice(i, last + 1), w);
-      opStart = opEnd;
+      while (last + 1 < traces.length && this.rowEnds[last + 1]! >= 0) last++;
+      const rowEnd = this.rowEnds[last]!;
+      this.write(rowStart, rowEnd, traces.slice(i, last + 1), w);
+      rowStart = rowEnd;
       i = last + 1;
     }
     this.traces.length = 0;
-    this.opEnds.length = 0;
-    this.opCount = 0;
+    this.rowEnds.length = 0;
+    this.rowCount = 0;
     this.idBytes = 0;
     if (this.blocks > MAX_BLOCKS) this.forget();
   }
 
-  /** One request's ops: its decisions, its attempts, then the request (encodeRequest's order). */
+  /** One request's row (request-rows.h). */
   private request(t: RequestTrace): void {
+    const { routes, attempts } = t;
+    this.reserve(
+      ROW_FIELDS + routes.length * ROUTE_FIELDS + attempts.length * ATTEMPT_FIELDS,
+      24 + 8 * attempts.length,
+    );
+    const rows = this.rows;
+    const ids = this.ids;
+    let n = this.rowCount;
     const trace = this.idBytes;
-    this.idBytes += hexInto(this.ids, trace, t.parent.traceId);
-    const requestSpan = this.newSpanId();
-    for (const r of t.routes) {
-      this.begin(trace, this.newSpanId(), requestSpan, this.fixed.route, INTERNAL);
-      this.op3(TIMES, r.at, r.at);
-      routedAttributes(r, this.attribute);
-      this.op2(END, 0);
-    }
-    for (const a of t.attempts) {
-      const span = this.idBytes;
-      this.idBytes += hexInto(this.ids, span, a.spanId);
-      this.begin(trace, span, requestSpan, this.fixed.upstream, CLIENT);
-      this.op3(TIMES, a.start, a.end);
-      let instance = this.instanceIds.get(a.instance);
-      if (instance === undefined)
-        this.instanceIds.set(a.instance, (instance = this.blockId(instanceBlock(a.instance))));
-      this.op2(BLOCK, instance);
-      attemptOwnAttributes(a, this.attribute);
-      if (a.firstByteAt !== 0) this.op3(EVENT, this.fixed.firstToken, a.firstByteAt);
-      this.op2(END, 0);
-    }
+    this.idBytes += hexInto(ids, trace, t.parent.traceId);
     let parent = -1;
     if (t.parent.spanId !== '') {
       parent = this.idBytes;
-      this.idBytes += hexInto(this.ids, parent, t.parent.spanId);
+      this.idBytes += hexInto(ids, parent, t.parent.spanId);
     }
     const route = this.route(t);
-    this.begin(trace, requestSpan, parent, route.name, SERVER);
-    this.op3(TIMES, t.start, t.endedAt);
-    this.op2(BLOCK, route.attributes);
-    requestOwnAttributes(t, this.attribute);
-    if (t.firstByteAt !== 0) this.op3(EVENT, this.fixed.firstToken, t.firstByteAt);
-    this.op3(EVENT, this.fixed.completion, t.endedAt);
-    this.op2(END, parent < 0 ? 0 : 1);
+    rows[n] = trace;
+    rows[n + 1] = parent;
+    rows[n + 2] = t.start;
+    rows[n + 3] = t.endedAt;
+    rows[n + 4] = t.firstByteAt;
+    rows[n + 5] = route.name;
+    rows[n + 6] = route.attributes;
+    rows[n + 7] = t.requestModel === '' ? -1 : this.valueId(REQUEST_MODEL, t.requestModel);
+    rows[n + 8] = t.status;
+    rows[n + 9] = this.valueId(OUTCOME, t.outcome);
+    const usage = t.usage;
+    rows[n + 10] = usage === undefined ? 0 : 1;
+    rows[n + 11] = usage === undefined ? 0 : usage.prompt_tokens;
+    rows[n + 12] = usage === undefined ? 0 : usage.cached_tokens;
+    rows[n + 13] = routes.length;
+    rows[n + 14] = attempts.length;
+    n += ROW_FIELDS;
+    for (const r of routes) {
+      rows[n] = r.at;
+      rows[n + 1] = this.valueId(INSTANCE, r.instance);
+      rows[n + 2] = this.valueId(REASON, r.reason);
+      rows[n + 3] = r.matchedBlocks;
+      rows[n + 4] = r.predictedCachedTokens;
+      rows[n + 5] = this.valueId(KEYS, r.keys);
+      rows[n + 6] = this.valueId(POLICY, r.policy);
+      rows[n + 7] = r.predictedTtftMs === undefined ? 0 : 1;
+      rows[n + 8] = r.predictedTtftMs ?? 0;
+      n += ROUTE_FIELDS;
+    }
+    for (const a of attempts) {
+      const span = this.idBytes;
+      this.idBytes += hexInto(ids, span, a.spanId);
+      let instance = this.instanceIds.get(a.instance);
+      if (instance === undefined)
+        this.instanceIds.set(a.instance, (instance = this.blockId(instanceBlock(a.instance))));
+      rows[n] = span;
+      rows[n + 1] = a.start;
+      rows[n + 2] = a.end;
+      rows[n + 3] = instance;
+      rows[n + 4] = a.number;
+      rows[n + 5] = a.status;
+      rows[n + 6] = a.firstByteAt;
+      n += ATTEMPT_FIELDS;
+    }
+    this.rowCount = n;
   }
 
-  /** Writes ops[opStart, opEnd), the spans of `traces`, at `w.pos`. */
-  private write(opStart: number, opEnd: number, traces: readonly RequestTrace[], w: ProtoWriter): void {
+  /** The id of the block of string attribute `key` = `value`. */
+  private valueId(key: AttributeKey, value: string): number {
+    const k = key.index;
+    if (this.lastValue[k] === value) return this.lastId[k]!;
+    const values = (this.valueIds[k] ??= new Map());
+    let id = values.get(value);
+    if (id === undefined) values.set(value, (id = this.blockId(stringAttributeBytes(key, value))));
+    this.lastValue[k] = value;
+    this.lastId[k] = id;
+    return id;
+  }
+
+  /** Writes the rows in rows[rowStart, rowEnd), the spans of `traces`, at `w.pos`. */
+  private write(rowStart: number, rowEnd: number, traces: readonly RequestTrace[], w: ProtoWriter): void {
     try {
-      const ops = this.ops.subarray(opStart, opEnd);
+      const rows = this.rows.subarray(rowStart, rowEnd);
       for (;;) {
-        const end = this.writer.write(ops, ops.length, this.ids, w.buf, w.pos);
+        const end = this.writer.writeRequests(rows, rows.length, this.layout, this.ids, this.idBytes, w.buf, w.pos);
         if (end >= 0) {
           w.pos = end;
           return;
@@ -215,7 +262,7 @@ export class NativeSpanEncoder implements SpansEncoder {
         w.ensure(w.buf.length - w.pos + 1); // no room: the buffer doubles, and the spans are written again
       }
     } catch (error) {
-      // A refused op is kvroute's bug, not the requests': their spans still go out, encoded in
+      // A refused row is kvroute's bug, not the requests': their spans still go out, encoded in
       // TypeScript, and it is said once (a bug repeats on every chunk).
       if (!this.warned)
         this.warn(
@@ -238,48 +285,18 @@ export class NativeSpanEncoder implements SpansEncoder {
     return ids;
   }
 
-  private begin(trace: number, span: number, parent: number, name: number, kind: number): void {
-    const ops = this.ops;
-    let n = this.opCount;
-    ops[n++] = BEGIN;
-    ops[n++] = trace;
-    ops[n++] = span;
-    ops[n++] = parent;
-    ops[n++] = name;
-    ops[n++] = kind;
-    this.opCount = n;
-  }
-
-  private op2(code: number, a: number): void {
-    this.ops[this.opCount++] = code;
-    this.ops[this.opCount++] = a;
-  }
-
-  private op3(code: number, a: number, b: number): void {
-    this.ops[this.opCount++] = code;
-    this.ops[this.opCount++] = a;
-    this.ops[this.opCount++] = b;
-  }
-
-  private newSpanId(): number {
-    const at = this.idBytes;
-    randomSpanIdInto(this.ids, at);
-    this.idBytes += 8;
-    return at;
-  }
-
   /** Keeps `bytes` in the addon as a new block: its id. */
   private blockId(bytes: Uint8Array): number {
     this.writer.block(this.blocks, bytes);
     return this.blocks++;
   }
 
-  /** Room for `ops` more ops and `ids` more id bytes: the arrays grow (their contents kept). */
-  private reserve(ops: number, ids: number): void {
-    if (this.opCount + ops > this.ops.length) {
-      const grown = new Float64Array(Math.max(2 * this.ops.length, this.opCount + ops));
-      grown.set(this.ops.subarray(0, this.opCount));
-      this.ops = grown;
+  /** Room for `fields` more row fields and `ids` more id bytes: the arrays grow (their contents kept). */
+  private reserve(fields: number, ids: number): void {
+    if (this.rowCount + fields > this.rows.length) {
+      const grown = new Float64Array(Math.max(2 * this.rows.length, this.rowCount + fields));
+      grown.set(this.rows.subarray(0, this.rowCount));
+      this.rows = grown;
     }
     if (this.idBytes + ids > this.ids.length) {
       const grown = new Uint8Array(Math.max(2 * this.ids.length, this.idBytes + ids));
