@@ -1,13 +1,15 @@
 // span-ops — OTLP spans (opentelemetry-proto's trace.proto Span messages, as
 // ScopeSpans.spans fields) written from a stream of ops: the native half of
-// the proxy's span encoder (src/proxy/observe/otlp-native.ts emits the ops,
-// src/proxy/observe/otlp-proto.ts is the TypeScript encoder they must match
-// byte for byte; test/otlp-native.test.ts compares the two).
+// the proxy's span encoder (request-rows.h makes the ops from the rows
+// src/proxy/observe/otlp-native.ts fills; src/proxy/observe/otlp-proto.ts is
+// the TypeScript encoder they must match byte for byte; test/otlp-native.test.ts
+// compares the two).
 //
 // What a span holds — its attributes, their order, their names — is decided
-// in TypeScript (span-attributes.ts); this file knows only the protobuf wire
-// format of the fields it writes. Strings never cross: every name and string
-// attribute arrives pre-encoded as a block (SpanBlocks), numbers as doubles.
+// by request-rows.cc (mirroring span-attributes.ts); this file knows only the
+// protobuf wire format of the fields it writes. Strings never cross: every
+// name and string attribute arrives pre-encoded as a block (SpanBlocks),
+// numbers as doubles.
 //
 // Op stream (doubles; offsets index the id bytes):
 //   kBegin traceIdAt spanIdAt parentAt nameBlock kind   parentAt < 0: no parent
