@@ -9,7 +9,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir=build-test
-targets=(request-scan kv-events shm-feed prefix-hash)
+targets=(request-scan kv-events shm-feed prefix-hash otlp-rows)
 
 generator=()
 if [ ! -f "$build_dir/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then

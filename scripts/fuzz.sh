@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 seconds=${1:-50}
 build_dir=build-fuzz
-read -r -a targets <<<"${FUZZ_TARGETS:-request-scan kv-events shm-feed prefix-hash}"
+read -r -a targets <<<"${FUZZ_TARGETS:-request-scan kv-events shm-feed prefix-hash otlp-rows}"
 
 if ! command -v clang++ >/dev/null 2>&1; then
   echo "fuzz: SKIPPED: clang++ is not installed (apt-get install clang; Debian bookworm's clang 14 ships libFuzzer)"

@@ -67,6 +67,9 @@ struct SpanOpsResult {
 
 // Writes the spans `ops` describe into out[at, capacity). kNoRoom when they do
 // not fit (out past `at` is then scratch: the caller grows it and calls again).
+// The spans may need one byte more than they end up taking: a span's length
+// is reserved as two bytes while it is written, and a span under 128 bytes
+// then moves back by one (native/fuzz/otlp-rows-fuzz.cc holds it to this).
 SpanOpsResult writeSpanOps(const double* ops, size_t opCount, const uint8_t* ids, size_t idBytes,
                            const SpanBlocks& blocks, uint8_t* out, size_t at, size_t capacity);
 

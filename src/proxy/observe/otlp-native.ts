@@ -69,8 +69,11 @@ const MAX_BLOCKS = 16_384;
 const HARD_MAX_BLOCKS = 60_000;
 
 /** Whether the addon can encode `t`'s spans: none carries a string of its own. */
-const encodableNatively = (t: RequestTrace): boolean =>
-  !t.failed && t.parent.traceState === '' && t.attempts.every((a) => a.errorType === '');
+function encodableNatively(t: RequestTrace): boolean {
+  if (t.failed || t.parent.traceState !== '') return false;
+  for (const a of t.attempts) if (a.errorType !== '') return false;
+  return true;
+}
 
 export class NativeSpanEncoder implements SpansEncoder {
   private rows = new Float64Array(4096);
@@ -78,7 +81,7 @@ export class NativeSpanEncoder implements SpansEncoder {
   private ids = new Uint8Array(1024);
   private idBytes = 0;
   /** The block ids every row's spans use (request-rows.h: RowLayoutSlot), set by forget(). */
-  private readonly layout = new Float64Array(11);
+  private layout = new Float64Array(0);
   /**
    * The requests added, in order, and where each one's row ends (-1: TypeScript writes it). The
    * records are kept for TypeScript to encode if the addon refuses their rows.
@@ -99,6 +102,7 @@ export class NativeSpanEncoder implements SpansEncoder {
   private lastId: number[] = [];
   private instanceIds = new Map<string, number>();
   private routeIds = new Map<string, Map<string, { name: number; attributes: number }>>();
+  private lastRoute: { method: string; route: string; ids: { name: number; attributes: number } } | undefined;
   private warned = false;
 
   constructor(
@@ -117,8 +121,9 @@ export class NativeSpanEncoder implements SpansEncoder {
     this.lastId = new Array<number>(attributeKeyCount).fill(-1);
     this.instanceIds.clear();
     this.routeIds.clear();
+    this.lastRoute = undefined;
     // RowLayoutSlot's order.
-    this.layout.set([
+    this.layout = Float64Array.of(
       this.blockId(ROUTE_NAME),
       this.blockId(UPSTREAM_NAME),
       this.blockId(FIRST_TOKEN),
@@ -130,7 +135,7 @@ export class NativeSpanEncoder implements SpansEncoder {
       this.blockId(keyName(PREDICTED_CACHED_TOKENS)),
       this.blockId(keyName(PREDICTED_TTFT_MS)),
       this.blockId(keyName(ATTEMPT)),
-    ]);
+    );
   }
 
   /** Requests added and not yet written. */
@@ -275,6 +280,16 @@ export class NativeSpanEncoder implements SpansEncoder {
 
   /** The ids of a request span's name and its route's attributes (routeFields' blocks). */
   private route(t: RequestTrace): { name: number; attributes: number } {
+    // The previous request's route, mostly: two string comparisons instead of two lookups (a
+    // request's path is a new string, hashed afresh by every Map lookup).
+    const last = this.lastRoute;
+    if (last !== undefined && last.method === t.method && last.route === t.route) return last.ids;
+    const ids = this.routeIdsOf(t);
+    this.lastRoute = { method: t.method, route: t.route, ids };
+    return ids;
+  }
+
+  private routeIdsOf(t: RequestTrace): { name: number; attributes: number } {
     let byRoute = this.routeIds.get(t.method);
     if (byRoute === undefined) this.routeIds.set(t.method, (byRoute = new Map()));
     let ids = byRoute.get(t.route);
