@@ -167,6 +167,24 @@ describe('OpenTelemetry tracing', () => {
     expect(hop.seen.at(-1)!.traceparent).toMatch(new RegExp(`^00-${root.traceId}-[0-9a-f]{16}-01$`));
   });
 
+  it('a sampler that records nothing exports no spans, and the engine still continues the trace, unsampled', async () => {
+    const before = receiver.spans.length;
+    const rig = await startProxy({
+      backends: hops.map((h) => h.url),
+      tracing: { endpoint: receiver.url, sampler: 'always_off' },
+    });
+    const { response } = await rig.client.chat.completions
+      .create(
+        { model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 1 },
+        { headers: { traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01` } },
+      )
+      .withResponse();
+    await rig.close(); // would flush any span
+    expect(receiver.spans.length).toBe(before);
+    const hop = hops.find((h) => h.url === response.headers.get('x-kvroute-instance'))!;
+    expect(hop.seen.at(-1)!.traceparent).toMatch(new RegExp(`^00-${CLIENT_TRACE}-[0-9a-f]{16}-00$`));
+  });
+
   it("hands an embedder's SpanExporter the SDK's ReadableSpans of the same tree", async () => {
     const spans: ReadableSpan[] = [];
     let shutDown = false;

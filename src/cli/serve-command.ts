@@ -142,7 +142,7 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
   'otlp-endpoint': [
     '<URL>',
     withDefault(
-      'export OpenTelemetry traces of every request to this OTLP/HTTP collector (http://HOST:4318); also OTEL_EXPORTER_OTLP_ENDPOINT',
+      'export OpenTelemetry traces of requests to this OTLP/HTTP collector (http://HOST:4318); also OTEL_EXPORTER_OTLP_ENDPOINT; which requests: OTEL_TRACES_SAMPLER (default every one the client does not mark unsampled)',
       'off',
     ),
   ],

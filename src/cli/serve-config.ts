@@ -32,6 +32,8 @@ import { ClusterOptionError, parseClusterOptions, type ClusterOptions } from '..
 import { flowConfigFrom } from './flow-file.js';
 import { parseByteSize } from './byte-size.js';
 import { kvEventSource } from '../proxy/upstream/backend-spec.js';
+import { ConfigError } from './config-error.js';
+import { tracingFrom } from './serve-tracing.js';
 import { tracesUrl } from '../proxy/observe/tracing-options.js';
 import { DISCOVER_EXPECTED, parseDiscoverSpec } from '../proxy/upstream/dns-discovery.js';
 import {
@@ -40,8 +42,7 @@ import {
   parseNatsEventSource,
 } from '../events/nats/nats-event-source.js';
 
-/** A configuration value that is wrong; the message names its source. */
-export class ConfigError extends Error {}
+export { ConfigError } from './config-error.js';
 
 export interface ServeConfig {
   /** Empty: the CLI starts the embedded simulated fleet. */
@@ -167,47 +168,6 @@ function discoveryFrom(
     return undefined;
   }
   return { spec, ...(intervalMs === undefined ? {} : { intervalMs }), ...(servers === undefined ? {} : { servers }) };
-}
-
-/**
- * Tracing (docs/tracing.md): `--otlp-endpoint`, else OpenTelemetry's own variables, read as its
- * SDKs read them: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the traces URL itself) or
- * OTEL_EXPORTER_OTLP_ENDPOINT (the collector, `/v1/traces` added); off with OTEL_SDK_DISABLED=true
- * or OTEL_TRACES_EXPORTER=none; OTEL_SERVICE_NAME names the service (default kvroute);
- * OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, if set, must be http/protobuf.
- */
-function tracingFrom(flag: string | undefined, env: NodeJS.ProcessEnv): ProxyOptions['tracing'] {
-  const disabled =
-    env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true' || env.OTEL_TRACES_EXPORTER?.trim() === 'none';
-  let endpoint = flag;
-  if (endpoint === undefined && !disabled) {
-    const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
-    const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
-    endpoint = traces !== undefined && traces !== '' ? traces : base !== undefined && base !== '' ? base : undefined;
-    for (const [name, value] of [
-      ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', traces],
-      ['OTEL_EXPORTER_OTLP_ENDPOINT', base],
-    ] as const)
-      if (value !== undefined && value !== '' && value === endpoint)
-        try {
-          tracesUrl(value);
-        } catch {
-          throw new ConfigError(`${name} must be an OTLP/HTTP collector URL, got ${JSON.stringify(value)}`);
-        }
-  }
-  if (endpoint === undefined) return undefined;
-  // kvroute sends OTLP/HTTP protobuf, the OTLP default; a variable asking for another is refused.
-  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL'] as const) {
-    const protocol = env[name]?.trim();
-    if (protocol === undefined || protocol === '') continue;
-    if (protocol !== 'http/protobuf')
-      throw new ConfigError(
-        `${name} must be http/protobuf (kvroute exports traces over OTLP/HTTP as protobuf), got ${JSON.stringify(protocol)}`,
-      );
-    break;
-  }
-  const serviceName = env.OTEL_SERVICE_NAME?.trim();
-  return { endpoint, ...(serviceName ? { serviceName } : {}) };
 }
 
 /** Parses one raw value (a flag's or variable's string, or a YAML scalar or list) of a setting. */

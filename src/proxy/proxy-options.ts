@@ -14,7 +14,13 @@ import { SharedSlots } from '../flow/slot-counter.js';
 import { AGENT_SESSION_HEADERS, HEADER_NAME, sessionHeaderRanks } from './exchange/session-headers.js';
 export { HEADER_NAME };
 import type { ProxyObserver } from './observe/proxy-observer.js';
-import { tracesUrl, type TracingOptions } from './observe/tracing-options.js';
+import {
+  isSampleRatio,
+  isSamplerName,
+  SAMPLER_NAMES,
+  tracesUrl,
+  type TracingOptions,
+} from './observe/tracing-options.js';
 import { DEFAULT_DISCOVERY_INTERVAL_MS, type DiscoveryOptions } from './upstream/discovered-backends.js';
 import { DISCOVER_EXPECTED, parseDiscoverSpec } from './upstream/dns-discovery.js';
 import type { ProxyState } from './proxy-state.js';
@@ -260,6 +266,20 @@ function tracingOptions(value: TracingOptions | undefined): TracingOptions | und
   }
   if (value.serviceName !== undefined && (typeof value.serviceName !== 'string' || value.serviceName === ''))
     throw new ProxyOptionError('options.tracing.serviceName must be a non-empty string');
+  if (value.sampler !== undefined && !isSamplerName(value.sampler))
+    throw new ProxyOptionError(
+      `options.tracing.sampler must be one of ${SAMPLER_NAMES.join(', ')}, got ${JSON.stringify(value.sampler)}`,
+    );
+  if (value.sampleRatio !== undefined) {
+    if (!isSampleRatio(value.sampleRatio))
+      throw new ProxyOptionError(
+        `options.tracing.sampleRatio must be a number from 0 to 1, got ${JSON.stringify(value.sampleRatio)}`,
+      );
+    if (!value.sampler?.endsWith('traceidratio'))
+      throw new ProxyOptionError(
+        'options.tracing.sampleRatio needs sampler traceidratio or parentbased_traceidratio (the others take no ratio)',
+      );
+  }
   return value;
 }
 

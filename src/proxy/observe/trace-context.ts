@@ -14,6 +14,8 @@ import { randomFillSync } from 'node:crypto';
 import { TraceFlags } from '@opentelemetry/api';
 import { parseTraceParent, TraceState } from '@opentelemetry/core';
 
+import { DEFAULT_SAMPLER, type TraceSampler } from './trace-sampler.js';
+
 /** Where a request's trace continues from. */
 export interface ParentContext {
   /** 32 hex digits: the client's trace, or a new one. */
@@ -69,14 +71,26 @@ export function randomSpanIdInto(target: Uint8Array, at: number): void {
 export const newTraceId = (): string => randomHex(16);
 export const newSpanId = (): string => randomHex(8);
 
-/** The parent of a request: the client's valid `traceparent` (with its `tracestate`), else a new trace. */
-export function parentFromHeaders(traceparent: string, tracestate: string): ParentContext {
+/**
+ * The parent of a request: the client's valid `traceparent` (with its `tracestate`), else a new
+ * trace; whether it is recorded, `sampler`'s decision (trace-sampler.ts).
+ */
+export function parentFromHeaders(
+  traceparent: string,
+  tracestate: string,
+  sampler: TraceSampler = DEFAULT_SAMPLER,
+): ParentContext {
   const parsed = traceparent === '' ? null : parseTraceParent(traceparent);
-  if (parsed === null) return { traceId: newTraceId(), spanId: '', sampled: true, traceState: '' };
+  if (parsed === null) {
+    const traceId = newTraceId();
+    return { traceId, spanId: '', sampled: sampler.sample(traceId), traceState: '' };
+  }
   return {
     traceId: parsed.traceId,
     spanId: parsed.spanId,
-    sampled: (parsed.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED,
+    sampled: sampler.parentBased
+      ? (parsed.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED
+      : sampler.sample(parsed.traceId),
     traceState: tracestate === '' ? '' : new TraceState(tracestate).serialize(),
   };
 }

@@ -26,6 +26,7 @@ import { spanExporterSender } from './readable-spans.js';
 import { RequestTrace } from './request-trace.js';
 import { TraceBatch } from './trace-batch.js';
 import { parentFromHeaders } from './trace-context.js';
+import { traceSampler, type TraceSampler } from './trace-sampler.js';
 import { tracesUrl, type TracingOptions } from './tracing-options.js';
 
 /** Requests per body (an export request): about 3,000 spans, a megabyte. */
@@ -36,8 +37,10 @@ export class Tracing {
   /** Where a request's spans go when it ends. */
   private readonly finished: (trace: RequestTrace) => void;
   private readonly shutdown: () => Promise<void>;
+  private readonly sampler: TraceSampler;
 
   constructor(options: TracingOptions, warn: (line: string) => void) {
+    this.sampler = traceSampler(options.sampler, options.sampleRatio);
     const attributes = { 'service.name': options.serviceName ?? 'kvroute', 'service.version': kvrouteVersion() };
     const scope = { name: 'kvroute', version: kvrouteVersion() };
     if (options.exporter !== undefined) {
@@ -84,7 +87,7 @@ export class Tracing {
     const query = path.indexOf('?');
     return new RequestTrace(
       this.finished,
-      parentFromHeaders(traceparent, tracestate),
+      parentFromHeaders(traceparent, tracestate, this.sampler),
       method,
       query < 0 ? path : path.slice(0, query),
       startedAt,
