@@ -1,7 +1,4 @@
-/**
- * serve's tracing settings (docs/tracing.md): `--otlp-endpoint`, else OpenTelemetry's own
- * variables, read as its SDKs read them.
- */
+/** serve's tracing settings, from its flag and OpenTelemetry's variables. */
 import type { ProxyOptions } from '../proxy/proxy-options.js';
 import {
   isSampleRatio,

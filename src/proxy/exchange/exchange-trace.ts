@@ -56,8 +56,16 @@ export function traceAttempt(
   ticket: number,
   route: ParsedRoute,
 ): void {
-  const decision = state.router.decision;
   const at = performance.now(); // the decision's and the attempt's start: one clock read
+  // An unsampled trace exports nothing (trace-sampler.ts): its decision is not worth the lookups.
+  if (trace.parent.sampled) recordDecision(trace, state, ticket, route, at);
+  setHeader(headers, 'traceparent', trace.attempt(state.router.decision.instance, at));
+  setHeader(headers, 'tracestate', trace.parent.traceState);
+}
+
+/** The decision route() just made, as the trace's routing span. */
+function recordDecision(trace: RequestTrace, state: ProxyState, ticket: number, route: ParsedRoute, at: number): void {
+  const decision = state.router.decision;
   const ttft = state.costs.predictedTtftSeconds(ticket);
   trace.routed(
     {
@@ -71,6 +79,4 @@ export function traceAttempt(
     },
     at,
   );
-  setHeader(headers, 'traceparent', trace.attempt(decision.instance, at));
-  setHeader(headers, 'tracestate', trace.parent.traceState);
 }

@@ -3,7 +3,7 @@
  * as its SDK decides them, so a trace kvroute records is the one the SDK-instrumented services
  * around it record too (the ratio samplers hash the trace id, TraceIdRatioBasedSampler's own).
  *
- * An unsampled request makes no spans and exports nothing; the engine still gets a `traceparent`,
+ * An unsampled request records no routing decision and exports nothing; the engine still gets a `traceparent`,
  * with the sampled flag 00, so the trace stays one trace across the hop.
  */
 import { ROOT_CONTEXT } from '@opentelemetry/api';
