@@ -10,9 +10,12 @@
 // date it was measured.
 // --update-results rewrites bench/RESULTS.md from this run. With --only it refreshes just those
 // workloads: their results replace the same workloads' in bench/results.json, the others keep
-// theirs (and their dates), and the merged document is written back to bench/results.json.
+// theirs (and their dates), and the merged document is written back to bench/results.json. Only
+// the sections and target lines this run measured are rewritten; the rest of RESULTS.md, and
+// whatever a refreshed section holds below its `<!-- kept by --update-results … -->` line, stays
+// as written (lib/results-merge.mjs).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +24,7 @@ import { parseArgs } from 'node:util';
 import { machineInfo, printMachine } from './lib/machine.mjs';
 import { timerOverheadUs } from './lib/measure.mjs';
 import { renderResults, targetChecks } from './lib/report.mjs';
+import { mergeResults } from './lib/results-merge.mjs';
 
 const WORKLOADS = [
   'mooncake',
@@ -63,11 +67,7 @@ if (values.from) {
   const saved = JSON.parse(readFileSync(values.from, 'utf8'));
   for (const line of targetChecks(saved.results)) console.log(line);
   if (values['update-results']) {
-    writeFileSync(
-      join(dirname(fileURLToPath(import.meta.url)), 'RESULTS.md'),
-      renderResults(saved, `npm run bench${saved.quick ? ' -- --quick' : ''}`),
-    );
-    console.log('wrote bench/RESULTS.md');
+    writeResultsMd(saved, saved, `npm run bench${saved.quick ? ' -- --quick' : ''}`);
   }
   process.exit(0);
 }
@@ -125,7 +125,23 @@ if (values['update-results']) {
     writeFileSync(join(here, 'results.json'), `${JSON.stringify(recorded, null, 2)}\n`);
     console.log('wrote bench/results.json (merged)');
   }
-  writeFileSync(join(here, 'RESULTS.md'), renderResults(recorded, `npm run bench${values.quick ? ' -- --quick' : ''}`));
+  writeResultsMd(recorded, document, `npm run bench${values.quick ? ' -- --quick' : ''}`);
+}
+
+/**
+ * Rewrites bench/RESULTS.md: `recorded` rendered, merged with the file on disk so that only what
+ * `measured` (this run's own results) renders is refreshed and text written by hand stays
+ * (lib/results-merge.mjs). Written to a temporary file, then renamed over it: never half-written.
+ * @param {import('./lib/report.mjs').BenchDocument} recorded
+ * @param {import('./lib/report.mjs').BenchDocument} measured
+ * @param {string} command
+ */
+function writeResultsMd(recorded, measured, command) {
+  const path = join(here, 'RESULTS.md');
+  const onDisk = existsSync(path) ? readFileSync(path, 'utf8') : '';
+  const text = mergeResults(renderResults(recorded, command), onDisk, renderResults(measured, command));
+  writeFileSync(`${path}.tmp`, text);
+  renameSync(`${path}.tmp`, path);
   console.log('wrote bench/RESULTS.md');
 }
 

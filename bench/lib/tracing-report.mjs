@@ -22,7 +22,7 @@ export function renderTracingResults(allResults) {
   if (list.length === 0) return [];
   const out = ['## tracing: OpenTelemetry off and on (issue #33)', ''];
   out.push(
-    '`kvroute serve` in front of the stub engines, 64 connections of non-streaming chat, three servers alternated rep by rep: tracing off, on (`--otlp-endpoint` to an OTLP/HTTP sink that drops the spans; 3 spans per request, batched), and off again (the noise between two identical servers). Each figure is the server process’s CPU per request (user + system), the median over the reps. Target: on adds <= 10 µs. [bench/tracing.ts](tracing.ts).',
+    "`kvroute serve` in front of the stub engines, 64 connections of non-streaming chat, three servers alternated rep by rep: tracing off, on (`--otlp-endpoint` to an OTLP/HTTP collector in its own process, [bench/otlp-sink.ts](otlp-sink.ts), that counts the spans; 3 spans per request, batched), and off again (the noise between two identical servers). Each server's figure is its process’s CPU per request (user + system), the median over the reps. Added: the median over the reps of on − (off + off again) / 2 within each rep (the JSON keeps every rep's figures, `cpu_by_rep_us`); before, on − min(off, off again) of the medians. Target: on adds <= 10 µs. [bench/tracing.ts](tracing.ts).",
     '',
     '| reps | requests | spans exported | off µs/req | off again µs/req | on µs/req | added µs/req | date |',
     '|---:|---:|---:|---:|---:|---:|---:|---|',
