@@ -11,9 +11,9 @@
  */
 import { availableParallelism } from 'node:os';
 import { MessageChannel } from 'node:worker_threads';
-import { Piscina } from 'piscina';
 
 import { AckedPort } from './acked-port.js';
+import { destroyWorkerPool, newWorkerPool } from '../core/worker-pool.js';
 import type { SessionShardTask, TrieStageTask } from './characterize-worker.js';
 import { SessionShard, type ShardResult } from './session-shard.js';
 import { mergeNodeSessions, TrieStage, type IdBatch, type TrieResult } from './trie-stage.js';
@@ -64,7 +64,7 @@ export function threadedPipeline(shardCount: number, native: boolean): Pipeline 
   const threads = shardCount + 1;
   // Every task lives for the whole run, so there must be a thread for each: a queued task
   // would never start while the others wait on it.
-  const pool = new Piscina({ filename: WORKER_URL, minThreads: threads, maxThreads: threads });
+  const pool = newWorkerPool({ filename: WORKER_URL, minThreads: threads, maxThreads: threads });
   const shardChannels = Array.from({ length: shardCount }, () => new MessageChannel());
   const shardTasks: Promise<ShardResult>[] = shardChannels.map(({ port2 }) =>
     pool.run({ port: port2 } satisfies SessionShardTask, { name: 'sessionShard', transferList: [port2] }),
@@ -91,7 +91,7 @@ export function threadedPipeline(shardCount: number, native: boolean): Pipeline 
       if (closed) return;
       closed = true;
       toTrie.close();
-      await pool.destroy();
+      await destroyWorkerPool(pool);
     },
   };
   return pipeline;

@@ -14,7 +14,6 @@
 import { accessSync, constants } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { Piscina } from 'piscina';
 
 import { characterizeTrace } from '../analysis/characterize.js';
 import { comparePairedRuns, type PairedComparison } from '../analysis/paired-compare.js';
@@ -36,6 +35,7 @@ import { scalingRecord } from './engine-options.js';
 import { fleetFields, fleetRecord } from './fleet-options.js';
 import { fleetPresets, type FleetGroup } from '../sim/fleet-spec.js';
 import type { CostMode } from '../core/cost-learning/cost-mode.js';
+import { destroyWorkerPool, newWorkerPool } from '../core/worker-pool.js';
 import { kvrouteVersion } from '../trace/run-header.js';
 import type { FlowFlags } from './flow-flags.js';
 import { SIM_WORKER_URL, type CellFailure, type SimCellResult, type SimCellTask } from './sweep-cell.js';
@@ -178,7 +178,7 @@ export async function runSweep(options: SweepOptions): Promise<SweepOutcome> {
 
 async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt: Date): Promise<SimCellResult[]> {
   const threads = Math.max(1, Math.min(cells.length, options.workers ?? availableParallelism()));
-  const pool = new Piscina({ filename: SIM_WORKER_URL, minThreads: threads, maxThreads: threads });
+  const pool = newWorkerPool({ filename: SIM_WORKER_URL, minThreads: threads, maxThreads: threads });
   const runs = cells.map(async (cell) => {
     const task: SimCellTask = {
       cell,
@@ -203,13 +203,11 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
   try {
     return await Promise.all(runs);
   } finally {
-    // Hazard (Node 20): a worker terminated while it still loads its module (require of an ES
-    // module, which Piscina uses) aborts the whole process (V8 "IsGraphAsync must be used on an
-    // instantiated module", exit 134). One failed cell (a bad trace fails them all at once) must
-    // not destroy the pool under workers still loading: every cell settles first, so every worker
-    // has run a task, and so loaded the module, before destroy() terminates it.
+    // One failed cell (a bad trace fails them all at once) must not stop the others' workers
+    // mid-task: every cell settles first; destroyWorkerPool also waits for workers still loading
+    // (core/worker-pool.ts: terminating one aborts the process).
     await Promise.allSettled(runs);
-    await pool.destroy();
+    await destroyWorkerPool(pool);
   }
 }
 

@@ -13,10 +13,11 @@
  */
 import { accessSync, constants } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { Piscina } from 'piscina';
+import type { Piscina } from 'piscina';
 
 import { resolvePolicy } from '../core/policy-spec.js';
 import type { PolicySpec } from '../core/types.js';
+import { destroyWorkerPool, newWorkerPool } from '../core/worker-pool.js';
 import type { TraceReadStats } from '../trace/read-trace.js';
 import { ioError } from '../trace/trace-errors.js';
 import { SIM_WORKER_URL, type CellFailure } from './sweep-cell.js';
@@ -144,7 +145,7 @@ class Evaluator {
     most: number,
   ) {
     const threads = Math.max(1, Math.min(most, options.workers ?? availableParallelism()));
-    this.pool = new Piscina({ filename: SIM_WORKER_URL, minThreads: threads, maxThreads: threads });
+    this.pool = newWorkerPool({ filename: SIM_WORKER_URL, minThreads: threads, maxThreads: threads });
     this.counter = options.counter ?? { done: 0, planned: 0 };
   }
 
@@ -220,7 +221,7 @@ class Evaluator {
   }
 
   close(): Promise<void> {
-    return this.pool.destroy();
+    return destroyWorkerPool(this.pool);
   }
 }
 

@@ -25,11 +25,12 @@
  */
 import { availableParallelism } from 'node:os';
 
-import { Piscina } from 'piscina';
+import type { Piscina } from 'piscina';
 
 import type { ChatExtras } from './chat-render.js';
 import type { BodyEndpoint } from './request-body-tokens.js';
 import { SessionCache } from './session-cache.js';
+import { destroyWorkerPool, newWorkerPool } from '../core/worker-pool.js';
 import { resolveTokenizerDir } from './tokenizer-files.js';
 import { fromWire, inputError, loadError, TokenizerError } from './tokenizer-errors.js';
 import type { TokenizeReply, TokenizeTask } from './tokenize-worker.js';
@@ -141,7 +142,7 @@ export class TokenizerPool {
       positiveInt('maxSessions', options.maxSessions, 4096, 0),
       positiveInt('maxSessionBytes', options.maxSessionBytes, 256 * 2 ** 20, 0),
     );
-    this.pool = new Piscina({
+    this.pool = newWorkerPool({
       filename: WORKER_URL,
       minThreads: threads,
       maxThreads: threads,
@@ -271,7 +272,7 @@ export class TokenizerPool {
     if (this.closed) return;
     this.closed = true;
     this.sessions.clear();
-    await this.pool.destroy();
+    await destroyWorkerPool(this.pool);
   }
 
   private dirFor(model: string): string {
