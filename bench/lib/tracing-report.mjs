@@ -12,7 +12,8 @@ export function tracingChecks(allResults) {
     (r) =>
       `  ${r.added_cpu_us_per_req <= 10 ? 'PASS' : 'FAIL'}  tracing on adds <= 10 µs CPU per request: ${r.added_cpu_us_per_req} µs ` +
       `(median of ${r.reps} reps' on − mean of their two offs; medians off ${r.off_cpu_us_per_req} / ${r.off_again_cpu_us_per_req}, on ${r.on_cpu_us_per_req}; ` +
-      `a rep's two off servers differ by ${r.off_spread_us_per_req}, median)`,
+      `a rep's two off servers differ by ${r.off_spread_us_per_req}, median` +
+      `${r.added_share_of_off === undefined ? '' : `; ${(r.added_share_of_off * 100).toFixed(1)}% of the untraced request's CPU`})`,
   );
 }
 
