@@ -203,9 +203,9 @@ async function runSimCells(cells: SweepCell[], options: SweepOptions, startedAt:
   try {
     return await Promise.all(runs);
   } finally {
-    // One failed cell (a bad trace fails them all at once) must not stop the others' workers
-    // mid-task: every cell settles first; destroyWorkerPool also waits for workers still loading
-    // (core/worker-pool.ts: terminating one aborts the process).
+    // One failed cell must not stop the others' workers mid-task (a cell's worker writes its
+    // records and summary.json: stopped, it could leave them half-written), so every cell settles
+    // first. Workers still loading are destroyWorkerPool's to wait for (core/worker-pool.ts).
     await Promise.allSettled(runs);
     await destroyWorkerPool(pool);
   }
