@@ -169,7 +169,7 @@ describe('kvroute start-up', () => {
   }
   // proxy-options, backend-spec, session-headers and tracing-options are the proxy's option checks (serve's --help defaults), light by design.
   const HEAVY =
-    /\/(proxy\/(?!proxy-options|upstream\/backend-spec|upstream\/dns-discovery|upstream\/discovered-backends|exchange\/session-headers|observe\/tracing-options)|sim\/(?!engine-preset|sim-fleet-defaults|interference-protocol)|analysis\/|state\/|report\/)|piscina|uWebSockets|yaml|undici|vega/;
+    /\/(proxy\/(?!proxy-options|upstream\/backend-spec|upstream\/dns-discovery|upstream\/discovered-backends|upstream\/discovery-events|exchange\/session-headers|observe\/tracing-options)|sim\/(?!engine-preset|sim-fleet-defaults|interference-protocol)|analysis\/|state\/|report\/)|piscina|uWebSockets|yaml|undici|vega/;
 
   it('--help and hash load no verb they do not run: no proxy, simulator, analysis, state feed or report charts', () => {
     const help = loaded(['--help']);

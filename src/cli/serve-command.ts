@@ -139,6 +139,14 @@ const HELP: Record<SettingFlag, readonly [string, string]> = {
   ],
   'discover-interval': ['<MS>', withDefault('how often --discover resolves the name again', 5000)],
   'discover-dns-server': ['<HOST[:PORT],…>', withDefault('DNS servers --discover asks', "the system's")],
+  'discover-kv-events': [
+    '<TEMPLATE>',
+    withDefault(
+      "each discovered engine's KV event endpoint, {host} for its address (tcp://{host}:5557), or a nats:// event source",
+      'the NATS --events source, if any',
+    ),
+  ],
+  'discover-kv-replay': ['<TEMPLATE>', "their replay endpoint, {host} for the engine's address (tcp://{host}:5558)"],
   'otlp-endpoint': [
     '<URL>',
     withDefault(

@@ -35,6 +35,7 @@ import { kvEventSource } from '../proxy/upstream/backend-spec.js';
 import { ConfigError } from './config-error.js';
 import { tracingFrom } from './serve-tracing.js';
 import { tracesUrl } from '../proxy/observe/tracing-options.js';
+import { checkEventTemplates } from '../proxy/upstream/discovery-events.js';
 import { DISCOVER_EXPECTED, parseDiscoverSpec } from '../proxy/upstream/dns-discovery.js';
 import {
   isNatsEventSource,
@@ -97,11 +98,16 @@ function withEndpoints(
  */
 function eventsOverNats(backends: BackendSpec[], events: string | undefined, fleet: string): void {
   backends.forEach((b, k) => {
-    const source = b.kvEvents ?? events;
-    if (source === undefined || !isNatsEventSource(source)) return;
-    const parsed = parseNatsEventSource(source, fleet)!;
-    backends[k] = { ...b, kvEvents: `${parsed.server}/${parsed.fleet}` };
+    const source = natsEventsOf(b.kvEvents ?? events, fleet);
+    if (source !== undefined) backends[k] = { ...b, kvEvents: source };
   });
+}
+
+/** The `events` NATS source with its fleet named (the replica's cluster fleet when it names none). */
+function natsEventsOf(events: string | undefined, fleet: string): string | undefined {
+  if (events === undefined || !isNatsEventSource(events)) return undefined;
+  const parsed = parseNatsEventSource(events, fleet)!;
+  return `${parsed.server}/${parsed.fleet}`;
 }
 
 /** Admin tokens shorter than this are refused: a guessable token is no protection. */
@@ -156,18 +162,46 @@ function parseTokenizers(raw: unknown, source: string): TokenizerConfig {
   return out;
 }
 
-/** Discovery (docs/discovery.md): --discover with its interval and DNS servers; the two alone are refused. */
-function discoveryFrom(
-  spec: string | undefined,
-  intervalMs: number | undefined,
-  servers: string[] | undefined,
-): ProxyOptions['discovery'] {
+/**
+ * Discovery (docs/discovery.md): --discover with its interval, DNS servers and KV event templates;
+ * those alone are refused. Without --discover-kv-events, a NATS `events` source (the fleet's
+ * stream, already given its fleet) feeds the discovered backends as it feeds the configured ones.
+ */
+function discoveryFrom(flags: {
+  spec: string | undefined;
+  intervalMs: number | undefined;
+  servers: string[] | undefined;
+  kvEvents: string | undefined;
+  kvReplay: string | undefined;
+  natsEvents: string | undefined;
+}): ProxyOptions['discovery'] {
+  const { spec, intervalMs, servers, kvEvents, kvReplay, natsEvents } = flags;
   if (spec === undefined) {
-    if (intervalMs !== undefined) throw new ConfigError('--discover-interval needs --discover');
-    if (servers !== undefined) throw new ConfigError('--discover-dns-server needs --discover');
+    const alone = [
+      ['--discover-interval', intervalMs],
+      ['--discover-dns-server', servers],
+      ['--discover-kv-events', kvEvents],
+      ['--discover-kv-replay', kvReplay],
+    ].find(([, value]) => value !== undefined);
+    if (alone !== undefined) throw new ConfigError(`${String(alone[0])} needs --discover`);
     return undefined;
   }
-  return { spec, ...(intervalMs === undefined ? {} : { intervalMs }), ...(servers === undefined ? {} : { servers }) };
+  let events;
+  try {
+    events = checkEventTemplates(
+      { kvEvents: kvEvents ?? natsEvents, kvReplay },
+      { events: '--discover-kv-events', replay: '--discover-kv-replay' },
+    );
+  } catch (error) {
+    if (error instanceof ProxyOptionError) throw new ConfigError(error.message);
+    throw error;
+  }
+  return {
+    spec,
+    ...(intervalMs === undefined ? {} : { intervalMs }),
+    ...(servers === undefined ? {} : { servers }),
+    ...events,
+  };
 }
 
 /** Parses one raw value (a flag's or variable's string, or a YAML scalar or list) of a setting. */
@@ -236,6 +270,10 @@ function parseValue(setting: Setting, raw: unknown, source: string): Value {
       } catch {
         return fail('an OTLP/HTTP collector URL, e.g. http://otel-collector:4318');
       }
+      return text.trim();
+    case 'event-template':
+      if (typeof text !== 'string' || text.trim() === '')
+        return fail("a KV event source template, e.g. tcp://{host}:5557 ({host}: each engine's address)");
       return text.trim();
     case 'nats-events':
       if (parseNatsEventSource(text, 'default') === undefined) fail(NATS_EVENT_SOURCE_EXPECTED);
@@ -459,11 +497,14 @@ export function resolveServeConfig(
       maxBodyMemoryBytes: get<number>('max-body-memory'),
       flow: get<FlowConfig>('flow'),
       tracing: tracingFrom(get<string>('otlp-endpoint'), env),
-      discovery: discoveryFrom(
-        get<string>('discover'),
-        get<number>('discover-interval'),
-        get<string[]>('discover-dns-server'),
-      ),
+      discovery: discoveryFrom({
+        spec: get<string>('discover'),
+        intervalMs: get<number>('discover-interval'),
+        servers: get<string[]>('discover-dns-server'),
+        kvEvents: get<string>('discover-kv-events'),
+        kvReplay: get<string>('discover-kv-replay'),
+        natsEvents: natsEventsOf(get<string>('events'), cluster?.fleet ?? 'default'),
+      }),
     },
   };
 }

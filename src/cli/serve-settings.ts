@@ -33,6 +33,7 @@ type Kind =
   | 'nats-events'
   | 'otlp'
   | 'discover'
+  | 'event-template'
   | 'hosts';
 
 export interface Setting {
@@ -90,6 +91,8 @@ export const SETTINGS = [
   { flag: 'discover', kind: 'discover' },
   { flag: 'discover-interval', kind: 'ms', min: 100 },
   { flag: 'discover-dns-server', kind: 'hosts' },
+  { flag: 'discover-kv-events', kind: 'event-template' },
+  { flag: 'discover-kv-replay', kind: 'event-template' },
 ] as const satisfies readonly Setting[];
 
 /** A setting's flag name, e.g. 'max-body'. */

@@ -22,6 +22,7 @@ import {
   type TracingOptions,
 } from './observe/tracing-options.js';
 import { DEFAULT_DISCOVERY_INTERVAL_MS, type DiscoveryOptions } from './upstream/discovered-backends.js';
+import { checkEventTemplates } from './upstream/discovery-events.js';
 import { DISCOVER_EXPECTED, parseDiscoverSpec } from './upstream/dns-discovery.js';
 import type { ProxyState } from './proxy-state.js';
 import type { MountApp } from './server/route-table.js';
@@ -177,7 +178,9 @@ export interface ProxyOptions {
   tracing?: TracingOptions;
   /**
    * Backends from DNS (docs/discovery.md): `{ spec: 'dns:NAME:PORT' | 'dns-srv:NAME', intervalMs?,
-   * servers? }`, re-resolved every intervalMs (default 5,000). With it, `backends` may be empty.
+   * servers?, kvEvents?, kvReplay? }`, re-resolved every intervalMs (default 5,000). With it,
+   * `backends` may be empty. kvEvents is each discovered engine's KV event source, `{host}` standing
+   * for its address (`tcp://{host}:5557`), or the fleet's NATS stream; kvReplay its replay endpoint.
    */
   discovery?: DiscoveryOptions;
 }
@@ -248,7 +251,14 @@ function discoveryOptions(value: DiscoveryOptions | undefined): DiscoveryOptions
     (!Array.isArray(value.servers) || value.servers.some((s) => typeof s !== 'string' || s === ''))
   )
     throw new ProxyOptionError('options.discovery.servers must be a list of DNS server addresses (HOST or HOST:PORT)');
-  return value;
+  const { kvEvents, kvReplay, ...rest } = value;
+  return {
+    ...rest,
+    ...checkEventTemplates(
+      { kvEvents, kvReplay },
+      { events: 'options.discovery.kvEvents', replay: 'options.discovery.kvReplay' },
+    ),
+  };
 }
 
 /** The tracing option, checked: an OTLP endpoint URL (its traces URL must form) or an exporter. */

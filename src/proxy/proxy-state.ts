@@ -1,7 +1,6 @@
 /**
- * The proxy's mutable state: the router, the backends (pool, health, models, in-flight), the
- * budgets, the shutdown phase, and the operations an admin API performs on them (add, drain,
- * remove a backend; switch policy).
+ * The proxy's mutable state: the router, the backends (pool, health, models, in-flight), the budgets,
+ * the shutdown phase, and what an admin API does to them (add, drain, remove a backend; policy).
  *
  * How a failed backend is kept out of routing (and out of a request's retry):
  * The Router excludes only drained or removed instances; it has no per-request exclusion. So:
@@ -141,6 +140,8 @@ export class ProxyState {
       tokenizers?: Record<string, string> | undefined;
       /** This state is a thread's mirror of the main thread's (see ThreadRole). */
       thread?: ThreadRole | undefined;
+      /** Discovery adds event-fed backends: event-fed from the start (its tokenizer pool opens now). */
+      discoveredEventFed?: boolean | undefined;
     },
     private readonly options: ProxyStateOptions,
     private readonly observers: ObserverList,
@@ -171,9 +172,9 @@ export class ProxyState {
       warn,
     );
     if (this.thread !== undefined) this.applyThreadState(this.thread.state);
+    else if (routerOptions.discoveredEventFed === true) this.eventFed = true;
     const checks = this.thread !== undefined ? [] : backends.map((b) => this.addBackend(b.id, b.models, b));
-    // Event-fed backends match token-id prompts even without a tokenizer: the pool's workers
-    // read them from the body (no tokenizer files needed for that).
+    // Event-fed backends key token-id prompts without tokenizer files (the pool's workers read the ids).
     this.tokenizerReady =
       routerOptions.tokenizers === undefined && !this.eventFed
         ? Promise.resolve(undefined)

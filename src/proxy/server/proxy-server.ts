@@ -188,6 +188,7 @@ export function createProxy(options: ProxyOptions, internal: InternalProxyOption
       onWarning: resolved.onWarning,
       tokenizers: resolved.tokenizers,
       thread: internal.thread,
+      discoveredEventFed: resolved.discovery?.kvEvents !== undefined,
     },
     resolved,
     observers,

@@ -13,7 +13,20 @@ import { ProxyOptionError } from './backend-spec.js';
 /** The fleet of a `nats://HOST:PORT` source that names none. */
 const DEFAULT_FLEET = 'default';
 
+/**
+ * Subscribes instance `id` (just added) to its events; a refused subscription (a bad endpoint)
+ * removes the instance and throws, so no instance is left in the router without its backend.
+ */
 export function subscribeBackendEvents(router: Router, id: string, kvEvents: string, kvReplay?: string): void {
+  try {
+    subscribe(router, id, kvEvents, kvReplay);
+  } catch (error) {
+    router.removeInstance(id);
+    throw error;
+  }
+}
+
+function subscribe(router: Router, id: string, kvEvents: string, kvReplay?: string): void {
   if (!isNatsEventSource(kvEvents)) {
     subscribeKvEvents(router, id, { endpoint: kvEvents, replay: kvReplay });
     return;
