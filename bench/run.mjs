@@ -23,7 +23,7 @@ import { parseArgs } from 'node:util';
 
 import { machineInfo, printMachine } from './lib/machine.mjs';
 import { timerOverheadUs } from './lib/measure.mjs';
-import { renderResults, targetChecks } from './lib/report.mjs';
+import { machineLine, renderResults, targetChecks } from './lib/report.mjs';
 import { mergeResults } from './lib/results-merge.mjs';
 
 const WORKLOADS = [
@@ -155,14 +155,20 @@ function writeResultsMd(recorded, measured, command) {
 function mergeIntoSaved(run, workloads) {
   /** @type {import('./lib/report.mjs').BenchDocument} */
   const saved = JSON.parse(readFileSync(join(here, 'results.json'), 'utf8'));
+  // Each result keeps its date and machine: this run's machine may not be the saved run's.
   const kept = saved.results
     .filter((r) => !workloads.includes(r.workload))
-    .map((r) => ({ ...r, date: r.date ?? saved.machine.date }));
+    .map((r) => ({
+      ...r,
+      date: r.date ?? saved.machine.date,
+      measured_on: r.measured_on ?? machineLine(saved.machine),
+    }));
+  const measured = run.results.map((r) => ({ ...r, measured_on: machineLine(run.machine) }));
   // RESULTS.md names one timer overhead and its run's date: those of the routing figures (the
   // workloads that time route() pairs), so a refresh of other workloads keeps the saved ones.
   const timed = workloads.some((w) => TIMED_PAIRS.includes(w));
   const timer = timed
     ? { machine: run.machine, timer_overhead_us: run.timer_overhead_us }
-    : { machine: { ...run.machine, date: saved.machine.date }, timer_overhead_us: saved.timer_overhead_us };
-  return { ...run, ...timer, quick: run.quick || saved.quick, results: [...kept, ...run.results] };
+    : { machine: saved.machine, timer_overhead_us: saved.timer_overhead_us };
+  return { ...run, ...timer, quick: run.quick || saved.quick, results: [...kept, ...measured] };
 }

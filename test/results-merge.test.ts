@@ -102,3 +102,19 @@ describe('RESULTS.md merge', () => {
     expect(mergeResults(rendered, disk, rendered)).toBe(rendered);
   });
 });
+
+describe('RESULTS.md header', () => {
+  it('names each machine with its workloads when a refresh ran on another machine, one machine otherwise', async () => {
+    const { renderResults } = await import('../bench/lib/report.mjs');
+    const { readFileSync } = await import('node:fs');
+    const saved = JSON.parse(readFileSync(new URL('../bench/results.json', import.meta.url), 'utf8'));
+    const header = (text: string) => text.split('\n').find((line) => /^- Machines?: /.test(line));
+    expect(header(renderResults(saved, 'npm run bench'))).toMatch(/^- Machine: [^;]+$/);
+    const [first, ...rest] = saved.results;
+    const mixed = { ...saved, results: [{ ...first, measured_on: 'Other CPU, 2 cores' }, ...rest] };
+    const line = header(renderResults(mixed, 'npm run bench'))!;
+    expect(line).toMatch(/^- Machines: /);
+    expect(line).toContain(`Other CPU, 2 cores (${first.workload})`);
+    expect(line.split('; ').length).toBe(2);
+  });
+});

@@ -30,7 +30,7 @@ import { renderTokenizeResults, tokenizeChecks } from './tokenize-report.mjs';
  * @typedef {import('../tokenize.mjs').TokenizeLibraryResult | import('../tokenize.mjs').TokenizeSessionResult} TokenizeResult
  * @typedef {import('../kv-events.mjs').KvEventsResult} KvEventsResult
  * @typedef {import('../import-cost.mjs').ImportCostResult} ImportCostResult
- * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult | import('../event-relay.mjs').EventRelayResult | import('../tracing.js').TracingResult | ImportCostResult) & { date?: string }} AnyResult
+ * @typedef {(Result | AnalysisResult | SimulationResult | SweepResult | FeedResult | ProxyResult | BodySizeResult | BodiesResult | CliStartupResult | RunAnalysisResult | ReplayDriverResult | TokenizeResult | KvEventsResult | import('../event-relay.mjs').EventRelayResult | import('../tracing.js').TracingResult | ImportCostResult) & { date?: string; measured_on?: string }} AnyResult
  * @typedef {{ machine: ReturnType<typeof import('./machine.mjs').machineInfo>, quick: boolean, timer_overhead_us: number, results: AnyResult[] }} BenchDocument
  */
 
@@ -236,6 +236,29 @@ function runDates(doc) {
 }
 
 /**
+ * "AMD EPYC, 2 cores, 24 GiB, Linux … x64": a machine as RESULTS.md names it.
+ * @param {BenchDocument['machine']} m
+ */
+export const machineLine = (m) => `${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`;
+
+/**
+ * The machine a document's figures were measured on, or, when a refresh of some workloads ran on
+ * another machine than the rest (results carry their own `measured_on` then), each machine with its
+ * workloads: a figure is never credited to a machine it did not run on.
+ * @param {BenchDocument} doc
+ */
+function machinesLine(doc) {
+  /** @type {Map<string, Set<string>>} */
+  const byMachine = new Map();
+  for (const r of doc.results) {
+    const machine = r.measured_on ?? machineLine(doc.machine);
+    byMachine.set(machine, (byMachine.get(machine) ?? new Set()).add(r.workload));
+  }
+  if (byMachine.size <= 1) return `- Machine: ${[...byMachine.keys()][0] ?? machineLine(doc.machine)}`;
+  return `- Machines: ${[...byMachine].map(([machine, workloads]) => `${machine} (${[...workloads].join(', ')})`).join('; ')}`;
+}
+
+/**
  * @param {BenchDocument} doc
  * @param {string} command
  */
@@ -246,7 +269,7 @@ export function renderResults(doc, command) {
     '',
     `Recorded with \`${command}\` (one workload refreshes with \`-- --only NAME --update-results\`): ${runDates(doc)}.`,
     '',
-    `- Machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}`,
+    machinesLine(doc),
     `- Node ${m.node}; native addon ${m.native ? 'on' : 'OFF'}`,
     `- Timer: ${(doc.timer_overhead_us * 1000).toFixed(0)} ns per performance.now() pair in the ${doc.machine.date} run, measured at its start and subtracted from every sample of both implementations`,
     '',
