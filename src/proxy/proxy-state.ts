@@ -375,7 +375,7 @@ export class ProxyState {
   addBackend(
     url: string,
     models?: readonly string[],
-    events: { kvEvents?: string | undefined; kvReplay?: string | undefined } = {},
+    events: Pick<ResolvedBackend, 'kvEvents' | 'kvReplay'> = {},
   ): Promise<void> {
     const id = normaliseBackend(url, 'backend');
     if (this.backends.has(id)) throw new ProxyOptionError(`backend ${id} already exists`);

@@ -31,12 +31,19 @@ export interface BackendSpec {
   kvReplay?: string;
 }
 
+/**
+ * A backend's KV event endpoints, checked: its event source (ZeroMQ or NATS) and, beside a ZeroMQ
+ * one only, its replay endpoint. Discovery's templates have this shape too.
+ */
+export interface KvEventEndpoints {
+  kvEvents?: string | undefined;
+  kvReplay?: string | undefined;
+}
+
 /** A backend with its URL normalised (the router's instance id) and its pinned models, if any. */
-export interface ResolvedBackend {
+export interface ResolvedBackend extends KvEventEndpoints {
   id: string;
   models: readonly string[] | undefined;
-  kvEvents?: string;
-  kvReplay?: string;
 }
 
 /** A bad option of createProxy(): names the field. */
@@ -66,17 +73,23 @@ export function resolveBackend(entry: unknown, field: string, yaml = false): Res
   }
   if (kvEvents !== undefined && kvEvents !== null) resolved.kvEvents = kvEventSource(kvEvents, `${field}.${eventsKey}`);
   if (kvReplay !== undefined && kvReplay !== null) {
-    if (resolved.kvEvents === undefined)
-      throw new ProxyOptionError(
-        `${field}.${replayKey} needs ${field}.${eventsKey}: a replay endpoint serves a KV event stream`,
-      );
-    if (isNatsEventSource(resolved.kvEvents))
-      throw new ProxyOptionError(
-        `${field}.${replayKey} needs a ZeroMQ ${field}.${eventsKey}: over NATS the stream itself is the replay`,
-      );
+    checkReplayBeside(resolved.kvEvents, { events: `${field}.${eventsKey}`, replay: `${field}.${replayKey}` });
     resolved.kvReplay = zmqEndpoint(kvReplay, `${field}.${replayKey}`);
   }
   return resolved;
+}
+
+/**
+ * Refuses a replay endpoint beside `events` (the checked event source; undefined when there is
+ * none): one needs a ZeroMQ stream to replay. `fields` names the two as the caller calls them.
+ */
+export function checkReplayBeside(events: string | undefined, fields: { events: string; replay: string }): void {
+  if (events === undefined)
+    throw new ProxyOptionError(`${fields.replay} needs ${fields.events}: a replay endpoint serves a KV event stream`);
+  if (isNatsEventSource(events))
+    throw new ProxyOptionError(
+      `${fields.replay} needs a ZeroMQ ${fields.events}: over NATS the stream itself is the replay`,
+    );
 }
 
 /**

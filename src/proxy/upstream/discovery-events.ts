@@ -11,22 +11,19 @@
  * endpoint is refused at start, not found as a subscription that never connects.
  */
 import { isNatsEventSource } from '../../events/nats/nats-event-source.js';
-import { kvEventSource, ProxyOptionError, zmqEndpoint } from './backend-spec.js';
+import {
+  checkReplayBeside,
+  kvEventSource,
+  ProxyOptionError,
+  zmqEndpoint,
+  type KvEventEndpoints,
+} from './backend-spec.js';
 
-/** The fleet's templates, as DiscoveryOptions carries them. */
-export interface DiscoveryEventTemplates {
-  kvEvents?: string | undefined;
-  kvReplay?: string | undefined;
-}
+/** The fleet's templates, as DiscoveryOptions carries them: a backend's endpoints, `{host}` unfilled. */
+export type DiscoveryEventTemplates = KvEventEndpoints;
 
 /** What stands for a discovered engine's address in a ZeroMQ template. */
 export const HOST_PLACEHOLDER = '{host}';
-
-/** A discovered backend's event endpoints: `kvEvents` undefined when the fleet has none. */
-export interface BackendEventEndpoints {
-  kvEvents?: string;
-  kvReplay?: string;
-}
 
 /**
  * Checks the templates (throws ProxyOptionError naming `fields.events` or `fields.replay`), and
@@ -38,8 +35,7 @@ export function checkEventTemplates(
 ): DiscoveryEventTemplates {
   const { kvEvents, kvReplay } = templates;
   if (kvEvents === undefined) {
-    if (kvReplay !== undefined)
-      throw new ProxyOptionError(`${fields.replay} needs ${fields.events}: a replay endpoint serves a KV event stream`);
+    if (kvReplay !== undefined) checkReplayBeside(undefined, fields);
     return {};
   }
   if (typeof kvEvents !== 'string' || kvEvents.trim() === '')
@@ -51,10 +47,7 @@ export function checkEventTemplates(
         `${fields.events}: a NATS event source is the whole fleet's stream (it names engines by URL); ${HOST_PLACEHOLDER} has no place in it`,
       );
     kvEventSource(events, fields.events);
-    if (kvReplay !== undefined)
-      throw new ProxyOptionError(
-        `${fields.replay} needs a ZeroMQ ${fields.events}: over NATS the stream itself is the replay`,
-      );
+    if (kvReplay !== undefined) checkReplayBeside(events, fields);
     return { kvEvents: events };
   }
   const checked: DiscoveryEventTemplates = { kvEvents: zmqTemplate(events, fields.events) };
@@ -84,7 +77,7 @@ const expand = (template: string, host: string): string => template.replaceAll(H
  * The event endpoints of the backend at `url` (a discovered address: `http://HOST:PORT`), from
  * checked templates. An IPv6 host keeps its brackets, as ZeroMQ's tcp:// endpoints want it.
  */
-export function backendEventEndpoints(templates: DiscoveryEventTemplates, url: string): BackendEventEndpoints {
+export function backendEventEndpoints(templates: DiscoveryEventTemplates, url: string): KvEventEndpoints {
   if (templates.kvEvents === undefined) return {};
   if (isNatsEventSource(templates.kvEvents)) return { kvEvents: templates.kvEvents };
   const host = new URL(url).hostname;
