@@ -12,6 +12,10 @@
  * tracing adds is the median over the reps of on − (off + off again) / 2 within the rep: the
  * machine's slow drift (2026-12-04, off servers' medians moved between 76 and 147 µs in one
  * afternoon) cancels within a rep, and neither off server is preferred.
+ * Within a rep the three servers' measured load is cut into slices taken in turn (off, on, off
+ * again, off, on, …; 6 slices of 0.5 s by default): the shared host's busy spells last seconds, and
+ * when each server's 3 s ran back to back one spell could land on one server alone (2026-12-05:
+ * one rep read off 142, on 235, off again 144 µs). In turns, a spell falls on all three alike.
  * Target: tracing on adds <= 10 µs CPU per request.
  *
  * The servers are pinned to the last CPU, and this process (the load), the collector and the
@@ -20,7 +24,7 @@
  * CPU per request grows with its slowness (wake-ups, cache refills): a build spinning a known
  * 5 µs per request measured +13.5 µs unpinned and about +5 pinned (2026-12-04).
  *
- *   node --import tsx bench/tracing.ts [--quick] [--reps N] [--seconds S] [--out FILE]
+ *   node --import tsx bench/tracing.ts [--quick] [--reps N] [--seconds S] [--slices N] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -36,6 +40,7 @@ const { values } = parseArgs({
     out: { type: 'string' },
     reps: { type: 'string' },
     seconds: { type: 'string' },
+    slices: { type: 'string' },
   },
 });
 /** A flag's value as a number `ok` accepts, or the bench stops here naming the flag (exit 2). */
@@ -68,12 +73,21 @@ const seconds = numberFlag(
   (n) => Number.isFinite(n) && n > 0,
   'a number of seconds above 0',
 );
+const slices = numberFlag(
+  'slices',
+  values.slices,
+  values.quick ? 2 : 6,
+  (n) => Number.isInteger(n) && n >= 1,
+  'a whole number of slices, 1 or more',
+);
 
 export interface TracingResult {
   workload: 'tracing';
   kind: 'tracing';
   connections: number;
   reps: number;
+  /** Each rep's measured load per server, cut into this many slices taken in turn. */
+  slices: number;
   requests: number;
   spans: number;
   off_cpu_us_per_req: number;
@@ -138,12 +152,18 @@ async function main(): Promise<TracingResult[]> {
         );
       pinned &&= cpus >= 2 && servers.every((s) => pinToCpus(s.workerPid, String(cpus - 1)));
       for (const s of servers) await load(s, 1); // warm-up
-      for (const s of servers) {
-        const before = cpuSeconds(s.workerPid);
-        const run = await load(s, seconds);
-        if (run.errors > 0) throw new Error(`${s.name}: ${run.errors} errors`);
-        total += run.ok;
-        cpu.get(s.name)!.push(((cpuSeconds(s.workerPid) - before) * 1e6) / Math.max(1, run.ok));
+      const used = servers.map(() => ({ cpu: 0, ok: 0 }));
+      for (let slice = 0; slice < slices; slice++)
+        for (const [i, s] of servers.entries()) {
+          const before = cpuSeconds(s.workerPid);
+          const run = await load(s, seconds / slices);
+          if (run.errors > 0) throw new Error(`${s.name}: ${run.errors} errors`);
+          used[i]!.cpu += cpuSeconds(s.workerPid) - before;
+          used[i]!.ok += run.ok;
+        }
+      for (const [i, s] of servers.entries()) {
+        total += used[i]!.ok;
+        cpu.get(s.name)!.push((used[i]!.cpu * 1e6) / Math.max(1, used[i]!.ok));
       }
       for (const s of servers.splice(0)) await s.stop();
     }
@@ -158,6 +178,7 @@ async function main(): Promise<TracingResult[]> {
       kind: 'tracing',
       connections: 64,
       reps,
+      slices,
       requests: total,
       spans: 0,
       off_cpu_us_per_req: round(off),
