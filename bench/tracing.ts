@@ -59,26 +59,23 @@ function numberFlag(
   }
   return n;
 }
-const reps = numberFlag(
-  'reps',
-  values.reps,
-  values.quick ? 3 : 9,
-  (n) => Number.isInteger(n) && n >= 1,
-  'a whole number of reps, 1 or more',
-);
+/** A count flag (`--reps`, `--slices`): a whole number, 1 or more. */
+const countFlag = (name: 'reps' | 'slices', fallback: number) =>
+  numberFlag(
+    name,
+    values[name],
+    fallback,
+    (n) => Number.isInteger(n) && n >= 1,
+    `a whole number of ${name}, 1 or more`,
+  );
+const reps = countFlag('reps', values.quick ? 3 : 9);
+const slices = countFlag('slices', values.quick ? 2 : 6);
 const seconds = numberFlag(
   'seconds',
   values.seconds,
   values.quick ? 2 : 3,
   (n) => Number.isFinite(n) && n > 0,
   'a number of seconds above 0',
-);
-const slices = numberFlag(
-  'slices',
-  values.slices,
-  values.quick ? 2 : 6,
-  (n) => Number.isInteger(n) && n >= 1,
-  'a whole number of slices, 1 or more',
 );
 
 export interface TracingResult {
