@@ -10,7 +10,8 @@
  *
  *   npm run soak -- [--duration 600] [--seed 1] [--engines 3] [--concurrency 6] [--speed 10]
  *                   [--threads 2] [--tokenizer qwen3] [--json bench/out/soak-report.json]
- *                   [--rss-slack-mib 128] [--rss-rise-mib 32] [--fd-slack 8]
+ *                   [--rss-slack-mib 128] [--rss-rise-mib 32] [--heap-rise-mib 16]
+ *                   [--fd-slack 8]
  *
  * Timeline of a run of D seconds: warm-up (10% of D, at most 30 s), then faults one at a time,
  * about one round of every kind per 2 minutes, until 10% of D before the end; the load stops at D
@@ -47,6 +48,7 @@ const { values } = parseArgs({
     json: { type: 'string', default: join(ROOT, 'bench', 'out', 'soak-report.json') },
     'rss-slack-mib': { type: 'string', default: '128' },
     'rss-rise-mib': { type: 'string', default: '32' },
+    'heap-rise-mib': { type: 'string', default: '16' },
     'fd-slack': { type: 'string', default: '8' },
   },
 });
@@ -74,6 +76,7 @@ const threads = Math.floor(numberFlag('threads', 1));
 const limits = {
   rssSlackMiB: numberFlag('rss-slack-mib', 0),
   rssRiseMiB: numberFlag('rss-rise-mib', 0),
+  heapRiseMiB: numberFlag('heap-rise-mib', 0),
   fdSlack: Math.floor(numberFlag('fd-slack', 0)),
 };
 const MAX_BODY = '1MiB';

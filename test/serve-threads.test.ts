@@ -135,6 +135,14 @@ describe('kvroute serve --threads 2', () => {
     expect(sum(metricValues(metrics, 'kvroute_requests_total'))).toBe(N);
     expect(sum(metricValues(metrics, 'kvroute_router_lock_calls_total'))).toBeGreaterThan(N);
     expect(metrics).toContain('kvroute_router_lock_waits_total');
+    // Each thread's V8 heap: the main thread's read at the scrape, the other's from its reports.
+    const used = metricValues(metrics, 'kvroute_thread_heap_used_bytes');
+    const committed = metricValues(metrics, 'kvroute_thread_heap_total_bytes');
+    for (const thread of ['0', '1']) {
+      const inUse = used.get(`kvroute_thread_heap_used_bytes{thread="${thread}"}`) ?? 0;
+      expect(inUse, `thread ${thread}'s heap in use`).toBeGreaterThan(1e6);
+      expect(committed.get(`kvroute_thread_heap_total_bytes{thread="${thread}"}`)).toBeGreaterThanOrEqual(inUse);
+    }
     // Each thread learns costs from its own requests; /metrics shows the main thread's learner
     // (docs/proxy.md "Learned costs"): its first tokens are one thread's requests.
     const observed = [...metricValues(metrics, 'kvroute_instance_cost_observations')]

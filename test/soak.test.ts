@@ -62,6 +62,8 @@ describe('npm run soak, compressed to 20 s', () => {
       '256',
       '--rss-rise-mib',
       '256',
+      '--heap-rise-mib',
+      '256',
     ];
     soak = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

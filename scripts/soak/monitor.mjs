@@ -1,8 +1,9 @@
 // @ts-check
 /**
- * Samples the proxy process over time: VmRSS from /proc/PID/status, its open file descriptors and
- * sockets from /proc/PID/fd, and from its /metrics the process and Node.js gauges (RSS, the main
- * thread's V8 heap, event-loop delay p99), and from /admin/state the router's native index size
+ * Samples the proxy process over time: VmRSS (and its anonymous, file and shared parts) from
+ * /proc/PID/status, its open file descriptors and sockets from /proc/PID/fd, and from its /metrics
+ * the Node.js gauges (the main thread's V8 heap in use, every thread's V8 heap in use and committed,
+ * external memory, event-loop delay p99), and from /admin/state the router's native index size
  * (its instances' index bytes plus the fleet index) and its session count: memory that grows with
  * the distinct prompts seen, up to each instance's KV capacity, and is no leak.
  */
@@ -29,7 +30,15 @@ export function procStatus(pid) {
       // closed between the listing and the readlink
     }
   }
-  return { rssMiB: kib('VmRSS') / 1024, threads: Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? NaN), fds, sockets };
+  return {
+    rssMiB: kib('VmRSS') / 1024,
+    rssAnonMiB: kib('RssAnon') / 1024,
+    rssFileMiB: kib('RssFile') / 1024,
+    rssShmemMiB: kib('RssShmem') / 1024,
+    threads: Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? NaN),
+    fds,
+    sockets,
+  };
 }
 
 /**
@@ -75,7 +84,7 @@ export class Monitor {
     this.pid = pid;
     this.base = base;
     this.t0 = t0;
-    /** @type {{ t: number, phase: string, rssMiB: number, fds: number, sockets: number, heapMiB: number, loopP99Ms: number, indexMiB: number, indexBlocks: number, sessions: number }[]} */
+    /** @type {{ t: number, phase: string, rssMiB: number, rssAnonMiB: number, rssFileMiB: number, rssShmemMiB: number, threads: number, fds: number, sockets: number, heapMiB: number, heapsUsedMiB: number, heapsTotalMiB: number, externalMiB: number, loopP99Ms: number, indexMiB: number, indexBlocks: number, sessions: number }[]} */
     this.samples = [];
     this.phase = 'start';
     /** @type {ReturnType<typeof setInterval> | null} */
@@ -85,10 +94,19 @@ export class Monitor {
   async sample() {
     const proc = procStatus(this.pid);
     let heapMiB = NaN;
+    let heapsUsedMiB = NaN;
+    let heapsTotalMiB = NaN;
+    let externalMiB = NaN;
     let loopP99Ms = NaN;
     try {
       const metrics = await scrape(this.base);
       heapMiB = (metrics.get('nodejs_heap_size_used_bytes') ?? NaN) / MIB;
+      // Every thread's heap (kvroute_thread_heap_*_bytes, under --threads N), else the main thread's.
+      const threadsUsed = metricSum(metrics, 'kvroute_thread_heap_used_bytes');
+      const threadsTotal = metricSum(metrics, 'kvroute_thread_heap_total_bytes');
+      heapsUsedMiB = (threadsUsed > 0 ? threadsUsed : (metrics.get('nodejs_heap_size_used_bytes') ?? NaN)) / MIB;
+      heapsTotalMiB = (threadsTotal > 0 ? threadsTotal : (metrics.get('nodejs_heap_size_total_bytes') ?? NaN)) / MIB;
+      externalMiB = (metrics.get('nodejs_external_memory_bytes') ?? NaN) / MIB;
       loopP99Ms = (metrics.get('nodejs_eventloop_lag_p99_seconds') ?? NaN) * 1000;
     } catch {
       // a scrape that fails under a fault leaves the gauges out of this sample
@@ -115,6 +133,9 @@ export class Monitor {
       phase: this.phase,
       ...proc,
       heapMiB,
+      heapsUsedMiB,
+      heapsTotalMiB,
+      externalMiB,
       loopP99Ms,
       indexMiB,
       indexBlocks,

@@ -12,15 +12,20 @@
  *
  * A batch also carries the thread's in-flight counts, and its flow control report (queue and
  * drawn buckets, thread-flow.ts) on the first flush and then at most every FLOW_REPORT_MS: the
- * dashboard reads it about once a second, and a report costs O(tenants waiting or drawn).
+ * dashboard reads it about once a second, and a report costs O(tenants waiting or drawn). Its V8
+ * heap's size (thread-metrics.ts) goes on the first flush and then at most every HEAP_REPORT_MS
+ * (a reading costs a few µs; Prometheus scrapes every few seconds).
  */
+import v8 from 'node:v8';
+
 import type { ProxyObserver } from '../observe/proxy-observer.js';
 import type { FlowReport } from './thread-flow.js';
-import type { ObservedCall, ToPrimary } from './thread-messages.js';
+import type { HeapReport, ObservedCall, ToPrimary } from './thread-messages.js';
 
 const FLUSH_MS = 20;
 const FLUSH_CALLS = 2048;
 const FLOW_REPORT_MS = 250;
+const HEAP_REPORT_MS = 1000;
 
 /** Every ProxyObserver method a relay forwards (onRequest only when asked: records cost a clone each). */
 const METHODS = [
@@ -41,6 +46,7 @@ export class ObserverRelay {
   private calls: ObservedCall[] = [];
   private readonly timer: NodeJS.Timeout;
   private flowReportedAt = -Infinity;
+  private heapReportedAt = -Infinity;
 
   constructor(
     private readonly post: (message: ToPrimary) => void,
@@ -62,21 +68,30 @@ export class ObserverRelay {
   }
 
   flush(): void {
-    const calls = this.calls;
+    const message: ToPrimary = { type: 'observed', calls: this.calls, inFlight: this.inFlight() };
     this.calls = [];
     const now = performance.now();
-    if (this.flow === undefined || now - this.flowReportedAt < FLOW_REPORT_MS)
-      this.post({ type: 'observed', calls, inFlight: this.inFlight() });
-    else {
+    if (this.flow !== undefined && now - this.flowReportedAt >= FLOW_REPORT_MS) {
       this.flowReportedAt = now;
-      this.post({ type: 'observed', calls, inFlight: this.inFlight(), flow: this.flow() });
+      message.flow = this.flow();
     }
+    if (now - this.heapReportedAt >= HEAP_REPORT_MS) {
+      this.heapReportedAt = now;
+      message.heap = heapReport();
+    }
+    this.post(message);
   }
 
   close(): void {
     clearInterval(this.timer);
     this.flush();
   }
+}
+
+/** This thread's V8 heap now. */
+export function heapReport(): HeapReport {
+  const heap = v8.getHeapStatistics();
+  return { usedBytes: heap.used_heap_size, totalBytes: heap.total_heap_size };
 }
 
 /** The primary's side: replays a batch into `observer` (an ObserverList, which survives a throwing observer). */

@@ -138,6 +138,7 @@ export class ProxyThreads {
       this.o.metrics?.add(thread, message.calls.filter((call) => call[0] === 'onFinished').length);
       state.setThreadInFlight(thread, message.inFlight);
       if (message.flow !== undefined) state.threadFlow.set(thread, message.flow);
+      if (message.heap !== undefined) this.o.metrics?.heap(thread, message.heap);
     } else if (message.type === 'trip') {
       const backend = state.backend(message.id);
       if (backend !== undefined) state.reportFailure(backend, message.why);

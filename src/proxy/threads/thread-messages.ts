@@ -67,6 +67,12 @@ export type FlowToThread =
   | { type: 'flow-admit'; id: number; tenant: string; inputTokens: number }
   | { type: 'flow-refuse'; id: number; status: number; message: string; code: string; retryAfterSeconds: number };
 
+/** A thread's V8 heap: in use, and as committed (v8.getHeapStatistics used_heap_size, total_heap_size). */
+export interface HeapReport {
+  usedBytes: number;
+  totalBytes: number;
+}
+
 export type ToThread = { type: 'state'; state: ThreadState } | { type: 'close'; graceMs: number } | FlowToThread;
 
 export type ToPrimary =
@@ -78,6 +84,8 @@ export type ToPrimary =
       inFlight: Record<string, number>;
       /** The thread's flow control queue and drawn buckets, at most every FLOW_REPORT_MS (thread-flow.ts). */
       flow?: FlowReport;
+      /** The thread's V8 heap, at most every HEAP_REPORT_MS (observer-relay.ts). */
+      heap?: HeapReport;
     }
   | { type: 'closed' }
   | FlowToPrimary;

@@ -1,15 +1,20 @@
 /**
  * The metrics of `kvroute serve --threads N` itself (docs/scale-out.md): requests finished per
- * thread (thread 0 is the main one), so an operator sees the kernel spreading connections, and
- * the shared routing core's lock: calls that held it and calls that had to wait for it, the
- * measured contention between threads.
+ * thread (thread 0 is the main one), so an operator sees the kernel spreading connections; each
+ * thread's V8 heap (Node's own `nodejs_heap_size_*_bytes` are the main thread's alone); and the
+ * shared routing core's lock: calls that held it and calls that had to wait for it, the measured
+ * contention between threads.
  */
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 
 import type { ProxyObserver } from '../observe/proxy-observer.js';
+import { heapReport } from './observer-relay.js';
+import type { HeapReport } from './thread-messages.js';
 
 export class ThreadMetrics {
   private readonly finished: number[];
+  /** The other threads' last heap reports (thread 0, the main one, is read at each scrape). */
+  private readonly heaps: (HeapReport | undefined)[];
   /** Counts the main thread's own finished requests. */
   readonly observer: ProxyObserver;
 
@@ -17,6 +22,8 @@ export class ThreadMetrics {
     this.finished = new Array<number>(threads).fill(0);
     this.observer = { onFinished: () => void this.finished[0]!++ };
     const finished = this.finished;
+    this.heaps = new Array<HeapReport | undefined>(threads).fill(undefined);
+    const heaps = this.heaps;
     new Counter({
       name: 'kvroute_thread_requests_total',
       help: 'Completion requests finished, by the thread that served them (0: the main thread).',
@@ -27,6 +34,28 @@ export class ThreadMetrics {
         finished.forEach((n, thread) => this.inc({ thread: String(thread) }, n));
       },
     });
+    const heapGauge = (name: string, help: string, bytes: (heap: HeapReport) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['thread'] as const,
+        registers: [registry],
+        collect() {
+          this.reset();
+          heaps[0] = heapReport();
+          heaps.forEach((heap, thread) => heap !== undefined && this.set({ thread: String(thread) }, bytes(heap)));
+        },
+      });
+    heapGauge(
+      'kvroute_thread_heap_used_bytes',
+      "Each thread's V8 heap in use (0: the main thread; another thread's as it last reported, within a second).",
+      (heap) => heap.usedBytes,
+    );
+    heapGauge(
+      'kvroute_thread_heap_total_bytes',
+      "Each thread's V8 heap as committed (0: the main thread; another thread's as it last reported, within a second).",
+      (heap) => heap.totalBytes,
+    );
     new Counter({
       name: 'kvroute_router_lock_calls_total',
       help: 'Calls into the routing core shared by the threads (each holds its lock).',
@@ -45,6 +74,11 @@ export class ThreadMetrics {
         this.inc(lock().contended);
       },
     });
+  }
+
+  /** Another thread's heap, as it reported it. */
+  heap(thread: number, report: HeapReport): void {
+    this.heaps[thread] = report;
   }
 
   /** Another thread's batch finished `n` requests. */
