@@ -137,7 +137,8 @@ async function cell(mode, capacity) {
   const json = join(out, `${name}.json`);
   if (existsSync(json)) return JSON.parse(readFileSync(json, 'utf8'));
   const records = join(out, `${name}.records`);
-  const kvPort = 20000 + Math.floor(Math.random() * 20000);
+  // Below Linux's ephemeral ports (32768 up): an outgoing connection may hold any port up there.
+  const kvPort = 20000 + Math.floor(Math.random() * 12000);
   /** @param {number} count @param {number} firstKvPort @param {boolean} asSglang */
   const simArgs = (count, firstKvPort, asSglang) => {
     const args = ['sim', 'serve', '--instances', String(count), '--port', '0', '--speed', values.speed];
@@ -154,30 +155,32 @@ async function cell(mode, capacity) {
   const fleets = [];
   /** @type {string[]} */
   const urls = [];
-  for (const [count, args] of /** @type {const} */ ([
-    [vllmEngines, engineArgs],
-    [sglangEngines, sglangArgs],
-  ])) {
-    if (count === 0) continue;
-    const engines = await start(args, () => true);
-    fleets.push(engines);
-    // One URL per engine on stdout.
-    while (engines.lines.length < count) await new Promise((r) => setTimeout(r, 20));
-    urls.push(...engines.lines.slice(0, count));
-  }
-  const serveArgs = ['serve', '--backends', urls.join(','), '--port', '0', '--policy', POLICY];
-  if (mode === 'events') {
-    serveArgs.push('--kv-events', urls.map((_, i) => `tcp://127.0.0.1:${kvPort + i}`).join(','));
-    serveArgs.push('--tokenizer', 'qwen3');
-  }
   let proxy;
   /** @type {number | undefined} */
   let evictions;
   /** @type {string[]} */
   const replayArgs = [];
+  /** @type {string[]} */
+  const serveArgs = [];
   /** @type {Record<string, number> | undefined} */
   let feed;
   try {
+    for (const [count, args] of /** @type {const} */ ([
+      [vllmEngines, engineArgs],
+      [sglangEngines, sglangArgs],
+    ])) {
+      if (count === 0) continue;
+      const engines = await start(args, () => true);
+      fleets.push(engines);
+      // One URL per engine on stdout.
+      while (engines.lines.length < count) await new Promise((r) => setTimeout(r, 20));
+      urls.push(...engines.lines.slice(0, count));
+    }
+    serveArgs.push('serve', '--backends', urls.join(','), '--port', '0', '--policy', POLICY);
+    if (mode === 'events') {
+      serveArgs.push('--kv-events', urls.map((_, i) => `tcp://127.0.0.1:${kvPort + i}`).join(','));
+      serveArgs.push('--tokenizer', 'qwen3');
+    }
     proxy = await start(serveArgs, (line) => line.includes('listening on'));
     const base = /listening on (\S+)/.exec(proxy.lines.at(-1) ?? '')?.[1];
     if (base === undefined) throw new Error('no proxy URL');
