@@ -104,7 +104,7 @@ export class Monitor {
       // Every thread's heap (kvroute_thread_heap_*_bytes, under --threads N), else the main thread's.
       const threadsUsed = metricSum(metrics, 'kvroute_thread_heap_used_bytes');
       const threadsTotal = metricSum(metrics, 'kvroute_thread_heap_total_bytes');
-      heapsUsedMiB = (threadsUsed > 0 ? threadsUsed : (metrics.get('nodejs_heap_size_used_bytes') ?? NaN)) / MIB;
+      heapsUsedMiB = threadsUsed > 0 ? threadsUsed / MIB : heapMiB;
       heapsTotalMiB = (threadsTotal > 0 ? threadsTotal : (metrics.get('nodejs_heap_size_total_bytes') ?? NaN)) / MIB;
       externalMiB = (metrics.get('nodejs_external_memory_bytes') ?? NaN) / MIB;
       loopP99Ms = (metrics.get('nodejs_eventloop_lag_p99_seconds') ?? NaN) * 1000;

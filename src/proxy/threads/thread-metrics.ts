@@ -11,9 +11,15 @@ import type { ProxyObserver } from '../observe/proxy-observer.js';
 import { heapReport } from './observer-relay.js';
 import type { HeapReport } from './thread-messages.js';
 
+/**
+ * The main thread's heap is read once for both heap gauges of a scrape (their collects run
+ * microseconds apart), so a scrape's in-use and committed figures come from one reading.
+ */
+const MAIN_HEAP_REUSE_MS = 100;
+
 export class ThreadMetrics {
   private readonly finished: number[];
-  /** The other threads' last heap reports (thread 0, the main one, is read at each scrape). */
+  /** Each thread's last heap report (thread 0, the main one, is read at each scrape). */
   private readonly heaps: (HeapReport | undefined)[];
   /** Counts the main thread's own finished requests. */
   readonly observer: ProxyObserver;
@@ -24,6 +30,13 @@ export class ThreadMetrics {
     const finished = this.finished;
     this.heaps = new Array<HeapReport | undefined>(threads).fill(undefined);
     const heaps = this.heaps;
+    let mainReadAt = -Infinity;
+    const readMainHeap = () => {
+      const now = performance.now();
+      if (now - mainReadAt < MAIN_HEAP_REUSE_MS) return;
+      mainReadAt = now;
+      heaps[0] = heapReport();
+    };
     new Counter({
       name: 'kvroute_thread_requests_total',
       help: 'Completion requests finished, by the thread that served them (0: the main thread).',
@@ -42,7 +55,7 @@ export class ThreadMetrics {
         registers: [registry],
         collect() {
           this.reset();
-          heaps[0] = heapReport();
+          readMainHeap();
           heaps.forEach((heap, thread) => heap !== undefined && this.set({ thread: String(thread) }, bytes(heap)));
         },
       });
